@@ -1,0 +1,687 @@
+//===- DtcOps.cpp - dtc shape rules and sharding rules --------------------===//
+//
+// Each op's shape rule (inferReturnTypes, which also verifies operands) and
+// its loop structure (iterator types + indexing maps) live here, next to each
+// other, so the two cannot drift apart.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/dtc/DtcOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::dtc;
+using utils::IteratorType;
+
+static RankedTensorType asTensor(Type type) {
+  return cast<RankedTensorType>(type);
+}
+
+static SmallVector<AffineExpr> loopDims(MLIRContext *ctx, int64_t first,
+                                        int64_t count) {
+  SmallVector<AffineExpr> exprs;
+  for (int64_t i = 0; i < count; ++i)
+    exprs.push_back(getAffineDimExpr(first + i, ctx));
+  return exprs;
+}
+
+/// Dimensions of `shape` read by loops `[0, resultShape.size())` under numpy
+/// broadcasting: trailing dims align, size-1 dims against a larger loop read
+/// index 0.
+static SmallVector<AffineExpr> broadcastExprs(MLIRContext *ctx,
+                                              ArrayRef<int64_t> shape,
+                                              ArrayRef<int64_t> resultShape) {
+  SmallVector<AffineExpr> exprs;
+  int64_t offset = resultShape.size() - shape.size();
+  for (auto [i, size] : llvm::enumerate(shape)) {
+    if (size == 1 && resultShape[offset + i] != 1)
+      exprs.push_back(getAffineConstantExpr(0, ctx));
+    else
+      exprs.push_back(getAffineDimExpr(offset + i, ctx));
+  }
+  return exprs;
+}
+
+/// Numpy broadcast of two shapes, or failure.
+static FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
+                                                       ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<int64_t> result(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t x = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t y = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (x != y && x != 1 && y != 1)
+      return failure();
+    result[i] = x == 1 ? y : x;
+  }
+  return result;
+}
+
+static std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  llvm::raw_string_ostream os(s);
+  llvm::interleave(shape, os, "x");
+  return s + "]";
+}
+
+//===----------------------------------------------------------------------===//
+// Shared rules (declared in DtcOps.h)
+//===----------------------------------------------------------------------===//
+
+LogicalResult mlir::dtc::detail::verifyShardingRule(Operation *op) {
+  auto rule = cast<ShardingRuleOpInterface>(op);
+  size_t numLoops = rule.getLoopIteratorTypes().size();
+  SmallVector<AffineMap> maps = rule.getIndexingMaps();
+  size_t numValues = op->getNumOperands() + op->getNumResults();
+  if (maps.size() != numValues)
+    return op->emitOpError("sharding rule has ")
+           << maps.size() << " indexing maps for " << numValues << " values";
+  SmallVector<Value> values(op->getOperands());
+  llvm::append_range(values, op->getResults());
+  for (auto [value, map] : llvm::zip(values, maps)) {
+    int64_t rank = cast<ShapedType>(value.getType()).getRank();
+    if (map.getNumDims() != numLoops || map.getNumResults() != rank)
+      return op->emitOpError("sharding rule map ")
+             << AffineMapAttr::get(map) << " does not fit a rank-" << rank << " value over "
+             << numLoops << " loops";
+  }
+  return success();
+}
+
+SmallVector<IteratorType>
+mlir::dtc::detail::elementwiseIteratorTypes(Operation *op) {
+  int64_t rank = asTensor(op->getResult(0).getType()).getRank();
+  return SmallVector<IteratorType>(rank, IteratorType::parallel);
+}
+
+SmallVector<AffineMap>
+mlir::dtc::detail::elementwiseIndexingMaps(Operation *op) {
+  MLIRContext *ctx = op->getContext();
+  ArrayRef<int64_t> resultShape = asTensor(op->getResult(0).getType()).getShape();
+  int64_t numLoops = resultShape.size();
+  SmallVector<AffineMap> maps;
+  for (Value operand : op->getOperands())
+    maps.push_back(AffineMap::get(
+        numLoops, 0,
+        broadcastExprs(ctx, asTensor(operand.getType()).getShape(),
+                       resultShape),
+        ctx));
+  maps.push_back(AffineMap::getMultiDimIdentityMap(numLoops, ctx));
+  return maps;
+}
+
+LogicalResult
+mlir::dtc::detail::inferBroadcastType(std::optional<Location> loc, Type lhs,
+                                      Type rhs, SmallVectorImpl<Type> &types) {
+  auto lhsType = asTensor(lhs), rhsType = asTensor(rhs);
+  if (lhsType.getElementType() != rhsType.getElementType())
+    return emitOptionalError(loc, "operand element types differ: ",
+                             lhsType.getElementType(), " vs ",
+                             rhsType.getElementType());
+  auto shape = broadcastShapes(lhsType.getShape(), rhsType.getShape());
+  if (failed(shape))
+    return emitOptionalError(loc, "shapes ", shapeString(lhsType.getShape()),
+                             " and ", shapeString(rhsType.getShape()),
+                             " do not broadcast");
+  types.push_back(RankedTensorType::get(*shape, lhsType.getElementType()));
+  return success();
+}
+
+/// Checks that `dims` are sorted, unique and within `[0, rank)`.
+static LogicalResult verifyDimList(std::optional<Location> loc,
+                                   ArrayRef<int64_t> dims, int64_t rank,
+                                   StringRef what) {
+  for (auto [i, dim] : llvm::enumerate(dims)) {
+    if (dim < 0 || dim >= rank)
+      return emitOptionalError(loc, what, " ", dim, " is out of range for rank ",
+                               rank);
+    if (i > 0 && dims[i - 1] >= dim)
+      return emitOptionalError(loc, what,
+                               "s must be sorted and unique, got ", dim,
+                               " after ", dims[i - 1]);
+  }
+  return success();
+}
+
+LogicalResult mlir::dtc::detail::inferReduceType(std::optional<Location> loc,
+                                                 Type input,
+                                                 ArrayRef<int64_t> dims,
+                                                 bool keepDims,
+                                                 SmallVectorImpl<Type> &types) {
+  auto inputType = asTensor(input);
+  if (failed(verifyDimList(loc, dims, inputType.getRank(), "reduction dim")))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (auto [i, size] : llvm::enumerate(inputType.getShape())) {
+    if (!llvm::is_contained(dims, static_cast<int64_t>(i)))
+      shape.push_back(size);
+    else if (keepDims)
+      shape.push_back(1);
+  }
+  types.push_back(RankedTensorType::get(shape, inputType.getElementType()));
+  return success();
+}
+
+SmallVector<IteratorType>
+mlir::dtc::detail::reduceIteratorTypes(int64_t rank, ArrayRef<int64_t> dims) {
+  SmallVector<IteratorType> types(rank, IteratorType::parallel);
+  for (int64_t dim : dims)
+    types[dim] = IteratorType::reduction;
+  return types;
+}
+
+SmallVector<AffineMap>
+mlir::dtc::detail::reduceIndexingMaps(MLIRContext *ctx, int64_t rank,
+                                      ArrayRef<int64_t> dims, bool keepDims) {
+  SmallVector<AffineExpr> outputExprs;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (!llvm::is_contained(dims, i))
+      outputExprs.push_back(getAffineDimExpr(i, ctx));
+    else if (keepDims)
+      outputExprs.push_back(getAffineConstantExpr(0, ctx));
+  }
+  return {AffineMap::getMultiDimIdentityMap(rank, ctx),
+          AffineMap::get(rank, 0, outputExprs, ctx)};
+}
+
+/// Loops: every dim; dims from `axis` on are reductions (normalizations).
+static SmallVector<IteratorType> normalizedIteratorTypes(int64_t rank,
+                                                         int64_t axis) {
+  SmallVector<IteratorType> types(rank, IteratorType::parallel);
+  for (int64_t i = axis; i < rank; ++i)
+    types[i] = IteratorType::reduction;
+  return types;
+}
+
+//===----------------------------------------------------------------------===//
+// ParameterOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParameterOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a non-empty name");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CastOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CastOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
+  types.push_back(
+      asTensor(adaptor.getInput().getType()).clone(adaptor.getTo()));
+  return success();
+}
+
+SmallVector<IteratorType> CastOp::getLoopIteratorTypes() {
+  return detail::elementwiseIteratorTypes(getOperation());
+}
+
+SmallVector<AffineMap> CastOp::getIndexingMaps() {
+  return detail::elementwiseIndexingMaps(getOperation());
+}
+
+//===----------------------------------------------------------------------===//
+// MatmulOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  auto lhs = asTensor(adaptor.getLhs().getType());
+  auto rhs = asTensor(adaptor.getRhs().getType());
+  if (lhs.getRank() < 2 || rhs.getRank() < 2)
+    return emitOptionalError(loc, "operands must have rank >= 2, got ",
+                             lhs.getRank(), " and ", rhs.getRank());
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitOptionalError(loc, "operand element types differ: ",
+                             lhs.getElementType(), " vs ",
+                             rhs.getElementType());
+  ArrayRef<int64_t> a = lhs.getShape(), b = rhs.getShape();
+  int64_t m = a[a.size() - 2], k = a.back();
+  if (adaptor.getTransposeLhs())
+    std::swap(m, k);
+  int64_t k2 = b[b.size() - 2], n = b.back();
+  if (adaptor.getTransposeRhs())
+    std::swap(k2, n);
+  if (k != k2)
+    return emitOptionalError(loc, "contraction sizes differ: lhs ",
+                             shapeString(a), " gives k=", k, ", rhs ",
+                             shapeString(b), " gives k=", k2);
+  auto batch = broadcastShapes(a.drop_back(2), b.drop_back(2));
+  if (failed(batch))
+    return emitOptionalError(loc, "batch dimensions of ", shapeString(a),
+                             " and ", shapeString(b), " do not broadcast");
+  SmallVector<int64_t> shape = *batch;
+  shape.append({m, n});
+  types.push_back(RankedTensorType::get(shape, lhs.getElementType()));
+  return success();
+}
+
+SmallVector<IteratorType> MatmulOp::getLoopIteratorTypes() {
+  int64_t rank = getOutput().getType().getRank();
+  SmallVector<IteratorType> types(rank, IteratorType::parallel);
+  types.push_back(IteratorType::reduction);
+  return types;
+}
+
+// Loops: result batch dims, then m, n, k.
+SmallVector<AffineMap> MatmulOp::getIndexingMaps() {
+  MLIRContext *ctx = getContext();
+  ArrayRef<int64_t> result = getOutput().getType().getShape();
+  int64_t numBatch = result.size() - 2, numLoops = result.size() + 1;
+  AffineExpr m = getAffineDimExpr(numBatch, ctx);
+  AffineExpr n = getAffineDimExpr(numBatch + 1, ctx);
+  AffineExpr k = getAffineDimExpr(numBatch + 2, ctx);
+  auto operandMap = [&](RankedTensorType type, AffineExpr row, AffineExpr col,
+                        bool transposed) {
+    SmallVector<AffineExpr> exprs = broadcastExprs(
+        ctx, type.getShape().drop_back(2), result.drop_back(2));
+    if (transposed)
+      std::swap(row, col);
+    exprs.append({row, col});
+    return AffineMap::get(numLoops, 0, exprs, ctx);
+  };
+  SmallVector<AffineExpr> outputExprs = loopDims(ctx, 0, result.size());
+  return {operandMap(getLhs().getType(), m, k, getTransposeLhs()),
+          operandMap(getRhs().getType(), k, n, getTransposeRhs()),
+          AffineMap::get(numLoops, 0, outputExprs, ctx)};
+}
+
+//===----------------------------------------------------------------------===//
+// SoftmaxOp, LayerNormOp, RmsNormOp
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyAxis(std::optional<Location> loc, int64_t axis,
+                                int64_t rank) {
+  if (axis < 0 || axis >= rank)
+    return emitOptionalError(loc, "axis ", axis, " is out of range for rank ",
+                             rank);
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() {
+  return verifyAxis(getLoc(), getAxis(), getInput().getType().getRank());
+}
+
+// The normalized dimension is a reduction loop that the output also indexes:
+// splitting it needs the op's own cross-shard statistics.
+SmallVector<IteratorType> SoftmaxOp::getLoopIteratorTypes() {
+  SmallVector<IteratorType> types(getInput().getType().getRank(),
+                                  IteratorType::parallel);
+  types[getAxis()] = IteratorType::reduction;
+  return types;
+}
+
+SmallVector<AffineMap> SoftmaxOp::getIndexingMaps() {
+  auto map = AffineMap::getMultiDimIdentityMap(getInput().getType().getRank(),
+                                               getContext());
+  return {map, map};
+}
+
+/// Shared shape rule of layer_norm and rms_norm: the scale (and bias) cover
+/// the normalized trailing dims.
+static LogicalResult inferNormType(std::optional<Location> loc, Type input,
+                                   int64_t axis, TypeRange affineOperands,
+                                   SmallVectorImpl<Type> &types) {
+  auto inputType = asTensor(input);
+  if (failed(verifyAxis(loc, axis, inputType.getRank())))
+    return failure();
+  ArrayRef<int64_t> normalized = inputType.getShape().drop_front(axis);
+  for (Type type : affineOperands) {
+    auto tensor = asTensor(type);
+    if (tensor.getShape() != normalized)
+      return emitOptionalError(loc, "scale/bias shape ",
+                               shapeString(tensor.getShape()),
+                               " must equal the normalized shape ",
+                               shapeString(normalized));
+    if (tensor.getElementType() != inputType.getElementType())
+      return emitOptionalError(loc, "scale/bias element type ",
+                               tensor.getElementType(),
+                               " differs from the input's ",
+                               inputType.getElementType());
+  }
+  types.push_back(inputType);
+  return success();
+}
+
+static SmallVector<AffineMap> normIndexingMaps(MLIRContext *ctx, int64_t rank,
+                                               int64_t axis,
+                                               unsigned numAffineOperands) {
+  auto identity = AffineMap::getMultiDimIdentityMap(rank, ctx);
+  auto trailing = AffineMap::get(rank, 0, loopDims(ctx, axis, rank - axis),
+                                 ctx);
+  SmallVector<AffineMap> maps = {identity};
+  maps.append(numAffineOperands, trailing);
+  maps.push_back(identity);
+  return maps;
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  SmallVector<Type> affine = {adaptor.getWeight().getType()};
+  if (adaptor.getBias())
+    affine.push_back(adaptor.getBias().getType());
+  return inferNormType(loc, adaptor.getInput().getType(), adaptor.getAxis(),
+                       affine, types);
+}
+
+SmallVector<IteratorType> LayerNormOp::getLoopIteratorTypes() {
+  return normalizedIteratorTypes(getInput().getType().getRank(), getAxis());
+}
+
+SmallVector<AffineMap> LayerNormOp::getIndexingMaps() {
+  return normIndexingMaps(getContext(), getInput().getType().getRank(),
+                          getAxis(), getBias() ? 2 : 1);
+}
+
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  return inferNormType(loc, adaptor.getInput().getType(), adaptor.getAxis(),
+                       {adaptor.getWeight().getType()}, types);
+}
+
+SmallVector<IteratorType> RmsNormOp::getLoopIteratorTypes() {
+  return normalizedIteratorTypes(getInput().getType().getRank(), getAxis());
+}
+
+SmallVector<AffineMap> RmsNormOp::getIndexingMaps() {
+  return normIndexingMaps(getContext(), getInput().getType().getRank(),
+                          getAxis(), 1);
+}
+
+//===----------------------------------------------------------------------===//
+// ReshapeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto input = getInput().getType(), output = getOutput().getType();
+  if (input.getElementType() != output.getElementType())
+    return emitOpError("changes the element type from ")
+           << input.getElementType() << " to " << output.getElementType();
+  if (input.getNumElements() != output.getNumElements())
+    return emitOpError("cannot reshape ")
+           << shapeString(input.getShape()) << " (" << input.getNumElements()
+           << " elements) to " << shapeString(output.getShape()) << " ("
+           << output.getNumElements() << " elements)";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// TransposeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto input = asTensor(adaptor.getInput().getType());
+  ArrayRef<int64_t> perm = adaptor.getPermutation();
+  if (static_cast<int64_t>(perm.size()) != input.getRank())
+    return emitOptionalError(loc, "permutation has ", perm.size(),
+                             " entries for a rank-", input.getRank(),
+                             " input");
+  llvm::SmallSet<int64_t, 8> seen;
+  SmallVector<int64_t> shape;
+  for (int64_t dim : perm) {
+    if (dim < 0 || dim >= input.getRank() || !seen.insert(dim).second)
+      return emitOptionalError(loc, "permutation [",
+                               llvm::make_range(perm.begin(), perm.end()),
+                               "] is not a permutation of 0..",
+                               input.getRank() - 1);
+    shape.push_back(input.getDimSize(dim));
+  }
+  types.push_back(input.clone(shape));
+  return success();
+}
+
+SmallVector<IteratorType> TransposeOp::getLoopIteratorTypes() {
+  return detail::elementwiseIteratorTypes(getOperation());
+}
+
+// Loops follow the output; input dim perm[i] is read by loop i.
+SmallVector<AffineMap> TransposeOp::getIndexingMaps() {
+  ArrayRef<int64_t> perm = getPermutation();
+  SmallVector<AffineExpr> inputExprs(perm.size());
+  for (auto [loop, dim] : llvm::enumerate(perm))
+    inputExprs[dim] = getAffineDimExpr(loop, getContext());
+  return {AffineMap::get(perm.size(), 0, inputExprs, getContext()),
+          AffineMap::getMultiDimIdentityMap(perm.size(), getContext())};
+}
+
+//===----------------------------------------------------------------------===//
+// ConcatOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  ValueRange inputs = adaptor.getInputs();
+  if (inputs.empty())
+    return emitOptionalError(loc, "needs at least one input");
+  auto first = asTensor(inputs.front().getType());
+  int64_t axis = adaptor.getAxis();
+  if (failed(verifyAxis(loc, axis, first.getRank())))
+    return failure();
+  SmallVector<int64_t> shape(first.getShape());
+  for (Value input : inputs.drop_front()) {
+    auto type = asTensor(input.getType());
+    if (type.getRank() != first.getRank())
+      return emitOptionalError(loc, "inputs have different ranks");
+    for (int64_t i = 0; i < type.getRank(); ++i) {
+      if (i != axis && type.getDimSize(i) != shape[i])
+        return emitOptionalError(loc, "input shapes ",
+                                 shapeString(first.getShape()), " and ",
+                                 shapeString(type.getShape()),
+                                 " differ outside axis ", axis);
+    }
+    shape[axis] += type.getDimSize(axis);
+  }
+  types.push_back(first.clone(shape));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// SliceOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  auto input = asTensor(adaptor.getInput().getType());
+  ArrayRef<int64_t> starts = adaptor.getStarts(), limits = adaptor.getLimits(),
+                    strides = adaptor.getStrides();
+  int64_t rank = input.getRank();
+  if (static_cast<int64_t>(starts.size()) != rank ||
+      static_cast<int64_t>(limits.size()) != rank ||
+      static_cast<int64_t>(strides.size()) != rank)
+    return emitOptionalError(loc, "starts, limits and strides need ", rank,
+                             " entries each");
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (strides[i] < 1)
+      return emitOptionalError(loc, "stride ", strides[i], " of dim ", i,
+                               " must be positive");
+    if (starts[i] < 0 || starts[i] > limits[i] ||
+        limits[i] > input.getDimSize(i))
+      return emitOptionalError(loc, "range [", starts[i], ", ", limits[i],
+                               ") of dim ", i, " is not within [0, ",
+                               input.getDimSize(i), "]");
+    shape.push_back(llvm::divideCeil(limits[i] - starts[i], strides[i]));
+  }
+  types.push_back(input.clone(shape));
+  return success();
+}
+
+SmallVector<IteratorType> SliceOp::getLoopIteratorTypes() {
+  return detail::elementwiseIteratorTypes(getOperation());
+}
+
+SmallVector<AffineMap> SliceOp::getIndexingMaps() {
+  MLIRContext *ctx = getContext();
+  int64_t rank = getStarts().size();
+  SmallVector<AffineExpr> inputExprs;
+  for (int64_t i = 0; i < rank; ++i)
+    inputExprs.push_back(getAffineDimExpr(i, ctx) * getStrides()[i] +
+                         getStarts()[i]);
+  return {AffineMap::get(rank, 0, inputExprs, ctx),
+          AffineMap::getMultiDimIdentityMap(rank, ctx)};
+}
+
+//===----------------------------------------------------------------------===//
+// EmbeddingOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto table = asTensor(adaptor.getTable().getType());
+  auto ids = asTensor(adaptor.getIds().getType());
+  if (table.getRank() != 2)
+    return emitOptionalError(loc, "table must be [rows, dim], got rank ",
+                             table.getRank());
+  SmallVector<int64_t> shape(ids.getShape());
+  shape.push_back(table.getDimSize(1));
+  types.push_back(table.clone(shape));
+  return success();
+}
+
+// Loops: the ids dims and the embedding dim (parallel), the table rows
+// (reduction: the lookup is a one-hot contraction).
+SmallVector<IteratorType> EmbeddingOp::getLoopIteratorTypes() {
+  SmallVector<IteratorType> types(getIds().getType().getRank() + 1,
+                                  IteratorType::parallel);
+  types.push_back(IteratorType::reduction);
+  return types;
+}
+
+SmallVector<AffineMap> EmbeddingOp::getIndexingMaps() {
+  MLIRContext *ctx = getContext();
+  int64_t idsRank = getIds().getType().getRank(), numLoops = idsRank + 2;
+  AffineExpr d = getAffineDimExpr(idsRank, ctx);
+  AffineExpr row = getAffineDimExpr(idsRank + 1, ctx);
+  SmallVector<AffineExpr> outputExprs = loopDims(ctx, 0, idsRank + 1);
+  return {AffineMap::get(numLoops, 0, {row, d}, ctx),
+          AffineMap::get(numLoops, 0, loopDims(ctx, 0, idsRank), ctx),
+          AffineMap::get(numLoops, 0, outputExprs, ctx)};
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto q = asTensor(adaptor.getQuery().getType());
+  auto k = asTensor(adaptor.getKey().getType());
+  auto v = asTensor(adaptor.getValue().getType());
+  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
+    return emitOptionalError(
+        loc, "query, key and value must be [batch, heads, seq, head_dim]");
+  if (q.getElementType() != k.getElementType() ||
+      q.getElementType() != v.getElementType())
+    return emitOptionalError(loc, "query, key and value element types differ");
+  int64_t heads = q.getDimSize(1), kvHeads = k.getDimSize(1);
+  if (k.getDimSize(0) != q.getDimSize(0) || v.getDimSize(0) != q.getDimSize(0))
+    return emitOptionalError(loc, "batch sizes differ");
+  if (v.getDimSize(1) != kvHeads || v.getDimSize(2) != k.getDimSize(2))
+    return emitOptionalError(loc, "key ", shapeString(k.getShape()),
+                             " and value ", shapeString(v.getShape()),
+                             " disagree on heads or sequence length");
+  if (kvHeads == 0 || heads % kvHeads != 0)
+    return emitOptionalError(loc, "query heads (", heads,
+                             ") must be a multiple of key/value heads (",
+                             kvHeads, ")");
+  if (k.getDimSize(3) != q.getDimSize(3))
+    return emitOptionalError(loc, "query head dim ", q.getDimSize(3),
+                             " differs from key head dim ", k.getDimSize(3));
+  types.push_back(q.clone({q.getDimSize(0), heads, q.getDimSize(2),
+                           v.getDimSize(3)}));
+  return success();
+}
+
+double AttentionOp::getEffectiveScale() {
+  if (std::optional<APFloat> scale = getScale())
+    return scale->convertToDouble();
+  return 1.0 / std::sqrt(static_cast<double>(getQuery().getType().getDimSize(3)));
+}
+
+// Loops (b, h, s, e, t, d): batch, query heads, query positions and value
+// dims are parallel; key positions and the q.k dim are reductions.
+SmallVector<IteratorType> AttentionOp::getLoopIteratorTypes() {
+  return {IteratorType::parallel,  IteratorType::parallel,
+          IteratorType::parallel,  IteratorType::parallel,
+          IteratorType::reduction, IteratorType::reduction};
+}
+
+SmallVector<AffineMap> AttentionOp::getIndexingMaps() {
+  MLIRContext *ctx = getContext();
+  AffineExpr b, h, s, e, t, d;
+  bindDims(ctx, b, h, s, e, t, d);
+  int64_t group = getQuery().getType().getDimSize(1) /
+                  getKey().getType().getDimSize(1);
+  AffineExpr kvHead = h.floorDiv(group);
+  return {AffineMap::get(6, 0, {b, h, s, d}, ctx),
+          AffineMap::get(6, 0, {b, kvHead, t, d}, ctx),
+          AffineMap::get(6, 0, {b, kvHead, t, e}, ctx),
+          AffineMap::get(6, 0, {b, h, s, e}, ctx)};
+}
+
+//===----------------------------------------------------------------------===//
+// CrossEntropyOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *ctx,
+                                               std::optional<Location> loc,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &types) {
+  auto logits = asTensor(adaptor.getLogits().getType());
+  auto labels = asTensor(adaptor.getLabels().getType());
+  if (logits.getRank() < 1 ||
+      labels.getShape() != logits.getShape().drop_back())
+    return emitOptionalError(loc, "labels ", shapeString(labels.getShape()),
+                             " must have the shape of logits ",
+                             shapeString(logits.getShape()),
+                             " without its last (vocabulary) dim");
+  types.push_back(RankedTensorType::get({}, Float32Type::get(ctx)));
+  return success();
+}
+
+// The loss is a mean over every position and a log-sum-exp over the
+// vocabulary: every loop reduces into the scalar.
+SmallVector<IteratorType> CrossEntropyOp::getLoopIteratorTypes() {
+  return SmallVector<IteratorType>(getLogits().getType().getRank(),
+                                   IteratorType::reduction);
+}
+
+SmallVector<AffineMap> CrossEntropyOp::getIndexingMaps() {
+  MLIRContext *ctx = getContext();
+  int64_t rank = getLogits().getType().getRank();
+  return {AffineMap::getMultiDimIdentityMap(rank, ctx),
+          AffineMap::get(rank, 0, loopDims(ctx, 0, rank - 1), ctx),
+          AffineMap::get(rank, 0, {}, ctx)};
+}
+
+#include "dialects/dtc/DtcInterfaces.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/dtc/DtcOps.cpp.inc"

@@ -1,0 +1,45 @@
+//===- DtcOps.h - dtc dialect operations ------------------------*- C++ -*-===//
+
+#ifndef DTC_DIALECTS_DTC_DTCOPS_H
+#define DTC_DIALECTS_DTC_DTCOPS_H
+
+#include "dialects/dtc/DtcDialect.h"
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Utils/StructuredOpsUtils.h"
+#include "mlir/IR/AffineMap.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir::dtc::detail {
+/// Checks that an op's sharding rule is well formed: one map per operand and
+/// result, each over all loops, with as many results as the value's rank.
+LogicalResult verifyShardingRule(Operation *op);
+
+/// Elementwise ops: one parallel loop per result dim; operands broadcast.
+SmallVector<utils::IteratorType> elementwiseIteratorTypes(Operation *op);
+SmallVector<AffineMap> elementwiseIndexingMaps(Operation *op);
+
+/// Numpy broadcasting of two shapes; the element type is the lhs's.
+LogicalResult inferBroadcastType(std::optional<Location> loc, Type lhs,
+                                 Type rhs, SmallVectorImpl<Type> &types);
+
+/// Reductions over `dims` of a rank-`rank` input.
+LogicalResult inferReduceType(std::optional<Location> loc, Type input,
+                              ArrayRef<int64_t> dims, bool keepDims,
+                              SmallVectorImpl<Type> &types);
+SmallVector<utils::IteratorType> reduceIteratorTypes(int64_t rank,
+                                                     ArrayRef<int64_t> dims);
+SmallVector<AffineMap> reduceIndexingMaps(MLIRContext *ctx, int64_t rank,
+                                          ArrayRef<int64_t> dims,
+                                          bool keepDims);
+} // namespace mlir::dtc::detail
+
+#include "dialects/dtc/DtcInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/dtc/DtcOps.h.inc"
+
+#endif // DTC_DIALECTS_DTC_DTCOPS_H

@@ -1,0 +1,348 @@
+//===- DtcOps.td - dtc dialect operations ------------------*- tablegen -*-===//
+//
+// Every op infers its result type (the inference is the shape verifier: one
+// source of truth for shape rules) and states its sharding rule through
+// ShardingRuleOpInterface. Adding an op: one record here, its shape rule and
+// loop structure in DtcOps.cpp, its reference kernel in the runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_OPS_TD
+#define DTC_OPS_TD
+
+include "dialects/dtc/DtcBase.td"
+include "dialects/dtc/DtcInterfaces.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class Dtc_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Dtc_Dialect, mnemonic, traits>;
+
+// A side-effect-free op with a sharding rule.
+class Dtc_ShardableOp<string mnemonic, list<Trait> traits = []>
+    : Dtc_Op<mnemonic, !listconcat(traits, [Pure,
+        DeclareOpInterfaceMethods<Dtc_ShardingRuleOpInterface>])>;
+
+// ... whose result type follows from a shape rule (inferReturnTypes).
+class Dtc_ShapedOp<string mnemonic, list<Trait> traits = []>
+    : Dtc_ShardableOp<mnemonic, !listconcat(traits, [InferTypeOpAdaptor])>;
+
+//===----------------------------------------------------------------------===//
+// Leaves: constants and parameters
+//===----------------------------------------------------------------------===//
+
+def Dtc_ConstantOp : Dtc_Op<"constant", [ConstantLike, Pure,
+    AllTypesMatch<["value", "output"]>]> {
+  let summary = "A tensor constant";
+  let description = [{
+    ```mlir
+    %0 = dtc.constant dense<1.0> : tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Dtc_Tensor:$output);
+  let assemblyFormat = "$value attr-dict";
+  let hasFolder = 1;
+}
+
+def Dtc_ParameterOp : Dtc_Op<"parameter", [Pure]> {
+  let summary = "A trainable model weight, named by the model's initializer";
+  let description = [{
+    The value of the named weight at the current step. Values live outside
+    the IR (in the model file or a checkpoint); the name is the key that
+    checkpoints, layouts and `dtc ckpt consolidate` use.
+
+    ```mlir
+    %w = dtc.parameter "transformer.h.0.attn.c_attn.weight" : tensor<64x192xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Dtc_Tensor:$output);
+  let assemblyFormat = "$name attr-dict `:` type($output)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops
+//===----------------------------------------------------------------------===//
+
+// The sharding rule of every elementwise op is the identity on the result's
+// loops with numpy broadcasting for operands (DtcOps.cpp).
+class Dtc_UnaryOp<string mnemonic, string desc, Type type = Dtc_FloatTensor,
+                  list<Trait> traits = []>
+    : Dtc_ShardableOp<mnemonic,
+                      !listconcat(traits, [SameOperandsAndResultType])> {
+  let summary = "Elementwise " # desc;
+  let arguments = (ins type:$input);
+  let results = (outs type:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let extraClassDefinition = [{
+    ::llvm::SmallVector<::mlir::utils::IteratorType>
+    $cppClass::getLoopIteratorTypes() {
+      return detail::elementwiseIteratorTypes(getOperation());
+    }
+    ::llvm::SmallVector<::mlir::AffineMap> $cppClass::getIndexingMaps() {
+      return detail::elementwiseIndexingMaps(getOperation());
+    }
+  }];
+}
+
+def Dtc_NegOp : Dtc_UnaryOp<"neg", "negation">;
+def Dtc_AbsOp : Dtc_UnaryOp<"abs", "absolute value">;
+def Dtc_ExpOp : Dtc_UnaryOp<"exp", "exponential">;
+def Dtc_LogOp : Dtc_UnaryOp<"log", "natural logarithm">;
+def Dtc_SqrtOp : Dtc_UnaryOp<"sqrt", "square root">;
+def Dtc_RsqrtOp : Dtc_UnaryOp<"rsqrt", "reciprocal square root">;
+def Dtc_ReciprocalOp : Dtc_UnaryOp<"reciprocal", "reciprocal">;
+def Dtc_TanhOp : Dtc_UnaryOp<"tanh", "hyperbolic tangent">;
+def Dtc_ErfOp : Dtc_UnaryOp<"erf", "error function">;
+def Dtc_SigmoidOp : Dtc_UnaryOp<"sigmoid", "logistic sigmoid">;
+def Dtc_ReluOp : Dtc_UnaryOp<"relu", "max(x, 0)">;
+def Dtc_SiluOp : Dtc_UnaryOp<"silu", "x * sigmoid(x) (swish)">;
+def Dtc_GeluOp : Dtc_UnaryOp<"gelu", "Gaussian error linear unit"> {
+  let description = [{
+    `x * Phi(x)`; with `approximate_tanh` the tanh approximation
+    `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))` of GPT-2 and PyTorch's
+    `approximate="tanh"`.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$input, UnitAttr:$approximate_tanh);
+}
+
+def Dtc_CastOp : Dtc_ShapedOp<"cast", [SameOperandsAndResultShape]> {
+  let summary = "Elementwise conversion of the element type";
+  let arguments = (ins Dtc_Tensor:$input, TypeAttr:$to);
+  let results = (outs Dtc_Tensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` $to";
+  let hasFolder = 1;
+}
+
+class Dtc_BinaryOp<string mnemonic, string desc, list<Trait> traits = []>
+    : Dtc_ShapedOp<mnemonic, traits> {
+  let summary = "Elementwise " # desc # " with numpy broadcasting";
+  let arguments = (ins Dtc_Tensor:$lhs, Dtc_Tensor:$rhs);
+  let results = (outs Dtc_Tensor:$output);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return detail::inferBroadcastType(loc, adaptor.getLhs().getType(),
+                                        adaptor.getRhs().getType(), types);
+    }
+    ::llvm::SmallVector<::mlir::utils::IteratorType>
+    $cppClass::getLoopIteratorTypes() {
+      return detail::elementwiseIteratorTypes(getOperation());
+    }
+    ::llvm::SmallVector<::mlir::AffineMap> $cppClass::getIndexingMaps() {
+      return detail::elementwiseIndexingMaps(getOperation());
+    }
+  }];
+  let hasFolder = 1;
+}
+
+def Dtc_AddOp : Dtc_BinaryOp<"add", "addition", [Commutative]>;
+def Dtc_SubOp : Dtc_BinaryOp<"sub", "subtraction">;
+def Dtc_MulOp : Dtc_BinaryOp<"mul", "multiplication", [Commutative]>;
+def Dtc_DivOp : Dtc_BinaryOp<"div", "division">;
+def Dtc_MaxOp : Dtc_BinaryOp<"max", "maximum", [Commutative]>;
+def Dtc_MinOp : Dtc_BinaryOp<"min", "minimum", [Commutative]>;
+def Dtc_PowOp : Dtc_BinaryOp<"pow", "power">;
+
+//===----------------------------------------------------------------------===//
+// Contractions and reductions
+//===----------------------------------------------------------------------===//
+
+def Dtc_MatmulOp : Dtc_ShapedOp<"matmul"> {
+  let summary = "Batched matrix product with numpy batch broadcasting";
+  let description = [{
+    `lhs[..., m, k] x rhs[..., k, n] -> [..., m, n]`; `transpose_lhs` and
+    `transpose_rhs` read the last two dimensions of that operand swapped, so
+    `x @ W^T` (a PyTorch Linear) needs no separate transpose. Leading batch
+    dimensions broadcast like numpy's matmul. Loops: the result's batch
+    dimensions, m, n (parallel) and k (reduction).
+  }];
+  let arguments = (ins Dtc_FloatTensor:$lhs, Dtc_FloatTensor:$rhs,
+                   UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Dtc_FloatTensor:$output);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+}
+
+class Dtc_ReduceOp<string mnemonic, string desc>
+    : Dtc_ShapedOp<mnemonic> {
+  let summary = "Reduce by " # desc # " over `dims`";
+  let arguments = (ins Dtc_Tensor:$input, DenseI64ArrayAttr:$dims,
+                   UnitAttr:$keep_dims);
+  let results = (outs Dtc_Tensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return detail::inferReduceType(loc, adaptor.getInput().getType(),
+                                     adaptor.getDims(),
+                                     adaptor.getKeepDims(), types);
+    }
+    ::llvm::SmallVector<::mlir::utils::IteratorType>
+    $cppClass::getLoopIteratorTypes() {
+      return detail::reduceIteratorTypes(getInput().getType().getRank(),
+                                         getDims());
+    }
+    ::llvm::SmallVector<::mlir::AffineMap> $cppClass::getIndexingMaps() {
+      return detail::reduceIndexingMaps(getContext(),
+                                        getInput().getType().getRank(),
+                                        getDims(), getKeepDims());
+    }
+  }];
+}
+
+def Dtc_ReduceSumOp : Dtc_ReduceOp<"reduce_sum", "sum">;
+def Dtc_ReduceMeanOp : Dtc_ReduceOp<"reduce_mean", "mean">;
+def Dtc_ReduceMaxOp : Dtc_ReduceOp<"reduce_max", "maximum">;
+
+//===----------------------------------------------------------------------===//
+// Normalizations and activations over a dimension
+//===----------------------------------------------------------------------===//
+
+def Dtc_SoftmaxOp : Dtc_ShardableOp<"softmax", [SameOperandsAndResultType]> {
+  let summary = "Softmax over one dimension";
+  let arguments = (ins Dtc_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Dtc_FloatTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Dtc_LayerNormOp : Dtc_ShapedOp<"layer_norm"> {
+  let summary = "Layer normalization over the trailing dims from `axis`";
+  let description = [{
+    `(x - mean) / sqrt(var + epsilon) * weight + bias`, statistics over
+    dimensions `[axis, rank)`; `weight` and the optional `bias` have the shape
+    of those dimensions.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$input, Dtc_FloatTensor:$weight,
+                   Optional<Dtc_FloatTensor>:$bias, I64Attr:$axis,
+                   F64Attr:$epsilon);
+  let results = (outs Dtc_FloatTensor:$output);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Dtc_RmsNormOp : Dtc_ShapedOp<"rms_norm"> {
+  let summary = "RMS normalization over the trailing dims from `axis`";
+  let description = [{
+    `x / sqrt(mean(x^2) + epsilon) * weight`, statistics over dimensions
+    `[axis, rank)` (LLaMA's RMSNorm).
+  }];
+  let arguments = (ins Dtc_FloatTensor:$input, Dtc_FloatTensor:$weight,
+                   I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Dtc_FloatTensor:$output);
+  let assemblyFormat =
+      "$input `,` $weight attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Dtc_ReshapeOp : Dtc_Op<"reshape", [Pure]> {
+  let summary = "Reinterpret the shape; element count is preserved";
+  let description = [{
+    Row-major reshape between static shapes. It has no affine sharding rule:
+    propagation splits it into groups of dimensions whose products match.
+  }];
+  let arguments = (ins Dtc_Tensor:$input);
+  let results = (outs Dtc_Tensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+  let hasCanonicalizer = 1;
+}
+
+def Dtc_TransposeOp : Dtc_ShapedOp<"transpose"> {
+  let summary = "Permute dimensions: output dim i is input dim permutation[i]";
+  let arguments = (ins Dtc_Tensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs Dtc_Tensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+  let hasCanonicalizer = 1;
+}
+
+// Concatenation has no affine sharding rule along `axis`; propagation treats
+// that dimension as replicated and every other one as parallel.
+def Dtc_ConcatOp : Dtc_Op<"concat", [Pure, InferTypeOpAdaptor,
+                                     SameOperandsElementType]> {
+  let summary = "Concatenate along `axis`";
+  let arguments = (ins Variadic<Dtc_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Dtc_Tensor:$output);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Dtc_SliceOp : Dtc_ShapedOp<"slice"> {
+  let summary = "Strided slice: [starts, limits) with strides, every dim";
+  let arguments = (ins Dtc_Tensor:$input, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$strides);
+  let results = (outs Dtc_Tensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Dtc_EmbeddingOp : Dtc_ShapedOp<"embedding"> {
+  let summary = "Row lookup: output[..., d] = table[ids[...], d]";
+  let description = [{
+    Its sharding rule treats the lookup as a one-hot contraction over the
+    vocabulary loop, so splitting the table by rows (Megatron's
+    vocab-parallel embedding) is a split reduction like any other.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$table, Dtc_IndexTensor:$ids);
+  let results = (outs Dtc_FloatTensor:$output);
+  let assemblyFormat =
+      "$table `,` $ids attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Transformer ops
+//===----------------------------------------------------------------------===//
+
+def Dtc_AttentionOp : Dtc_ShapedOp<"attention"> {
+  let summary = "Scaled dot-product attention with grouped-query heads";
+  let description = [{
+    `query [b, h, s, d]`, `key [b, g, t, d]`, `value [b, g, t, e]` ->
+    `[b, h, s, e]`, where `h` is a multiple of `g` and query head `i` reads
+    key/value head `i floordiv (h / g)` (MHA when g = h, MQA when g = 1).
+    `scale` defaults to `1/sqrt(d)`; `causal` masks key positions after the
+    query position (aligned at the start, as in training).
+  }];
+  let arguments = (ins Dtc_FloatTensor:$query, Dtc_FloatTensor:$key,
+                   Dtc_FloatTensor:$value, UnitAttr:$causal,
+                   OptionalAttr<F64Attr>:$scale);
+  let results = (outs Dtc_FloatTensor:$output);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// The scale applied to q.k: the attribute or 1/sqrt(head dim).
+    double getEffectiveScale();
+  }];
+}
+
+def Dtc_CrossEntropyOp : Dtc_ShapedOp<"cross_entropy"> {
+  let summary = "Mean softmax cross-entropy of logits against integer labels";
+  let description = [{
+    `logits [..., v]`, `labels [...]` -> scalar mean over the positions whose
+    label is not `ignore_index` (PyTorch's default -100).
+  }];
+  let arguments = (ins Dtc_FloatTensor:$logits, Dtc_IndexTensor:$labels,
+                   DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs 0DTensorOf<[F32]>:$loss);
+  let assemblyFormat =
+      "$logits `,` $labels attr-dict `:` functional-type(operands, results)";
+}
+
+#endif // DTC_OPS_TD

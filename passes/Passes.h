@@ -1,0 +1,19 @@
+//===- Passes.h - dtc passes ------------------------------------*- C++ -*-===//
+
+#ifndef DTC_PASSES_PASSES_H
+#define DTC_PASSES_PASSES_H
+
+#include "dialects/dtc/DtcDialect.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::dtc {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+} // namespace mlir::dtc
+
+#endif // DTC_PASSES_PASSES_H
