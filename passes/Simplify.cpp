@@ -30,14 +30,11 @@ struct DtcSimplifyPass : mlir::dtc::impl::DtcSimplifyBase<DtcSimplifyPass> {
   void runOnOperation() override {
     GreedyRewriteConfig config;
     config.setMaxIterations(maxIterations);
-    bool converged = false;
     // The greedy driver folds, applies the patterns and erases dead
-    // side-effect-free ops.
-    if (failed(applyPatternsGreedily(getOperation(), patterns, config,
-                                     &converged)) ||
-        !converged) {
+    // side-effect-free ops; it fails when no fixed point is reached.
+    if (failed(applyPatternsGreedily(getOperation(), patterns, config))) {
       getOperation()->emitError("dtc-simplify did not converge in ")
-          << maxIterations << " iterations";
+          << static_cast<int64_t>(maxIterations) << " iterations";
       return signalPassFailure();
     }
   }

@@ -21,7 +21,8 @@ struct DtcTestShardingRulesPass
       Builder b(rule->getContext());
       SmallVector<Attribute> iterators;
       for (utils::IteratorType type : rule.getLoopIteratorTypes())
-        iterators.push_back(b.getStringAttr(utils::stringifyIteratorType(type)));
+        iterators.push_back(
+            b.getStringAttr(utils::stringifyIteratorType(type)));
       SmallVector<Attribute> maps;
       for (AffineMap map : rule.getIndexingMaps())
         maps.push_back(AffineMapAttr::get(map));

@@ -44,7 +44,8 @@ static bool isSplatOf(Attribute attr, double value) {
 }
 
 /// Folds `op` when both operands are constants of the result's type, using
-/// `floatFn` / `intFn` per element.
+/// `floatFn` / `intFn` per element; either may return std::nullopt to leave
+/// the op unfolded.
 template <typename FloatFn, typename IntFn>
 static OpFoldResult foldConstants(Operation *op, ArrayRef<Attribute> operands,
                                   FloatFn floatFn, IntFn intFn) {
@@ -53,8 +54,15 @@ static OpFoldResult foldConstants(Operation *op, ArrayRef<Attribute> operands,
       op->getOperand(1).getType() != type)
     return {};
   if (isa<FloatType>(getElementTypeOrSelf(type)))
-    return constFoldBinaryOp<FloatAttr, APFloat, void>(operands, floatFn);
-  return constFoldBinaryOp<IntegerAttr, APInt, void>(operands, intFn);
+    return constFoldBinaryOpConditional<FloatAttr, APFloat, void>(
+        operands,
+        [&](const APFloat &a, const APFloat &b) -> std::optional<APFloat> {
+          return floatFn(a, b);
+        });
+  return constFoldBinaryOpConditional<IntegerAttr, APInt, void>(
+      operands, [&](const APInt &a, const APInt &b) -> std::optional<APInt> {
+        return intFn(a, b);
+      });
 }
 
 /// `x op identity` -> x, when that does not change the result's type.
@@ -102,7 +110,12 @@ OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
   return foldConstants(
       *this, adaptor.getOperands(),
       [](const APFloat &a, const APFloat &b) { return a / b; },
-      [](const APInt &a, const APInt &b) { return a.sdiv(b); });
+      [](const APInt &a, const APInt &b) -> std::optional<APInt> {
+        // Not just a splat zero: any zero element of a divisor.
+        if (b.isZero())
+          return std::nullopt;
+        return a.sdiv(b);
+      });
 }
 
 OpFoldResult MaxOp::fold(FoldAdaptor adaptor) {

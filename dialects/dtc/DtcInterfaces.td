@@ -25,7 +25,10 @@ def Dtc_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
       "Indexing maps from the loops to each operand, then each result.",
       "::llvm::SmallVector<::mlir::AffineMap>", "getIndexingMaps">,
   ];
+  // Runs after the op's own verifier and shape rule, so the rule is only
+  // computed for ops whose operands are known to be well formed.
   let verify = [{ return ::mlir::dtc::detail::verifyShardingRule($_op); }];
+  let verifyWithRegions = 1;
 }
 
 #endif // DTC_INTERFACES_TD

@@ -76,6 +76,12 @@ static std::string shapeString(ArrayRef<int64_t> shape) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult mlir::dtc::detail::verifyShardingRule(Operation *op) {
+  // The rule is computed from the operand and result shapes, so check them
+  // first: InferTypeOpInterface's own verifier runs only with the region
+  // verifiers, after this one, and the rules may not index by a bad shape.
+  if (isa<InferTypeOpInterface>(op) &&
+      failed(mlir::detail::verifyInferredResultTypes(op)))
+    return failure();
   auto rule = cast<ShardingRuleOpInterface>(op);
   size_t numLoops = rule.getLoopIteratorTypes().size();
   SmallVector<AffineMap> maps = rule.getIndexingMaps();
@@ -317,9 +323,12 @@ LogicalResult SoftmaxOp::verify() {
 // The normalized dimension is a reduction loop that the output also indexes:
 // splitting it needs the op's own cross-shard statistics.
 SmallVector<IteratorType> SoftmaxOp::getLoopIteratorTypes() {
-  SmallVector<IteratorType> types(getInput().getType().getRank(),
-                                  IteratorType::parallel);
-  types[getAxis()] = IteratorType::reduction;
+  int64_t rank = getInput().getType().getRank(), axis = getAxis();
+  SmallVector<IteratorType> types(rank, IteratorType::parallel);
+  // The interface's verifier runs before SoftmaxOp::verify, which reports a
+  // bad axis: do not index out of bounds here.
+  if (axis >= 0 && axis < rank)
+    types[axis] = IteratorType::reduction;
   return types;
 }
 

@@ -1,0 +1,262 @@
+//===- Driver.cpp - dtc compile: model in, plan bundle out ----------------===//
+//
+// Strings the stages together: import, simplify, summarize, and write the
+// bundle. Planning, partitioning and lowering join here as their issues land;
+// until then the bundle says which of its sections are still pending.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Driver.h"
+
+#include "compiler/ModelSummary.h"
+#include "compiler/costmodel/Cluster.h"
+#include "compiler/support/Error.h"
+#include "dialects/dtc/DtcDialect.h"
+#include "frontends/onnx/OnnxImporter.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+
+#include <chrono>
+
+using namespace dtc;
+
+static llvm::Error checkPositive(const char *flag, std::optional<int64_t> value,
+                                 int64_t min = 1) {
+  if (value && *value < min)
+    return badInput("--{0}: must be >= {1}, got {2}", flag, min, *value);
+  return llvm::Error::success();
+}
+
+static llvm::Error validateOptions(const CompileOptions &o) {
+  if (o.gpus < 1)
+    return badInput("--gpus: must be >= 1, got {0}", o.gpus);
+  for (auto [flag, value] :
+       {std::pair{"gpus-per-node", o.gpusPerNode},
+        std::pair{"global-batch", o.globalBatch},
+        std::pair{"seq-len", o.seqLen}, std::pair{"tp", o.tp},
+        std::pair{"pp", o.pp}, std::pair{"dp", o.dp}, std::pair{"cp", o.cp},
+        std::pair{"ep", o.ep}, std::pair{"vpp", o.vpp},
+        std::pair{"micro-batch", o.microBatch}})
+    if (llvm::Error err = checkPositive(flag, value))
+      return err;
+  if (o.zero && (*o.zero < 0 || *o.zero > 3))
+    return badInput("--zero: must be 0, 1, 2 or 3, got {0}", *o.zero);
+  if (o.mode != "train" && o.mode != "infer")
+    return badInput("--mode: must be train or infer, got '{0}'", o.mode);
+  if (o.dtype != "bf16" && o.dtype != "fp16" && o.dtype != "fp32")
+    return badInput("--dtype: must be bf16, fp16 or fp32, got '{0}'", o.dtype);
+  if (o.recompute && *o.recompute != "none" && *o.recompute != "selective" &&
+      *o.recompute != "full")
+    return badInput("--recompute: must be none, selective or full, got '{0}'",
+                    *o.recompute);
+  if (!o.emit.empty() && o.emit != "imported" && o.emit != "sharded" &&
+      o.emit != "partitioned" && o.emit != "program")
+    return badInput(
+        "--emit: must be imported, sharded, partitioned or program, got '{0}'",
+        o.emit);
+  if (o.noSearch && !(o.tp && o.pp && o.dp))
+    return badInput("--no-search needs every degree pinned: pass at least "
+                    "--tp, --pp and --dp");
+  return llvm::Error::success();
+}
+
+/// Routes MLIR diagnostics into one dtc error line (the first error wins).
+class DiagnosticCollector {
+public:
+  explicit DiagnosticCollector(mlir::MLIRContext &context)
+      : handler(&context, [this](mlir::Diagnostic &diag) {
+          if (diag.getSeverity() == mlir::DiagnosticSeverity::Error &&
+              message.empty()) {
+            llvm::raw_string_ostream os(message);
+            os << diag.getLocation() << ": " << diag;
+          }
+          return mlir::success();
+        }) {}
+
+  llvm::Error takeError(llvm::StringRef what) {
+    return failure("{0}: {1}", what,
+                   message.empty() ? std::string("unknown error") : message);
+  }
+
+private:
+  std::string message;
+  mlir::ScopedDiagnosticHandler handler;
+};
+
+static llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importModel(const CompileOptions &o, mlir::MLIRContext &context) {
+  if (!llvm::sys::fs::exists(o.modelPath))
+    return badInput("{0}: no such file", o.modelPath);
+  llvm::StringRef ext = llvm::sys::path::extension(o.modelPath);
+  if (ext == ".json")
+    return badInput("{0}: Hugging Face config.json import is not implemented "
+                    "yet; export the model to ONNX and pass the .onnx file",
+                    o.modelPath);
+  if (ext != ".onnx")
+    return badInput("{0}: unknown model format '{1}'; pass a .onnx file or a "
+                    "Hugging Face config.json",
+                    o.modelPath, ext);
+  onnx::ImportOptions importOptions;
+  importOptions.seqLen = o.seqLen;
+  // One forward on one device processes a micro-batch.
+  importOptions.batch = o.microBatch ? o.microBatch : std::optional<int64_t>(1);
+  return onnx::importOnnxFile(o.modelPath, importOptions, context);
+}
+
+static std::string defaultBundleDir(llvm::StringRef modelPath) {
+  llvm::SmallString<256> dir(modelPath);
+  llvm::sys::path::replace_extension(dir, ".dtc");
+  return std::string(dir);
+}
+
+/// Writes `files` (name -> contents) into `dir` so that `dir` either holds the
+/// complete bundle or is left as it was: everything goes to a sibling temp
+/// directory that is renamed into place last.
+static llvm::Error writeBundleAtomically(
+    llvm::StringRef dir,
+    llvm::ArrayRef<std::pair<std::string, std::string>> files) {
+  llvm::SmallString<256> tmp(dir);
+  tmp += ".partial";
+  llvm::sys::fs::remove_directories(tmp);
+  if (std::error_code ec = llvm::sys::fs::create_directories(tmp))
+    return failure("cannot create {0}: {1}", tmp, ec.message());
+  for (const auto &[name, contents] : files) {
+    llvm::SmallString<256> path(tmp);
+    llvm::sys::path::append(path, name);
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (!ec) {
+      os << contents;
+      os.close();
+      ec = os.error();
+    }
+    if (ec) {
+      llvm::sys::fs::remove_directories(tmp);
+      return failure("cannot write {0}: {1}", path, ec.message());
+    }
+  }
+  if (llvm::sys::fs::exists(dir)) {
+    if (!llvm::sys::fs::is_directory(dir))
+      return badInput("-o {0}: exists and is not a directory", dir);
+    if (std::error_code ec = llvm::sys::fs::remove_directories(dir))
+      return failure("cannot replace {0}: {1}", dir, ec.message());
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, dir))
+    return failure("cannot move the bundle into {0}: {1}", dir, ec.message());
+  return llvm::Error::success();
+}
+
+static llvm::json::Object clusterJson(const Cluster &c) {
+  return llvm::json::Object{
+      {"name", c.name},
+      {"gpu", c.gpu},
+      {"gpus", c.gpus},
+      {"gpus_per_node", c.gpusPerNode},
+      {"peak_tflops", c.peakBf16Tflops},
+      {"hbm_bytes", c.hbmBytes},
+      {"intra_node_gbps", c.intraNodeGBps},
+      {"inter_node_gbps", c.interNodeGBps},
+  };
+}
+
+static llvm::json::Object modelJson(const ModelSummary &m) {
+  return llvm::json::Object{
+      {"name", m.name},
+      {"params", m.params},
+      {"parameter_tensors", m.parameterTensors},
+      {"tokens_per_forward", m.tokensPerStep},
+      {"flops_per_token", m.flopsPerToken()},
+  };
+}
+
+static void printSummary(llvm::raw_ostream &out, const ModelSummary &m,
+                         const Cluster &c, llvm::StringRef bundleDir,
+                         double seconds) {
+  out << "model    " << m.name << ": " << m.params << " parameters in "
+      << m.parameterTensors << " tensors, "
+      << llvm::format("%.3g", m.flopsPerToken()) << " training FLOPs/token\n";
+  out << "cluster  " << c.gpus << " x " << c.gpu << " (" << c.name << ", "
+      << c.gpusPerNode << " per node)\n";
+  out << "plan     pending: the planner is not built yet\n";
+  out << "bundle   " << bundleDir << "  (" << llvm::format("%.2f", seconds)
+      << " s)\n";
+}
+
+llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
+  auto start = std::chrono::steady_clock::now();
+  if (llvm::Error err = validateOptions(o))
+    return err;
+  auto cluster = lookupClusterPreset(o.cluster, o.gpus);
+  if (!cluster)
+    return cluster.takeError();
+  if (o.gpusPerNode)
+    cluster->gpusPerNode = *o.gpusPerNode;
+
+  mlir::MLIRContext context;
+  context.loadDialect<mlir::dtc::DtcDialect, mlir::func::FuncDialect>();
+  // Errors are reported once, as a dtc error line, not printed by MLIR.
+  DiagnosticCollector diagnostics(context);
+  auto module = importModel(o, context);
+  if (!module)
+    return module.takeError();
+
+  mlir::PassManager pm(&context);
+  pm.addPass(mlir::dtc::createDtcSimplify());
+  if (mlir::failed(pm.run(**module)))
+    return diagnostics.takeError(o.modelPath);
+
+  if (o.emit == "imported") {
+    (*module)->print(out);
+    return llvm::Error::success();
+  }
+  if (!o.emit.empty())
+    return badInput("--emit {0}: that stage is not built yet; --emit imported "
+                    "is available",
+                    o.emit);
+
+  std::string modelName = llvm::sys::path::stem(o.modelPath).str();
+  ModelSummary summary = summarizeModel(**module, modelName);
+  std::string bundleDir =
+      o.outputDir.empty() ? defaultBundleDir(o.modelPath) : o.outputDir;
+
+  std::string program;
+  llvm::raw_string_ostream programOs(program);
+  (*module)->print(programOs);
+
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  llvm::json::Object plan{
+      {"schema", "dtc.plan/1"},
+      {"model", modelJson(summary)},
+      {"cluster", clusterJson(*cluster)},
+      {"mode", o.mode},
+      {"dtype", o.dtype},
+      // Sections later compiler stages fill in; listed so readers of an
+      // early bundle know what is missing rather than guessing.
+      {"pending", llvm::json::Array{"parallel", "mesh", "stages", "predicted",
+                                    "alternatives"}},
+      {"compile_time_s", seconds},
+  };
+  std::string planText;
+  llvm::raw_string_ostream planOs(planText);
+  planOs << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
+
+  if (llvm::Error err = writeBundleAtomically(
+          bundleDir, {{"plan.json", planText}, {"program.mlir", program}}))
+    return err;
+  if (o.json)
+    out << planText;
+  else
+    printSummary(out, summary, *cluster, bundleDir, seconds);
+  return llvm::Error::success();
+}

@@ -1,0 +1,40 @@
+//===- Driver.h - dtc compile: model in, plan bundle out --------*- C++ -*-===//
+
+#ifndef DTC_COMPILER_DRIVER_H
+#define DTC_COMPILER_DRIVER_H
+
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace dtc {
+
+/// The options of `dtc compile` (SPEC "Commands"). Degrees left unset are
+/// searched by the planner.
+struct CompileOptions {
+  std::string modelPath;
+  int64_t gpus = 0;
+  std::string cluster = "h100";
+  std::optional<int64_t> gpusPerNode;
+  std::optional<int64_t> globalBatch;
+  std::optional<int64_t> seqLen;
+  std::string mode = "train";
+  std::string dtype = "bf16";
+  std::optional<int64_t> tp, pp, dp, cp, ep, vpp, zero, microBatch;
+  std::optional<std::string> recompute;
+  bool noSearch = false;
+  std::string outputDir; ///< Empty: `<model>.dtc` next to the model.
+  bool json = false;
+  std::optional<int64_t> explain;
+  std::string emit; ///< Empty, or a stage name to print and stop after.
+};
+
+/// Runs the compiler; the summary (or the requested IR) goes to `out`.
+llvm::Error runCompile(const CompileOptions &options, llvm::raw_ostream &out);
+
+} // namespace dtc
+
+#endif // DTC_COMPILER_DRIVER_H

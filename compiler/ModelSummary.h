@@ -1,0 +1,32 @@
+//===- ModelSummary.h - what a model is, in numbers -------------*- C++ -*-===//
+
+#ifndef DTC_COMPILER_MODELSUMMARY_H
+#define DTC_COMPILER_MODELSUMMARY_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <cstdint>
+#include <string>
+
+namespace dtc {
+
+/// Plain numbers about a model, read once from its IR, so that the cost
+/// model and planner never touch MLIR.
+struct ModelSummary {
+  std::string name;
+  int64_t params = 0;           ///< Elements of all distinct parameters.
+  int64_t parameterTensors = 0; ///< Distinct dtc.parameter names.
+  int64_t tokensPerStep = 0;    ///< Tokens in one forward of @main.
+  double forwardFlops = 0;      ///< Matmul and attention FLOPs of @main.
+  /// Training FLOPs per token: forward + backward (2x forward), no recompute.
+  double flopsPerToken() const {
+    return tokensPerStep ? 3 * forwardFlops / tokensPerStep : 0;
+  }
+};
+
+/// Summarizes `module`'s @main function.
+ModelSummary summarizeModel(mlir::ModuleOp module, llvm::StringRef name);
+
+} // namespace dtc
+
+#endif // DTC_COMPILER_MODELSUMMARY_H

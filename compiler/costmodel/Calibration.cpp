@@ -1,0 +1,211 @@
+//===- Calibration.cpp - Published runs to check the model against --------===//
+
+#include "compiler/costmodel/Calibration.h"
+
+#include "compiler/support/Error.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+using namespace dtc;
+
+std::string CalibrationRun::label() const {
+  std::string recompute = recomputeName(plan.recompute).str();
+  return (set == CalibrationSet::SC21 ? "SC21 " : "MLSys23 ") + model +
+         (set == CalibrationSet::MLSys23 ? " " + recompute : "");
+}
+
+llvm::SmallVector<std::string> dtc::splitCsvRecord(llvm::StringRef line) {
+  llvm::SmallVector<std::string> fields(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char ch = line[i];
+    if (quoted) {
+      if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        fields.back() += '"';
+        ++i;
+      } else if (ch == '"') {
+        quoted = false;
+      } else {
+        fields.back() += ch;
+      }
+    } else if (ch == '"') {
+      quoted = true;
+    } else if (ch == ',') {
+      fields.emplace_back();
+    } else if (ch != '\r') {
+      fields.back() += ch;
+    }
+  }
+  return fields;
+}
+
+namespace {
+/// A CSV file as records keyed by header name.
+struct CsvTable {
+  llvm::SmallVector<std::string> header;
+  std::vector<llvm::SmallVector<std::string>> rows;
+
+  int column(llvm::StringRef name) const {
+    for (size_t i = 0; i < header.size(); ++i)
+      if (header[i] == name)
+        return static_cast<int>(i);
+    return -1;
+  }
+};
+} // namespace
+
+static llvm::Expected<CsvTable> readCsv(llvm::StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer)
+    return badInput("{0}: cannot read it: {1}", path,
+                    buffer.getError().message());
+  CsvTable table;
+  llvm::SmallVector<llvm::StringRef> lines;
+  (*buffer)->getBuffer().split(lines, '\n', -1, /*KeepEmpty=*/false);
+  // A quoted field may hold a newline: join lines until quotes balance.
+  std::string record;
+  for (llvm::StringRef line : lines) {
+    record += line.str();
+    if (llvm::count(record, '"') % 2) {
+      record += '\n';
+      continue;
+    }
+    if (!llvm::StringRef(record).trim().empty()) {
+      if (table.header.empty())
+        table.header = splitCsvRecord(record);
+      else
+        table.rows.push_back(splitCsvRecord(record));
+    }
+    record.clear();
+  }
+  if (table.header.empty())
+    return badInput("{0}: empty file", path);
+  return table;
+}
+
+/// A number from a cell, ignoring the trailing `?` of uncertain cells.
+static bool number(llvm::StringRef cell, double &out) {
+  cell = cell.trim().rtrim('?');
+  return !cell.empty() && !cell.getAsDouble(out);
+}
+
+static bool integer(llvm::StringRef cell, int64_t &out) {
+  cell = cell.trim().rtrim('?');
+  return !cell.empty() && !cell.getAsInteger(10, out);
+}
+
+llvm::Expected<std::vector<CalibrationRun>>
+dtc::loadCalibrationRuns(llvm::StringRef dataDir) {
+  llvm::SmallString<256> runsPath(dataDir), launchPath(dataDir);
+  llvm::sys::path::append(runsPath, "published_runs_calibration.csv");
+  llvm::sys::path::append(launchPath, "sc21_table1_launch.csv");
+  auto runs = readCsv(runsPath);
+  if (!runs)
+    return runs.takeError();
+  auto launch = readCsv(launchPath);
+  if (!launch)
+    return launch.takeError();
+
+  struct Launch {
+    int64_t microBatch, vpp;
+    bool overlap;
+  };
+  llvm::StringMap<Launch> launches;
+  for (const auto &row : launch->rows) {
+    Launch l;
+    if (row.size() < 4 || !integer(row[1], l.microBatch) ||
+        !integer(row[2], l.vpp))
+      return badInput("{0}: malformed row '{1}'", launchPath,
+                      llvm::join(row, ","));
+    l.overlap = row[3] == "torch";
+    launches[row[0]] = l;
+  }
+
+  const CsvTable &t = *runs;
+  auto col = [&](llvm::StringRef name) { return t.column(name); };
+  for (llvm::StringRef name :
+       {"source", "model", "layers", "hidden", "heads", "ffn_hidden", "seq_len",
+        "vocab", "num_gpus", "tp", "pp", "dp", "vpp", "micro_batch",
+        "global_batch", "recompute", "tflops_per_gpu", "notes"})
+    if (col(name) < 0)
+      return badInput("{0}: no column '{1}'", runsPath, name);
+
+  std::vector<CalibrationRun> result;
+  for (const auto &row : t.rows) {
+    auto cell = [&](llvm::StringRef name) -> llvm::StringRef {
+      int i = col(name);
+      return i < static_cast<int>(row.size()) ? llvm::StringRef(row[i]) : "";
+    };
+    CalibrationRun run;
+    llvm::StringRef source = cell("source");
+    if (source.starts_with("Narayanan"))
+      run.set = CalibrationSet::SC21;
+    else if (source.starts_with("Korthikanti"))
+      run.set = CalibrationSet::MLSys23;
+    else
+      continue;
+    run.model = cell("model").str();
+
+    // Megatron's GPT of 2021-22: fp16, dropout, tied embeddings, unfused
+    // attention (before FlashAttention reached Megatron).
+    TransformerSpec &spec = run.spec;
+    spec.name = run.model;
+    spec.dtype = DType::F16;
+    spec.dropout = true;
+    spec.tiedEmbeddings = true;
+    ParallelPlan &plan = run.plan;
+    plan.fusedAttention = false;
+    if (!integer(cell("layers"), spec.layers) ||
+        !integer(cell("hidden"), spec.hidden) ||
+        !integer(cell("heads"), spec.heads) ||
+        !integer(cell("ffn_hidden"), spec.ffnHidden) ||
+        !integer(cell("seq_len"), spec.seqLen) ||
+        !integer(cell("vocab"), spec.vocab) ||
+        !integer(cell("num_gpus"), run.gpus) || !integer(cell("tp"), plan.tp) ||
+        !integer(cell("pp"), plan.pp) || !integer(cell("dp"), plan.dp))
+      return badInput("{0}: row {1} lacks a model or parallel size", runsPath,
+                      run.model);
+    llvm::StringRef recompute = cell("recompute").rtrim('?');
+    if (recompute == "selective") {
+      plan.recompute = Recompute::Selective;
+      plan.sequenceParallel = true; // The paper pairs the two.
+    } else {
+      plan.recompute = Recompute::Full;
+    }
+
+    if (run.set == CalibrationSet::SC21) {
+      auto it = launches.find(run.model);
+      if (it == launches.end())
+        return badInput("{0}: no launch settings for {1}", launchPath,
+                        run.model);
+      plan.microBatch = it->second.microBatch;
+      plan.vpp = it->second.vpp;
+      plan.overlapGradReduce = it->second.overlap;
+      plan.overlapTpComm = false;
+      if (!number(cell("tflops_per_gpu"), run.measuredHwTflops))
+        return badInput("{0}: {1} has no tflops_per_gpu", runsPath, run.model);
+    } else {
+      // Only rows that state a step time can be checked.
+      llvm::StringRef notes = cell("notes");
+      size_t at = notes.find("step_time_s=");
+      if (at == llvm::StringRef::npos)
+        continue;
+      llvm::StringRef value =
+          notes.drop_front(at + strlen("step_time_s=")).split(';').first;
+      if (!number(value, run.measuredStepTimeS))
+        return badInput("{0}: {1}: malformed step_time_s", runsPath, run.model);
+      if (!integer(cell("micro_batch"), plan.microBatch))
+        return badInput("{0}: {1} has no micro_batch", runsPath, run.model);
+      if (!integer(cell("vpp"), plan.vpp))
+        plan.vpp = 1;
+    }
+    if (!integer(cell("global_batch"), plan.globalBatch))
+      return badInput("{0}: {1} has no global_batch", runsPath, run.model);
+    plan.schedule = plan.vpp > 1 ? Schedule::Interleaved : Schedule::OneFOneB;
+    result.push_back(std::move(run));
+  }
+  return result;
+}

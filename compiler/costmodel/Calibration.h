@@ -1,0 +1,48 @@
+//===- Calibration.h - Published runs to check the model against -*- C++
+//-*-===//
+//
+// Reads data/published_runs_calibration.csv (and the SC'21 launch settings
+// in data/sc21_table1_launch.csv) into model specs and plans, so the
+// calibration test and the constant-fitting tool price exactly the same runs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_COMPILER_COSTMODEL_CALIBRATION_H
+#define DTC_COMPILER_COSTMODEL_CALIBRATION_H
+
+#include "compiler/costmodel/Spec.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace dtc {
+
+enum class CalibrationSet { SC21, MLSys23 };
+
+struct CalibrationRun {
+  CalibrationSet set;
+  std::string model;
+  TransformerSpec spec;
+  ParallelPlan plan;
+  int64_t gpus = 0;
+  /// SC'21: hardware TFLOP/s per GPU (recompute counted). MLSys'23: 0.
+  double measuredHwTflops = 0;
+  /// MLSys'23: seconds per iteration. SC'21: 0.
+  double measuredStepTimeS = 0;
+  std::string label() const;
+};
+
+/// Splits one CSV record (RFC 4180 quoting).
+llvm::SmallVector<std::string> splitCsvRecord(llvm::StringRef line);
+
+/// The SC'21 Table 1 rows and the MLSys'23 rows that state a step time.
+llvm::Expected<std::vector<CalibrationRun>>
+loadCalibrationRuns(llvm::StringRef dataDir);
+
+} // namespace dtc
+
+#endif // DTC_COMPILER_COSTMODEL_CALIBRATION_H

@@ -1,0 +1,90 @@
+//===- Cluster.h - GPU cluster descriptions ---------------------*- C++ -*-===//
+//
+// The hardware a plan targets. Presets carry the published per-GPU figures of
+// compiler/costmodel/data/hardware.csv (sources there) plus the cost model's
+// few tunable constants (docs/cost-model.md); anything else is described by a
+// JSON cluster file (schema `dtc.cluster/1`, documented in the same page).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_COMPILER_COSTMODEL_CLUSTER_H
+#define DTC_COMPILER_COSTMODEL_CLUSTER_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace dtc {
+
+/// Element type of the compute (matmul inputs, activations, weights).
+enum class DType { F32, BF16, F16, FP8 };
+
+llvm::StringRef dtypeName(DType type);
+/// "fp32"/"f32", "bf16", "fp16"/"f16", "fp8"; nullopt for anything else.
+std::optional<DType> parseDType(llvm::StringRef name);
+int64_t dtypeBytes(DType type);
+
+/// One kind of link as seen by a single GPU.
+struct Link {
+  double bytesPerSecond = 0; ///< Nominal, one direction.
+  double latencySeconds = 0; ///< Per collective step (one hop).
+  double efficiency = 1;     ///< Achievable fraction of nominal bandwidth.
+  double effectiveBytesPerSecond() const { return bytesPerSecond * efficiency; }
+};
+
+struct Cluster {
+  std::string name;
+  std::string gpu;
+  /// Dense tensor-core peaks per GPU; 0 = not supported. fp32 runs on TF32.
+  double peakBf16Tflops = 0;
+  double peakFp16Tflops = 0;
+  double peakFp8Tflops = 0;
+  double peakTf32Tflops = 0;
+  double hbmBytes = 0;
+  double hbmBytesPerSecond = 0;
+  int64_t gpusPerNode = 0;  ///< GPUs in one NVLink domain.
+  double intraNodeGBps = 0; ///< NVLink bandwidth per GPU, one direction.
+  double interNodeGBps = 0; ///< Scale-out bandwidth per GPU, one direction.
+  int64_t gpus = 0;
+
+  // Not on datasheets: the cost model's constants (docs/cost-model.md).
+  double intraNodeLatencyUs = 0;
+  double interNodeLatencyUs = 0;
+  double intraNodeEfficiency = 1; ///< Fitted: bus bandwidth / nominal.
+  double interNodeEfficiency = 1; ///< Fitted: bus bandwidth / nominal.
+  /// GEMM efficiency curve: peak / (1 + halfSize * (1/M + 1/N + 1/K)).
+  double gemmPeakEfficiency = 1;
+  double gemmHalfSize = 0;
+  /// Achievable fraction of HBM bandwidth for streaming kernels.
+  double memoryEfficiency = 1;
+
+  /// Dense peak FLOP/s (not TFLOP/s) for `type`; 0 if unsupported.
+  double peakFlops(DType type) const;
+  Link intraNode() const;
+  Link interNode() const;
+};
+
+/// Names accepted by `--cluster`.
+llvm::ArrayRef<llvm::StringRef> clusterPresetNames();
+
+/// The preset `name` sized to `gpus` GPUs, or a bad-input error listing the
+/// presets.
+llvm::Expected<Cluster> lookupClusterPreset(llvm::StringRef name, int64_t gpus);
+
+/// Parses a `dtc.cluster/1` JSON document; `source` names it in errors.
+llvm::Expected<Cluster> parseClusterJson(llvm::StringRef text,
+                                         llvm::StringRef source, int64_t gpus);
+
+/// Reads a `dtc.cluster/1` JSON file.
+llvm::Expected<Cluster> readClusterFile(llvm::StringRef path, int64_t gpus);
+
+/// What `--cluster NAME|FILE` means: a preset name, else a JSON file path.
+llvm::Expected<Cluster> loadCluster(llvm::StringRef nameOrPath, int64_t gpus);
+
+} // namespace dtc
+
+#endif // DTC_COMPILER_COSTMODEL_CLUSTER_H

@@ -1,0 +1,669 @@
+//===- CostModel.cpp - Step time and memory of one plan -------------------===//
+//
+// Everything here is per GPU and, inside a block, per micro-batch. The
+// slowest pipeline stage sets the pace; each communication is priced where
+// the schedule puts it: blocking on the critical path (TP, EP, PP p2p),
+// behind a named computation (the SP re-gather behind the input-gradient
+// GEMM, ring attention behind attention, ZeRO-3 prefetch behind the previous
+// block, DP reduction behind the last micro-batch's backward, ZeRO param
+// gather behind the first forward), or exposed when the plan turns overlap off.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/costmodel/CostModel.h"
+
+#include "compiler/costmodel/Collectives.h"
+#include "compiler/costmodel/Compute.h"
+#include "compiler/costmodel/Memory.h"
+#include "compiler/costmodel/Pipeline.h"
+#include "compiler/support/Error.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Format.h"
+
+#include <algorithm>
+#include <array>
+
+using namespace dtc;
+
+CommTimes Prediction::commHidden() const {
+  return {commTime.dp - commExposed.dp, commTime.tp - commExposed.tp,
+          commTime.pp - commExposed.pp, commTime.cp - commExposed.cp,
+          commTime.ep - commExposed.ep};
+}
+
+/// Forward FLOPs of one block for one sequence, attention counted unmasked.
+static double blockForwardFlops(const TransformerSpec &spec) {
+  double s = static_cast<double>(spec.seqLen);
+  double h = static_cast<double>(spec.hidden);
+  double attnWidth = static_cast<double>(spec.heads * spec.headDim());
+  double kvWidth = static_cast<double>(spec.kvHeadCount() * spec.headDim());
+  double f = static_cast<double>(spec.ffn());
+  double flops = 2 * s * h * (attnWidth + 2 * kvWidth) // QKV
+                 + 2 * s * attnWidth * h               // Output projection.
+                 + 4 * s * s * attnWidth;              // Scores and values.
+  double mlp = 2 * s * h * f * (spec.gatedMlp ? 3 : 2);
+  if (spec.moe())
+    flops += mlp * static_cast<double>(spec.topK) +
+             2 * s * h * static_cast<double>(spec.experts);
+  else
+    flops += mlp;
+  return flops;
+}
+
+double dtc::trainingFlopsPerToken(const TransformerSpec &spec) {
+  double s = static_cast<double>(spec.seqLen);
+  if (s <= 0)
+    return 0;
+  double logits = 2 * s * static_cast<double>(spec.hidden * spec.vocab);
+  return 3 *
+         (static_cast<double>(spec.layers) * blockForwardFlops(spec) + logits) /
+         s;
+}
+
+llvm::Error dtc::validatePlan(const TransformerSpec &spec,
+                              const ParallelPlan &plan,
+                              const Cluster &cluster) {
+  if (spec.layers <= 0 || spec.hidden <= 0 || spec.heads <= 0 ||
+      spec.vocab <= 0 || spec.seqLen <= 0)
+    return badInput("model {0}: layers, hidden, heads, vocab and sequence "
+                    "length must be positive",
+                    spec.name);
+  if (spec.hidden % spec.heads)
+    return badInput("model {0}: hidden size {1} is not a multiple of {2} heads",
+                    spec.name, spec.hidden, spec.heads);
+  if (spec.kvHeadCount() <= 0 || spec.heads % spec.kvHeadCount())
+    return badInput("model {0}: {1} heads are not a multiple of {2} kv heads",
+                    spec.name, spec.heads, spec.kvHeadCount());
+  if (spec.experts < 1 || spec.topK < 1 || spec.topK > spec.experts)
+    return badInput("model {0}: top-k {1} must be between 1 and the {2} "
+                    "experts",
+                    spec.name, spec.topK, spec.experts);
+  if (cluster.peakFlops(spec.dtype) <= 0)
+    return badInput("cluster {0}: {1} has no {2} peak; use another --dtype",
+                    cluster.name, cluster.gpu, dtypeName(spec.dtype));
+  if (cluster.gpusPerNode < 1 || cluster.hbmBytesPerSecond <= 0 ||
+      cluster.intraNodeGBps <= 0 || cluster.interNodeGBps <= 0)
+    return badInput("cluster {0}: GPUs per node, HBM and link bandwidths "
+                    "must be positive",
+                    cluster.name);
+
+  for (auto [name, value] : {std::pair<const char *, int64_t>{"dp", plan.dp},
+                             {"tp", plan.tp},
+                             {"pp", plan.pp},
+                             {"cp", plan.cp},
+                             {"ep", plan.ep},
+                             {"vpp", plan.vpp},
+                             {"micro-batch", plan.microBatch},
+                             {"global-batch", plan.globalBatch}})
+    if (value < 1)
+      return badInput("plan: {0} must be at least 1, got {1}", name, value);
+  if (plan.gpus() != cluster.gpus)
+    return badInput("plan: dp x tp x pp x cp = {0} x {1} x {2} x {3} = {4} "
+                    "GPUs, but the cluster has {5}",
+                    plan.dp, plan.tp, plan.pp, plan.cp, plan.gpus(),
+                    cluster.gpus);
+  if (plan.zero < 0 || plan.zero > 3)
+    return badInput("plan: ZeRO stage must be 0..3, got {0}", plan.zero);
+  for (MeshAxis axis : {MeshAxis::TP, MeshAxis::CP, MeshAxis::DP, MeshAxis::PP})
+    if (llvm::count(plan.meshOrder, axis) != 1)
+      return badInput("plan: the mesh order must name tp, cp, dp and pp once "
+                      "each");
+  if (spec.heads % plan.tp)
+    return badInput("plan: tp={0} does not divide the {1} attention heads",
+                    plan.tp, spec.heads);
+  int64_t kv = spec.kvHeadCount();
+  if (kv % plan.tp && plan.tp % kv)
+    return badInput("plan: tp={0} and the {1} kv heads must divide one "
+                    "another",
+                    plan.tp, kv);
+  if (spec.ffn() % plan.tp)
+    return badInput("plan: tp={0} does not divide the FFN width {1}", plan.tp,
+                    spec.ffn());
+  if (plan.pp > spec.layers)
+    return badInput("plan: pp={0} is more pipeline stages than the {1} "
+                    "layers",
+                    plan.pp, spec.layers);
+  if (spec.seqLen % plan.cp)
+    return badInput("plan: cp={0} does not divide the sequence length {1}",
+                    plan.cp, spec.seqLen);
+  if (plan.ep > 1 && !spec.moe())
+    return badInput("plan: ep={0} needs a mixture-of-experts model", plan.ep);
+  if (spec.experts % plan.ep)
+    return badInput("plan: ep={0} does not divide the {1} experts", plan.ep,
+                    spec.experts);
+  if ((plan.dp * plan.cp) % plan.ep)
+    return badInput("plan: ep={0} must divide dp x cp = {1} (experts are "
+                    "sharded across data-parallel replicas)",
+                    plan.ep, plan.dp * plan.cp);
+  if (plan.globalBatch % (plan.dp * plan.microBatch))
+    return badInput("plan: global batch {0} is not a multiple of dp x "
+                    "micro-batch = {1}",
+                    plan.globalBatch, plan.dp * plan.microBatch);
+  if (plan.schedule == Schedule::Interleaved) {
+    if (plan.pp < 2 || plan.vpp < 2)
+      return badInput("plan: the interleaved schedule needs pp >= 2 and "
+                      "vpp >= 2, got pp={0} vpp={1}",
+                      plan.pp, plan.vpp);
+    if (spec.layers % (plan.pp * plan.vpp))
+      return badInput("plan: {0} layers do not split into pp x vpp = {1} "
+                      "equal chunks",
+                      spec.layers, plan.pp * plan.vpp);
+    if (plan.microBatches() % plan.pp)
+      return badInput("plan: the interleaved schedule needs the {0} "
+                      "micro-batches to be a multiple of pp={1}",
+                      plan.microBatches(), plan.pp);
+  } else if (plan.vpp != 1) {
+    return badInput("plan: vpp={0} needs the interleaved schedule", plan.vpp);
+  }
+  return llvm::Error::success();
+}
+
+namespace {
+/// One block, one micro-batch, one GPU.
+struct BlockCost {
+  double forward = 0;   ///< Kernels of the forward.
+  double backward = 0;  ///< Kernels of the backward.
+  double recompute = 0; ///< Kernels re-run before the backward.
+  CommTimes comm;       ///< Issued.
+  CommTimes exposed;    ///< On the critical path.
+  double time() const {
+    return forward + backward + recompute + exposed.total();
+  }
+};
+
+/// Everything predict() derives once from the plan before composing.
+struct Context {
+  const TransformerSpec &spec;
+  const ParallelPlan &plan;
+  const Cluster &cluster;
+  DType type;
+  double e, t, b, sq, s, h, tokens, rep;
+  GroupPlacement tpGroup, cpGroup, epGroup, ppPair, gradGroup, expertGradGroup;
+
+  Context(const TransformerSpec &spec, const ParallelPlan &plan,
+          const Cluster &cluster)
+      : spec(spec), plan(plan), cluster(cluster), type(spec.dtype) {
+    e = static_cast<double>(spec.bytes());
+    t = static_cast<double>(plan.tp);
+    b = static_cast<double>(plan.microBatch);
+    s = static_cast<double>(spec.seqLen);
+    sq = s / static_cast<double>(plan.cp);
+    h = static_cast<double>(spec.hidden);
+    tokens = b * sq;
+    rep = plan.sequenceParallel ? 1 / t : 1;
+    int64_t gpn = cluster.gpusPerNode;
+    tpGroup = placeGroup(plan.tp, plan.stride(MeshAxis::TP), gpn);
+    cpGroup = placeGroup(plan.cp, plan.stride(MeshAxis::CP), gpn);
+    GroupPlacement dpGroup =
+        placeGroup(plan.dp, plan.stride(MeshAxis::DP), gpn);
+    // Experts split the innermost dp ranks.
+    epGroup = placeGroup(plan.ep, plan.stride(MeshAxis::DP), gpn);
+    ppPair = placeGroup(2, plan.stride(MeshAxis::PP), gpn);
+    // Gradients are reduced over dp x cp; members per domain multiply when
+    // the two axes nest inside one domain.
+    gradGroup.size = plan.dp * plan.cp;
+    gradGroup.perDomain =
+        std::min(gradGroup.size, dpGroup.perDomain * cpGroup.perDomain);
+    expertGradGroup.size = gradGroup.size / plan.ep;
+    expertGradGroup.perDomain = std::clamp<int64_t>(
+        gradGroup.perDomain / epGroup.perDomain, 1, expertGradGroup.size);
+  }
+
+  double coll(Collective kind, double bytes, const GroupPlacement &g) const {
+    return collectiveTime(kind, bytes, g, cluster);
+  }
+};
+} // namespace
+
+static BlockCost blockCost(const Context &c, const LayerParams &params) {
+  const TransformerSpec &spec = c.spec;
+  const ParallelPlan &plan = c.plan;
+  const Cluster &cluster = c.cluster;
+  double a = static_cast<double>(spec.heads);
+  double kv = static_cast<double>(spec.kvHeadCount());
+  double hd = static_cast<double>(spec.headDim());
+  double f = static_cast<double>(spec.ffn());
+  double t = c.t, T = c.tokens, h = c.h, e = c.e;
+  double mask = spec.dropout ? 1 : 0;
+  BlockCost cost;
+
+  // GEMMs of the block.
+  LinearTimes qkv =
+      linearTimes(T, (a + 2 * kv) * hd / t, h, 1, c.type, cluster);
+  LinearTimes proj = linearTimes(T, h, a * hd / t, 1, c.type, cluster);
+  double routed = 1;
+  LinearTimes up, down, router;
+  double gateWidth = spec.gatedMlp ? 2 : 1;
+  if (spec.moe()) {
+    double localExperts = static_cast<double>(spec.experts / plan.ep);
+    routed = static_cast<double>(spec.topK);
+    double perExpert = T * routed / localExperts;
+    up = linearTimes(perExpert, gateWidth * f / t, h, localExperts, c.type,
+                     cluster);
+    down = linearTimes(perExpert, h, f / t, localExperts, c.type, cluster);
+    router = linearTimes(T, static_cast<double>(spec.experts), h, 1, c.type,
+                         cluster);
+  } else {
+    up = linearTimes(T, gateWidth * f / t, h, 1, c.type, cluster);
+    down = linearTimes(T, h, f / t, 1, c.type, cluster);
+  }
+
+  // Attention core.
+  double heads = c.b * a / t;
+  double coreForward = 0, coreBackward = 0;
+  if (plan.fusedAttention) {
+    double flops = 4 * heads * c.sq * c.s * hd * (spec.causal ? 0.5 : 1);
+    double rate = cluster.peakFlops(c.type) *
+                  fusedAttentionEfficiency(c.sq, c.s, hd, cluster);
+    coreForward = flops / rate;
+    // The backward re-forms the scores: five GEMMs against two.
+    coreBackward = 2.5 * coreForward;
+  } else {
+    LinearTimes scores = linearTimes(c.sq, c.s, hd, heads, c.type, cluster);
+    LinearTimes values = linearTimes(c.sq, hd, c.s, heads, c.type, cluster);
+    double p = heads * c.sq * c.s;
+    // Fused scale-mask-softmax reads and writes the scores; dropout reads
+    // them and writes its output and mask.
+    double softmaxFwd = 2 * e * p + mask * (2 * e + 1) * p;
+    double softmaxBwd = 3 * e * p + mask * (2 * e + 1) * p;
+    coreForward =
+        scores.forward + values.forward + streamTime(softmaxFwd, cluster);
+    coreBackward =
+        scores.backward + values.backward + streamTime(softmaxBwd, cluster);
+  }
+
+  // Streaming kernels: two norms, two bias(-dropout)-residual adds, the
+  // activation function; a backward moves about twice the bytes.
+  double x = T * h;
+  double streamFwd = 2 * (2 * e * x * c.rep) + 2 * (3 * e + mask) * x * c.rep +
+                     (spec.gatedMlp ? 3 : 2) * e * T * routed * f / t;
+  double gemmFwd =
+      qkv.forward + proj.forward + up.forward + down.forward + router.forward;
+  double gemmBwd = qkv.backward + proj.backward + up.backward + down.backward +
+                   router.backward;
+  cost.forward = gemmFwd + coreForward + streamTime(streamFwd, cluster);
+  cost.backward = gemmBwd + coreBackward + streamTime(2 * streamFwd, cluster);
+  if (plan.recompute == Recompute::Full)
+    cost.recompute = cost.forward;
+  else if (plan.recompute == Recompute::Selective && !plan.fusedAttention)
+    cost.recompute = coreForward;
+
+  // Tensor parallelism: blocking collectives on the activations, twice per
+  // pass; a full recompute repeats the forward ones.
+  double forwardPasses = plan.recompute == Recompute::Full ? 2 : 1;
+  if (plan.tp > 1) {
+    double bytes = e * x;
+    // The weight-gradient GEMMs of the two column-parallel linears, which
+    // the reduction of their input gradients may run behind.
+    double qkvWgrad = qkv.backward - qkv.inputGrad;
+    double upWgrad = up.backward - up.inputGrad;
+    auto behind = [&](double comm, double window) {
+      return plan.overlapTpComm ? std::max(0.0, comm - window) : comm;
+    };
+    if (!plan.sequenceParallel) {
+      // Forward: all-reduce after each row-parallel linear. Backward:
+      // all-reduce of each column-parallel input gradient.
+      double ar = c.coll(Collective::AllReduce, bytes, c.tpGroup);
+      cost.comm.tp = (2 * forwardPasses + 2) * ar;
+      cost.exposed.tp =
+          2 * forwardPasses * ar + behind(ar, qkvWgrad) + behind(ar, upWgrad);
+    } else {
+      // Forward: all-gather before each column-parallel linear,
+      // reduce-scatter after each row-parallel one. Backward: all-gather of
+      // the row-parallel output gradients (blocking), a re-gather of the
+      // column-parallel inputs behind their input-gradient GEMM, and the
+      // reduce-scatter of those input gradients behind the weight gradient.
+      double ag = c.coll(Collective::AllGather, bytes, c.tpGroup);
+      double rs = c.coll(Collective::ReduceScatter, bytes, c.tpGroup);
+      cost.comm.tp = 2 * forwardPasses * (ag + rs) + 2 * (2 * ag + rs);
+      cost.exposed.tp = 2 * forwardPasses * (ag + rs) + 2 * ag +
+                        std::max(0.0, ag - qkv.inputGrad) +
+                        std::max(0.0, ag - up.inputGrad) +
+                        behind(rs, qkvWgrad) + behind(rs, upWgrad);
+    }
+  }
+
+  // Context parallelism: K and V travel around the ring, one hop per peer,
+  // behind the attention of the block already received.
+  if (plan.cp > 1) {
+    double hop =
+        c.coll(Collective::SendRecv, 2 * e * c.tokens * kv * hd / t, c.cpGroup);
+    double ring = static_cast<double>(plan.cp - 1) * hop;
+    double fwd = std::max(0.0, ring - coreForward);
+    double bwd = std::max(0.0, 2 * ring - coreBackward); // K, V and dK, dV.
+    cost.comm.cp = forwardPasses * ring + 2 * ring;
+    cost.exposed.cp = forwardPasses * fwd + bwd;
+  }
+
+  // Expert parallelism: dispatch and combine all-to-alls, blocking.
+  if (spec.moe() && plan.ep > 1) {
+    double a2a =
+        c.coll(Collective::AllToAll, e * T * routed * h * c.rep, c.epGroup);
+    cost.comm.ep = (2 * forwardPasses + 2) * a2a;
+    cost.exposed.ep = cost.comm.ep;
+  }
+
+  // ZeRO-3: gather the block's weights before its forward and backward,
+  // scatter its gradients after; prefetched behind the neighbouring block.
+  if (plan.zero >= 3 && plan.dp * plan.cp > 1) {
+    double gather =
+        c.coll(Collective::AllGather, e * params.dense, c.gradGroup) +
+        c.coll(Collective::AllGather, e * params.expert, c.expertGradGroup);
+    double scatter =
+        c.coll(Collective::ReduceScatter, e * params.dense, c.gradGroup) +
+        c.coll(Collective::ReduceScatter, e * params.expert, c.expertGradGroup);
+    cost.comm.dp = 2 * gather + scatter;
+    cost.exposed.dp =
+        std::max(0.0, gather - cost.forward) +
+        std::max(0.0, gather + scatter - cost.backward - cost.recompute);
+  }
+  return cost;
+}
+
+namespace {
+/// Embedding (first stage) or output layer and loss (last stage).
+struct EdgeCost {
+  double compute = 0;
+  double tp = 0; ///< Blocking TP communication.
+};
+} // namespace
+
+static EdgeCost embeddingCost(const Context &c) {
+  EdgeCost cost;
+  double x = c.tokens * c.h;
+  // Gather rows (and dropout) forward, scatter-add the gradient backward.
+  cost.compute =
+      streamTime((6 * c.e + (c.spec.dropout ? 1 : 0)) * x, c.cluster);
+  if (c.plan.tp > 1) // Vocabulary-parallel lookup sums the partial rows.
+    cost.tp = c.coll(c.plan.sequenceParallel ? Collective::ReduceScatter
+                                             : Collective::AllReduce,
+                     c.e * x, c.tpGroup);
+  return cost;
+}
+
+static EdgeCost outputCost(const Context &c) {
+  EdgeCost cost;
+  double v = static_cast<double>(c.spec.vocab);
+  double x = c.tokens * c.h;
+  LinearTimes logits =
+      linearTimes(c.tokens, v / c.t, c.h, 1, c.type, c.cluster);
+  // Final norm; cross-entropy reads fp16 logits into fp32 softmax and back.
+  double logitElems = c.tokens * v / c.t;
+  cost.compute = logits.forward + logits.backward +
+                 streamTime(3 * 2 * c.e * x * c.rep, c.cluster) +
+                 streamTime(2 * (c.e + 4) * logitElems, c.cluster);
+  if (c.plan.tp > 1) {
+    // Gather the sequence before the logits (SP), reduce the input gradient.
+    double bytes = c.e * x;
+    cost.tp = c.plan.sequenceParallel
+                  ? c.coll(Collective::AllGather, bytes, c.tpGroup) +
+                        c.coll(Collective::ReduceScatter, bytes, c.tpGroup)
+                  : c.coll(Collective::AllReduce, bytes, c.tpGroup);
+    // Max, sum and target-logit reductions of the vocabulary-parallel loss.
+    cost.tp += 3 * c.coll(Collective::AllReduce, 4 * c.tokens, c.tpGroup);
+  }
+  return cost;
+}
+
+static std::string formatGB(double bytes) {
+  return llvm::formatv("{0:F1} GB", bytes / 1e9).str();
+}
+
+llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
+                                        const ParallelPlan &plan,
+                                        const Cluster &cluster) {
+  if (llvm::Error err = validatePlan(spec, plan, cluster))
+    return std::move(err);
+
+  Context c(spec, plan, cluster);
+  const int64_t p = plan.pp, v = plan.vpp, m = plan.microBatches();
+  const double md = static_cast<double>(m);
+  const double vd = static_cast<double>(v);
+
+  LayerParams params = layerParamCount(spec, plan);
+  BlockCost block = blockCost(c, params);
+  EdgeCost embed = embeddingCost(c), output = outputCost(c);
+
+  // Pipeline p2p: the stage boundary activation, split over the TP ranks
+  // (scatter-gather, or SP) and re-gathered on NVLink.
+  double p2p = 0;
+  if (p > 1) {
+    double bytes = c.e * c.tokens * c.h;
+    p2p = c.coll(Collective::SendRecv, bytes / c.t, c.ppPair);
+    if (plan.tp > 1 && !plan.sequenceParallel)
+      p2p += c.coll(Collective::AllGather, bytes, c.tpGroup);
+  }
+
+  // Layers per device; uneven splits give the extra layers to the first
+  // stages, whose embedding is cheap next to the last stage's output layer.
+  auto layersOn = [&](int64_t stage) {
+    return spec.layers / p + (stage < spec.layers % p ? 1 : 0);
+  };
+  llvm::SmallVector<double, 64> stageTimes(p);
+  for (int64_t i = 0; i < p; ++i) {
+    double time = static_cast<double>(layersOn(i)) * block.time();
+    if (i == 0)
+      time += embed.compute + embed.tp;
+    if (i == p - 1)
+      time += output.compute + output.tp;
+    // Each chunk receives its input and its output gradient once.
+    time += 2 * vd * p2p;
+    stageTimes[i] = time;
+  }
+  double pipeline = pipelineTime(stageTimes, m, v);
+  int64_t slowest = std::max_element(stageTimes.begin(), stageTimes.end()) -
+                    stageTimes.begin();
+  double meanStage = 0;
+  for (double time : stageTimes)
+    meanStage += time / static_cast<double>(p);
+
+  // Model states of a device's share of the model.
+  double embeddingParams = static_cast<double>(spec.vocab) * c.h / c.t;
+  auto stageParams = [&](int64_t stage, double &expert) {
+    double layers = static_cast<double>(layersOn(stage));
+    expert = layers * params.expert;
+    double total = layers * params.total();
+    if (stage == 0)
+      total += embeddingParams;
+    if (stage == p - 1) {
+      if (p > 1 || !spec.tiedEmbeddings)
+        total += embeddingParams; // Output layer (a tied copy if p > 1).
+      total += 2 * c.h;
+    }
+    return total;
+  };
+
+  Prediction out;
+  // Data parallelism, on stage 0: its last backward ends the step.
+  double expert0 = 0;
+  double params0 = stageParams(0, expert0);
+  double dense0 = params0 - expert0;
+  double lastBackward =
+      static_cast<double>(layersOn(0)) * (block.backward + block.recompute);
+  double firstForward = static_cast<double>(layersOn(0)) * block.forward;
+  double gradBytes = c.e * dense0, expertGradBytes = c.e * expert0;
+  // The last gradient bucket (Megatron: 40M elements) cannot overlap.
+  double tailShare =
+      std::min(1.0, 40e6 * c.e / std::max(gradBytes + expertGradBytes, 1.0));
+  auto hidden = [&](double time, double window, bool overlap) {
+    return overlap ? std::max(time * tailShare, time - window) : time;
+  };
+  double dpTime = 0, dpExposed = 0;
+  if (plan.dp * plan.cp > 1) {
+    if (plan.zero == 0) {
+      double reduce =
+          c.coll(Collective::AllReduce, gradBytes, c.gradGroup) +
+          c.coll(Collective::AllReduce, expertGradBytes, c.expertGradGroup);
+      dpTime += reduce;
+      dpExposed += hidden(reduce, lastBackward, plan.overlapGradReduce);
+    } else if (plan.zero <= 2) {
+      double scatter =
+          c.coll(Collective::ReduceScatter, gradBytes, c.gradGroup) +
+          c.coll(Collective::ReduceScatter, expertGradBytes, c.expertGradGroup);
+      double gather =
+          c.coll(Collective::AllGather, gradBytes, c.gradGroup) +
+          c.coll(Collective::AllGather, expertGradBytes, c.expertGradGroup);
+      // ZeRO-2 keeps no full gradient buffer: every micro-batch scatters.
+      double times = plan.zero == 2 ? md : 1;
+      dpTime += times * scatter + gather;
+      dpExposed +=
+          times * hidden(scatter, lastBackward, plan.overlapGradReduce);
+      dpExposed += hidden(gather, firstForward, plan.overlapParamGather);
+    }
+  }
+  // Tied embedding: first and last stage sum their copies' gradients.
+  double tiedTime = 0;
+  if (p > 1 && spec.tiedEmbeddings) {
+    GroupPlacement ends =
+        placeGroup(2, plan.stride(MeshAxis::PP) * (p - 1), cluster.gpusPerNode);
+    tiedTime = c.coll(Collective::AllReduce, c.e * embeddingParams, ends);
+  }
+  // The optimizer step streams its shard several times (Megatron's
+  // mixed-precision optimizer): gradients copied to fp32 and checked for
+  // inf/nan, the norm for clipping, Adam reading weights, gradients and
+  // moments and writing three of them back, weights copied back to 16 bits,
+  // gradients zeroed. fp32 training skips the copies and the check.
+  double stepBytesPerParam =
+      c.e >= 4 ? 36 : (c.e + 4) + 4 + 4 + 28 + (4 + c.e) + c.e;
+  double optimizerShard =
+      plan.zero >= 1 ? dense0 / static_cast<double>(plan.dp * plan.cp) +
+                           expert0 * static_cast<double>(plan.ep) /
+                               static_cast<double>(plan.dp * plan.cp)
+                     : params0;
+  out.optimizerTimeS = streamTime(optimizerShard * stepBytesPerParam, cluster);
+
+  out.stepTimeS = pipeline + dpExposed + tiedTime + out.optimizerTimeS;
+
+  // Throughput.
+  double gpus = static_cast<double>(plan.gpus());
+  double sequences = static_cast<double>(plan.globalBatch);
+  out.tokensPerS = sequences * static_cast<double>(spec.seqLen) / out.stepTimeS;
+  out.modelFlopsPerStep = trainingFlopsPerToken(spec) * sequences *
+                          static_cast<double>(spec.seqLen);
+  double recomputeFlops = 0;
+  if (plan.recompute == Recompute::Full)
+    recomputeFlops = blockForwardFlops(spec);
+  else if (plan.recompute == Recompute::Selective && !plan.fusedAttention)
+    recomputeFlops =
+        4 * c.s * c.s * static_cast<double>(spec.heads * spec.headDim());
+  out.hwFlopsPerStep =
+      out.modelFlopsPerStep +
+      sequences * static_cast<double>(spec.layers) * recomputeFlops;
+  double peak = cluster.peakFlops(spec.dtype);
+  out.tflopsPerGpu = out.modelFlopsPerStep / out.stepTimeS / gpus / 1e12;
+  out.hwTflopsPerGpu = out.hwFlopsPerStep / out.stepTimeS / gpus / 1e12;
+  out.mfu = out.tflopsPerGpu * 1e12 / peak;
+  out.hfu = out.hwTflopsPerGpu * 1e12 / peak;
+  out.bubbleFraction = (pipeline - md * stageTimes[slowest]) / out.stepTimeS;
+  out.stageImbalance = meanStage > 0 ? stageTimes[slowest] / meanStage - 1 : 0;
+
+  // Communication of the slowest stage's GPU over the whole step.
+  double layersSlow = static_cast<double>(layersOn(slowest));
+  double edgeTp =
+      (slowest == 0 ? embed.tp : 0) + (slowest == p - 1 ? output.tp : 0);
+  out.commTime.tp = md * (layersSlow * block.comm.tp + edgeTp);
+  out.commExposed.tp = md * (layersSlow * block.exposed.tp + edgeTp);
+  out.commTime.cp = md * layersSlow * block.comm.cp;
+  out.commExposed.cp = md * layersSlow * block.exposed.cp;
+  out.commTime.ep = md * layersSlow * block.comm.ep;
+  out.commExposed.ep = md * layersSlow * block.exposed.ep;
+  out.commTime.pp = md * 2 * vd * p2p + tiedTime;
+  out.commExposed.pp = out.commTime.pp;
+  out.commTime.dp = md * layersSlow * block.comm.dp + dpTime;
+  out.commExposed.dp = md * layersSlow * block.exposed.dp + dpExposed;
+  double edgeCompute = (slowest == 0 ? embed.compute : 0) +
+                       (slowest == p - 1 ? output.compute : 0);
+  out.computeTimeS =
+      md * (layersSlow * (block.forward + block.backward + block.recompute) +
+            edgeCompute);
+
+  // Memory: the first stage holds the most micro-batches, the last one the
+  // logits; take the larger.
+  LayerActivations act = layerActivationBytes(spec, plan);
+  double mask = spec.dropout ? 1 : 0;
+  double x = c.tokens * c.h;
+  auto stageMemory = [&](int64_t stage) {
+    MemoryBreakdown mem;
+    double expert = 0;
+    double total = stageParams(stage, expert);
+    StateBytes states = modelStateBytes(spec, plan, total, expert);
+    mem.params = states.params;
+    mem.grads = states.grads;
+    mem.optimizer = states.optimizer;
+    double inFlight = microBatchesInFlight(plan.schedule, p, m, v, stage);
+    double layers = static_cast<double>(layersOn(stage));
+    mem.activations = inFlight * layers * act.stored;
+    if (stage == 0) // Embedding dropout mask.
+      mem.activations += inFlight * mask * x * c.rep;
+    if (stage == p - 1) // Final norm input; fp16 logits and fp32 softmax.
+      mem.activations += c.e * x * c.rep + (c.e + 4) * c.tokens *
+                                               static_cast<double>(spec.vocab) /
+                                               c.t;
+    mem.workspace = kRuntimeBytes + act.working;
+    if (plan.zero >= 3) // This block's and the prefetched block's weights.
+      mem.workspace += 2 * c.e * params.total() + c.e * params.total();
+    mem.reserve =
+        kFragmentationReserve * (mem.params + mem.grads + mem.optimizer +
+                                 mem.activations + mem.workspace);
+    return mem;
+  };
+  out.memory = stageMemory(0);
+  out.peakMemoryStage = 0;
+  if (p > 1) {
+    MemoryBreakdown last = stageMemory(p - 1);
+    if (last.total() > out.memory.total()) {
+      out.memory = last;
+      out.peakMemoryStage = p - 1;
+    }
+  }
+  out.memoryPerGpuBytes = out.memory.total();
+  if (out.memoryPerGpuBytes > cluster.hbmBytes) {
+    out.fits = false;
+    out.reason = "OOM: " + formatGB(out.memoryPerGpuBytes) + " > " +
+                 formatGB(cluster.hbmBytes);
+    if (p > 1)
+      out.reason +=
+          llvm::formatv(" on pipeline stage {0}", out.peakMemoryStage).str();
+  }
+  return out;
+}
+
+static llvm::json::Object commJson(const CommTimes &comm) {
+  return llvm::json::Object{{"dp", comm.dp},
+                            {"tp", comm.tp},
+                            {"pp", comm.pp},
+                            {"cp", comm.cp},
+                            {"ep", comm.ep}};
+}
+
+llvm::json::Object dtc::predictionToJson(const Prediction &p) {
+  llvm::json::Object result{
+      {"step_time_s", p.stepTimeS},
+      {"tokens_per_s", p.tokensPerS},
+      {"tflops_per_gpu", p.tflopsPerGpu},
+      {"hw_tflops_per_gpu", p.hwTflopsPerGpu},
+      {"mfu", p.mfu},
+      {"hfu", p.hfu},
+      {"bubble_fraction", p.bubbleFraction},
+      {"stage_imbalance", p.stageImbalance},
+      {"compute_time_s", p.computeTimeS},
+      {"optimizer_time_s", p.optimizerTimeS},
+      {"memory_per_gpu_bytes", p.memoryPerGpuBytes},
+      {"memory_breakdown",
+       llvm::json::Object{{"params", p.memory.params},
+                          {"grads", p.memory.grads},
+                          {"optimizer", p.memory.optimizer},
+                          {"activations", p.memory.activations},
+                          {"workspace", p.memory.workspace},
+                          {"reserve", p.memory.reserve}}},
+      {"peak_memory_stage", p.peakMemoryStage},
+      {"comm_time_s", commJson(p.commTime)},
+      {"comm_exposed_s", commJson(p.commExposed)},
+      {"comm_hidden_s", commJson(p.commHidden())},
+      {"fits", p.fits},
+  };
+  if (!p.fits)
+    result["reason"] = p.reason;
+  return result;
+}

@@ -1,0 +1,85 @@
+//===- CostModel.h - Step time and memory of one plan -----------*- C++ -*-===//
+//
+// predict() prices one candidate plan: identical blocks are costed once per
+// micro-batch and multiplied; pipeline stages, the schedule and the overlap
+// of each communication with the computation it hides behind are composed
+// from those per-block costs. Formulas, constants and measured accuracy:
+// docs/cost-model.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_COMPILER_COSTMODEL_COSTMODEL_H
+#define DTC_COMPILER_COSTMODEL_COSTMODEL_H
+
+#include "compiler/costmodel/Cluster.h"
+#include "compiler/costmodel/Spec.h"
+
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+#include <string>
+
+namespace dtc {
+
+/// Seconds per step by kind of parallelism.
+struct CommTimes {
+  double dp = 0, tp = 0, pp = 0, cp = 0, ep = 0;
+  double total() const { return dp + tp + pp + cp + ep; }
+};
+
+/// Peak bytes on the GPU that needs the most.
+struct MemoryBreakdown {
+  double params = 0, grads = 0, optimizer = 0, activations = 0;
+  double workspace = 0; ///< Transient buffers and the runtime's own.
+  double reserve = 0;   ///< Allocator fragmentation (kFragmentationReserve).
+  double total() const {
+    return params + grads + optimizer + activations + workspace + reserve;
+  }
+};
+
+struct Prediction {
+  double stepTimeS = 0;
+  double tokensPerS = 0;
+  double tflopsPerGpu = 0;   ///< Model FLOPs (no recompute) per second.
+  double hwTflopsPerGpu = 0; ///< FLOPs executed, recompute included.
+  double mfu = 0;
+  double hfu = 0;
+  double bubbleFraction = 0; ///< Pipeline fill/drain over step time.
+  double stageImbalance = 0; ///< Slowest stage over mean stage, minus 1.
+  double computeTimeS = 0;   ///< Kernels on the slowest stage's GPU.
+  double optimizerTimeS = 0;
+  double modelFlopsPerStep = 0; ///< Whole cluster.
+  double hwFlopsPerStep = 0;
+  double memoryPerGpuBytes = 0;
+  MemoryBreakdown memory;
+  int64_t peakMemoryStage = 0;
+  CommTimes commTime;    ///< All communication issued by one GPU.
+  CommTimes commExposed; ///< The part on the critical path.
+  CommTimes commHidden() const;
+  bool fits = true;
+  std::string reason; ///< Why it does not fit, e.g. "OOM: 91.2 GB > 80.0 GB".
+};
+
+/// Share of memory kept free for allocator fragmentation.
+constexpr double kFragmentationReserve = 0.10;
+/// CUDA context, cuBLAS workspace and NCCL buffers per GPU.
+constexpr double kRuntimeBytes = 1.0e9;
+
+/// Training FLOPs per token (forward + backward, no recompute), counting
+/// full (unmasked) attention as Megatron's and the papers' formulas do.
+double trainingFlopsPerToken(const TransformerSpec &spec);
+
+/// A bad-input error naming the first thing that makes the plan impossible.
+llvm::Error validatePlan(const TransformerSpec &spec, const ParallelPlan &plan,
+                         const Cluster &cluster);
+
+llvm::Expected<Prediction> predict(const TransformerSpec &spec,
+                                   const ParallelPlan &plan,
+                                   const Cluster &cluster);
+
+/// The `predicted` section of plan.json.
+llvm::json::Object predictionToJson(const Prediction &prediction);
+
+} // namespace dtc
+
+#endif // DTC_COMPILER_COSTMODEL_COSTMODEL_H

@@ -1,0 +1,39 @@
+//===- OnnxImporter.h - ONNX -> dtc dialect ---------------------*- C++ -*-===//
+
+#ifndef DTC_FRONTENDS_ONNX_ONNXIMPORTER_H
+#define DTC_FRONTENDS_ONNX_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace dtc::onnx {
+
+/// How the dynamic dimensions of a model's inputs are bound.
+struct ImportOptions {
+  /// Binds the dynamic batch dimension (dim 0 of each graph input).
+  std::optional<int64_t> batch;
+  /// Binds the dynamic sequence dimension (dim 1 of token inputs).
+  std::optional<int64_t> seqLen;
+  /// Binds dims by their ONNX `dim_param` name; wins over the two above.
+  std::map<std::string, int64_t> dimParams;
+  /// Raises exported idioms to dtc ops: the erf GELU expansion to dtc.gelu
+  /// and the decomposed scaled-dot-product attention to dtc.attention.
+  bool raiseIdioms = true;
+};
+
+/// Imports an ONNX model file into a module with one `func.func @main` of
+/// static-shaped dtc ops. Errors are dtc::DtcError (bad input) naming the
+/// file, node and op.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importOnnxFile(llvm::StringRef path, const ImportOptions &options,
+               mlir::MLIRContext &context);
+
+} // namespace dtc::onnx
+
+#endif // DTC_FRONTENDS_ONNX_ONNXIMPORTER_H

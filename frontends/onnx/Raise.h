@@ -1,0 +1,37 @@
+//===- Raise.h - Raising exported idioms to dtc ops -------------*- C++ -*-===//
+//
+// Exporters decompose fused ops (GELU, scaled-dot-product attention) into
+// elementwise math. These patterns find the decompositions in the imported
+// dtc IR and rebuild the fused op, so later stages see one attention op
+// with a causal flag instead of a matmul/mask/softmax/matmul chain.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_FRONTENDS_ONNX_RAISE_H
+#define DTC_FRONTENDS_ONNX_RAISE_H
+
+#include "mlir/IR/PatternMatch.h"
+
+#include <optional>
+
+namespace dtc::onnx {
+
+/// `x * 0.5 * (1 + erf(x / sqrt(2)))` in any operand order -> dtc.gelu.
+void populateRaiseGeluPatterns(mlir::RewritePatternSet &patterns);
+
+/// `softmax((q*s1) @ (kT*s2) [+ causal mask]) @ v` -> dtc.attention.
+void populateRaiseAttentionPatterns(mlir::RewritePatternSet &patterns);
+
+/// Applies both sets to `op` (a module or function) until nothing changes.
+mlir::LogicalResult raiseIdioms(mlir::Operation *op);
+
+/// The value of a splat floating-point dtc.constant, or nullopt.
+std::optional<double> getSplatFloat(mlir::Value value);
+
+/// True if `a` and `b` agree to a relative tolerance (for exported constants
+/// like 1.4142135 vs sqrt(2)).
+bool isClose(double a, double b, double relTol = 1e-5);
+
+} // namespace dtc::onnx
+
+#endif // DTC_FRONTENDS_ONNX_RAISE_H

@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+"""Write small single-purpose ONNX models with reference outputs.
+
+Each case exercises one part of dtc's ONNX importer (an op mapping, an
+attribute variant, host-side evaluation, an idiom the importer raises). The
+reference outputs come from onnxruntime, so the importer's tests compare the
+imported dtc IR against an independent ONNX implementation.
+
+Layout (from the repository root):
+    test/models/onnx-ops/<case>.onnx
+    test/models/onnx-ops/<case>/test_data_set_0/{input,output}_<i>.pb
+
+Usage:
+    python scripts/export_onnx_op_tests.py [--out test/models/onnx-ops]
+"""
+
+import argparse
+import os
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+INT64_MAX = np.iinfo(np.int64).max
+
+
+def rand(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def init(name, array):
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def const(name, array):
+    """A Constant node producing `name`."""
+    return helper.make_node("Constant", [], [name], name=name + "_node",
+                            value=numpy_helper.from_array(np.asarray(array)))
+
+
+def model(nodes, inputs, outputs, initializers=(), opset=17):
+    graph = helper.make_graph(nodes, "case", inputs, outputs,
+                              list(initializers))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                          producer_name="dtc-op-tests")
+    m.ir_version = 8
+    return m
+
+
+def vi(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def cases(rng):
+    """Yields (name, model, feeds)."""
+    # Gemm with transB, alpha, beta and a broadcast C.
+    yield "gemm", model(
+        [helper.make_node("Gemm", ["a", "b", "c"], ["y"], name="gemm",
+                          transB=1, alpha=0.5, beta=2.0)],
+        [vi("a", F, [3, 4])], [vi("y", F, [3, 5])],
+        [init("b", rand(rng, 5, 4)), init("c", rand(rng, 5))]), {
+            "a": rand(rng, 3, 4)}
+    yield "gemm_transa", model(
+        [helper.make_node("Gemm", ["a", "b"], ["y"], name="gemm", transA=1)],
+        [vi("a", F, [4, 3]), vi("b", F, [4, 5])], [vi("y", F, [3, 5])]), {
+            "a": rand(rng, 4, 3), "b": rand(rng, 4, 5)}
+
+    # MatMul: 1-D operands and batch broadcasting.
+    yield "matmul", model(
+        [helper.make_node("MatMul", ["v", "w"], ["y0"], name="vec_mat"),
+         helper.make_node("MatMul", ["m", "v"], ["y1"], name="mat_vec"),
+         helper.make_node("MatMul", ["a", "b"], ["y2"], name="batched")],
+        [vi("v", F, [4]), vi("m", F, [2, 3, 4]), vi("a", F, [2, 1, 3, 4]),
+         vi("b", F, [5, 4, 6])],
+        [vi("y0", F, [3]), vi("y1", F, [2, 3]), vi("y2", F, [2, 5, 3, 6])],
+        [init("w", rand(rng, 4, 3))]), {
+            "v": rand(rng, 4), "m": rand(rng, 2, 3, 4),
+            "a": rand(rng, 2, 1, 3, 4), "b": rand(rng, 5, 4, 6)}
+
+    # Elementwise ops, broadcasting against parameters and constants.
+    unary = ["Neg", "Exp", "Tanh", "Erf", "Sigmoid", "Relu", "Abs"]
+    nodes = [helper.make_node(op, ["x"], [op.lower()], name=op)
+             for op in unary]
+    nodes += [
+        helper.make_node("Abs", ["x"], ["ax"], name="abs_for_log"),
+        const("one", np.float32(1.0)),
+        helper.make_node("Add", ["ax", "one"], ["ax1"], name="plus_one"),
+        helper.make_node("Log", ["ax1"], ["log"], name="Log"),
+        helper.make_node("Sqrt", ["ax1"], ["sqrt"], name="Sqrt"),
+        helper.make_node("Reciprocal", ["ax1"], ["reciprocal"],
+                         name="Reciprocal"),
+        helper.make_node("Sub", ["x", "p"], ["sub"], name="Sub"),
+        helper.make_node("Div", ["x", "ax1"], ["div"], name="Div"),
+        helper.make_node("Max", ["x", "p", "y"], ["max"], name="Max"),
+        helper.make_node("Min", ["x", "p"], ["min"], name="Min"),
+        const("two", np.int64(2)),
+        helper.make_node("Pow", ["x", "two"], ["pow"], name="Pow"),
+        helper.make_node("Mul", ["p", "x"], ["mul"], name="Mul"),
+        helper.make_node("Sum", ["x", "y", "p"], ["sum"], name="Sum"),
+    ]
+    names = [op.lower() for op in unary] + [
+        "log", "sqrt", "reciprocal", "sub", "div", "max", "min", "pow", "mul",
+        "sum"]
+    yield "elementwise", model(
+        nodes, [vi("x", F, [2, 3, 4]), vi("y", F, [3, 4])],
+        [vi(n, F, [2, 3, 4]) for n in names],
+        [init("p", rand(rng, 4))]), {
+            "x": rand(rng, 2, 3, 4), "y": rand(rng, 3, 4)}
+
+    # Softmax on a middle axis, LayerNormalization over two dims, no bias.
+    yield "softmax_layernorm", model(
+        [helper.make_node("Softmax", ["x"], ["s"], name="softmax", axis=1),
+         helper.make_node("LayerNormalization", ["x", "scale"], ["ln"],
+                          name="ln", axis=1, epsilon=1e-3)],
+        [vi("x", F, [2, 3, 4])], [vi("s", F, [2, 3, 4]),
+                                  vi("ln", F, [2, 3, 4])],
+        [init("scale", rand(rng, 3, 4))]), {"x": rand(rng, 2, 3, 4)}
+
+    # Reshape (0 and -1), Flatten, Unsqueeze, Squeeze, default Transpose.
+    yield "reshapes", model(
+        [const("shape", np.array([0, -1, 2], np.int64)),
+         helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+         helper.make_node("Flatten", ["x"], ["f"], name="flatten", axis=2),
+         const("uaxes", np.array([0, -1], np.int64)),
+         helper.make_node("Unsqueeze", ["x", "uaxes"], ["u"], name="unsq"),
+         const("saxes", np.array([0], np.int64)),
+         helper.make_node("Squeeze", ["u", "saxes"], ["sq"], name="sq"),
+         helper.make_node("Transpose", ["x"], ["t"], name="transpose")],
+        [vi("x", F, [2, 3, 4])],
+        [vi("r", F, [2, 6, 2]), vi("f", F, [6, 4]), vi("sq", F, [2, 3, 4, 1]),
+         vi("t", F, [4, 3, 2])]), {"x": rand(rng, 2, 3, 4)}
+
+    # Slice with negative starts, clamped ends and steps; Split by sizes.
+    yield "slice_split", model(
+        [const("starts", np.array([-3, 1], np.int64)),
+         const("ends", np.array([INT64_MAX, 100], np.int64)),
+         const("axes", np.array([2, 1], np.int64)),
+         const("steps", np.array([2, 1], np.int64)),
+         helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"],
+                          ["s"], name="slice"),
+         const("sizes", np.array([1, 3, 2], np.int64)),
+         helper.make_node("Split", ["x", "sizes"], ["p0", "p1", "p2"],
+                          name="split", axis=-1)],
+        [vi("x", F, [2, 3, 6])],
+        [vi("s", F, [2, 2, 2]), vi("p0", F, [2, 3, 1]),
+         vi("p1", F, [2, 3, 3]), vi("p2", F, [2, 3, 2])]), {
+            "x": rand(rng, 2, 3, 6)}
+    # Opset 18: Split by num_outputs (uneven), ReduceMean axes as an input.
+    yield "opset18", model(
+        [helper.make_node("Split", ["x"], ["p0", "p1", "p2"], name="split",
+                          axis=2, num_outputs=3),
+         const("axes", np.array([1], np.int64)),
+         helper.make_node("ReduceMean", ["x", "axes"], ["m"], name="mean",
+                          keepdims=0)],
+        [vi("x", F, [2, 3, 7])],
+        [vi("p0", F, [2, 3, 3]), vi("p1", F, [2, 3, 3]),
+         vi("p2", F, [2, 3, 1]), vi("m", F, [2, 7])], opset=18), {
+            "x": rand(rng, 2, 3, 7)}
+
+    # Gather: token lookup, non-contiguous ids on axis 1, a scalar index.
+    yield "gather", model(
+        [helper.make_node("Gather", ["table", "ids"], ["emb"], name="lookup"),
+         const("pick", np.array([[0, 2], [3, 1]], np.int64)),
+         helper.make_node("Gather", ["x", "pick"], ["g1"], name="pick",
+                          axis=1),
+         const("last", np.int64(-1)),
+         helper.make_node("Gather", ["x", "last"], ["g2"], name="last",
+                          axis=2)],
+        [vi("ids", I64, [2, 3]), vi("x", F, [2, 4, 5])],
+        [vi("emb", F, [2, 3, 4]), vi("g1", F, [2, 2, 2, 5]),
+         vi("g2", F, [2, 4])],
+        [init("table", rand(rng, 10, 4))]), {
+            "ids": rng.integers(0, 10, (2, 3)).astype(np.int64),
+            "x": rand(rng, 2, 4, 5)}
+
+    # Where with a constant condition: masked_fill(-inf) and a blend.
+    mask = np.triu(np.ones((4, 4), bool), k=1)
+    yield "where", model(
+        [const("mask", mask), const("neg_inf", np.float32(-np.inf)),
+         helper.make_node("Where", ["mask", "neg_inf", "x"], ["filled"],
+                          name="masked_fill"),
+         helper.make_node("Where", ["mask", "x", "y"], ["blend"],
+                          name="blend"),
+         const("zero", np.float32(0.0)),
+         helper.make_node("Where", ["mask", "y", "zero"], ["keep"],
+                          name="keep")],
+        [vi("x", F, [2, 4, 4]), vi("y", F, [4])],
+        [vi("filled", F, [2, 4, 4]), vi("blend", F, [2, 4, 4]),
+         vi("keep", F, [4, 4])]), {"x": rand(rng, 2, 4, 4),
+                                   "y": rand(rng, 4)}
+
+    # Expand of computed tensors, reductions, Cast + Concat + Identity.
+    yield "expand_reduce_cast", model(
+        [const("shape", np.array([2, 3, 4], np.int64)),
+         helper.make_node("Expand", ["x", "shape"], ["e"], name="expand"),
+         const("shape2", np.array([1, 4], np.int64)),
+         helper.make_node("Expand", ["v", "shape2"], ["e2"], name="expand2"),
+         helper.make_node("ReduceMax", ["e"], ["rmax"], name="rmax",
+                          axes=[-1], keepdims=1),
+         const("raxes", np.array([0, 2], np.int64)),
+         helper.make_node("ReduceSum", ["e", "raxes"], ["rsum"],
+                          name="rsum", keepdims=0),
+         helper.make_node("Cast", ["ids"], ["fids"], name="cast", to=F),
+         helper.make_node("Concat", ["fids", "e2"], ["cat"], name="concat",
+                          axis=0),
+         helper.make_node("Identity", ["cat"], ["out"], name="identity")],
+        [vi("x", F, [3, 1]), vi("v", F, [4]), vi("ids", I64, [2, 4])],
+        [vi("e", F, [2, 3, 4]), vi("rmax", F, [2, 3, 1]), vi("rsum", F, [3]),
+         vi("out", F, [3, 4])]), {
+            "x": rand(rng, 3, 1), "v": rand(rng, 4),
+            "ids": rng.integers(-5, 5, (2, 4)).astype(np.int64)}
+
+    # GPT-2's tanh GELU written out, and the opset-20 Gelu op.
+    yield "gelu_tanh", model(
+        [const("three", np.float32(3.0)), const("c", np.float32(0.044715)),
+         const("k", np.float32(np.sqrt(2 / np.pi))),
+         const("one", np.float32(1.0)), const("half", np.float32(0.5)),
+         helper.make_node("Pow", ["x", "three"], ["x3"], name="pow"),
+         helper.make_node("Mul", ["c", "x3"], ["cx3"], name="mul_c"),
+         helper.make_node("Add", ["x", "cx3"], ["inner"], name="add_inner"),
+         helper.make_node("Mul", ["k", "inner"], ["arg"], name="mul_k"),
+         helper.make_node("Tanh", ["arg"], ["t"], name="tanh"),
+         helper.make_node("Add", ["one", "t"], ["t1"], name="add_one"),
+         helper.make_node("Mul", ["half", "x"], ["hx"], name="mul_half"),
+         helper.make_node("Mul", ["hx", "t1"], ["y"], name="gelu_out")],
+        [vi("x", F, [2, 8])], [vi("y", F, [2, 8])]), {"x": rand(rng, 2, 8) * 3}
+    yield "gelu_op", model(
+        [helper.make_node("Gelu", ["x"], ["y0"], name="gelu"),
+         helper.make_node("Gelu", ["x"], ["y1"], name="gelu_tanh",
+                          approximate="tanh")],
+        [vi("x", F, [2, 8])], [vi("y0", F, [2, 8]), vi("y1", F, [2, 8])],
+        opset=20), {"x": rand(rng, 2, 8) * 3}
+
+    # Non-causal attention with the scale applied to the scores.
+    yield "attention", model(
+        [helper.make_node("Transpose", ["k"], ["kt"], name="kt",
+                          perm=[0, 1, 3, 2]),
+         helper.make_node("MatMul", ["q", "kt"], ["qk"], name="qk"),
+         const("scale", np.float32(0.3)),
+         helper.make_node("Mul", ["qk", "scale"], ["scores"], name="scale"),
+         helper.make_node("Softmax", ["scores"], ["p"], name="softmax"),
+         helper.make_node("MatMul", ["p", "v"], ["y"], name="pv")],
+        [vi("q", F, [1, 2, 3, 4]), vi("k", F, [1, 2, 5, 4]),
+         vi("v", F, [1, 2, 5, 6])], [vi("y", F, [1, 2, 3, 6])]), {
+            "q": rand(rng, 1, 2, 3, 4), "k": rand(rng, 1, 2, 5, 4),
+            "v": rand(rng, 1, 2, 5, 6)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.join(
+        REPO_ROOT, "test", "models", "onnx-ops"))
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for name, m, feeds in cases(rng):
+        onnx.checker.check_model(m, full_check=True)
+        data = m.SerializeToString()
+        with open(os.path.join(args.out, name + ".onnx"), "wb") as f:
+            f.write(data)
+        session = ort.InferenceSession(data,
+                                       providers=["CPUExecutionProvider"])
+        outputs = session.run(None, feeds)
+        data_dir = os.path.join(args.out, name, "test_data_set_0")
+        os.makedirs(data_dir, exist_ok=True)
+        graph_inputs = [i.name for i in m.graph.input]
+        for i, input_name in enumerate(graph_inputs):
+            proto = numpy_helper.from_array(feeds[input_name], input_name)
+            with open(os.path.join(data_dir, f"input_{i}.pb"), "wb") as f:
+                f.write(proto.SerializeToString())
+        for i, (out, value) in enumerate(zip(m.graph.output, outputs)):
+            proto = numpy_helper.from_array(value, out.name)
+            with open(os.path.join(data_dir, f"output_{i}.pb"), "wb") as f:
+                f.write(proto.SerializeToString())
+        print(f"wrote {name}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every system package dtc needs on Debian 12 (idempotent,
+# non-interactive). Runs as root, or through sudo when available.
+set -euo pipefail
+
+packages=(
+  # Build tools
+  cmake ninja-build g++ ccache clang-format
+  # LLVM/MLIR 22: libraries, tablegen, lit, FileCheck
+  llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools zlib1g-dev
+  # ONNX (and its conformance test data), protobuf
+  libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
+  # Command line, tests, runtime libraries
+  libcli11-dev libgtest-dev libopenblas-dev openmpi-bin libopenmpi-dev
+  python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The README's test command: installs what dtc needs, builds it and runs
+# every test (lit and GoogleTest) through ctest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+start=$(date +%s)
+scripts/build.sh
+echo "build: $(( $(date +%s) - start )) s"
+start=$(date +%s)
+ctest --test-dir "${DTC_BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"
+echo "tests: $(( $(date +%s) - start )) s"

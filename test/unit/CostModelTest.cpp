@@ -1,0 +1,310 @@
+//===- CostModelTest.cpp - predict() as a whole ---------------------------===//
+
+#include "compiler/costmodel/CostModel.h"
+#include "compiler/costmodel/Compute.h"
+#include "compiler/support/Error.h"
+
+#include <gtest/gtest.h>
+
+using namespace dtc;
+
+namespace {
+TransformerSpec llama8b() {
+  TransformerSpec spec;
+  spec.name = "llama-8b";
+  spec.layers = 32;
+  spec.hidden = 4096;
+  spec.heads = 32;
+  spec.kvHeads = 8;
+  spec.ffnHidden = 14336;
+  spec.gatedMlp = true;
+  spec.vocab = 128256;
+  spec.seqLen = 8192;
+  return spec;
+}
+
+ParallelPlan basePlan() {
+  ParallelPlan plan;
+  plan.tp = 4;
+  plan.pp = 2;
+  plan.dp = 8;
+  plan.microBatch = 1;
+  plan.globalBatch = 128;
+  plan.recompute = Recompute::Selective;
+  plan.sequenceParallel = true;
+  plan.zero = 1;
+  return plan;
+}
+
+Cluster h100(int64_t gpus) { return *lookupClusterPreset("h100", gpus); }
+
+/// The message of a bad-input error; fails the test for anything else.
+std::string badInputMessage(llvm::Error err) {
+  std::string message;
+  llvm::handleAllErrors(std::move(err), [&](const DtcError &e) {
+    EXPECT_EQ(e.getKind(), ErrorKind::BadInput);
+    message = e.getMessage();
+  });
+  return message;
+}
+
+std::string predictError(const TransformerSpec &spec, const ParallelPlan &plan,
+                         const Cluster &cluster) {
+  auto p = predict(spec, plan, cluster);
+  if (p) {
+    ADD_FAILURE() << "expected an error";
+    return "";
+  }
+  return badInputMessage(p.takeError());
+}
+} // namespace
+
+TEST(CostModel, PredictsAPlausibleStep) {
+  auto p = predict(llama8b(), basePlan(), h100(64));
+  ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  EXPECT_GT(p->stepTimeS, 0);
+  EXPECT_GT(p->mfu, 0.2);
+  EXPECT_LT(p->mfu, 0.8);
+  EXPECT_LE(p->mfu, p->hfu + 1e-12);
+  EXPECT_NEAR(p->tokensPerS, 128 * 8192 / p->stepTimeS, 1e-6);
+  EXPECT_NEAR(p->tflopsPerGpu,
+              trainingFlopsPerToken(llama8b()) * p->tokensPerS / 64 / 1e12,
+              1e-6);
+  EXPECT_TRUE(p->fits);
+  EXPECT_TRUE(p->reason.empty());
+  // Every kind of communication is split into exposed and hidden parts.
+  CommTimes hidden = p->commHidden();
+  for (double part : {hidden.dp, hidden.tp, hidden.pp, hidden.cp, hidden.ep})
+    EXPECT_GE(part, -1e-12);
+  EXPECT_GT(p->commTime.tp, 0);
+  EXPECT_GT(p->commTime.dp, 0);
+  EXPECT_GT(p->commTime.pp, 0);
+  EXPECT_EQ(p->commTime.cp, 0);
+  EXPECT_EQ(p->commTime.ep, 0);
+}
+
+TEST(CostModel, TrainingFlopsPerTokenIsTheSc21Formula) {
+  // 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) per B s tokens.
+  TransformerSpec spec;
+  spec.layers = 96;
+  spec.hidden = 12288;
+  spec.heads = 96;
+  spec.vocab = 51200;
+  spec.seqLen = 2048;
+  double l = 96, h = 12288, s = 2048, v = 51200;
+  EXPECT_NEAR(trainingFlopsPerToken(spec),
+              72 * l * h * h * (1 + s / (6 * h) + v / (12 * l * h)), 1e3);
+}
+
+TEST(CostModel, FullRecomputeAddsOneForwardOfHardwareFlops) {
+  ParallelPlan plan = basePlan();
+  plan.recompute = Recompute::Full;
+  plan.sequenceParallel = false;
+  auto full = predict(llama8b(), plan, h100(64));
+  plan.recompute = Recompute::None;
+  auto none = predict(llama8b(), plan, h100(64));
+  ASSERT_TRUE(static_cast<bool>(full) && static_cast<bool>(none));
+  EXPECT_DOUBLE_EQ(full->modelFlopsPerStep, none->modelFlopsPerStep);
+  double ratio = full->hwFlopsPerStep / full->modelFlopsPerStep;
+  EXPECT_GT(ratio, 1.3);
+  EXPECT_LT(ratio, 4.0 / 3);
+  EXPECT_GT(full->stepTimeS, 1.2 * none->stepTimeS);
+  EXPECT_LT(full->memory.activations, none->memory.activations / 5);
+}
+
+TEST(CostModel, OomNamesSizesAndStage) {
+  ParallelPlan plan = basePlan();
+  plan.recompute = Recompute::None;
+  plan.sequenceParallel = false;
+  plan.microBatch = 16;
+  auto p = predict(llama8b(), plan, h100(64));
+  ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  EXPECT_FALSE(p->fits);
+  EXPECT_EQ(p->reason.rfind("OOM: ", 0), 0u) << p->reason;
+  EXPECT_NE(p->reason.find("> 80.0 GB"), std::string::npos) << p->reason;
+  EXPECT_NE(p->reason.find("pipeline stage"), std::string::npos) << p->reason;
+}
+
+TEST(CostModel, GradientReductionHidesBehindTheLastBackward) {
+  ParallelPlan plan = basePlan();
+  plan.zero = 0;
+  auto overlapped = predict(llama8b(), plan, h100(64));
+  plan.overlapGradReduce = false;
+  auto exposed = predict(llama8b(), plan, h100(64));
+  ASSERT_TRUE(static_cast<bool>(overlapped) && static_cast<bool>(exposed));
+  EXPECT_DOUBLE_EQ(overlapped->commTime.dp, exposed->commTime.dp);
+  EXPECT_DOUBLE_EQ(exposed->commExposed.dp, exposed->commTime.dp);
+  EXPECT_LT(overlapped->commExposed.dp, 0.5 * exposed->commExposed.dp);
+  EXPECT_LT(overlapped->stepTimeS, exposed->stepTimeS);
+}
+
+TEST(CostModel, TpOverlapHidesInputGradientReductions) {
+  ParallelPlan plan = basePlan();
+  auto async = predict(llama8b(), plan, h100(64));
+  plan.overlapTpComm = false;
+  auto blocking = predict(llama8b(), plan, h100(64));
+  ASSERT_TRUE(static_cast<bool>(async) && static_cast<bool>(blocking));
+  EXPECT_DOUBLE_EQ(async->commTime.tp, blocking->commTime.tp);
+  EXPECT_LT(async->commExposed.tp, blocking->commExposed.tp);
+}
+
+TEST(CostModel, MeshOrderDecidesWhichLinksTpUses) {
+  ParallelPlan plan = basePlan();
+  plan.tp = 8;
+  plan.pp = 1;
+  plan.dp = 8;
+  auto inner = predict(llama8b(), plan, h100(64));
+  // dp innermost pushes each TP group across eight nodes.
+  plan.meshOrder = {MeshAxis::DP, MeshAxis::TP, MeshAxis::CP, MeshAxis::PP};
+  auto outer = predict(llama8b(), plan, h100(64));
+  ASSERT_TRUE(static_cast<bool>(inner) && static_cast<bool>(outer));
+  EXPECT_GT(outer->commTime.tp, 5 * inner->commTime.tp);
+  EXPECT_LT(outer->commTime.dp, inner->commTime.dp);
+  EXPECT_GT(outer->stepTimeS, inner->stepTimeS);
+}
+
+TEST(CostModel, Zero3ShardsParamsAndPaysPerLayerGathers) {
+  ParallelPlan plan = basePlan();
+  plan.pp = 1;
+  plan.dp = 16;
+  plan.zero = 1;
+  auto z1 = predict(llama8b(), plan, h100(64));
+  plan.zero = 3;
+  auto z3 = predict(llama8b(), plan, h100(64));
+  ASSERT_TRUE(static_cast<bool>(z1) && static_cast<bool>(z3));
+  EXPECT_NEAR(z3->memory.params, z1->memory.params / 16, 1);
+  EXPECT_NEAR(z3->memory.grads, z1->memory.grads / 16, 1);
+  EXPECT_DOUBLE_EQ(z3->memory.optimizer, z1->memory.optimizer);
+  EXPECT_GT(z3->commTime.dp, 2 * z1->commTime.dp);
+}
+
+TEST(CostModel, ContextParallelRingHidesBehindAttention) {
+  TransformerSpec spec = llama8b();
+  spec.seqLen = 131072;
+  ParallelPlan plan = basePlan();
+  plan.pp = 1;
+  plan.tp = 8;
+  plan.cp = 8;
+  plan.dp = 1;
+  plan.globalBatch = 8;
+  plan.recompute = Recompute::Full;
+  auto p = predict(spec, plan, h100(64));
+  ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  EXPECT_GT(p->commTime.cp, 0);
+  // At 128K tokens attention dwarfs the K/V ring.
+  EXPECT_LT(p->commExposed.cp, 0.1 * p->commTime.cp);
+}
+
+TEST(CostModel, ExpertParallelAllToAll) {
+  TransformerSpec spec = llama8b();
+  spec.experts = 8;
+  spec.topK = 2;
+  ParallelPlan plan = basePlan();
+  plan.ep = 8;
+  auto p = predict(spec, plan, h100(64));
+  ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  EXPECT_GT(p->commTime.ep, 0);
+  EXPECT_DOUBLE_EQ(p->commExposed.ep, p->commTime.ep);
+  // Eight experts, two per token: about twice the dense MLP FLOPs.
+  double ratio = trainingFlopsPerToken(spec) / trainingFlopsPerToken(llama8b());
+  EXPECT_GT(ratio, 1.5);
+  EXPECT_LT(ratio, 2.0);
+}
+
+TEST(CostModel, SkinnyGemmsRunFarBelowPeak) {
+  Cluster cluster = h100(8);
+  double big = gemmEfficiency(8192, 8192, 8192, cluster);
+  EXPECT_GT(big, 0.75);
+  EXPECT_LE(big, cluster.gemmPeakEfficiency);
+  EXPECT_LT(gemmEfficiency(64, 8192, 8192, cluster), 0.5 * big);
+  EXPECT_LT(gemmEfficiency(8192, 8192, 64, cluster), 0.5 * big);
+  // A matrix-vector product is bound by reading the matrix.
+  double t = gemmTime(1, 8192, 8192, 1, DType::BF16, cluster);
+  EXPECT_NEAR(t, streamTime(2.0 * (8192 + 8192 * 8192 + 8192), cluster), 1e-12);
+}
+
+TEST(CostModel, JsonHasThePlanJsonKeys) {
+  auto p = predict(llama8b(), basePlan(), h100(64));
+  ASSERT_TRUE(static_cast<bool>(p));
+  llvm::json::Object json = predictionToJson(*p);
+  for (llvm::StringRef key :
+       {"step_time_s", "tokens_per_s", "tflops_per_gpu", "hw_tflops_per_gpu",
+        "mfu", "bubble_fraction", "memory_per_gpu_bytes", "memory_breakdown",
+        "comm_time_s", "comm_exposed_s", "comm_hidden_s", "fits"})
+    EXPECT_TRUE(json.get(key)) << key.str();
+  const llvm::json::Object *mem = json.getObject("memory_breakdown");
+  ASSERT_TRUE(mem);
+  for (llvm::StringRef key :
+       {"params", "grads", "optimizer", "activations", "workspace"})
+    EXPECT_TRUE(mem->get(key)) << key.str();
+  const llvm::json::Object *comm = json.getObject("comm_time_s");
+  ASSERT_TRUE(comm);
+  for (llvm::StringRef key : {"dp", "tp", "pp", "cp", "ep"})
+    EXPECT_TRUE(comm->get(key)) << key.str();
+  EXPECT_FALSE(json.get("reason"));
+}
+
+TEST(CostModel, InvalidPlansAreBadInputWithAReason) {
+  TransformerSpec spec = llama8b();
+  Cluster cluster = h100(64);
+  ParallelPlan plan;
+
+  plan = basePlan();
+  plan.dp = 4;
+  EXPECT_NE(predictError(spec, plan, cluster)
+                .find("32 GPUs, but the cluster "
+                      "has 64"),
+            std::string::npos);
+  // 6 kv heads cannot be split four ways, nor can four ranks share them.
+  spec.hidden = 6144;
+  spec.heads = 48;
+  spec.kvHeads = 6;
+  EXPECT_NE(predictError(spec, basePlan(), cluster).find("kv heads"),
+            std::string::npos);
+  spec.hidden = 2560;
+  spec.heads = 20;
+  spec.kvHeads = 20;
+  plan = basePlan();
+  plan.tp = 8;
+  plan.dp = 4;
+  EXPECT_NE(predictError(spec, plan, cluster)
+                .find("tp=8 does not divide the "
+                      "20 attention heads"),
+            std::string::npos);
+  spec = llama8b();
+  spec.layers = 1;
+  EXPECT_NE(predictError(spec, basePlan(), cluster).find("pp=2"),
+            std::string::npos);
+  spec = llama8b();
+  plan = basePlan();
+  plan.globalBatch = 100;
+  EXPECT_NE(predictError(spec, plan, cluster).find("not a multiple"),
+            std::string::npos);
+  plan = basePlan();
+  plan.vpp = 2;
+  EXPECT_NE(predictError(spec, plan, cluster).find("interleaved"),
+            std::string::npos);
+  plan.schedule = Schedule::Interleaved;
+  plan.vpp = 3; // 32 layers do not split into 2 x 3 chunks.
+  EXPECT_NE(predictError(spec, plan, cluster).find("equal chunks"),
+            std::string::npos);
+  plan = basePlan();
+  plan.ep = 2;
+  EXPECT_NE(predictError(spec, plan, cluster).find("mixture-of-experts"),
+            std::string::npos);
+  plan = basePlan();
+  plan.zero = 4;
+  EXPECT_NE(predictError(spec, plan, cluster).find("ZeRO"), std::string::npos);
+  plan = basePlan();
+  plan.meshOrder = {MeshAxis::TP, MeshAxis::TP, MeshAxis::DP, MeshAxis::PP};
+  EXPECT_NE(predictError(spec, plan, cluster).find("mesh order"),
+            std::string::npos);
+  plan = basePlan();
+  plan.cp = 3;
+  plan.dp = 1;
+  EXPECT_FALSE(static_cast<bool>(predict(spec, plan, h100(24)))) << "seq % cp";
+  spec.dtype = DType::FP8;
+  EXPECT_NE(predictError(spec, basePlan(), *lookupClusterPreset("a100-80g", 64))
+                .find("no fp8 peak"),
+            std::string::npos);
+}

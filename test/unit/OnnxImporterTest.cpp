@@ -1,0 +1,582 @@
+//===- OnnxImporterTest.cpp - Tests of the ONNX importer ------------------===//
+//
+// Structure (signature, parameters, no leftover shape arithmetic), errors,
+// and numerics: the imported IR, run by the test-only reference interpreter
+// with the model's initializers as parameter values, must reproduce the
+// reference outputs stored next to each model (PyTorch for tiny-gpt,
+// onnxruntime for the op cases), before and after raising idioms.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DtcTestInterpreter.h"
+
+#include "compiler/support/Error.h"
+#include "dialects/dtc/DtcOps.h"
+#include "frontends/onnx/HostTensor.h"
+#include "frontends/onnx/OnnxImporter.h"
+
+#include "onnx/onnx_pb.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+
+using namespace mlir;
+using ::dtc::test::RefTensor;
+namespace d = mlir::dtc;
+namespace dx = ::dtc::onnx;
+
+namespace {
+
+const std::string kModels = DTC_TEST_MODELS_DIR;
+const std::string kTinyGpt = kModels + "/tiny-gpt.onnx";
+
+dx::ImportOptions options(std::optional<int64_t> batch,
+                          std::optional<int64_t> seqLen, bool raise = true) {
+  dx::ImportOptions o;
+  o.batch = batch;
+  o.seqLen = seqLen;
+  o.raiseIdioms = raise;
+  return o;
+}
+
+/// Imports `path` or fails the test with the error.
+OwningOpRef<ModuleOp> importOk(MLIRContext &ctx, const std::string &path,
+                               const dx::ImportOptions &o) {
+  auto module = dx::importOnnxFile(path, o, ctx);
+  if (!module) {
+    ADD_FAILURE() << "import of " << path
+                  << " failed: " << llvm::toString(module.takeError());
+    return nullptr;
+  }
+  return std::move(*module);
+}
+
+struct ImportFailure {
+  std::optional<::dtc::ErrorKind> kind; // nullopt: not a DtcError
+  std::string message;
+};
+
+/// Imports `path`, expecting an error.
+ImportFailure importFails(const std::string &path,
+                          const dx::ImportOptions &o = {}) {
+  MLIRContext ctx;
+  auto module = dx::importOnnxFile(path, o, ctx);
+  ImportFailure failure;
+  if (module) {
+    failure.message = "<imported without error>";
+    return failure;
+  }
+  llvm::handleAllErrors(
+      module.takeError(),
+      [&](const ::dtc::DtcError &e) {
+        failure.kind = e.getKind();
+        failure.message = e.getMessage();
+      },
+      [&](const llvm::ErrorInfoBase &e) { failure.message = e.message(); });
+  return failure;
+}
+
+func::FuncOp mainOf(ModuleOp module) {
+  return module.lookupSymbol<func::FuncOp>("main");
+}
+
+std::string typeString(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << type;
+  return s;
+}
+
+/// Writes `model` to a fresh temporary file and returns its path.
+std::string writeTemp(const ::onnx::ModelProto &model,
+                      llvm::StringRef suffix = "onnx") {
+  llvm::SmallString<128> path;
+  EXPECT_FALSE(llvm::sys::fs::createTemporaryFile("dtc-onnx-test", suffix,
+                                                  path));
+  std::ofstream out(path.c_str(), std::ios::binary);
+  model.SerializeToOstream(&out);
+  return path.str().str();
+}
+
+std::string writeTempBytes(llvm::StringRef bytes, llvm::StringRef suffix) {
+  llvm::SmallString<128> path;
+  EXPECT_FALSE(llvm::sys::fs::createTemporaryFile("dtc-onnx-test", suffix,
+                                                  path));
+  std::ofstream out(path.c_str(), std::ios::binary);
+  out << bytes.str();
+  return path.str().str();
+}
+
+RefTensor toRef(const dx::HostTensor &t) {
+  RefTensor r;
+  r.shape.assign(t.shape.begin(), t.shape.end());
+  for (int64_t i = 0, e = t.size(); i < e; ++i)
+    r.data.push_back(t.getDouble(i));
+  return r;
+}
+
+/// Reads a serialized TensorProto (ONNX test-data layout).
+RefTensor readTensorPb(const std::string &path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  EXPECT_TRUE(static_cast<bool>(buffer)) << path;
+  ::onnx::TensorProto proto;
+  EXPECT_TRUE(proto.ParseFromArray((*buffer)->getBufferStart(),
+                                   (*buffer)->getBufferSize()))
+      << path;
+  std::string error;
+  auto tensor = dx::decodeTensor(proto, "", error);
+  EXPECT_TRUE(tensor.has_value()) << error;
+  return tensor ? toRef(*tensor) : RefTensor();
+}
+
+::onnx::ModelProto readModel(const std::string &path) {
+  ::onnx::ModelProto model;
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(model.ParseFromIstream(&in)) << path;
+  return model;
+}
+
+/// The model's floating-point initializers: the values of dtc.parameter.
+::dtc::test::ParameterMap readParameters(const std::string &path) {
+  ::dtc::test::ParameterMap params;
+  ::onnx::ModelProto model = readModel(path);
+  for (const auto &init : model.graph().initializer()) {
+    std::string error;
+    auto tensor = dx::decodeTensor(init, "", error);
+    EXPECT_TRUE(tensor.has_value()) << init.name() << ": " << error;
+    if (tensor && tensor->isFloat())
+      params[init.name()] = toRef(*tensor);
+  }
+  return params;
+}
+
+/// Largest |a - b| over the elements; +inf on a shape mismatch.
+double maxAbsDiff(const RefTensor &a, const RefTensor &b) {
+  if (a.shape != b.shape || a.data.size() != b.data.size())
+    return INFINITY;
+  double m = 0;
+  for (size_t i = 0; i < a.data.size(); ++i) {
+    if (std::isinf(a.data[i]) && a.data[i] == b.data[i])
+      continue;
+    m = std::max(m, std::fabs(a.data[i] - b.data[i]));
+    if (std::isnan(a.data[i]) != std::isnan(b.data[i]))
+      return INFINITY;
+  }
+  return m;
+}
+
+/// Runs `module`'s main on the test-data inputs of `dataDir` and returns the
+/// largest difference to the stored outputs over all outputs.
+double runAgainstReference(ModuleOp module, const std::string &modelPath,
+                           const std::string &dataDir) {
+  func::FuncOp main = mainOf(module);
+  std::vector<RefTensor> inputs;
+  for (unsigned i = 0; i < main.getNumArguments(); ++i)
+    inputs.push_back(
+        readTensorPb(dataDir + "/input_" + std::to_string(i) + ".pb"));
+  auto outputs =
+      ::dtc::test::interpret(main, inputs, readParameters(modelPath));
+  if (!outputs) {
+    ADD_FAILURE() << llvm::toString(outputs.takeError());
+    return INFINITY;
+  }
+  double worst = 0;
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    RefTensor expected =
+        readTensorPb(dataDir + "/output_" + std::to_string(i) + ".pb");
+    double diff = maxAbsDiff((*outputs)[i], expected);
+    EXPECT_LT(diff, 1e-4) << "output " << i;
+    worst = std::max(worst, diff);
+  }
+  return worst;
+}
+
+std::map<std::string, int> histogram(ModuleOp module) {
+  std::map<std::string, int> ops;
+  mainOf(module).walk([&](Operation *op) {
+    if (!isa<func::FuncOp, func::ReturnOp>(op))
+      ++ops[op->getName().getStringRef().str()];
+  });
+  return ops;
+}
+
+//===----------------------------------------------------------------------===//
+// tiny-gpt
+//===----------------------------------------------------------------------===//
+
+TEST(OnnxImporterTinyGpt, SignatureAndParameters) {
+  MLIRContext ctx;
+  auto module = importOk(ctx, kTinyGpt, options(2, 16, /*raise=*/false));
+  ASSERT_TRUE(module);
+  EXPECT_TRUE(succeeded(verify(*module)));
+  func::FuncOp main = mainOf(*module);
+  ASSERT_TRUE(main);
+  EXPECT_EQ(typeString(main.getFunctionType()),
+            "(tensor<2x16xi64>) -> tensor<2x16x256xf32>");
+  EXPECT_EQ(main.getArgAttrOfType<StringAttr>(0, "dtc.name").getValue(),
+            "input_ids");
+  EXPECT_EQ(main.getResultAttrOfType<StringAttr>(0, "dtc.name").getValue(),
+            "logits");
+
+  // One dtc.parameter per float initializer, named as in the model.
+  llvm::StringMap<std::string> params;
+  main.walk([&](d::ParameterOp p) {
+    EXPECT_TRUE(params.try_emplace(p.getName(), typeString(p.getType())).second)
+        << "duplicate parameter " << p.getName().str();
+  });
+  EXPECT_EQ(params.size(), 29u);
+  ::onnx::ModelProto model = readModel(kTinyGpt);
+  for (const auto &init : model.graph().initializer())
+    EXPECT_TRUE(params.contains(init.name())) << init.name();
+  EXPECT_EQ(params.lookup("wte.weight"), "tensor<256x64xf32>");
+  EXPECT_EQ(params.lookup("wpe.weight"), "tensor<32x64xf32>");
+  EXPECT_EQ(params.lookup("h.1.ln_2.bias"), "tensor<64xf32>");
+  EXPECT_EQ(params.lookup("onnx::MatMul_278"), "tensor<64x192xf32>");
+  EXPECT_EQ(params.lookup("onnx::MatMul_292"), "tensor<64x256xf32>");
+}
+
+TEST(OnnxImporterTinyGpt, NoShapeArithmeticLeftOver) {
+  MLIRContext ctx;
+  auto module = importOk(ctx, kTinyGpt, options(2, 16, /*raise=*/false));
+  ASSERT_TRUE(module);
+  // Every value is a float tensor except the token ids going into the
+  // embedding: Shape/Gather/Concat/Range/Cast chains were evaluated.
+  mainOf(*module).walk([&](Operation *op) {
+    for (Value result : op->getResults())
+      EXPECT_TRUE(isa<FloatType>(
+          cast<RankedTensorType>(result.getType()).getElementType()))
+          << "integer-typed op left: " << op->getName().getStringRef().str();
+  });
+  auto ops = histogram(*module);
+  EXPECT_EQ(ops.count("dtc.cast"), 0u);
+  EXPECT_EQ(ops["dtc.embedding"], 1);   // wte[input_ids]
+  EXPECT_EQ(ops["dtc.layer_norm"], 5);
+  EXPECT_EQ(ops["dtc.matmul"], 13);
+  EXPECT_EQ(ops["dtc.softmax"], 2);
+  EXPECT_EQ(ops["dtc.erf"], 2);
+  EXPECT_EQ(ops["dtc.parameter"], 29);
+  // 3 Split slices per block + the positions wpe[0:16].
+  EXPECT_EQ(ops["dtc.slice"], 7);
+  // Per block: the causal mask, sqrt(scale) twice, and GELU's 3 constants.
+  EXPECT_EQ(ops["dtc.constant"], 12);
+  int causalMasks = 0;
+  mainOf(*module).walk([&](d::ConstantOp c) {
+    if (typeString(c.getType()) == "tensor<16x16xf32>")
+      ++causalMasks;
+  });
+  EXPECT_EQ(causalMasks, 2);
+
+  // Ops carry the node name, inside the file location.
+  bool found = false;
+  mainOf(*module).walk([&](d::EmbeddingOp op) {
+    auto loc = dyn_cast<NameLoc>(op.getLoc());
+    ASSERT_TRUE(loc);
+    EXPECT_EQ(loc.getName().getValue(), "/wte/Gather");
+    auto file = dyn_cast<FileLineColLoc>(loc.getChildLoc());
+    ASSERT_TRUE(file);
+    EXPECT_EQ(file.getFilename().getValue(), kTinyGpt);
+    found = true;
+  });
+  EXPECT_TRUE(found);
+}
+
+TEST(OnnxImporterTinyGpt, RaisesGeluAndAttention) {
+  MLIRContext ctx;
+  auto module = importOk(ctx, kTinyGpt, options(2, 16));
+  ASSERT_TRUE(module);
+  auto ops = histogram(*module);
+  EXPECT_EQ(ops["dtc.attention"], 2);
+  EXPECT_EQ(ops["dtc.gelu"], 2);
+  EXPECT_EQ(ops.count("dtc.softmax"), 0u);
+  EXPECT_EQ(ops.count("dtc.erf"), 0u);
+  EXPECT_EQ(ops.count("dtc.constant"), 0u);
+  EXPECT_EQ(ops["dtc.matmul"], 9);
+  mainOf(*module).walk([&](d::AttentionOp op) {
+    EXPECT_TRUE(op.getCausal());
+    EXPECT_DOUBLE_EQ(op.getEffectiveScale(), 0.25);
+    EXPECT_EQ(typeString(op.getKey().getType()), "tensor<2x4x16x16xf32>");
+  });
+}
+
+TEST(OnnxImporterTinyGpt, OtherSequenceLengths) {
+  MLIRContext ctx;
+  auto seq8 = importOk(ctx, kTinyGpt, options(2, 8));
+  ASSERT_TRUE(seq8);
+  EXPECT_EQ(typeString(mainOf(*seq8).getFunctionType()),
+            "(tensor<2x8xi64>) -> tensor<2x8x256xf32>");
+  // Unbound: batch defaults to 1, seq to the 32 rows of wpe.weight.
+  auto defaults = importOk(ctx, kTinyGpt, options(std::nullopt, std::nullopt));
+  ASSERT_TRUE(defaults);
+  EXPECT_EQ(typeString(mainOf(*defaults).getFunctionType()),
+            "(tensor<1x32xi64>) -> tensor<1x32x256xf32>");
+  // Bound by dim_param name.
+  dx::ImportOptions byName;
+  byName.dimParams = {{"batch", 3}, {"seq", 5}};
+  auto named = importOk(ctx, kTinyGpt, byName);
+  ASSERT_TRUE(named);
+  EXPECT_EQ(typeString(mainOf(*named).getFunctionType()),
+            "(tensor<3x5xi64>) -> tensor<3x5x256xf32>");
+
+  ImportFailure tooLong = importFails(kTinyGpt, options(1, 33));
+  EXPECT_EQ(tooLong.kind, ::dtc::ErrorKind::BadInput);
+  EXPECT_NE(tooLong.message.find("--seq-len 33 exceeds the model's maximum "
+                                 "of 32 positions (rows of 'wpe.weight')"),
+            std::string::npos)
+      << tooLong.message;
+}
+
+TEST(OnnxImporterTinyGpt, MatchesPyTorchBeforeAndAfterRaising) {
+  const std::string data = kModels + "/tiny-gpt/test_data_set_0";
+  for (bool raise : {false, true}) {
+    MLIRContext ctx;
+    auto start = std::chrono::steady_clock::now();
+    auto module = importOk(ctx, kTinyGpt, options(2, 16, raise));
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+    ASSERT_TRUE(module);
+    // The check must be able to fail: the logits are far from zero.
+    RefTensor expected = readTensorPb(data + "/output_0.pb");
+    double largest = 0;
+    for (double v : expected.data)
+      largest = std::max(largest, std::fabs(v));
+    EXPECT_GT(largest, 0.1);
+    double diff = runAgainstReference(*module, kTinyGpt, data);
+    EXPECT_LT(diff, 1e-4);
+    std::cout << "[ tiny-gpt ] raise=" << raise << " import " << ms
+              << " ms, max |logits - PyTorch| = " << diff
+              << " (max |logit| = " << largest << ")\n";
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Op cases (scripts/export_onnx_op_tests.py; references from onnxruntime)
+//===----------------------------------------------------------------------===//
+
+class OnnxOpCase : public testing::TestWithParam<const char *> {};
+
+TEST_P(OnnxOpCase, MatchesOnnxRuntime) {
+  std::string name = GetParam();
+  std::string path = kModels + "/onnx-ops/" + name + ".onnx";
+  std::string data = kModels + "/onnx-ops/" + name + "/test_data_set_0";
+  for (bool raise : {false, true}) {
+    MLIRContext ctx;
+    auto module = importOk(ctx, path, options(std::nullopt, std::nullopt,
+                                              raise));
+    ASSERT_TRUE(module);
+    double diff = runAgainstReference(*module, path, data);
+    std::cout << "[ " << name << " ] raise=" << raise
+              << " max abs diff = " << diff << "\n";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ops, OnnxOpCase,
+    testing::Values("gemm", "gemm_transa", "matmul", "elementwise",
+                    "softmax_layernorm", "reshapes", "slice_split", "opset18",
+                    "gather", "where", "expand_reduce_cast", "gelu_tanh",
+                    "gelu_op", "attention"));
+
+TEST(OnnxImporterOps, RaisedForms) {
+  MLIRContext ctx;
+  auto tanh = importOk(ctx, kModels + "/onnx-ops/gelu_tanh.onnx", {});
+  ASSERT_TRUE(tanh);
+  auto ops = histogram(*tanh);
+  EXPECT_EQ(ops["dtc.gelu"], 1);
+  EXPECT_EQ(ops.size(), 1u);
+  mainOf(*tanh).walk(
+      [](d::GeluOp g) { EXPECT_TRUE(g.getApproximateTanh()); });
+
+  auto attention = importOk(ctx, kModels + "/onnx-ops/attention.onnx", {});
+  ASSERT_TRUE(attention);
+  ops = histogram(*attention);
+  EXPECT_EQ(ops["dtc.attention"], 1);
+  EXPECT_EQ(ops.size(), 1u);
+  mainOf(*attention).walk([](d::AttentionOp a) {
+    EXPECT_FALSE(a.getCausal());
+    EXPECT_NEAR(a.getEffectiveScale(), 0.3, 1e-6);
+  });
+
+  // Consecutive constant indices are a slice; others an embedding.
+  auto gather = importOk(ctx, kModels + "/onnx-ops/gather.onnx", {});
+  ASSERT_TRUE(gather);
+  ops = histogram(*gather);
+  EXPECT_EQ(ops["dtc.embedding"], 2);
+  EXPECT_EQ(ops["dtc.slice"], 1);
+}
+
+//===----------------------------------------------------------------------===//
+// Errors
+//===----------------------------------------------------------------------===//
+
+/// input_ids [batch, seq] -> Gather(table) -> `op` -> y: a tiny model whose
+/// seq cannot be deduced.
+::onnx::ModelProto tinyModel(const std::string &op,
+                             const std::string &domain = "",
+                             int64_t opset = 17) {
+  ::onnx::ModelProto model;
+  model.set_ir_version(8);
+  auto *import = model.add_opset_import();
+  import->set_version(opset);
+  if (!domain.empty()) {
+    auto *extra = model.add_opset_import();
+    extra->set_domain(domain);
+    extra->set_version(1);
+  }
+  auto *graph = model.mutable_graph();
+  graph->set_name("tiny");
+  auto *input = graph->add_input();
+  input->set_name("input_ids");
+  auto *tensor = input->mutable_type()->mutable_tensor_type();
+  tensor->set_elem_type(::onnx::TensorProto::INT64);
+  tensor->mutable_shape()->add_dim()->set_dim_param("batch");
+  tensor->mutable_shape()->add_dim()->set_dim_param("seq");
+  auto *table = graph->add_initializer();
+  table->set_name("table");
+  table->set_data_type(::onnx::TensorProto::FLOAT);
+  table->add_dims(8);
+  table->add_dims(4);
+  for (int i = 0; i < 32; ++i)
+    table->add_float_data(i);
+  auto *gather = graph->add_node();
+  gather->set_name("/embed/Gather");
+  gather->set_op_type("Gather");
+  gather->add_input("table");
+  gather->add_input("input_ids");
+  gather->add_output("h");
+  auto *node = graph->add_node();
+  node->set_name("/head/Weird");
+  node->set_op_type(op);
+  node->set_domain(domain);
+  node->add_input("h");
+  node->add_output("y");
+  auto *output = graph->add_output();
+  output->set_name("y");
+  auto *outType = output->mutable_type()->mutable_tensor_type();
+  outType->set_elem_type(::onnx::TensorProto::FLOAT);
+  outType->mutable_shape()->add_dim()->set_dim_param("batch");
+  outType->mutable_shape()->add_dim()->set_dim_param("seq");
+  outType->mutable_shape()->add_dim()->set_dim_value(4);
+  return model;
+}
+
+void expectBadInput(const ImportFailure &failure,
+                    std::initializer_list<const char *> fragments) {
+  EXPECT_EQ(failure.kind, ::dtc::ErrorKind::BadInput) << failure.message;
+  for (const char *fragment : fragments)
+    EXPECT_NE(failure.message.find(fragment), std::string::npos)
+        << "'" << fragment << "' not in: " << failure.message;
+  EXPECT_EQ(failure.message.find('\n'), std::string::npos)
+      << "not one line: " << failure.message;
+}
+
+TEST(OnnxImporterErrors, MissingFile) {
+  expectBadInput(importFails(kModels + "/no-such-model.onnx"),
+                 {"no-such-model.onnx", "no such file"});
+}
+
+TEST(OnnxImporterErrors, GarbageBytes) {
+  std::string path = writeTempBytes("\xff\xfe this is not a protobuf \x01\x02",
+                                    "onnx");
+  expectBadInput(importFails(path), {path.c_str(), "not an ONNX model"});
+  // A valid protobuf that is not a model (a TensorProto test-data file).
+  expectBadInput(
+      importFails(kModels + "/tiny-gpt/test_data_set_0/input_0.pb"),
+      {"input_0.pb", "not an ONNX model"});
+}
+
+TEST(OnnxImporterErrors, UnsupportedOp) {
+  std::string path = writeTemp(tinyModel("Hardmax"));
+  expectBadInput(importFails(path, options(1, 4)),
+                 {path.c_str(), "node '/head/Weird'", "(Hardmax)",
+                  "unsupported ONNX op", "docs/onnx-ops.md"});
+}
+
+TEST(OnnxImporterErrors, UnsupportedDomain) {
+  std::string path = writeTemp(tinyModel("FusedMatMul", "com.microsoft"));
+  expectBadInput(importFails(path, options(1, 4)),
+                 {"node '/head/Weird'", "com.microsoft::FusedMatMul",
+                  "unsupported ONNX op domain 'com.microsoft'"});
+}
+
+TEST(OnnxImporterErrors, UnboundDynamicDim) {
+  std::string path = writeTemp(tinyModel("Relu"));
+  expectBadInput(importFails(path, options(2, std::nullopt)),
+                 {path.c_str(), "dynamic dim 'seq' of input 'input_ids' is "
+                                "unbound; pass --seq-len"});
+  // With the dim bound, the same model imports.
+  MLIRContext ctx;
+  EXPECT_TRUE(importOk(ctx, path, options(2, 4)));
+}
+
+TEST(OnnxImporterErrors, OpsetOutOfRange) {
+  std::string path = writeTemp(tinyModel("Relu", "", 11));
+  expectBadInput(importFails(path, options(1, 4)),
+                 {"ONNX opset 11 is not supported", "13 to 23"});
+}
+
+TEST(OnnxImporterErrors, RunTimeValueWhereAConstantIsNeeded) {
+  // Reshape to a shape read from the token ids at run time.
+  ::onnx::ModelProto model = tinyModel("Relu");
+  auto *graph = model.mutable_graph();
+  auto *zero = graph->add_node();
+  zero->set_op_type("Constant");
+  zero->add_output("zero");
+  auto *value = zero->add_attribute();
+  value->set_name("value");
+  value->set_type(::onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(::onnx::TensorProto::INT64);
+  value->mutable_t()->add_int64_data(0);
+  auto *row = graph->add_node();
+  row->set_name("/ids/Gather");
+  row->set_op_type("Gather");
+  row->add_input("input_ids");
+  row->add_input("zero");
+  row->add_output("ids_shape");
+  auto *reshape = graph->add_node();
+  reshape->set_name("/data/Reshape");
+  reshape->set_op_type("Reshape");
+  reshape->add_input("y");
+  reshape->add_input("ids_shape");
+  reshape->add_output("z");
+  graph->mutable_output(0)->set_name("z");
+  for (auto &dim : *graph->mutable_output(0)
+                        ->mutable_type()
+                        ->mutable_tensor_type()
+                        ->mutable_shape()
+                        ->mutable_dim())
+    dim.Clear();
+  std::string path = writeTemp(model);
+  expectBadInput(importFails(path, options(1, 3)),
+                 {"node '/data/Reshape' (Reshape)", "target shape 'ids_shape'",
+                  "computed at run time"});
+}
+
+TEST(OnnxImporterErrors, TextFormat) {
+  // The ONNX text format is accepted with the .onnxtxt extension.
+  std::string good = writeTempBytes(R"(
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 3] x) => (float[2, 3] y) { y = Relu(x) }
+  )",
+                                    "onnxtxt");
+  MLIRContext ctx;
+  auto module = importOk(ctx, good, {});
+  ASSERT_TRUE(module);
+  EXPECT_EQ(histogram(*module)["dtc.relu"], 1);
+  std::string bad = writeTempBytes("g (float x => (", "onnxtxt");
+  expectBadInput(importFails(bad), {"not a valid ONNX text model"});
+}
+
+} // namespace

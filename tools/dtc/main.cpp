@@ -1,0 +1,216 @@
+//===- main.cpp - the dtc command-line tool -------------------------------===//
+//
+// Parses the command line of SPEC "Commands" and dispatches to the compiler,
+// plan tools, runtime and checkpoint tools. Commands that are not built yet
+// exist with their flags and `--help`, and say so (exit 2).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Driver.h"
+#include "compiler/support/Error.h"
+
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace {
+
+/// A command's action, run after a successful parse.
+using Action = std::function<llvm::Error()>;
+
+/// `dtc <name>` is declared but its issue has not landed yet.
+Action notBuiltYet(std::string command, int issue) {
+  return [command, issue]() -> llvm::Error {
+    return dtc::badInput("'dtc {0}' is not implemented yet (issue #{1} builds "
+                         "it); see 'dtc --help' for what is available",
+                         command, issue);
+  };
+}
+
+void addCompile(CLI::App &app, dtc::CompileOptions &o, Action &action) {
+  CLI::App *cmd = app.add_subcommand(
+      "compile", "Compile a model into a parallel training plan bundle");
+  cmd->add_option("MODEL", o.modelPath,
+                  "A .onnx file or a Hugging Face config.json")
+      ->required();
+  cmd->add_option("--gpus", o.gpus, "Total GPUs")->required();
+  cmd->add_option("--cluster", o.cluster,
+                  "a100-80g, h100, h200, b200, gb200-nvl72, or a JSON file")
+      ->capture_default_str();
+  cmd->add_option("--gpus-per-node", o.gpusPerNode,
+                  "GPUs in one NVLink domain (default: from the cluster)");
+  cmd->add_option("--global-batch", o.globalBatch,
+                  "Sequences per optimizer step");
+  cmd->add_option("--seq-len", o.seqLen, "Binds a dynamic sequence dimension");
+  cmd->add_option("--mode", o.mode, "train or infer")->capture_default_str();
+  cmd->add_option("--dtype", o.dtype, "bf16, fp16 or fp32")
+      ->capture_default_str();
+  cmd->add_option("--tp", o.tp, "Pin the tensor-parallel degree");
+  cmd->add_option("--pp", o.pp, "Pin the pipeline-parallel degree");
+  cmd->add_option("--dp", o.dp, "Pin the data-parallel degree");
+  cmd->add_option("--cp", o.cp, "Pin the context-parallel degree");
+  cmd->add_option("--ep", o.ep, "Pin the expert-parallel degree");
+  cmd->add_option("--vpp", o.vpp, "Pin the virtual pipeline stages per rank");
+  cmd->add_option("--zero", o.zero, "Pin the ZeRO stage (0-3)");
+  cmd->add_option("--micro-batch", o.microBatch, "Pin the micro-batch size");
+  cmd->add_option("--recompute", o.recompute,
+                  "Pin activation recompute: none, selective or full");
+  cmd->add_flag("--no-search", o.noSearch,
+                "All degrees are pinned; only predict");
+  cmd->add_option("-o", o.outputDir, "Bundle directory (default <model>.dtc)");
+  cmd->add_flag("--json", o.json, "Print plan.json instead of the table");
+  cmd->add_option("--explain", o.explain, "Also print the K best alternatives")
+      ->expected(0, 1)
+      ->default_val(3);
+  cmd->add_option("--emit", o.emit,
+                  "Print one stage's IR and stop: imported, sharded, "
+                  "partitioned or program");
+  cmd->callback(
+      [&] { action = [&o] { return dtc::runCompile(o, llvm::outs()); }; });
+}
+
+/// Declares a command that is not built yet, with its SPEC flags so that
+/// `--help` documents it already.
+CLI::App *addPending(CLI::App &parent, const std::string &name,
+                     const std::string &fullName, const std::string &help,
+                     int issue, Action &action) {
+  CLI::App *cmd = parent.add_subcommand(name, help);
+  cmd->callback(
+      [&action, fullName, issue] { action = notBuiltYet(fullName, issue); });
+  return cmd;
+}
+
+struct PendingArgs {
+  std::string bundle, other, output, data, ckptDir, backend, arch;
+  int64_t rank = 0, k = 3, steps = 0, saveEvery = 0, seed = 0;
+  bool json = false, resume = false, shapeOnly = false;
+};
+
+void addPlan(CLI::App &app, PendingArgs &a, Action &action) {
+  CLI::App *plan = app.add_subcommand("plan", "Inspect a compiled plan");
+  plan->require_subcommand(1);
+  CLI::App *show =
+      addPending(*plan, "show", "plan show",
+                 "The chosen plan as a table (or JSON)", 11, action);
+  show->add_option("BUNDLE", a.bundle, "Plan bundle directory")->required();
+  show->add_flag("--json", a.json, "Print plan.json");
+  show->add_option("--rank", a.rank, "Show one rank's program");
+  CLI::App *explain =
+      addPending(*plan, "explain", "plan explain",
+                 "The K best alternatives and why each lost", 11, action);
+  explain->add_option("BUNDLE", a.bundle, "Plan bundle directory")->required();
+  explain->add_option("-k", a.k, "How many alternatives");
+  CLI::App *diff = addPending(*plan, "diff", "plan diff",
+                              "What differs between two plans", 11, action);
+  diff->add_option("A", a.bundle, "First bundle")->required();
+  diff->add_option("B", a.other, "Second bundle")->required();
+  CLI::App *report =
+      addPending(*plan, "report", "plan report",
+                 "One self-contained HTML page of a plan", 11, action);
+  report->add_option("BUNDLE", a.bundle, "Plan bundle directory")->required();
+  report->add_option("-o", a.output, "Output .html file")->required();
+}
+
+void addRun(CLI::App &app, PendingArgs &a, Action &action) {
+  CLI::App *run =
+      addPending(app, "run", "run",
+                 "Execute a compiled plan with the bundled runtime", 8, action);
+  run->add_option("BUNDLE", a.bundle, "Plan bundle directory")->required();
+  run->add_option("--backend", a.backend, "cpu or cuda");
+  run->add_option("--steps", a.steps, "Train until this global step");
+  run->add_option("--data", a.data, "Token file (flat uint16 ids)");
+  run->add_option("--ckpt-dir", a.ckptDir, "Checkpoint directory");
+  run->add_option("--save-every", a.saveEvery, "Save every K steps");
+  run->add_flag("--resume", a.resume, "Resume from the latest checkpoint");
+  run->add_option("--seed", a.seed, "Random seed");
+
+  CLI::App *verify =
+      addPending(app, "verify", "verify",
+                 "Run the plan on CPU and compare with single-device execution",
+                 8, action);
+  verify->add_option("BUNDLE", a.bundle, "Plan bundle directory")->required();
+}
+
+void addCkpt(CLI::App &app, PendingArgs &a, Action &action) {
+  CLI::App *ckpt =
+      app.add_subcommand("ckpt", "Inspect and convert checkpoints");
+  ckpt->require_subcommand(1);
+  addPending(*ckpt, "inspect", "ckpt inspect", "What a checkpoint holds", 9,
+             action)
+      ->add_option("DIR", a.ckptDir, "Checkpoint directory")
+      ->required();
+  addPending(*ckpt, "verify", "ckpt verify", "Check a checkpoint end to end", 9,
+             action)
+      ->add_option("DIR", a.ckptDir, "Checkpoint directory")
+      ->required();
+  CLI::App *consolidate = addPending(
+      *ckpt, "consolidate", "ckpt consolidate",
+      "Write one safetensors file with the model's own names", 9, action);
+  consolidate->add_option("DIR", a.ckptDir, "Checkpoint directory")->required();
+  consolidate->add_option("-o", a.output, "Output .safetensors")->required();
+}
+
+void addModelgen(CLI::App &app, PendingArgs &a, Action &action) {
+  CLI::App *gen =
+      addPending(app, "modelgen", "modelgen",
+                 "Generate a GPT, LLaMA or Mixtral ONNX model", 3, action);
+  gen->add_option("--arch", a.arch, "gpt, llama or mixtral")->required();
+  gen->add_option("-o", a.output, "Output .onnx")->required();
+  gen->add_flag("--shape-only", a.shapeOnly, "Write no weights");
+}
+
+/// One `dtc: error:` line for a parse error, naming the command to ask for
+/// help.
+int reportParseError(const CLI::App &app, const CLI::Error &e) {
+  std::string command = "dtc";
+  for (const CLI::App *sub = &app; !sub->get_subcommands().empty();) {
+    sub = sub->get_subcommands().front();
+    command += " " + sub->get_name();
+  }
+  std::string what = e.what();
+  // CLI11 sometimes ends its message with a newline and a hint of its own.
+  if (auto pos = what.find('\n'); pos != std::string::npos)
+    what.resize(pos);
+  llvm::errs() << "dtc: error: " << what << "; run '" << command
+               << " --help'\n";
+  return static_cast<int>(dtc::ErrorKind::BadInput);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  CLI::App app{"dtc: compile a model into a distributed training program"};
+  app.set_version_flag("--version", std::string("dtc ") + DTC_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  Action action;
+  dtc::CompileOptions compileOptions;
+  PendingArgs pending;
+  addCompile(app, compileOptions, action);
+  addPlan(app, pending, action);
+  addRun(app, pending, action);
+  addCkpt(app, pending, action);
+  addModelgen(app, pending, action);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp &e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion &e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError &e) {
+    return reportParseError(app, e);
+  }
+  if (!action)
+    return reportParseError(app, CLI::RequiredError("a command"));
+  if (llvm::Error err = action())
+    return dtc::reportError(std::move(err));
+  return 0;
+}
