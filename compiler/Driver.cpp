@@ -195,7 +195,7 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
   auto start = std::chrono::steady_clock::now();
   if (llvm::Error err = validateOptions(o))
     return err;
-  auto cluster = lookupClusterPreset(o.cluster, o.gpus);
+  auto cluster = loadCluster(o.cluster, o.gpus);
   if (!cluster)
     return cluster.takeError();
   if (o.gpusPerNode)

@@ -185,8 +185,8 @@ dtc::onnx::squeezeShape(ArrayRef<int64_t> input, ArrayRef<int64_t> axes,
     if (!axis)
       return std::nullopt;
     if (input[*axis] != 1) {
-      error = "cannot squeeze dim " + str(*axis) + " of size " +
-              str(input[*axis]);
+      error =
+          "cannot squeeze dim " + str(*axis) + " of size " + str(input[*axis]);
       return std::nullopt;
     }
     drop[*axis] = true;
@@ -199,8 +199,7 @@ dtc::onnx::squeezeShape(ArrayRef<int64_t> input, ArrayRef<int64_t> axes,
 }
 
 std::optional<SmallVector<int64_t>>
-dtc::onnx::resolveSplit(int64_t dimSize,
-                        std::optional<ArrayRef<int64_t>> sizes,
+dtc::onnx::resolveSplit(int64_t dimSize, std::optional<ArrayRef<int64_t>> sizes,
                         int64_t numOutputs, bool ceilChunks,
                         std::string &error) {
   if (numOutputs < 1) {
@@ -384,10 +383,10 @@ private:
 };
 } // namespace
 
-Results Evaluator::binary(
-    int32_t resultType, std::function<double(double, double)> f,
-    std::function<std::optional<int64_t>(int64_t, int64_t)> g,
-    bool sameTypes) {
+Results
+Evaluator::binary(int32_t resultType, std::function<double(double, double)> f,
+                  std::function<std::optional<int64_t>(int64_t, int64_t)> g,
+                  bool sameTypes) {
   const HostTensor *a = in(0), *b = in(1);
   if (!a || !b)
     return fail("needs two inputs");
@@ -413,9 +412,9 @@ Results Evaluator::binary(
   return one(std::move(out));
 }
 
-Results Evaluator::variadic(
-    std::function<double(double, double)> f,
-    std::function<std::optional<int64_t>(int64_t, int64_t)> g) {
+Results
+Evaluator::variadic(std::function<double(double, double)> f,
+                    std::function<std::optional<int64_t>(int64_t, int64_t)> g) {
   if (inputs.empty() || !in(0))
     return fail("needs at least one input");
   HostTensor acc = *in(0);
@@ -633,9 +632,9 @@ Results Evaluator::split() {
     given.assign(attr->begin(), attr->end());
     sizesArg = given;
   }
-  auto sizes = resolveSplit(x.shape[*axis], sizesArg, node.output_size(),
-                            findAttribute(node, "num_outputs") != nullptr,
-                            error);
+  auto sizes =
+      resolveSplit(x.shape[*axis], sizesArg, node.output_size(),
+                   findAttribute(node, "num_outputs") != nullptr, error);
   if (!sizes)
     return std::nullopt;
   SmallVector<HostTensor> outs;
@@ -655,15 +654,15 @@ Results Evaluator::split() {
 
 Results Evaluator::range() {
   const HostTensor *start = in(0), *limit = in(1), *delta = in(2);
-  if (!start || !limit || !delta || start->size() != 1 ||
-      limit->size() != 1 || delta->size() != 1)
+  if (!start || !limit || !delta || start->size() != 1 || limit->size() != 1 ||
+      delta->size() != 1)
     return fail("start, limit and delta must be scalars");
   double s = start->getDouble(0), l = limit->getDouble(0),
          d = delta->getDouble(0);
   if (d == 0)
     return fail("delta is 0");
-  int64_t count = std::max<int64_t>(
-      0, static_cast<int64_t>(std::ceil((l - s) / d)));
+  int64_t count =
+      std::max<int64_t>(0, static_cast<int64_t>(std::ceil((l - s) / d)));
   if (!checkSize({count}))
     return std::nullopt;
   HostTensor out = HostTensor::zeros(start->dataType, {count});
@@ -772,8 +771,8 @@ Results Evaluator::reduce(llvm::StringRef kind) {
       acc[slot] += v;
     else if (kind == "ReduceProd")
       acc[slot] *= v;
-    else if (!seen[slot] || (kind == "ReduceMax" ? v > acc[slot]
-                                                 : v < acc[slot]))
+    else if (!seen[slot] ||
+             (kind == "ReduceMax" ? v > acc[slot] : v < acc[slot]))
       acc[slot] = v;
     seen[slot] = true;
   }
@@ -801,36 +800,21 @@ Results Evaluator::shapeOf() {
 
 static const llvm::StringSet<> &hostOps() {
   static const llvm::StringSet<> ops = {
-      "Abs",        "Add",
-      "And",        "Cast",
-      "CastLike",   "Ceil",
-      "Concat",     "ConstantOfShape",
-      "Cos",        "Div",
-      "Dropout",    "Equal",
-      "Erf",        "Exp",
-      "Expand",     "Flatten",
-      "Floor",      "Gather",
-      "Greater",    "GreaterOrEqual",
-      "Identity",   "Less",
-      "LessOrEqual", "Log",
-      "Max",        "Mean",
-      "Min",        "Mod",
-      "Mul",        "Neg",
-      "Not",        "Or",
-      "Pow",        "Range",
-      "Reciprocal", "ReduceMax",
-      "ReduceMean", "ReduceMin",
-      "ReduceProd", "ReduceSum",
-      "Relu",       "Reshape",
-      "Round",      "Shape",
-      "Sigmoid",    "Sign",
-      "Sin",        "Size",
-      "Slice",      "Split",
-      "Sqrt",       "Squeeze",
-      "Sub",        "Sum",
-      "Tanh",       "Tile",
-      "Transpose",  "Trilu",
-      "Unsqueeze",  "Where",
+      "Abs",        "Add",       "And",         "Cast",
+      "CastLike",   "Ceil",      "Concat",      "ConstantOfShape",
+      "Cos",        "Div",       "Dropout",     "Equal",
+      "Erf",        "Exp",       "Expand",      "Flatten",
+      "Floor",      "Gather",    "Greater",     "GreaterOrEqual",
+      "Identity",   "Less",      "LessOrEqual", "Log",
+      "Max",        "Mean",      "Min",         "Mod",
+      "Mul",        "Neg",       "Not",         "Or",
+      "Pow",        "Range",     "Reciprocal",  "ReduceMax",
+      "ReduceMean", "ReduceMin", "ReduceProd",  "ReduceSum",
+      "Relu",       "Reshape",   "Round",       "Shape",
+      "Sigmoid",    "Sign",      "Sin",         "Size",
+      "Slice",      "Split",     "Sqrt",        "Squeeze",
+      "Sub",        "Sum",       "Tanh",        "Tile",
+      "Transpose",  "Trilu",     "Unsqueeze",   "Where",
       "Xor",
   };
   return ops;
@@ -845,8 +829,6 @@ Results Evaluator::run() {
   if (!in(0) && op != "ConstantOfShape")
     return fail("its first input is missing");
   using OptI = std::optional<int64_t>;
-  auto boolType = [](double, double) { return 0.0; };
-  (void)boolType;
 
   // Arithmetic.
   if (op == "Add")
@@ -1047,9 +1029,8 @@ Results Evaluator::run() {
     if (!in(1))
       if (auto attr = getIntsAttr(node, "axes"))
         axes.assign(attr->begin(), attr->end());
-    auto shape = op == "Unsqueeze"
-                     ? unsqueezeShape(in(0)->shape, axes, error)
-                     : squeezeShape(in(0)->shape, axes, error);
+    auto shape = op == "Unsqueeze" ? unsqueezeShape(in(0)->shape, axes, error)
+                                   : squeezeShape(in(0)->shape, axes, error);
     if (!shape)
       return std::nullopt;
     return one(withShape(*in(0), *shape));
@@ -1063,8 +1044,8 @@ Results Evaluator::run() {
   if (op == "Slice") {
     if (!in(1) || !in(2))
       return fail("needs starts and ends inputs");
-    std::vector<int64_t> starts = intsOf(1), ends = intsOf(2),
-                         axes = intsOf(3), steps = intsOf(4);
+    std::vector<int64_t> starts = intsOf(1), ends = intsOf(2), axes = intsOf(3),
+                         steps = intsOf(4);
     auto dims = resolveSlice(in(0)->shape, starts, ends, axes, steps, error);
     if (!dims)
       return std::nullopt;

@@ -33,12 +33,10 @@ struct SliceDims {
   llvm::SmallVector<int64_t> starts, steps, counts;
 };
 /// ONNX Slice's clamping rules; `axes` and `steps` may be empty (defaults).
-std::optional<SliceDims> resolveSlice(llvm::ArrayRef<int64_t> shape,
-                                      llvm::ArrayRef<int64_t> starts,
-                                      llvm::ArrayRef<int64_t> ends,
-                                      llvm::ArrayRef<int64_t> axes,
-                                      llvm::ArrayRef<int64_t> steps,
-                                      std::string &error);
+std::optional<SliceDims>
+resolveSlice(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> starts,
+             llvm::ArrayRef<int64_t> ends, llvm::ArrayRef<int64_t> axes,
+             llvm::ArrayRef<int64_t> steps, std::string &error);
 
 /// ONNX Reshape's target: 0 copies the input dim (unless `allowZero`), -1 is
 /// inferred.

@@ -7,9 +7,9 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -186,9 +186,8 @@ HostTensor HostTensor::zeros(int32_t dataType, llvm::ArrayRef<int64_t> shape) {
   return t;
 }
 
-HostTensor
-HostTensor::fromInts(llvm::ArrayRef<int64_t> values,
-                     std::optional<llvm::ArrayRef<int64_t>> shape) {
+HostTensor HostTensor::fromInts(llvm::ArrayRef<int64_t> values,
+                                std::optional<llvm::ArrayRef<int64_t>> shape) {
   HostTensor t;
   t.dataType = kInt64;
   if (shape)
@@ -336,9 +335,9 @@ static std::optional<std::string> readExternal(const ::onnx::TensorProto &proto,
   return bytes.substr(offset, length ? *length : bytes.size() - offset).str();
 }
 
-std::optional<HostTensor> dtc::onnx::decodeTensor(
-    const ::onnx::TensorProto &proto, llvm::StringRef baseDir,
-    std::string &error) {
+std::optional<HostTensor>
+dtc::onnx::decodeTensor(const ::onnx::TensorProto &proto,
+                        llvm::StringRef baseDir, std::string &error) {
   HostTensor t;
   t.dataType = proto.data_type();
   for (int64_t d : proto.dims()) {
@@ -369,8 +368,7 @@ std::optional<HostTensor> dtc::onnx::decodeTensor(
     const std::string &raw = external ? *external : proto.raw_data();
     if (raw.size() != n * elementSize) {
       error = "has " + std::to_string(raw.size()) + " bytes of data for " +
-              std::to_string(n) + " elements of " +
-              dataTypeName(t.dataType);
+              std::to_string(n) + " elements of " + dataTypeName(t.dataType);
       return std::nullopt;
     }
     for (int64_t i = 0; i < n; ++i)

@@ -140,15 +140,15 @@ struct RaiseAttention : OpRewritePattern<d::MatmulOp> {
     int64_t b = qType.getDimSize(0), h = qType.getDimSize(1),
             d = qType.getDimSize(3);
     int64_t g = kType.getDimSize(1);
-    int64_t kd = qk.getTransposeRhs() ? kType.getDimSize(3)
-                                      : kType.getDimSize(2);
-    int64_t kt = qk.getTransposeRhs() ? kType.getDimSize(2)
-                                      : kType.getDimSize(3);
+    int64_t kd =
+        qk.getTransposeRhs() ? kType.getDimSize(3) : kType.getDimSize(2);
+    int64_t kt =
+        qk.getTransposeRhs() ? kType.getDimSize(2) : kType.getDimSize(3);
     if (kType.getDimSize(0) != b || vType.getDimSize(0) != b || kd != d ||
         kt != t || qType.getDimSize(2) != s || vType.getDimSize(1) != g ||
         vType.getDimSize(2) != t || g == 0 || h % g != 0 ||
-        (g != h && g != 1) || pv.getType().getShape() !=
-                                  ArrayRef{b, h, s, vType.getDimSize(3)})
+        (g != h && g != 1) ||
+        pv.getType().getShape() != ArrayRef{b, h, s, vType.getDimSize(3)})
       return failure();
 
     Value key = kT;

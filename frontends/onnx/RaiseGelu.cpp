@@ -119,8 +119,8 @@ struct RaiseGelu : OpRewritePattern<d::MulOp> {
     }
     if (others.size() != 2 || !isClose(scale, 0.5))
       return failure();
-    for (auto [x, term] : {std::pair(others[0], others[1]),
-                           std::pair(others[1], others[0])}) {
+    for (auto [x, term] :
+         {std::pair(others[0], others[1]), std::pair(others[1], others[0])}) {
       if (x.getType() != root.getType())
         continue;
       bool tanh = false;

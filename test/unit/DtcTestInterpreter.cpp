@@ -98,8 +98,8 @@ private:
     std::string loc;
     llvm::raw_string_ostream os(loc);
     os << op->getLoc();
-    return llvm::createStringError(op->getName().getStringRef() + " at " +
-                                   loc + ": " + message);
+    return llvm::createStringError(op->getName().getStringRef() + " at " + loc +
+                                   ": " + message);
   }
 
   RefTensor binary(Operation *op, double (*f)(double, double)) {
@@ -143,10 +143,10 @@ RefTensor Interpreter::matmul(d::MatmulOp op) {
                     oBatch = ArrayRef(out.shape).drop_back(2);
   for (int64_t batch = 0, e = product(oBatch); batch < e; ++batch) {
     auto idx = unflatten(batch, oBatch);
-    int64_t aBase = broadcastIndex(idx, aBatch) * a.shape[ra - 2] *
-                    a.shape[ra - 1];
-    int64_t bBase = broadcastIndex(idx, bBatch) * b.shape[rb - 2] *
-                    b.shape[rb - 1];
+    int64_t aBase =
+        broadcastIndex(idx, aBatch) * a.shape[ra - 2] * a.shape[ra - 1];
+    int64_t bBase =
+        broadcastIndex(idx, bBatch) * b.shape[rb - 2] * b.shape[rb - 1];
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         double sum = 0;
@@ -164,8 +164,7 @@ RefTensor Interpreter::matmul(d::MatmulOp op) {
 }
 
 /// kind: 0 sum, 1 mean, 2 max.
-RefTensor Interpreter::reduce(Operation *op, ArrayRef<int64_t> dims,
-                              int kind) {
+RefTensor Interpreter::reduce(Operation *op, ArrayRef<int64_t> dims, int kind) {
   const RefTensor &x = get(op->getOperand(0));
   SmallVector<int64_t> kept(x.shape.begin(), x.shape.end());
   int64_t count = 1;
@@ -228,9 +227,9 @@ RefTensor Interpreter::norm(const RefTensor &x, const RefTensor &w,
       var += (row[i] - mean) * (row[i] - mean);
     var /= inner;
     for (int64_t i = 0; i < inner; ++i)
-      out.data[o * inner + i] = (row[i] - mean) / std::sqrt(var + eps) *
-                                    w.data[i] +
-                                (b ? b->data[i] : 0.0);
+      out.data[o * inner + i] =
+          (row[i] - mean) / std::sqrt(var + eps) * w.data[i] +
+          (b ? b->data[i] : 0.0);
   }
   return out;
 }
@@ -276,7 +275,9 @@ llvm::Error Interpreter::run(Operation *op) {
     env[op->getResult(0)] = std::move(t);
     return llvm::Error::success();
   };
-  auto gelu = [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); };
+  auto gelu = [](double x) {
+    return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  };
   auto geluTanh = [](double x) {
     return 0.5 * x *
            (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
@@ -293,27 +294,68 @@ llvm::Error Interpreter::run(Operation *op) {
           return error(op, "parameter shape mismatch");
         return set(it->second);
       })
-      .Case([&](d::AddOp) { return set(binary(op, [](double a, double b) { return a + b; })); })
-      .Case([&](d::SubOp) { return set(binary(op, [](double a, double b) { return a - b; })); })
-      .Case([&](d::MulOp) { return set(binary(op, [](double a, double b) { return a * b; })); })
-      .Case([&](d::DivOp) { return set(binary(op, [](double a, double b) { return a / b; })); })
-      .Case([&](d::MaxOp) { return set(binary(op, [](double a, double b) { return std::max(a, b); })); })
-      .Case([&](d::MinOp) { return set(binary(op, [](double a, double b) { return std::min(a, b); })); })
-      .Case([&](d::PowOp) { return set(binary(op, [](double a, double b) { return std::pow(a, b); })); })
-      .Case([&](d::NegOp) { return set(unary(op, [](double x) { return -x; })); })
-      .Case([&](d::AbsOp) { return set(unary(op, [](double x) { return std::fabs(x); })); })
-      .Case([&](d::ExpOp) { return set(unary(op, [](double x) { return std::exp(x); })); })
-      .Case([&](d::LogOp) { return set(unary(op, [](double x) { return std::log(x); })); })
-      .Case([&](d::SqrtOp) { return set(unary(op, [](double x) { return std::sqrt(x); })); })
-      .Case([&](d::RsqrtOp) { return set(unary(op, [](double x) { return 1 / std::sqrt(x); })); })
-      .Case([&](d::ReciprocalOp) { return set(unary(op, [](double x) { return 1 / x; })); })
-      .Case([&](d::TanhOp) { return set(unary(op, [](double x) { return std::tanh(x); })); })
-      .Case([&](d::ErfOp) { return set(unary(op, [](double x) { return std::erf(x); })); })
-      .Case([&](d::SigmoidOp) { return set(unary(op, [](double x) { return 1 / (1 + std::exp(-x)); })); })
-      .Case([&](d::ReluOp) { return set(unary(op, [](double x) { return x > 0 ? x : 0.0; })); })
-      .Case([&](d::SiluOp) { return set(unary(op, [](double x) { return x / (1 + std::exp(-x)); })); })
+      .Case([&](d::AddOp) {
+        return set(binary(op, [](double a, double b) { return a + b; }));
+      })
+      .Case([&](d::SubOp) {
+        return set(binary(op, [](double a, double b) { return a - b; }));
+      })
+      .Case([&](d::MulOp) {
+        return set(binary(op, [](double a, double b) { return a * b; }));
+      })
+      .Case([&](d::DivOp) {
+        return set(binary(op, [](double a, double b) { return a / b; }));
+      })
+      .Case([&](d::MaxOp) {
+        return set(
+            binary(op, [](double a, double b) { return std::max(a, b); }));
+      })
+      .Case([&](d::MinOp) {
+        return set(
+            binary(op, [](double a, double b) { return std::min(a, b); }));
+      })
+      .Case([&](d::PowOp) {
+        return set(
+            binary(op, [](double a, double b) { return std::pow(a, b); }));
+      })
+      .Case(
+          [&](d::NegOp) { return set(unary(op, [](double x) { return -x; })); })
+      .Case([&](d::AbsOp) {
+        return set(unary(op, [](double x) { return std::fabs(x); }));
+      })
+      .Case([&](d::ExpOp) {
+        return set(unary(op, [](double x) { return std::exp(x); }));
+      })
+      .Case([&](d::LogOp) {
+        return set(unary(op, [](double x) { return std::log(x); }));
+      })
+      .Case([&](d::SqrtOp) {
+        return set(unary(op, [](double x) { return std::sqrt(x); }));
+      })
+      .Case([&](d::RsqrtOp) {
+        return set(unary(op, [](double x) { return 1 / std::sqrt(x); }));
+      })
+      .Case([&](d::ReciprocalOp) {
+        return set(unary(op, [](double x) { return 1 / x; }));
+      })
+      .Case([&](d::TanhOp) {
+        return set(unary(op, [](double x) { return std::tanh(x); }));
+      })
+      .Case([&](d::ErfOp) {
+        return set(unary(op, [](double x) { return std::erf(x); }));
+      })
+      .Case([&](d::SigmoidOp) {
+        return set(unary(op, [](double x) { return 1 / (1 + std::exp(-x)); }));
+      })
+      .Case([&](d::ReluOp) {
+        return set(unary(op, [](double x) { return x > 0 ? x : 0.0; }));
+      })
+      .Case([&](d::SiluOp) {
+        return set(unary(op, [](double x) { return x / (1 + std::exp(-x)); }));
+      })
       .Case([&](d::GeluOp g) {
-        return set(g.getApproximateTanh() ? unary(op, geluTanh) : unary(op, gelu));
+        return set(g.getApproximateTanh() ? unary(op, geluTanh)
+                                          : unary(op, gelu));
       })
       .Case([&](d::CastOp c) {
         RefTensor t = get(c.getInput());
@@ -330,7 +372,9 @@ llvm::Error Interpreter::run(Operation *op) {
       .Case([&](d::ReduceSumOp r) { return set(reduce(op, r.getDims(), 0)); })
       .Case([&](d::ReduceMeanOp r) { return set(reduce(op, r.getDims(), 1)); })
       .Case([&](d::ReduceMaxOp r) { return set(reduce(op, r.getDims(), 2)); })
-      .Case([&](d::SoftmaxOp s) { return set(softmax(get(s.getInput()), s.getAxis())); })
+      .Case([&](d::SoftmaxOp s) {
+        return set(softmax(get(s.getInput()), s.getAxis()));
+      })
       .Case([&](d::LayerNormOp n) {
         return set(norm(get(n.getInput()), get(n.getWeight()),
                         n.getBias() ? &get(n.getBias()) : nullptr, n.getAxis(),
@@ -441,9 +485,9 @@ llvm::Error Interpreter::run(Operation *op) {
 } // namespace
 
 namespace dtc::test {
-llvm::Expected<std::vector<RefTensor>>
-interpret(func::FuncOp func, ArrayRef<RefTensor> args,
-          const ParameterMap &params) {
+llvm::Expected<std::vector<RefTensor>> interpret(func::FuncOp func,
+                                                 ArrayRef<RefTensor> args,
+                                                 const ParameterMap &params) {
   Interpreter interp(params);
   Block &body = func.getBody().front();
   if (args.size() != body.getNumArguments())

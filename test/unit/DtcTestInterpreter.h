@@ -30,9 +30,9 @@ struct RefTensor {
 using ParameterMap = std::map<std::string, RefTensor>;
 
 /// Runs `func` on `args` and returns its results.
-llvm::Expected<std::vector<RefTensor>>
-interpret(mlir::func::FuncOp func, llvm::ArrayRef<RefTensor> args,
-          const ParameterMap &params);
+llvm::Expected<std::vector<RefTensor>> interpret(mlir::func::FuncOp func,
+                                                 llvm::ArrayRef<RefTensor> args,
+                                                 const ParameterMap &params);
 
 } // namespace dtc::test
 

@@ -103,8 +103,8 @@ std::string typeString(Type type) {
 std::string writeTemp(const ::onnx::ModelProto &model,
                       llvm::StringRef suffix = "onnx") {
   llvm::SmallString<128> path;
-  EXPECT_FALSE(llvm::sys::fs::createTemporaryFile("dtc-onnx-test", suffix,
-                                                  path));
+  EXPECT_FALSE(
+      llvm::sys::fs::createTemporaryFile("dtc-onnx-test", suffix, path));
   std::ofstream out(path.c_str(), std::ios::binary);
   model.SerializeToOstream(&out);
   return path.str().str();
@@ -112,8 +112,8 @@ std::string writeTemp(const ::onnx::ModelProto &model,
 
 std::string writeTempBytes(llvm::StringRef bytes, llvm::StringRef suffix) {
   llvm::SmallString<128> path;
-  EXPECT_FALSE(llvm::sys::fs::createTemporaryFile("dtc-onnx-test", suffix,
-                                                  path));
+  EXPECT_FALSE(
+      llvm::sys::fs::createTemporaryFile("dtc-onnx-test", suffix, path));
   std::ofstream out(path.c_str(), std::ios::binary);
   out << bytes.str();
   return path.str().str();
@@ -261,7 +261,7 @@ TEST(OnnxImporterTinyGpt, NoShapeArithmeticLeftOver) {
   });
   auto ops = histogram(*module);
   EXPECT_EQ(ops.count("dtc.cast"), 0u);
-  EXPECT_EQ(ops["dtc.embedding"], 1);   // wte[input_ids]
+  EXPECT_EQ(ops["dtc.embedding"], 1); // wte[input_ids]
   EXPECT_EQ(ops["dtc.layer_norm"], 5);
   EXPECT_EQ(ops["dtc.matmul"], 13);
   EXPECT_EQ(ops["dtc.softmax"], 2);
@@ -373,8 +373,8 @@ TEST_P(OnnxOpCase, MatchesOnnxRuntime) {
   std::string data = kModels + "/onnx-ops/" + name + "/test_data_set_0";
   for (bool raise : {false, true}) {
     MLIRContext ctx;
-    auto module = importOk(ctx, path, options(std::nullopt, std::nullopt,
-                                              raise));
+    auto module =
+        importOk(ctx, path, options(std::nullopt, std::nullopt, raise));
     ASSERT_TRUE(module);
     double diff = runAgainstReference(*module, path, data);
     std::cout << "[ " << name << " ] raise=" << raise
@@ -382,12 +382,13 @@ TEST_P(OnnxOpCase, MatchesOnnxRuntime) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Ops, OnnxOpCase,
-    testing::Values("gemm", "gemm_transa", "matmul", "elementwise",
-                    "softmax_layernorm", "reshapes", "slice_split", "opset18",
-                    "gather", "where", "expand_reduce_cast", "gelu_tanh",
-                    "gelu_op", "attention"));
+INSTANTIATE_TEST_SUITE_P(Ops, OnnxOpCase,
+                         testing::Values("gemm", "gemm_transa", "matmul",
+                                         "elementwise", "softmax_layernorm",
+                                         "reshapes", "slice_split", "opset18",
+                                         "gather", "where",
+                                         "expand_reduce_cast", "gelu_tanh",
+                                         "gelu_op", "attention"));
 
 TEST(OnnxImporterOps, RaisedForms) {
   MLIRContext ctx;
@@ -396,8 +397,7 @@ TEST(OnnxImporterOps, RaisedForms) {
   auto ops = histogram(*tanh);
   EXPECT_EQ(ops["dtc.gelu"], 1);
   EXPECT_EQ(ops.size(), 1u);
-  mainOf(*tanh).walk(
-      [](d::GeluOp g) { EXPECT_TRUE(g.getApproximateTanh()); });
+  mainOf(*tanh).walk([](d::GeluOp g) { EXPECT_TRUE(g.getApproximateTanh()); });
 
   auto attention = importOk(ctx, kModels + "/onnx-ops/attention.onnx", {});
   ASSERT_TRUE(attention);
@@ -488,13 +488,12 @@ TEST(OnnxImporterErrors, MissingFile) {
 }
 
 TEST(OnnxImporterErrors, GarbageBytes) {
-  std::string path = writeTempBytes("\xff\xfe this is not a protobuf \x01\x02",
-                                    "onnx");
+  std::string path =
+      writeTempBytes("\xff\xfe this is not a protobuf \x01\x02", "onnx");
   expectBadInput(importFails(path), {path.c_str(), "not an ONNX model"});
   // A valid protobuf that is not a model (a TensorProto test-data file).
-  expectBadInput(
-      importFails(kModels + "/tiny-gpt/test_data_set_0/input_0.pb"),
-      {"input_0.pb", "not an ONNX model"});
+  expectBadInput(importFails(kModels + "/tiny-gpt/test_data_set_0/input_0.pb"),
+                 {"input_0.pb", "not an ONNX model"});
 }
 
 TEST(OnnxImporterErrors, UnsupportedOp) {

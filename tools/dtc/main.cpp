@@ -197,6 +197,16 @@ int main(int argc, char **argv) {
   addCkpt(app, pending, action);
   addModelgen(app, pending, action);
 
+  // CLI11 reports an unknown command as a missing one; name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    try {
+      app.get_subcommand(argv[1]);
+    } catch (const CLI::OptionNotFound &) {
+      llvm::errs() << "dtc: error: unknown command '" << argv[1]
+                   << "'; run 'dtc --help'\n";
+      return static_cast<int>(dtc::ErrorKind::BadInput);
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
