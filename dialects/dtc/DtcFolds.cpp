@@ -11,8 +11,8 @@
 
 #include "mlir/Dialect/CommonFolders.h"
 #include "mlir/IR/Matchers.h"
-#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/TypeUtilities.h"
 
 using namespace mlir;
 using namespace mlir::dtc;
@@ -175,8 +175,7 @@ struct MergeTransposes : OpRewritePattern<TransposeOp> {
     SmallVector<int64_t> composed;
     for (int64_t dim : op.getPermutation())
       composed.push_back(inner[dim]);
-    rewriter.replaceOpWithNewOp<TransposeOp>(op, producer.getInput(),
-                                             composed);
+    rewriter.replaceOpWithNewOp<TransposeOp>(op, producer.getInput(), composed);
     return success();
   }
 };

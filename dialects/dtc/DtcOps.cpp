@@ -77,8 +77,9 @@ static std::string shapeString(ArrayRef<int64_t> shape) {
 
 LogicalResult mlir::dtc::detail::verifyShardingRule(Operation *op) {
   // The rule is computed from the operand and result shapes, so check them
-  // first: InferTypeOpInterface's own verifier runs only with the region
-  // verifiers, after this one, and the rules may not index by a bad shape.
+  // first rather than rely on the order in which the region verifiers of
+  // InferTypeOpInterface and this interface run: a rule may not index by a
+  // bad shape.
   if (isa<InferTypeOpInterface>(op) &&
       failed(mlir::detail::verifyInferredResultTypes(op)))
     return failure();
@@ -95,8 +96,8 @@ LogicalResult mlir::dtc::detail::verifyShardingRule(Operation *op) {
     int64_t rank = cast<ShapedType>(value.getType()).getRank();
     if (map.getNumDims() != numLoops || map.getNumResults() != rank)
       return op->emitOpError("sharding rule map ")
-             << AffineMapAttr::get(map) << " does not fit a rank-" << rank << " value over "
-             << numLoops << " loops";
+             << AffineMapAttr::get(map) << " does not fit a rank-" << rank
+             << " value over " << numLoops << " loops";
   }
   return success();
 }
@@ -110,7 +111,8 @@ mlir::dtc::detail::elementwiseIteratorTypes(Operation *op) {
 SmallVector<AffineMap>
 mlir::dtc::detail::elementwiseIndexingMaps(Operation *op) {
   MLIRContext *ctx = op->getContext();
-  ArrayRef<int64_t> resultShape = asTensor(op->getResult(0).getType()).getShape();
+  ArrayRef<int64_t> resultShape =
+      asTensor(op->getResult(0).getType()).getShape();
   int64_t numLoops = resultShape.size();
   SmallVector<AffineMap> maps;
   for (Value operand : op->getOperands())
@@ -128,9 +130,9 @@ mlir::dtc::detail::inferBroadcastType(std::optional<Location> loc, Type lhs,
                                       Type rhs, SmallVectorImpl<Type> &types) {
   auto lhsType = asTensor(lhs), rhsType = asTensor(rhs);
   if (lhsType.getElementType() != rhsType.getElementType())
-    return emitOptionalError(loc, "operand element types differ: ",
-                             lhsType.getElementType(), " vs ",
-                             rhsType.getElementType());
+    return emitOptionalError(
+        loc, "operand element types differ: ", lhsType.getElementType(), " vs ",
+        rhsType.getElementType());
   auto shape = broadcastShapes(lhsType.getShape(), rhsType.getShape());
   if (failed(shape))
     return emitOptionalError(loc, "shapes ", shapeString(lhsType.getShape()),
@@ -146,12 +148,11 @@ static LogicalResult verifyDimList(std::optional<Location> loc,
                                    StringRef what) {
   for (auto [i, dim] : llvm::enumerate(dims)) {
     if (dim < 0 || dim >= rank)
-      return emitOptionalError(loc, what, " ", dim, " is out of range for rank ",
-                               rank);
+      return emitOptionalError(loc, what, " ", dim,
+                               " is out of range for rank ", rank);
     if (i > 0 && dims[i - 1] >= dim)
-      return emitOptionalError(loc, what,
-                               "s must be sorted and unique, got ", dim,
-                               " after ", dims[i - 1]);
+      return emitOptionalError(loc, what, "s must be sorted and unique, got ",
+                               dim, " after ", dims[i - 1]);
   }
   return success();
 }
@@ -250,9 +251,9 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
     return emitOptionalError(loc, "operands must have rank >= 2, got ",
                              lhs.getRank(), " and ", rhs.getRank());
   if (lhs.getElementType() != rhs.getElementType())
-    return emitOptionalError(loc, "operand element types differ: ",
-                             lhs.getElementType(), " vs ",
-                             rhs.getElementType());
+    return emitOptionalError(
+        loc, "operand element types differ: ", lhs.getElementType(), " vs ",
+        rhs.getElementType());
   ArrayRef<int64_t> a = lhs.getShape(), b = rhs.getShape();
   int64_t m = a[a.size() - 2], k = a.back();
   if (adaptor.getTransposeLhs())
@@ -291,8 +292,8 @@ SmallVector<AffineMap> MatmulOp::getIndexingMaps() {
   AffineExpr k = getAffineDimExpr(numBatch + 2, ctx);
   auto operandMap = [&](RankedTensorType type, AffineExpr row, AffineExpr col,
                         bool transposed) {
-    SmallVector<AffineExpr> exprs = broadcastExprs(
-        ctx, type.getShape().drop_back(2), result.drop_back(2));
+    SmallVector<AffineExpr> exprs =
+        broadcastExprs(ctx, type.getShape().drop_back(2), result.drop_back(2));
     if (transposed)
       std::swap(row, col);
     exprs.append({row, col});
@@ -325,8 +326,8 @@ LogicalResult SoftmaxOp::verify() {
 SmallVector<IteratorType> SoftmaxOp::getLoopIteratorTypes() {
   int64_t rank = getInput().getType().getRank(), axis = getAxis();
   SmallVector<IteratorType> types(rank, IteratorType::parallel);
-  // The interface's verifier runs before SoftmaxOp::verify, which reports a
-  // bad axis: do not index out of bounds here.
+  // SoftmaxOp::verify reports a bad axis; do not index out of bounds if this
+  // is asked before (or without) verification.
   if (axis >= 0 && axis < rank)
     types[axis] = IteratorType::reduction;
   return types;
@@ -350,15 +351,13 @@ static LogicalResult inferNormType(std::optional<Location> loc, Type input,
   for (Type type : affineOperands) {
     auto tensor = asTensor(type);
     if (tensor.getShape() != normalized)
-      return emitOptionalError(loc, "scale/bias shape ",
-                               shapeString(tensor.getShape()),
-                               " must equal the normalized shape ",
-                               shapeString(normalized));
+      return emitOptionalError(
+          loc, "scale/bias shape ", shapeString(tensor.getShape()),
+          " must equal the normalized shape ", shapeString(normalized));
     if (tensor.getElementType() != inputType.getElementType())
-      return emitOptionalError(loc, "scale/bias element type ",
-                               tensor.getElementType(),
-                               " differs from the input's ",
-                               inputType.getElementType());
+      return emitOptionalError(
+          loc, "scale/bias element type ", tensor.getElementType(),
+          " differs from the input's ", inputType.getElementType());
   }
   types.push_back(inputType);
   return success();
@@ -368,8 +367,8 @@ static SmallVector<AffineMap> normIndexingMaps(MLIRContext *ctx, int64_t rank,
                                                int64_t axis,
                                                unsigned numAffineOperands) {
   auto identity = AffineMap::getMultiDimIdentityMap(rank, ctx);
-  auto trailing = AffineMap::get(rank, 0, loopDims(ctx, axis, rank - axis),
-                                 ctx);
+  auto trailing =
+      AffineMap::get(rank, 0, loopDims(ctx, axis, rank - axis), ctx);
   SmallVector<AffineMap> maps = {identity};
   maps.append(numAffineOperands, trailing);
   maps.push_back(identity);
@@ -442,16 +441,14 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
   ArrayRef<int64_t> perm = adaptor.getPermutation();
   if (static_cast<int64_t>(perm.size()) != input.getRank())
     return emitOptionalError(loc, "permutation has ", perm.size(),
-                             " entries for a rank-", input.getRank(),
-                             " input");
+                             " entries for a rank-", input.getRank(), " input");
   llvm::SmallSet<int64_t, 8> seen;
   SmallVector<int64_t> shape;
   for (int64_t dim : perm) {
     if (dim < 0 || dim >= input.getRank() || !seen.insert(dim).second)
-      return emitOptionalError(loc, "permutation [",
-                               llvm::make_range(perm.begin(), perm.end()),
-                               "] is not a permutation of 0..",
-                               input.getRank() - 1);
+      return emitOptionalError(
+          loc, "permutation [", llvm::make_range(perm.begin(), perm.end()),
+          "] is not a permutation of 0..", input.getRank() - 1);
     shape.push_back(input.getDimSize(dim));
   }
   types.push_back(input.clone(shape));
@@ -494,10 +491,9 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
       return emitOptionalError(loc, "inputs have different ranks");
     for (int64_t i = 0; i < type.getRank(); ++i) {
       if (i != axis && type.getDimSize(i) != shape[i])
-        return emitOptionalError(loc, "input shapes ",
-                                 shapeString(first.getShape()), " and ",
-                                 shapeString(type.getShape()),
-                                 " differ outside axis ", axis);
+        return emitOptionalError(
+            loc, "input shapes ", shapeString(first.getShape()), " and ",
+            shapeString(type.getShape()), " differ outside axis ", axis);
     }
     shape[axis] += type.getDimSize(axis);
   }
@@ -616,22 +612,23 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
     return emitOptionalError(loc, "key ", shapeString(k.getShape()),
                              " and value ", shapeString(v.getShape()),
                              " disagree on heads or sequence length");
-  if (kvHeads == 0 || heads % kvHeads != 0)
-    return emitOptionalError(loc, "query heads (", heads,
-                             ") must be a multiple of key/value heads (",
-                             kvHeads, ")");
+  if (heads == 0 || kvHeads == 0 || heads % kvHeads != 0)
+    return emitOptionalError(
+        loc, "query heads (", heads,
+        ") must be a positive multiple of key/value heads (", kvHeads, ")");
   if (k.getDimSize(3) != q.getDimSize(3))
     return emitOptionalError(loc, "query head dim ", q.getDimSize(3),
                              " differs from key head dim ", k.getDimSize(3));
-  types.push_back(q.clone({q.getDimSize(0), heads, q.getDimSize(2),
-                           v.getDimSize(3)}));
+  types.push_back(
+      q.clone({q.getDimSize(0), heads, q.getDimSize(2), v.getDimSize(3)}));
   return success();
 }
 
 double AttentionOp::getEffectiveScale() {
   if (std::optional<APFloat> scale = getScale())
     return scale->convertToDouble();
-  return 1.0 / std::sqrt(static_cast<double>(getQuery().getType().getDimSize(3)));
+  return 1.0 /
+         std::sqrt(static_cast<double>(getQuery().getType().getDimSize(3)));
 }
 
 // Loops (b, h, s, e, t, d): batch, query heads, query positions and value
@@ -646,8 +643,8 @@ SmallVector<AffineMap> AttentionOp::getIndexingMaps() {
   MLIRContext *ctx = getContext();
   AffineExpr b, h, s, e, t, d;
   bindDims(ctx, b, h, s, e, t, d);
-  int64_t group = getQuery().getType().getDimSize(1) /
-                  getKey().getType().getDimSize(1);
+  int64_t group =
+      getQuery().getType().getDimSize(1) / getKey().getType().getDimSize(1);
   AffineExpr kvHead = h.floorDiv(group);
   return {AffineMap::get(6, 0, {b, h, s, d}, ctx),
           AffineMap::get(6, 0, {b, kvHead, t, d}, ctx),

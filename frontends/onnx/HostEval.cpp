@@ -278,7 +278,8 @@ namespace {
 /// Maps a flat index of a broadcast result to the flat index of one operand.
 class Indexer {
 public:
-  Indexer(ArrayRef<int64_t> in, ArrayRef<int64_t> out) : outShape(out) {
+  Indexer(ArrayRef<int64_t> in, ArrayRef<int64_t> out)
+      : outShape(out), identity(in == out), scalar(numElements(in) == 1) {
     strides.assign(out.size(), 0);
     int64_t stride = 1;
     int64_t offset = out.size() - in.size();
@@ -289,6 +290,10 @@ public:
     }
   }
   int64_t operator()(int64_t flat) const {
+    if (identity)
+      return flat;
+    if (scalar)
+      return 0;
     int64_t result = 0;
     for (int64_t d = outShape.size() - 1; d >= 0; --d) {
       int64_t size = outShape[d];
@@ -300,6 +305,7 @@ public:
 
 private:
   SmallVector<int64_t> outShape, strides;
+  bool identity, scalar;
 };
 
 using Results = std::optional<SmallVector<HostTensor>>;

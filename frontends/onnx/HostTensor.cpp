@@ -444,6 +444,14 @@ mlir::DenseElementsAttr dtc::onnx::toElementsAttr(const HostTensor &t,
     for (int64_t i = 1; i < n && splat; ++i)
       splat = std::signbit(t.floats[i]) == std::signbit(t.floats[0]);
 
+  // Typed buffers for the common types: building APFloats per element is
+  // the bottleneck for large masks.
+  if (elementType.isF32() && !splat) {
+    std::vector<float> values(t.floats.begin(), t.floats.end());
+    return mlir::DenseElementsAttr::get(type, llvm::ArrayRef<float>(values));
+  }
+  if (elementType.isF64() && !splat)
+    return mlir::DenseElementsAttr::get(type, llvm::ArrayRef<double>(t.floats));
   if (auto floatType = mlir::dyn_cast<mlir::FloatType>(elementType)) {
     auto toAP = [&](double v) {
       llvm::APFloat f(v);
@@ -460,6 +468,8 @@ mlir::DenseElementsAttr dtc::onnx::toElementsAttr(const HostTensor &t,
       values.push_back(toAP(v));
     return mlir::DenseElementsAttr::get(type, values);
   }
+  if (elementType.isInteger(64) && !splat)
+    return mlir::DenseElementsAttr::get(type, llvm::ArrayRef<int64_t>(t.ints));
   unsigned width = elementType.getIntOrFloatBitWidth();
   if (width == 1) {
     if (splat)

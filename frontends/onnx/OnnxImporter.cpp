@@ -39,14 +39,16 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
-#include <cmath>
-#include <limits>
+#include <map>
+#include <memory>
 
 using namespace mlir;
 using namespace ::dtc::onnx;
@@ -82,7 +84,8 @@ bool isSupportedOp(llvm::StringRef opType) {
 /// One ONNX value during import: known on the host, or a dtc value (graph
 /// input, parameter, op result, or a materialized constant), or both.
 struct Entry {
-  std::optional<HostTensor> known;
+  /// Shared: repeated subgraphs (a causal mask per layer) share one result.
+  std::shared_ptr<const HostTensor> known;
   Value value;
   int32_t dataType = kUndefined;
   llvm::SmallVector<int64_t, 4> shape;
@@ -158,6 +161,10 @@ private:
   Error define(const std::string &name, Entry entry);
   Error defineValue(int index, Value value);
   Error defineKnown(int index, HostTensor tensor);
+  Error defineKnown(int index, std::shared_ptr<const HostTensor> tensor);
+  /// The memo key of evaluating the current node on `args`, or "" when the
+  /// node is not worth memoizing.
+  std::string memoKey(llvm::ArrayRef<Entry *> args);
   Expected<Value> valueOf(Entry &entry);
   Expected<Value> constant(const HostTensor &tensor);
   /// The int64 values of a known input, or an error naming the input.
@@ -213,6 +220,11 @@ private:
   llvm::StringMap<int> useCounts;
 
   llvm::StringMap<Entry> values;
+  /// Host evaluations by memoKey: exporters repeat shape arithmetic and the
+  /// causal mask in every layer; each is computed once.
+  std::map<std::string, llvm::SmallVector<std::shared_ptr<const HostTensor>>>
+      hostMemo;
+  llvm::DenseMap<const HostTensor *, Value> materialized;
   llvm::StringMap<const ::onnx::TensorProto *> lazyInitializers;
   const ::onnx::NodeProto *node = nullptr;
   Location fileLoc = UnknownLoc::get(&ctx);
@@ -549,7 +561,7 @@ Expected<Entry *> ModelImporter::lookup(const std::string &name) {
     Entry entry;
     entry.dataType = tensor->dataType;
     entry.shape = tensor->shape;
-    entry.known = std::move(tensor);
+    entry.known = std::make_shared<const HostTensor>(std::move(*tensor));
     return &values.try_emplace(name, std::move(entry)).first->second;
   }
   return nodeError("input '{0}' is not defined by an earlier node, an "
@@ -585,9 +597,15 @@ Error ModelImporter::defineValue(int index, Value value) {
 }
 
 Error ModelImporter::defineKnown(int index, HostTensor tensor) {
+  return defineKnown(index,
+                     std::make_shared<const HostTensor>(std::move(tensor)));
+}
+
+Error ModelImporter::defineKnown(int index,
+                                 std::shared_ptr<const HostTensor> tensor) {
   Entry entry;
-  entry.dataType = tensor.dataType;
-  entry.shape = tensor.shape;
+  entry.dataType = tensor->dataType;
+  entry.shape = tensor->shape;
   entry.known = std::move(tensor);
   return define(node->output(index), std::move(entry));
 }
@@ -603,11 +621,16 @@ Expected<Value> ModelImporter::constant(const HostTensor &tensor) {
 
 Expected<Value> ModelImporter::valueOf(Entry &entry) {
   if (!entry.value) {
-    // Constants are materialized once, where first needed.
-    auto value = constant(*entry.known);
-    if (!value)
-      return value.takeError();
-    entry.value = *value;
+    // Constants are materialized once, where first needed; values shared
+    // by several entries (memoized host results) share the constant.
+    Value &cached = materialized[entry.known.get()];
+    if (!cached) {
+      auto value = constant(*entry.known);
+      if (!value)
+        return value.takeError();
+      cached = *value;
+    }
+    entry.value = cached;
   }
   return entry.value;
 }
@@ -737,6 +760,38 @@ Error ModelImporter::checkUnusedOutputs(int from) {
   return Error::success();
 }
 
+std::string ModelImporter::memoKey(llvm::ArrayRef<Entry *> args) {
+  // Small inputs by content, large ones by identity: large host values are
+  // results of (memoized) evaluations, so equal ones are the same object.
+  // The memo keeps every result alive, so addresses are never reused.
+  constexpr int64_t kByContent = 4096;
+  std::string key =
+      node->op_type() + '\0' + std::to_string(node->output_size()) + '\0';
+  for (const auto &attr : node->attribute())
+    key += attr.SerializeAsString() + '\0';
+  llvm::raw_string_ostream os(key);
+  for (Entry *e : args) {
+    if (!e) {
+      os << "-;";
+      continue;
+    }
+    const HostTensor &t = *e->known;
+    os << t.dataType << shapeString(t.shape);
+    if (t.size() > kByContent) {
+      os << '@' << static_cast<const void *>(&t) << ';';
+      continue;
+    }
+    for (int64_t i = 0, n = t.size(); i < n; ++i) {
+      if (t.isFloat())
+        os << llvm::bit_cast<uint64_t>(t.floats[i]) << ',';
+      else
+        os << t.ints[i] << ',';
+    }
+    os << ';';
+  }
+  return key;
+}
+
 Error ModelImporter::importNode() {
   nodeLoc = locFor(nodeName(*node));
   llvm::StringRef op = node->op_type();
@@ -775,18 +830,26 @@ Error ModelImporter::importNode() {
 
   bool allKnown = llvm::all_of(ins, [](Entry *e) { return !e || e->known; });
   if (allKnown && !ins.empty() && canEvaluateOnHost(op)) {
-    llvm::SmallVector<const HostTensor *> args;
-    for (Entry *e : ins)
-      args.push_back(e ? &*e->known : nullptr);
-    std::string error;
-    auto results = evaluateNode(*node, args, error);
-    if (!results)
-      return nodeError("{0}", error);
-    if (static_cast<int>(results->size()) < node->output_size())
-      return nodeError("produces {0} outputs, expected {1}", results->size(),
-                       node->output_size());
-    for (auto [i, result] : llvm::enumerate(*results))
-      if (Error err = defineKnown(i, std::move(result)))
+    std::string key = memoKey(ins);
+    auto memo = hostMemo.find(key);
+    if (memo == hostMemo.end()) {
+      llvm::SmallVector<const HostTensor *> args;
+      for (Entry *e : ins)
+        args.push_back(e ? e->known.get() : nullptr);
+      std::string error;
+      auto results = evaluateNode(*node, args, error);
+      if (!results)
+        return nodeError("{0}", error);
+      if (static_cast<int>(results->size()) < node->output_size())
+        return nodeError("produces {0} outputs, expected {1}", results->size(),
+                         node->output_size());
+      llvm::SmallVector<std::shared_ptr<const HostTensor>> shared;
+      for (HostTensor &result : *results)
+        shared.push_back(std::make_shared<const HostTensor>(std::move(result)));
+      memo = hostMemo.try_emplace(key, std::move(shared)).first;
+    }
+    for (auto [i, result] : llvm::enumerate(memo->second))
+      if (Error err = defineKnown(i, result))
         return err;
     return Error::success();
   }
@@ -1516,8 +1579,8 @@ Error ModelImporter::lowerWhere(llvm::ArrayRef<Entry *> ins) {
   };
 
   Value result;
-  if (x.known.has_value() != y.known.has_value()) {
-    bool xKnown = x.known.has_value();
+  if (bool(x.known) != bool(y.known)) {
+    bool xKnown = bool(x.known);
     Entry &computed = xKnown ? y : x;
     const HostTensor &fixed = xKnown ? *x.known : *y.known;
     auto outShape = broadcastShapes(c.shape, fixed.shape, error);

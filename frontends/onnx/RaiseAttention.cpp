@@ -75,14 +75,23 @@ std::optional<MaskKind> classifyMask(Value mask, int64_t s, int64_t t) {
     return std::nullopt;
   bool allZero = true, causal = true;
   int64_t i = 0;
-  for (APFloat v : dense.getValues<APFloat>()) {
+  auto visit = [&](double x) {
     int64_t col = i % t, row = (i / t) % s;
     ++i;
-    double x = v.convertToDouble();
     allZero &= x == 0;
     causal &= col > row ? x <= -1e4 : x == 0;
-    if (!allZero && !causal)
-      return std::nullopt;
+    return allZero || causal;
+  };
+  // f32 directly: converting each element through APFloat is slow for
+  // long-sequence masks.
+  if (dense.getElementType().isF32()) {
+    for (float v : dense.getValues<float>())
+      if (!visit(v))
+        return std::nullopt;
+  } else {
+    for (APFloat v : dense.getValues<APFloat>())
+      if (!visit(v.convertToDouble()))
+        return std::nullopt;
   }
   return allZero ? MaskKind::None : MaskKind::Causal;
 }

@@ -625,7 +625,7 @@ func.func @attention_kv_length(%q: tensor<2x4x16x32xf32>, %k: tensor<2x4x16x32xf
 // -----
 
 func.func @attention_head_groups(%q: tensor<2x6x16x32xf32>, %k: tensor<2x4x16x32xf32>) {
-  // expected-error @+2 {{query heads (6) must be a multiple of key/value heads (4)}}
+  // expected-error @+2 {{query heads (6) must be a positive multiple of key/value heads (4)}}
   // expected-error @+1 {{'dtc.attention' op failed to infer returned types}}
   %0 = dtc.attention %q, %k, %k : (tensor<2x6x16x32xf32>, tensor<2x4x16x32xf32>, tensor<2x4x16x32xf32>) -> tensor<2x6x16x32xf32>
   return
@@ -634,7 +634,7 @@ func.func @attention_head_groups(%q: tensor<2x6x16x32xf32>, %k: tensor<2x4x16x32
 // -----
 
 func.func @attention_zero_kv_heads(%q: tensor<2x4x16x32xf32>, %k: tensor<2x0x16x32xf32>) {
-  // expected-error @+2 {{query heads (4) must be a multiple of key/value heads (0)}}
+  // expected-error @+2 {{query heads (4) must be a positive multiple of key/value heads (0)}}
   // expected-error @+1 {{'dtc.attention' op failed to infer returned types}}
   %0 = dtc.attention %q, %k, %k : (tensor<2x4x16x32xf32>, tensor<2x0x16x32xf32>, tensor<2x0x16x32xf32>) -> tensor<2x4x16x32xf32>
   return
@@ -678,5 +678,14 @@ func.func @cross_entropy_scalar_logits(%l: tensor<f32>, %y: tensor<i64>) {
   // expected-error @+2 {{labels [] must have the shape of logits [] without its last (vocabulary) dim}}
   // expected-error @+1 {{'dtc.cross_entropy' op failed to infer returned types}}
   %0 = dtc.cross_entropy %l, %y : (tensor<f32>, tensor<i64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @attention_zero_query_heads(%q: tensor<2x0x16x32xf32>, %k: tensor<2x2x16x32xf32>) {
+  // expected-error @+2 {{query heads (0) must be a positive multiple of key/value heads (2)}}
+  // expected-error @+1 {{'dtc.attention' op failed to infer returned types}}
+  %0 = dtc.attention %q, %k, %k : (tensor<2x0x16x32xf32>, tensor<2x2x16x32xf32>, tensor<2x2x16x32xf32>) -> tensor<2x0x16x32xf32>
   return
 }

@@ -1,4 +1,8 @@
 // RUN: dtc-opt %s -dtc-simplify -split-input-file | FileCheck %s
+// One round cannot confirm a fixed point after a rewrite: the pass reports
+// that it gave up, with the limit as a number.
+// RUN: not dtc-opt %s -dtc-simplify=max-iterations=1 -split-input-file 2>&1 | FileCheck %s --check-prefix=LIMIT
+// LIMIT: error: dtc-simplify did not converge in 1 iterations
 
 //===----------------------------------------------------------------------===//
 // Identities: x + 0, x - 0, x * 1, x / 1, x ^ 1
