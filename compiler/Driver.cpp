@@ -10,8 +10,11 @@
 
 #include "compiler/ModelSummary.h"
 #include "compiler/costmodel/Cluster.h"
+#include "compiler/planner/Planner.h"
 #include "compiler/support/Error.h"
 #include "dialects/dtc/DtcDialect.h"
+#include "frontends/hf/HfConfig.h"
+#include "frontends/modelgen/ModelGen.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/Passes.h"
 
@@ -22,6 +25,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 
@@ -92,24 +96,83 @@ private:
   mlir::ScopedDiagnosticHandler handler;
 };
 
+/// A Hugging Face config.json: modelgen builds the architecture as a
+/// shape-only ONNX model (weights declared, not stored), imported like any
+/// other. The model goes through a temporary file; errors name the config.
+static llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importHfConfig(llvm::StringRef path, const onnx::ImportOptions &options,
+               mlir::MLIRContext &context) {
+  auto config = hf::readConfigFile(path);
+  if (!config)
+    return config.takeError();
+  modelgen::GenOptions genOptions;
+  genOptions.shapeOnly = true;
+  genOptions.externalDataFile =
+      llvm::sys::path::stem(path).str() + ".weights";
+  llvm::SmallString<128> tmp;
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("dtc-hf", "onnx", tmp))
+    return failure("{0}: cannot create a temporary file: {1}", path,
+                   ec.message());
+  llvm::FileRemover removeTmp(tmp);
+  if (llvm::Error err = modelgen::generate(*config, genOptions, tmp))
+    return std::move(err);
+  auto module = onnx::importOnnxFile(tmp, options, context);
+  if (module)
+    return module;
+  // Name the config, not the temporary file, in the error.
+  std::string message;
+  ErrorKind kind = ErrorKind::Failure;
+  llvm::handleAllErrors(module.takeError(), [&](const DtcError &e) {
+    message = e.getMessage();
+    kind = e.getKind();
+  }, [&](const llvm::ErrorInfoBase &e) { message = e.message(); });
+  for (size_t at; (at = message.find(tmp.str())) != std::string::npos;)
+    message.replace(at, tmp.size(), path.str());
+  return llvm::make_error<DtcError>(kind, message);
+}
+
 static llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importModel(const CompileOptions &o, mlir::MLIRContext &context) {
   if (!llvm::sys::fs::exists(o.modelPath))
     return badInput("{0}: no such file", o.modelPath);
   llvm::StringRef ext = llvm::sys::path::extension(o.modelPath);
-  if (ext == ".json")
-    return badInput("{0}: Hugging Face config.json import is not implemented "
-                    "yet; export the model to ONNX and pass the .onnx file",
-                    o.modelPath);
-  if (ext != ".onnx")
-    return badInput("{0}: unknown model format '{1}'; pass a .onnx file or a "
-                    "Hugging Face config.json",
-                    o.modelPath, ext);
   onnx::ImportOptions importOptions;
   importOptions.seqLen = o.seqLen;
   // One forward on one device processes a micro-batch.
   importOptions.batch = o.microBatch ? o.microBatch : std::optional<int64_t>(1);
+  if (ext == ".json")
+    return importHfConfig(o.modelPath, importOptions, context);
+  if (ext != ".onnx")
+    return badInput("{0}: unknown model format '{1}'; pass a .onnx file or a "
+                    "Hugging Face config.json",
+                    o.modelPath, ext);
   return onnx::importOnnxFile(o.modelPath, importOptions, context);
+}
+
+static PlanRequest makePlanRequest(const CompileOptions &o,
+                                   const TransformerSpec &spec,
+                                   const Cluster &cluster) {
+  PlanRequest request;
+  request.spec = spec;
+  // validateOptions() accepted the name, so it parses.
+  request.spec.dtype = parseDType(o.dtype).value_or(DType::BF16);
+  request.cluster = cluster;
+  request.gpus = o.gpus;
+  request.globalBatch = o.globalBatch;
+  PlanPins &pins = request.pins;
+  pins.dp = o.dp;
+  pins.tp = o.tp;
+  pins.pp = o.pp;
+  pins.cp = o.cp;
+  pins.ep = o.ep;
+  pins.vpp = o.vpp;
+  if (o.zero)
+    pins.zero = static_cast<int>(*o.zero);
+  pins.microBatch = o.microBatch;
+  if (o.recompute)
+    pins.recompute = parseRecompute(*o.recompute);
+  return request;
 }
 
 static std::string defaultBundleDir(llvm::StringRef modelPath) {
@@ -179,14 +242,30 @@ static llvm::json::Object modelJson(const ModelSummary &m) {
 }
 
 static void printSummary(llvm::raw_ostream &out, const ModelSummary &m,
-                         const Cluster &c, llvm::StringRef bundleDir,
+                         const Cluster &c, const PlanResult *plan,
+                         llvm::StringRef planMissing, llvm::StringRef bundleDir,
                          double seconds) {
   out << "model    " << m.name << ": " << m.params << " parameters in "
       << m.parameterTensors << " tensors, "
       << llvm::format("%.3g", m.flopsPerToken()) << " training FLOPs/token\n";
   out << "cluster  " << c.gpus << " x " << c.gpu << " (" << c.name << ", "
       << c.gpusPerNode << " per node)\n";
-  out << "plan     pending: the planner is not built yet\n";
+  if (plan) {
+    const Prediction &p = plan->best.prediction;
+    out << "plan     " << planSummary(plan->best.plan) << ", global batch "
+        << plan->globalBatch << (plan->globalBatchDefaulted ? " (default)" : "")
+        << "\n";
+    out << llvm::formatv("predict  {0:f4} s/step, {1:f0} tokens/s, {2:f1} "
+                         "TFLOP/s/GPU, MFU {3:f1}%, bubble {4:f1}%, "
+                         "{5:f1} GB/GPU\n",
+                         p.stepTimeS, p.tokensPerS, p.tflopsPerGpu,
+                         100 * p.mfu, 100 * p.bubbleFraction,
+                         p.memoryPerGpuBytes / 1e9);
+    out << llvm::formatv("search   {0} candidates in {1:f3} s\n",
+                         plan->candidatesEvaluated, plan->searchSeconds);
+  } else {
+    out << "plan     not planned: " << planMissing << "\n";
+  }
   out << "bundle   " << bundleDir << "  (" << llvm::format("%.2f", seconds)
       << " s)\n";
 }
@@ -232,6 +311,21 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
   llvm::raw_string_ostream programOs(program);
   (*module)->print(programOs);
 
+  // Plan: models the planner understands get a searched plan; for others
+  // the bundle says why there is none.
+  std::optional<PlanResult> planResult;
+  std::string planMissing;
+  auto spec = extractTransformerSpec(**module, modelName);
+  if (spec) {
+    auto searched = searchPlan(makePlanRequest(o, *spec, *cluster),
+                               o.explain ? static_cast<int>(*o.explain) : 3);
+    if (!searched)
+      return searched.takeError();
+    planResult = std::move(*searched);
+  } else {
+    planMissing = llvm::toString(spec.takeError());
+  }
+
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
@@ -241,12 +335,17 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
       {"cluster", clusterJson(*cluster)},
       {"mode", o.mode},
       {"dtype", o.dtype},
-      // Sections later compiler stages fill in; listed so readers of an
-      // early bundle know what is missing rather than guessing.
-      {"pending", llvm::json::Array{"parallel", "mesh", "stages", "predicted",
-                                    "alternatives"}},
       {"compile_time_s", seconds},
   };
+  if (planResult) {
+    for (auto &entry : planToJson(*planResult, *spec))
+      plan[entry.first] = std::move(entry.second);
+  } else {
+    // Listed so readers of the bundle know what is missing and why.
+    plan["pending"] = llvm::json::Array{"parallel", "mesh", "stages",
+                                        "predicted", "alternatives"};
+    plan["pending_reason"] = planMissing;
+  }
   std::string planText;
   llvm::raw_string_ostream planOs(planText);
   planOs << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
@@ -254,9 +353,13 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
   if (llvm::Error err = writeBundleAtomically(
           bundleDir, {{"plan.json", planText}, {"program.mlir", program}}))
     return err;
-  if (o.json)
+  if (o.json) {
     out << planText;
-  else
-    printSummary(out, summary, *cluster, bundleDir, seconds);
+    return llvm::Error::success();
+  }
+  printSummary(out, summary, *cluster, planResult ? &*planResult : nullptr,
+               planMissing, bundleDir, seconds);
+  if (o.explain && planResult)
+    out << formatExplanation(*planResult);
   return llvm::Error::success();
 }

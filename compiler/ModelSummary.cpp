@@ -2,6 +2,7 @@
 
 #include "compiler/ModelSummary.h"
 
+#include "compiler/support/Error.h"
 #include "dialects/dtc/DtcOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -62,5 +63,60 @@ ModelSummary summarizeModel(ModuleOp module, llvm::StringRef name) {
     }
   });
   return summary;
+}
+
+llvm::Expected<TransformerSpec> extractTransformerSpec(ModuleOp module,
+                                                       llvm::StringRef name) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main)
+    return badInput("{0}: no @main function", name);
+  TransformerSpec spec;
+  spec.name = name.str();
+  mlir::dtc::EmbeddingOp embedding;
+  SmallVector<mlir::dtc::AttentionOp> attentions;
+  Operation *activation = nullptr;
+  main.walk([&](Operation *op) {
+    if (auto e = dyn_cast<mlir::dtc::EmbeddingOp>(op); e && !embedding)
+      embedding = e;
+    else if (auto a = dyn_cast<mlir::dtc::AttentionOp>(op))
+      attentions.push_back(a);
+    else if (!activation && isa<mlir::dtc::GeluOp, mlir::dtc::SiluOp,
+                                mlir::dtc::ReluOp>(op))
+      activation = op;
+  });
+  if (!embedding)
+    return badInput("{0}: no token embedding found; the planner models "
+                    "transformers (an embedding, attention blocks, an MLP)",
+                    name);
+  if (attentions.empty())
+    return badInput("{0}: no attention found; the planner models "
+                    "transformers (an embedding, attention blocks, an MLP)",
+                    name);
+  if (!activation)
+    return badInput("{0}: no MLP activation (gelu, silu, relu) found", name);
+
+  auto table = embedding.getTable().getType();
+  spec.vocab = table.getDimSize(0);
+  spec.hidden = table.getDimSize(1);
+  spec.layers = attentions.size();
+  mlir::dtc::AttentionOp first = attentions.front();
+  auto query = first.getQuery().getType();
+  spec.heads = query.getDimSize(1);
+  spec.seqLen = query.getDimSize(2);
+  spec.kvHeads = first.getKey().getType().getDimSize(1);
+  spec.causal = first.getCausal();
+  auto hidden = cast<RankedTensorType>(activation->getOperand(0).getType());
+  spec.ffnHidden = hidden.getShape().back();
+  // SwiGLU: silu(gate) * up.
+  spec.gatedMlp = isa<mlir::dtc::SiluOp>(activation) &&
+                  llvm::any_of(activation->getUsers(), [](Operation *user) {
+                    return isa<mlir::dtc::MulOp>(user);
+                  });
+  // Tied: the output projection reads the embedding table itself.
+  Value tableValue = embedding.getTable();
+  spec.tiedEmbeddings = llvm::any_of(tableValue.getUsers(), [](Operation *u) {
+    return isa<mlir::dtc::MatmulOp>(u);
+  });
+  return spec;
 }
 } // namespace dtc

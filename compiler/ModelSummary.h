@@ -3,6 +3,8 @@
 #ifndef DTC_COMPILER_MODELSUMMARY_H
 #define DTC_COMPILER_MODELSUMMARY_H
 
+#include "compiler/costmodel/Spec.h"
+
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
@@ -26,6 +28,14 @@ struct ModelSummary {
 
 /// Summarizes `module`'s @main function.
 ModelSummary summarizeModel(mlir::ModuleOp module, llvm::StringRef name);
+
+/// Reads the transformer structure the cost model prices from raised dtc IR:
+/// vocabulary and width from the token embedding, layers from the attention
+/// ops, heads from their operands, the MLP width from the activation's input,
+/// a gated MLP from silu(x) * y. Fails, saying what is missing, for a graph
+/// that is not a stack of transformer blocks.
+llvm::Expected<TransformerSpec> extractTransformerSpec(mlir::ModuleOp module,
+                                                       llvm::StringRef name);
 
 } // namespace dtc
 

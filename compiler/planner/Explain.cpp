@@ -12,6 +12,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <cmath>
@@ -37,10 +38,10 @@ std::array<double, kNumParts> stepParts(const Prediction &p) {
   std::array<double, kNumParts> parts{};
   // Recompute runs at about the speed of the forward it repeats, so its
   // share of the kernel time is its share of the executed FLOPs.
-  double share = p.hwFlopsPerStep > 0
-                     ? (p.hwFlopsPerStep - p.modelFlopsPerStep) /
-                           p.hwFlopsPerStep
-                     : 0;
+  double share =
+      p.hwFlopsPerStep > 0
+          ? (p.hwFlopsPerStep - p.modelFlopsPerStep) / p.hwFlopsPerStep
+          : 0;
   parts[int(Part::Recompute)] = p.computeTimeS * share;
   parts[int(Part::Kernels)] = p.computeTimeS * (1 - share);
   parts[int(Part::Bubble)] = p.bubbleFraction * p.stepTimeS;
@@ -53,8 +54,7 @@ std::array<double, kNumParts> stepParts(const Prediction &p) {
   return parts;
 }
 
-std::string partName(Part part, const Prediction &best,
-                     const Prediction &alt) {
+std::string partName(Part part, const Prediction &best, const Prediction &alt) {
   switch (part) {
   case Part::Kernels:
     // Same FLOPs per GPU: either one stage does more of them, or the
@@ -83,8 +83,7 @@ std::string partName(Part part, const Prediction &best,
 }
 } // namespace
 
-std::string dtc::slowdownReason(const Prediction &best,
-                                const Prediction &alt) {
+std::string dtc::slowdownReason(const Prediction &best, const Prediction &alt) {
   auto a = stepParts(alt), b = stepParts(best);
   llvm::SmallVector<std::pair<double, int>, kNumParts> growth;
   for (int i = 0; i < kNumParts; ++i)
@@ -115,9 +114,8 @@ std::string dtc::verdict(const Prediction &best, const Prediction &alt) {
 }
 
 std::string dtc::planSummary(const ParallelPlan &plan) {
-  std::string text = llvm::formatv("dp={0} tp={1} pp={2}", plan.dp, plan.tp,
-                                   plan.pp)
-                         .str();
+  std::string text =
+      llvm::formatv("dp={0} tp={1} pp={2}", plan.dp, plan.tp, plan.pp).str();
   if (plan.cp > 1)
     text += llvm::formatv(" cp={0}", plan.cp).str();
   if (plan.ep > 1)
@@ -129,6 +127,24 @@ std::string dtc::planSummary(const ParallelPlan &plan) {
               .str();
   if (plan.sequenceParallel)
     text += " sp=on";
+  return text;
+}
+
+std::string dtc::formatExplanation(const PlanResult &result) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  const Prediction &best = result.best.prediction;
+  os << llvm::formatv("chosen  {0}: {1:F3} s/step, {2:F1}% MFU, {3}\n",
+                      planSummary(result.best.plan), best.stepTimeS,
+                      100 * best.mfu,
+                      llvm::formatv("{0:F1} GB", best.memoryPerGpuBytes / 1e9));
+  for (const Alternative &alt : result.runnersUp)
+    os << llvm::formatv("  next  {0}: {1}\n", planSummary(alt.choice.plan),
+                        alt.verdict);
+  for (const Alternative &alt : result.counterfactuals)
+    os << llvm::formatv("  {0,-22} {1}  [{2}]\n",
+                        planDimSetting(*alt.dim, alt.value) + ":", alt.verdict,
+                        planSummary(alt.choice.plan));
   return text;
 }
 

@@ -32,6 +32,7 @@
 #include <chrono>
 #include <limits>
 #include <numeric>
+#include <set>
 
 using namespace dtc;
 
@@ -104,10 +105,11 @@ static int64_t powerOfTwoPart(int64_t n) { return n & -n; }
 
 int64_t dtc::defaultGlobalBatch(const TransformerSpec &spec, int64_t gpus,
                                 const PlanPins &pins) {
-  int64_t base = spec.seqLen > 0
-                     ? std::max<int64_t>(1, ((int64_t(1) << 22) + spec.seqLen / 2) /
-                                                spec.seqLen)
-                     : 1;
+  int64_t base =
+      spec.seqLen > 0
+          ? std::max<int64_t>(1, ((int64_t(1) << 22) + spec.seqLen / 2) /
+                                     spec.seqLen)
+          : 1;
   gpus = std::max<int64_t>(gpus, 1);
   int64_t twos = powerOfTwoPart(gpus);
   int64_t unit = gpus / twos * std::min(twos, powerOfTwoPart(base));
@@ -143,8 +145,8 @@ const std::vector<MeshOrder> &allMeshOrders() {
     MeshOrder order = {MeshAxis::TP, MeshAxis::CP, MeshAxis::DP, MeshAxis::PP};
     std::array<int, 4> index = {0, 1, 2, 3};
     do {
-      result.push_back({order[index[0]], order[index[1]], order[index[2]],
-                        order[index[3]]});
+      result.push_back(
+          {order[index[0]], order[index[1]], order[index[2]], order[index[3]]});
     } while (std::next_permutation(index.begin(), index.end()));
     return result;
   }();
@@ -165,6 +167,26 @@ std::array<int64_t, 6> placementSignature(const ParallelPlan &plan,
           members(plan.ep, plan.stride(MeshAxis::DP)),
           members(2, ppStride),
           members(2, ppStride * std::max<int64_t>(plan.pp - 1, 1))};
+}
+
+/// Whether every communication group lies evenly on the NVLink domains:
+/// the ranks spanned by each run of inner axes (and by the expert group)
+/// fill whole domains or divide one. A tp group of 6 on 8-GPU nodes
+/// straddles two nodes for some ranks, which the cost model's placement
+/// (members per domain, the same for every group) cannot price, so such
+/// orders are not offered. The outermost span is the whole cluster and may
+/// end in a partial domain.
+bool alignedToDomains(const ParallelPlan &plan, int64_t gpn) {
+  auto even = [&](int64_t span) {
+    return span >= plan.gpus() || gpn % span == 0 || span % gpn == 0;
+  };
+  int64_t span = 1;
+  for (MeshAxis axis : plan.meshOrder) {
+    span *= plan.degree(axis);
+    if (!even(span))
+      return false;
+  }
+  return even(plan.stride(MeshAxis::DP) * plan.ep);
 }
 
 /// The best plan (and the leanest one that does not fit) with one value of
@@ -197,7 +219,7 @@ public:
 
   /// Every valid degree combination under the pins.
   std::vector<Degrees> degreeTuples() const;
-  /// Walks all plans of `d` (search) or only its leanest ones (fit check).
+  /// Prices every plan of `d` that might matter.
   void visit(const Degrees &d);
   /// The first plan that fits, trying each degree combination's leanest
   /// settings only; nullopt if none does.
@@ -230,8 +252,7 @@ private:
   Slot &slot(PlanDim dim, int64_t value);
   void recordFit(const ParallelPlan &plan, const Prediction &prediction);
   void recordMiss(const ParallelPlan &plan, const Prediction &prediction);
-  std::optional<Prediction> price(const ParallelPlan &plan,
-                                  const Cluster &on) {
+  std::optional<Prediction> price(const ParallelPlan &plan, const Cluster &on) {
     ++evaluated;
     auto p = predict(spec, plan, on);
     if (!p) {
@@ -284,20 +305,21 @@ llvm::SmallVector<int64_t, 16> Searcher::vppValues(int64_t pp) const {
     if ((v == 1 || (pp > 1 && spec.layers % (pp * v) == 0)) &&
         (!pins.vpp || v == *pins.vpp))
       result.push_back(v);
-  if (pins.vpp && *pins.vpp == 1 && result.empty())
-    result.push_back(1);
   return result;
 }
 
 std::vector<MeshOrder> Searcher::meshOrders(const ParallelPlan &plan) const {
-  const std::vector<MeshOrder> &all = allMeshOrders();
-  if (!options.prune)
-    return all;
   std::vector<MeshOrder> result;
   llvm::SmallVector<std::array<int64_t, 6>, 24> seen;
   ParallelPlan probe = plan;
-  for (const MeshOrder &order : all) {
+  for (const MeshOrder &order : allMeshOrders()) {
     probe.meshOrder = order;
+    if (!alignedToDomains(probe, cluster.gpusPerNode))
+      continue;
+    if (!options.prune) {
+      result.push_back(order);
+      continue;
+    }
     auto signature = placementSignature(probe, cluster.gpusPerNode);
     if (llvm::is_contained(seen, signature))
       continue;
@@ -429,6 +451,8 @@ bool Searcher::evaluate(ParallelPlan &plan, llvm::ArrayRef<MeshOrder> orders) {
 void Searcher::visit(const Degrees &d) {
   ParallelPlan plan = basePlan(d);
   std::vector<MeshOrder> orders = meshOrders(plan);
+  if (orders.empty())
+    return;
 
   llvm::SmallVector<bool, 2> sps;
   if (pins.sequenceParallel)
@@ -486,6 +510,10 @@ void Searcher::visit(const Degrees &d) {
 std::optional<PlanChoice> Searcher::findFit() {
   for (const Degrees &d : degreeTuples()) {
     ParallelPlan plan = basePlan(d);
+    std::vector<MeshOrder> orders = meshOrders(plan);
+    if (orders.empty())
+      continue;
+    plan.meshOrder = orders.front();
     plan.sequenceParallel = pins.sequenceParallel.value_or(d.tp > 1);
     plan.recompute = pins.recompute.value_or(Recompute::Full);
     llvm::SmallVector<int64_t, 16> vpps = vppValues(d.pp);
@@ -507,7 +535,7 @@ std::optional<PlanChoice> Searcher::findFit() {
       continue;
     plan.microBatch = *micro;
     for (int zero : {3, 2, 1, 0}) {
-      if (pins.zero && zero != *pins.zero)
+      if (pins.zero ? zero != *pins.zero : zero > 0 && d.dp * d.cp == 1)
         continue;
       plan.zero = zero;
       std::optional<Prediction> p = price(plan, cluster);
@@ -585,18 +613,7 @@ static llvm::Error checkPins(const PlanRequest &r, int64_t globalBatch) {
     if (value && *value < 1)
       return badInput("--{0} {1}: must be at least 1", flag, *value);
   if (p.zero && (*p.zero < 0 || *p.zero > 3))
-    return badInput("--zero {0}: the ZeRO stage must be 0, 1, 2 or 3",
-                    *p.zero);
-  int64_t pinned =
-      p.dp.value_or(1) * p.tp.value_or(1) * p.pp.value_or(1) * p.cp.value_or(1);
-  if (r.gpus % pinned)
-    return badInput("the pinned degrees (dp x tp x pp x cp = {0}) do not "
-                    "divide --gpus {1}",
-                    pinned, r.gpus);
-  if (p.dp && p.tp && p.pp && p.cp && pinned != r.gpus)
-    return badInput("dp x tp x pp x cp = {0} x {1} x {2} x {3} = {4}, but "
-                    "--gpus is {5}; unpin one of them",
-                    *p.dp, *p.tp, *p.pp, *p.cp, pinned, r.gpus);
+    return badInput("--zero {0}: the ZeRO stage must be 0, 1, 2 or 3", *p.zero);
   if (p.tp) {
     int64_t kv = spec.kvHeadCount();
     if (spec.heads % *p.tp)
@@ -630,6 +647,16 @@ static llvm::Error checkPins(const PlanRequest &r, int64_t globalBatch) {
                       "= {2} equal chunks",
                       *p.vpp, spec.layers, *p.pp * *p.vpp);
   }
+  int64_t pinned =
+      p.dp.value_or(1) * p.tp.value_or(1) * p.pp.value_or(1) * p.cp.value_or(1);
+  if (r.gpus % pinned)
+    return badInput("the pinned degrees (dp x tp x pp x cp = {0}) do not "
+                    "divide --gpus {1}",
+                    pinned, r.gpus);
+  if (p.dp && p.tp && p.pp && p.cp && pinned != r.gpus)
+    return badInput("dp x tp x pp x cp = {0} x {1} x {2} x {3} = {4}, but "
+                    "--gpus is {5}; unpin one of them",
+                    *p.dp, *p.tp, *p.pp, *p.cp, pinned, r.gpus);
   int64_t perStep = p.dp.value_or(1) * p.microBatch.value_or(1);
   if (globalBatch % perStep)
     return badInput("global batch {0} is not a multiple of the pinned dp x "
@@ -642,16 +669,34 @@ static std::string gb(double bytes) {
   return llvm::formatv("{0:F1} GB", bytes / 1e9).str();
 }
 
-/// GPU counts to try above `gpus`: every count up to one NVLink domain, then
-/// whole domains; up to 64x the request.
-static llvm::SmallVector<int64_t> largerGpuCounts(int64_t gpus, int64_t gpn) {
-  llvm::SmallVector<int64_t> counts;
-  int64_t limit = std::max<int64_t>(64 * gpus, 2 * gpn);
-  for (int64_t n = gpus + 1; n <= limit && counts.size() < 4096;) {
-    counts.push_back(n);
-    n = n < gpn ? n + 1 : (n / gpn + 1) * gpn;
+/// The smallest GPU count above `gpus` with a plan that fits: every count
+/// up to one NVLink domain, then whole domains. Domains are tried one by
+/// one up to twice the request, then by doubling up to 64 times it, and the
+/// last doubling is refined domain by domain.
+static std::optional<std::pair<int64_t, PlanChoice>>
+smallestFittingCount(const PlanRequest &request, int64_t gpn) {
+  auto fitsOn = [&](int64_t n) {
+    PlanRequest larger = request;
+    larger.gpus = n;
+    int64_t batch = request.globalBatch
+                        ? *request.globalBatch
+                        : defaultGlobalBatch(request.spec, n, request.pins);
+    Searcher s(larger, {}, batch);
+    return s.findFit();
+  };
+  auto next = [&](int64_t n) { return n < gpn ? n + 1 : (n / gpn + 1) * gpn; };
+  int64_t linear = std::max(2 * request.gpus, gpn);
+  for (int64_t n = request.gpus + 1; n <= linear; n = next(n))
+    if (std::optional<PlanChoice> fit = fitsOn(n))
+      return std::make_pair(n, *fit);
+  for (int64_t high = 2 * linear; high <= 64 * request.gpus; high *= 2) {
+    if (!fitsOn(high))
+      continue;
+    for (int64_t n = next(high / 2);; n = next(n))
+      if (std::optional<PlanChoice> fit = fitsOn(n))
+        return std::make_pair(n, *fit);
   }
-  return counts;
+  return std::nullopt;
 }
 
 /// The error for a request where no plan fits: which pins to drop, or the
@@ -661,21 +706,37 @@ static llvm::Error noFitError(const PlanRequest &request,
   const Cluster &cluster = search.cluster;
   std::string what = llvm::formatv("{0} does not fit on {1} x {2} ({3} per "
                                    "GPU)",
-                                   request.spec.name, request.gpus,
-                                   cluster.gpu, gb(cluster.hbmBytes))
+                                   request.spec.name, request.gpus, cluster.gpu,
+                                   gb(cluster.hbmBytes))
                          .str();
-  if (search.valid == 0)
-    what = llvm::formatv("no plan of {0} on {1} GPUs meets the divisibility "
-                         "rules (heads by tp, layers by pp x vpp, experts by "
-                         "ep, global batch {2} by dp x micro-batch, sequence "
-                         "by cp)",
+  if (search.valid == 0) {
+    // Is it the global batch? Every dp divides a batch of `gpus` sequences.
+    int64_t micro = request.pins.microBatch.value_or(1);
+    Searcher any(request, {}, request.gpus * micro);
+    std::set<int64_t> dps;
+    for (const Degrees &d : any.degreeTuples())
+      dps.insert(d.dp * micro);
+    if (!dps.empty()) {
+      llvm::SmallVector<std::string> list;
+      for (int64_t dp : dps)
+        list.push_back(std::to_string(dp));
+      return badInput("global batch {0} is not a multiple of dp x "
+                      "micro-batch for any split of {1} over {2} GPUs (dp x "
+                      "micro-batch can be {3}); use a multiple of {4}",
+                      search.globalBatch, request.spec.name, request.gpus,
+                      llvm::join(list, ", "), *dps.begin());
+    }
+    what = llvm::formatv("no split of {0} over {1} GPUs meets the "
+                         "divisibility rules (heads by tp, layers by pp x "
+                         "vpp, experts by ep, sequence by cp, global batch "
+                         "{2} by dp x micro-batch)",
                          request.spec.name, request.gpus, search.globalBatch)
                .str();
-  else if (search.haveLeanest)
+  } else if (search.haveLeanest) {
     what += llvm::formatv(": the leanest plan ({0}) needs {1}",
-                          planSummary(search.leanest),
-                          gb(search.leanestBytes))
+                          planSummary(search.leanest), gb(search.leanestBytes))
                 .str();
+  }
   if (request.pins.any()) {
     what += " with " + pinFlags(request.pins);
     llvm::SmallVector<std::string> drops;
@@ -686,9 +747,13 @@ static llvm::Error noFitError(const PlanRequest &request,
       if (s.findFit())
         drops.push_back(flag);
     }
-    if (!drops.empty())
-      return badInput("{0}; unpin {1} to let the planner choose it", what,
-                      llvm::join(drops, " or "));
+    if (!drops.empty()) {
+      std::string list = drops.back();
+      if (drops.size() > 1)
+        list =
+            llvm::join(llvm::ArrayRef(drops).drop_back(), ", ") + " or " + list;
+      return badInput("{0}; unpinning {1} alone lets a plan fit", what, list);
+    }
     PlanRequest relaxed = request;
     relaxed.pins = {};
     Searcher s(relaxed, {}, search.globalBatch);
@@ -697,22 +762,16 @@ static llvm::Error noFitError(const PlanRequest &request,
                       "drop them",
                       what, planSummary(fit->plan));
   }
-  for (int64_t n : largerGpuCounts(request.gpus, cluster.gpusPerNode)) {
-    PlanRequest larger = request;
-    larger.gpus = n;
-    int64_t batch = request.globalBatch
-                        ? *request.globalBatch
-                        : defaultGlobalBatch(request.spec, n, request.pins);
-    Searcher s(larger, {}, batch);
-    if (std::optional<PlanChoice> fit = s.findFit())
-      return badInput("{0}; the smallest GPU count that fits is {1} (for "
-                      "example {2})",
-                      what, n, planSummary(fit->plan));
-  }
+  if (auto fit = smallestFittingCount(request, cluster.gpusPerNode))
+    return badInput("{0}; the smallest GPU count that fits is {1} (for "
+                    "example {2})",
+                    what, fit->first, planSummary(fit->second.plan));
+  int64_t limit = 64 * request.gpus;
+  if (search.valid == 0)
+    return badInput("{0}, nor does any GPU count up to {1}", what, limit);
   return badInput("{0}; it does not fit on up to {1} GPUs either: use GPUs "
                   "with more memory or a shorter sequence",
-                  what, std::max<int64_t>(64 * request.gpus,
-                                          2 * cluster.gpusPerNode));
+                  what, limit);
 }
 
 //===----------------------------------------------------------------------===//
@@ -761,12 +820,11 @@ llvm::Expected<PlanResult> dtc::searchPlan(const PlanRequest &request,
     for (int i = 0; i < kNumPlanDims; ++i) {
       PlanDim dim = static_cast<PlanDim>(i);
       auto list = search.slots[i];
-      llvm::sort(list, [](const Slot &a, const Slot &b) {
-        return a.value < b.value;
-      });
+      llvm::sort(
+          list, [](const Slot &a, const Slot &b) { return a.value < b.value; });
       int64_t chosen = planDimValue(result.best.plan, dim);
       for (const Slot &s : list) {
-        if (s.value == chosen)
+        if (s.value == chosen || (!s.feasible && !s.haveLeanest))
           continue;
         Alternative alt;
         alt.dim = dim;

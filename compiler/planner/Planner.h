@@ -128,6 +128,10 @@ std::string verdict(const Prediction &best, const Prediction &alt);
 /// sp=on".
 std::string planSummary(const ParallelPlan &plan);
 
+/// The explanation as text: the chosen plan, the runners-up and, per
+/// dimension, the best plan with each other value and its verdict.
+std::string formatExplanation(const PlanResult &result);
+
 /// The `parallel` section of plan.json.
 llvm::json::Object parallelToJson(const ParallelPlan &plan);
 /// The `mesh` section: axes outermost first, their shape; rank = row-major.

@@ -8,13 +8,17 @@
 
 #include "compiler/Driver.h"
 #include "compiler/support/Error.h"
+#include "frontends/modelgen/ModelGen.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <optional>
 
 namespace {
 
@@ -153,13 +157,100 @@ void addCkpt(CLI::App &app, PendingArgs &a, Action &action) {
   consolidate->add_option("-o", a.output, "Output .safetensors")->required();
 }
 
-void addModelgen(CLI::App &app, PendingArgs &a, Action &action) {
-  CLI::App *gen =
-      addPending(app, "modelgen", "modelgen",
-                 "Generate a GPT, LLaMA or Mixtral ONNX model", 3, action);
-  gen->add_option("--arch", a.arch, "gpt, llama or mixtral")->required();
+/// `dtc modelgen`: a preset or a base model per --arch, with any size
+/// overridden by flags.
+struct ModelgenArgs {
+  std::string arch, preset, output;
+  std::optional<int64_t> layers, hidden, heads, kvHeads, ffn, vocab, seqLen,
+      experts, topK;
+  uint64_t seed = 0;
+  bool shapeOnly = false;
+};
+
+llvm::Error runModelgen(const ModelgenArgs &a) {
+  namespace mg = dtc::modelgen;
+  std::optional<mg::Arch> arch;
+  if (!a.arch.empty() && !(arch = mg::parseArch(a.arch)))
+    return dtc::badInput("--arch: unknown architecture '{0}'; use gpt, llama, "
+                         "mistral or mixtral",
+                         a.arch);
+  mg::ModelConfig config;
+  if (!a.preset.empty()) {
+    std::optional<mg::ModelConfig> p = mg::preset(a.preset);
+    if (!p)
+      return dtc::badInput("--preset: unknown preset '{0}'; presets are {1}",
+                           a.preset, llvm::join(mg::presetNames(), ", "));
+    if (arch && *arch != p->arch)
+      return dtc::badInput("--arch {0} contradicts --preset {1} (a {2} "
+                           "model); drop one of them",
+                           a.arch, a.preset, mg::archName(p->arch));
+    config = *p;
+  } else if (arch) {
+    config = *mg::preset(*arch == mg::Arch::GPT     ? "tiny-gpt"
+                         : *arch == mg::Arch::Llama ? "tiny-llama"
+                                                    : "tiny-mixtral");
+    config.name = llvm::sys::path::stem(a.output).str();
+  } else {
+    return dtc::badInput("--arch or --preset is required; run 'dtc modelgen "
+                         "--help'");
+  }
+  auto set = [](int64_t &field, std::optional<int64_t> value) {
+    if (value)
+      field = *value;
+  };
+  set(config.layers, a.layers);
+  set(config.hidden, a.hidden);
+  set(config.heads, a.heads);
+  set(config.kvHeads, a.kvHeads);
+  set(config.ffn, a.ffn);
+  set(config.vocab, a.vocab);
+  set(config.maxPositions, a.seqLen);
+  set(config.experts, a.experts);
+  set(config.topK, a.topK);
+  if (a.kvHeads && *a.kvHeads < 1)
+    return dtc::badInput("--kv-heads: must be >= 1, got {0}", *a.kvHeads);
+  if (a.ffn && *a.ffn < 1)
+    return dtc::badInput("--ffn: must be >= 1, got {0}", *a.ffn);
+  if (llvm::sys::path::extension(a.output) != ".onnx")
+    return dtc::badInput("-o {0}: the output must be a .onnx file", a.output);
+
+  mg::GenOptions options;
+  options.shapeOnly = a.shapeOnly;
+  options.seed = a.seed;
+  options.externalDataFile =
+      llvm::sys::path::stem(a.output).str() + ".weights";
+  if (llvm::Error err = mg::generate(config, options, a.output))
+    return err;
+  llvm::outs() << "wrote " << a.output << ": " << config.name << " ("
+               << mg::archName(config.arch) << "), "
+               << mg::parameterCount(config) << " parameters"
+               << (a.shapeOnly ? " (shapes only)" : "") << "\n";
+  return llvm::Error::success();
+}
+
+void addModelgen(CLI::App &app, ModelgenArgs &a, Action &action) {
+  CLI::App *gen = app.add_subcommand(
+      "modelgen", "Generate a GPT, LLaMA/Mistral or Mixtral ONNX model");
+  gen->add_option("--arch", a.arch, "gpt, llama, mistral or mixtral");
+  gen->add_option("--preset", a.preset,
+                  "A named model: " +
+                      llvm::join(dtc::modelgen::presetNames(), ", "));
+  gen->add_option("--layers", a.layers, "Transformer blocks");
+  gen->add_option("--hidden", a.hidden, "Hidden size");
+  gen->add_option("--heads", a.heads, "Attention heads");
+  gen->add_option("--kv-heads", a.kvHeads,
+                  "Key/value heads (grouped-query attention)");
+  gen->add_option("--ffn", a.ffn, "MLP (per-expert) intermediate size");
+  gen->add_option("--vocab", a.vocab, "Vocabulary size");
+  gen->add_option("--seq-len", a.seqLen, "Maximum positions");
+  gen->add_option("--experts", a.experts, "Experts per MoE layer");
+  gen->add_option("--top-k", a.topK, "Experts per token");
   gen->add_option("-o", a.output, "Output .onnx")->required();
-  gen->add_flag("--shape-only", a.shapeOnly, "Write no weights");
+  gen->add_flag("--shape-only", a.shapeOnly,
+                "Declare the weights only (external data, never written)");
+  gen->add_option("--seed", a.seed, "Seed of the random weights")
+      ->capture_default_str();
+  gen->callback([&] { action = [&a] { return runModelgen(a); }; });
 }
 
 /// One `dtc: error:` line for a parse error, naming the command to ask for
@@ -191,11 +282,12 @@ int main(int argc, char **argv) {
   Action action;
   dtc::CompileOptions compileOptions;
   PendingArgs pending;
+  ModelgenArgs modelgenArgs;
   addCompile(app, compileOptions, action);
   addPlan(app, pending, action);
   addRun(app, pending, action);
   addCkpt(app, pending, action);
-  addModelgen(app, pending, action);
+  addModelgen(app, modelgenArgs, action);
 
   // CLI11 reports an unknown command as a missing one; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
