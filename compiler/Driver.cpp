@@ -107,8 +107,7 @@ importHfConfig(llvm::StringRef path, const onnx::ImportOptions &options,
     return config.takeError();
   modelgen::GenOptions genOptions;
   genOptions.shapeOnly = true;
-  genOptions.externalDataFile =
-      llvm::sys::path::stem(path).str() + ".weights";
+  genOptions.externalDataFile = llvm::sys::path::stem(path).str() + ".weights";
   llvm::SmallString<128> tmp;
   if (std::error_code ec =
           llvm::sys::fs::createTemporaryFile("dtc-hf", "onnx", tmp))
@@ -123,10 +122,13 @@ importHfConfig(llvm::StringRef path, const onnx::ImportOptions &options,
   // Name the config, not the temporary file, in the error.
   std::string message;
   ErrorKind kind = ErrorKind::Failure;
-  llvm::handleAllErrors(module.takeError(), [&](const DtcError &e) {
-    message = e.getMessage();
-    kind = e.getKind();
-  }, [&](const llvm::ErrorInfoBase &e) { message = e.message(); });
+  llvm::handleAllErrors(
+      module.takeError(),
+      [&](const DtcError &e) {
+        message = e.getMessage();
+        kind = e.getKind();
+      },
+      [&](const llvm::ErrorInfoBase &e) { message = e.message(); });
   for (size_t at; (at = message.find(tmp.str())) != std::string::npos;)
     message.replace(at, tmp.size(), path.str());
   return llvm::make_error<DtcError>(kind, message);

@@ -36,4 +36,41 @@ def DtcTestShardingRules : Pass<"dtc-test-sharding-rules"> {
   }];
 }
 
+def DtcPropagateSharding : Pass<"dtc-propagate-sharding"> {
+  let summary = "Choose a sharding for every op over a device mesh";
+  let description = [{
+    Given a device mesh (`mesh=dp:2,tp:4`) and the data-parallel axis (the
+    graph inputs' batch dim is split over it), chooses for every op of each
+    function body a split of its loops (each loop unsplit or split over one
+    mesh axis) and writes the resulting `#dtc.sharding` of each result as
+    `dtc.sharding = [...]` on the op (and on the function's arguments). The
+    choice minimizes the bytes moved by resharding in the forward and the
+    backward pass (all-gather, all-reduce, reduce-scatter, all-to-all), plus
+    compute converted to bytes and a small weight on per-device memory; a
+    beam-pruned dynamic program over the ops in order, states keyed by the
+    shardings of the live values. Nothing is rewritten: partitioning reads
+    the annotations. See docs/sharding.md.
+  }];
+  let dependentDialects = ["::mlir::dtc::DtcDialect"];
+  let options = [
+    Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
+           "Device mesh as name:size pairs, outermost first (dp:2,tp:4)">,
+    Option<"dataParallelAxis", "data-parallel-axis", "std::string",
+           /*default=*/"\"dp\"",
+           "Mesh axis the batch dim of the graph inputs is split over">,
+    Option<"sequenceParallel", "sequence-parallel", "bool",
+           /*default=*/"false",
+           "Let axes other than the data-parallel one split token dims "
+           "(batch, sequence) too: Megatron's sequence parallelism">,
+    Option<"beamWidth", "beam", "int64_t", /*default=*/"64",
+           "States kept after each op (larger: slower, closer to optimal)">,
+    Option<"flopsPerByte", "flops-per-byte", "double", /*default=*/"1000",
+           "Compute counted as one byte of communication per this many "
+           "flops (accelerator flop/s over link bytes/s)">,
+    Option<"memoryWeight", "memory-weight", "double", /*default=*/"0.1",
+           "Cost of one byte of per-device memory, in bytes of "
+           "communication (tie-breaker towards split weights)">,
+  ];
+}
+
 #endif // DTC_PASSES_TD

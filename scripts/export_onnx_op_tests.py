@@ -51,6 +51,17 @@ def model(nodes, inputs, outputs, initializers=(), opset=17):
     return m
 
 
+def ms_model(nodes, inputs, outputs, initializers=()):
+    """A model with com.microsoft contrib ops (onnxruntime's optimizer)."""
+    graph = helper.make_graph(nodes, "case", inputs, outputs,
+                              list(initializers))
+    m = helper.make_model(graph, opset_imports=[
+        helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+        producer_name="dtc-op-tests")
+    m.ir_version = 8
+    return m
+
+
 def vi(name, elem, shape):
     return helper.make_tensor_value_info(name, elem, shape)
 
@@ -314,16 +325,74 @@ def cases(rng):
             "q": rand(rng, 1, 2, 3, 4), "k": rand(rng, 1, 2, 5, 4),
             "v": rand(rng, 1, 2, 5, 6)}
 
+    # Cross-entropy as torch exports F.cross_entropy (ignore_index -100;
+    # one ignored position).
+    labels = np.array([1, 9, -100, 0, 4, 4], np.int64)
+    yield "ce_softmax_loss", model(
+        [helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t"], ["loss"],
+                          name="loss", reduction="mean", ignore_index=-100)],
+        [vi("x", F, [6, 10]), vi("t", I64, [6])], [vi("loss", F, [])]), {
+            "x": rand(rng, 6, 10), "t": labels}
+
+    # [N, C, d] scores: the class dim is dim 1.
+    yield "ce_softmax_loss_3d", model(
+        [helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t"], ["loss"],
+                          name="loss")],
+        [vi("x", F, [2, 10, 3]), vi("t", I64, [2, 3])],
+        [vi("loss", F, [])]), {
+            "x": rand(rng, 2, 10, 3),
+            "t": np.array([[1, 2, 3], [9, 0, 5]], np.int64)}
+
+    # com.microsoft Attention (packed QKV, causal) and SkipLayerNormalization
+    # with bias and the residual-sum output, FastGelu with bias, BiasGelu.
+    ms = "com.microsoft"
+    yield "ms_attention", ms_model(
+        [helper.make_node("Attention", ["x", "w", "b"], ["y"], name="attn",
+                          domain=ms, num_heads=2, unidirectional=1)],
+        [vi("x", F, [2, 5, 8])], [vi("y", F, [2, 5, 8])],
+        [init("w", rand(rng, 8, 24) * 0.5), init("b", rand(rng, 24))]), {
+            "x": rand(rng, 2, 5, 8)}
+    yield "ms_skip_ln_gelu", ms_model(
+        [helper.make_node("SkipLayerNormalization",
+                          ["x", "skip", "gamma", "beta", "bias"],
+                          ["ln", "", "", "sum"], name="skipln", domain=ms,
+                          epsilon=1e-5),
+         helper.make_node("FastGelu", ["ln", "fb"], ["g"], name="fastgelu",
+                          domain=ms),
+         helper.make_node("BiasGelu", ["g", "fb"], ["g2"], name="biasgelu",
+                          domain=ms),
+         helper.make_node("Add", ["g2", "sum"], ["y"], name="residual")],
+        [vi("x", F, [2, 3, 8]), vi("skip", F, [2, 3, 8])],
+        [vi("y", F, [2, 3, 8])],
+        [init("gamma", rand(rng, 8)), init("beta", rand(rng, 8)),
+         init("bias", rand(rng, 8)), init("fb", rand(rng, 8))]), {
+            "x": rand(rng, 2, 3, 8), "skip": rand(rng, 2, 3, 8)}
+
+    # F.nll_loss(F.log_softmax(x, 1), t): LogSoftmax +
+    # NegativeLogLikelihoodLoss.
+    yield "ce_logsoftmax_nll", model(
+        [helper.make_node("LogSoftmax", ["x"], ["lp"], name="logsoftmax",
+                          axis=1),
+         helper.make_node("NegativeLogLikelihoodLoss", ["lp", "t"], ["loss"],
+                          name="nll", reduction="mean", ignore_index=-100)],
+        [vi("x", F, [6, 10]), vi("t", I64, [6])], [vi("loss", F, [])]), {
+            "x": rand(rng, 6, 10), "t": labels}
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(
         REPO_ROOT, "test", "models", "onnx-ops"))
+    parser.add_argument("names", nargs="*",
+                        help="only these cases (default: all)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     rng = np.random.default_rng(0)
     for name, m, feeds in cases(rng):
-        onnx.checker.check_model(m, full_check=True)
+        if args.names and name not in args.names:
+            continue
+        if not any(o.domain == "com.microsoft" for o in m.opset_import):
+            onnx.checker.check_model(m, full_check=True)
         data = m.SerializeToString()
         with open(os.path.join(args.out, name + ".onnx"), "wb") as f:
             f.write(data)

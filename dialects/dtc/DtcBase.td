@@ -23,6 +23,11 @@ def Dtc_Dialect : Dialect {
     initializer name, so checkpoints and layouts can refer to them.
   }];
   let hasConstantMaterializer = 1;
+  let useDefaultAttributePrinterParser = 1;
+  let extraClassDeclaration = [{
+    /// Registers the attributes of DtcAttrs.td (defined in DtcAttrs.cpp).
+    void registerAttributes();
+  }];
 }
 
 def Dtc_FloatType : AnyTypeOf<[F32, BF16, F16, F64]>;

@@ -9,6 +9,7 @@ using namespace mlir::dtc;
 #include "dialects/dtc/DtcDialect.cpp.inc"
 
 void DtcDialect::initialize() {
+  registerAttributes();
   addOperations<
 #define GET_OP_LIST
 #include "dialects/dtc/DtcOps.cpp.inc"

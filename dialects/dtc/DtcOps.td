@@ -11,6 +11,7 @@
 #define DTC_OPS_TD
 
 include "dialects/dtc/DtcBase.td"
+include "dialects/dtc/DtcAttrs.td"
 include "dialects/dtc/DtcInterfaces.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/CommonAttrConstraints.td"

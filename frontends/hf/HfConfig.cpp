@@ -17,9 +17,8 @@ using llvm::Expected;
 using llvm::StringRef;
 
 llvm::ArrayRef<StringRef> dtc::hf::supportedModelTypes() {
-  static const StringRef types[] = {"gpt2",    "llama",     "mistral",
-                                    "qwen2",   "mixtral",   "qwen2_moe",
-                                    "qwen3_moe"};
+  static const StringRef types[] = {"gpt2",    "llama",     "mistral",  "qwen2",
+                                    "mixtral", "qwen2_moe", "qwen3_moe"};
   return types;
 }
 
@@ -49,8 +48,8 @@ public:
       return fallback;
     }
     if (required)
-      fail(*keys.begin(), "is missing; a " + modelType.str() +
-                              " config.json needs it");
+      fail(*keys.begin(),
+           "is missing; a " + modelType.str() + " config.json needs it");
     return fallback;
   }
   double number(StringRef key, double fallback) {
@@ -169,9 +168,8 @@ Expected<ModelConfig> dtc::hf::parseConfig(StringRef text, StringRef path) {
                     "the .onnx file)",
                     path, *modelType, llvm::join(supportedModelTypes(), ", "));
   Keys keys(*object, path, *modelType);
-  ModelConfig config = *modelType == "gpt2"
-                           ? parseGpt2(keys)
-                           : parseLlamaLike(keys, *modelType);
+  ModelConfig config =
+      *modelType == "gpt2" ? parseGpt2(keys) : parseLlamaLike(keys, *modelType);
   if (Error err = keys.takeError())
     return std::move(err);
   std::string name = llvm::sys::path::stem(path).str();
@@ -179,6 +177,19 @@ Expected<ModelConfig> dtc::hf::parseConfig(StringRef text, StringRef path) {
       n && !n->empty())
     name = llvm::sys::path::filename(*n).str();
   config.name = name;
+  // The common mistakes, named by the config's own keys; validate() checks
+  // the rest (named as dtc modelgen's flags).
+  bool gpt = *modelType == "gpt2";
+  StringRef hiddenKey = gpt ? "n_embd" : "hidden_size";
+  StringRef headsKey = gpt ? "n_head" : "num_attention_heads";
+  if (config.heads > 0 && !config.headDim && config.hidden % config.heads)
+    return badInput("{0}: key '{1}' ({2}) does not divide '{3}' ({4}); set "
+                    "'head_dim' or fix the head count",
+                    path, headsKey, config.heads, hiddenKey, config.hidden);
+  if (config.kvHeads > 0 && config.heads % config.kvHeads)
+    return badInput("{0}: key 'num_key_value_heads' ({1}) does not divide "
+                    "'{2}' ({3})",
+                    path, config.kvHeads, headsKey, config.heads);
   if (Error err = validate(config, path))
     return std::move(err);
   return config;

@@ -95,7 +95,8 @@ struct Preset {
 
 const Preset kPresets[] = {
     {"gpt2", [] { return gpt("gpt2", 12, 768, 12, 50257, 1024); }},
-    {"gpt2-medium", [] { return gpt("gpt2-medium", 24, 1024, 16, 50257, 1024); }},
+    {"gpt2-medium",
+     [] { return gpt("gpt2-medium", 24, 1024, 16, 50257, 1024); }},
     {"gpt2-large", [] { return gpt("gpt2-large", 36, 1280, 20, 50257, 1024); }},
     {"gpt2-xl", [] { return gpt("gpt2-xl", 48, 1600, 25, 50257, 1024); }},
     // Narayanan et al., SC'21, Table 1: the 1T-parameter GPT.
@@ -267,8 +268,8 @@ private:
               Init init = Init::Normal);
 
   // Layers.
-  Name linear(const Name &x, const std::string &prefix, int64_t in,
-              int64_t out, bool bias);
+  Name linear(const Name &x, const std::string &prefix, int64_t in, int64_t out,
+              bool bias);
   Name layerNorm(const Name &x, const std::string &prefix);
   Name rmsNorm(const Name &x, const std::string &weightName, int64_t dim,
                const std::string &scope);
@@ -340,8 +341,7 @@ Name Builder::ints(llvm::ArrayRef<int64_t> values, bool isScalar) {
   if (it != constants.end())
     return it->second;
   onnx::NodeProto *n =
-      node("Constant", {},
-           "/Constant_" + std::to_string(constants.size()));
+      node("Constant", {}, "/Constant_" + std::to_string(constants.size()));
   onnx::AttributeProto *a = n->add_attribute();
   a->set_name("value");
   a->set_type(onnx::AttributeProto::TENSOR);
@@ -369,8 +369,7 @@ Name Builder::floats(llvm::ArrayRef<float> values,
   if (it != constants.end())
     return it->second;
   onnx::NodeProto *n =
-      node("Constant", {},
-           "/Constant_" + std::to_string(constants.size()));
+      node("Constant", {}, "/Constant_" + std::to_string(constants.size()));
   onnx::AttributeProto *a = n->add_attribute();
   a->set_name("value");
   a->set_type(onnx::AttributeProto::TENSOR);
@@ -441,18 +440,18 @@ Name Builder::linear(const Name &x, const std::string &prefix, int64_t in,
 }
 
 Name Builder::layerNorm(const Name &x, const std::string &prefix) {
-  onnx::NodeProto *n = node(
-      "LayerNormalization",
-      {x, weight(prefix + ".weight", {c.hidden}, Init::Ones),
-       weight(prefix + ".bias", {c.hidden}, Init::Bias)},
-      "/" + prefix + "/LayerNormalization");
+  onnx::NodeProto *n =
+      node("LayerNormalization",
+           {x, weight(prefix + ".weight", {c.hidden}, Init::Ones),
+            weight(prefix + ".bias", {c.hidden}, Init::Bias)},
+           "/" + prefix + "/LayerNormalization");
   attr(n, "axis", int64_t(-1));
   attr(n, "epsilon", static_cast<float>(c.normEps));
   return n->output(0);
 }
 
-Name Builder::rmsNorm(const Name &x, const std::string &weightName,
-                      int64_t dim, const std::string &scope) {
+Name Builder::rmsNorm(const Name &x, const std::string &weightName, int64_t dim,
+                      const std::string &scope) {
   // HF LlamaRMSNorm: x * rsqrt(mean(x^2, -1) + eps) * weight.
   Name sq = op("Pow", {x, scalar(2.0f)}, scope + "/Pow");
   onnx::NodeProto *mean = node("ReduceMean", {sq}, scope + "/ReduceMean");
@@ -468,8 +467,8 @@ Name Builder::rmsNorm(const Name &x, const std::string &weightName,
 Name Builder::heads(const Name &x, int64_t count, const std::string &scope,
                     llvm::ArrayRef<int64_t> perm) {
   // [b, s, count * d] -> [b, s, count, d] -> perm.
-  Name r = op("Reshape", {x, ints({0, 0, count, c.headSize()})},
-              scope + "/Reshape");
+  Name r =
+      op("Reshape", {x, ints({0, 0, count, c.headSize()})}, scope + "/Reshape");
   onnx::NodeProto *t = node("Transpose", {r}, scope + "/Transpose");
   attr(t, "perm", perm);
   return t->output(0);
@@ -486,8 +485,7 @@ Name Builder::attention(const Name &q, const Name &kT, const Name &v,
                         const std::string &scope) {
   // nanoGPT: softmax((q @ kT) * 1/sqrt(d) + causal mask) @ v.
   Name scores = op("MatMul", {q, kT}, scope + "/MatMul_qk");
-  scores = op("Mul",
-              {scores, scalar(1.0f / std::sqrt(float(c.headSize())))},
+  scores = op("Mul", {scores, scalar(1.0f / std::sqrt(float(c.headSize())))},
               scope + "/Mul_scale");
   scores = op("Add", {scores, mask}, scope + "/Add_mask");
   onnx::NodeProto *sm = node("Softmax", {scores}, scope + "/Softmax");
@@ -508,8 +506,8 @@ Name Builder::rope(const Name &x, const std::string &scope) {
   // HF apply_rotary_pos_emb: x * cos + rotate_half(x) * sin, with
   // rotate_half(x) = cat(-x[..., d/2:], x[..., :d/2]).
   int64_t half = c.headSize() / 2;
-  Name x1 = op("Slice", {x, ints({0}), ints({half}), ints({3})},
-               scope + "/Slice");
+  Name x1 =
+      op("Slice", {x, ints({0}), ints({half}), ints({3})}, scope + "/Slice");
   Name x2 = op("Slice", {x, ints({half}), ints({2 * half}), ints({3})},
                scope + "/Slice_1");
   Name neg = op("Neg", {x2}, scope + "/Neg");
@@ -521,19 +519,25 @@ Name Builder::rope(const Name &x, const std::string &scope) {
 }
 
 Name Builder::repeatKv(const Name &x, const std::string &scope) {
-  // HF repeat_kv: [b, g, s, d] -> [b, g, 1, s, d] -> [b, g, h/g, s, d] ->
-  // [b, h, s, d]. The middle step is HF's expand; it is written as a Concat
-  // of h/g copies (the same values), which the importer lowers to one
-  // dtc.concat, where an Expand becomes an add of a zero tensor of the
-  // whole [b, g, h/g, s, d] shape, materialized on the host per layer.
+  // HF repeat_kv: [b, g, s, d] -> [b, g, 1, s, d] -> expand to
+  // [b, g, h/g, s, d] -> [b, h, s, d]. The importer raises this back to
+  // attention over g key/value heads. GenOptions::repeatKvWithConcat writes
+  // the expand as a Concat of h/g copies (the same values), which imports
+  // without materializing Expand's broadcast on the host.
   int64_t rep = c.heads / c.kvHeadCount();
   if (rep == 1)
     return x;
   Name u = op("Unsqueeze", {x, ints({2})}, scope + "/Unsqueeze");
-  std::vector<Name> copies(rep, u);
-  onnx::NodeProto *e = node("Concat", copies, scope + "/Concat");
-  attr(e, "axis", int64_t(2));
-  return op("Reshape", {e->output(0), ints({0, c.heads, -1, c.headSize()})},
+  Name e;
+  if (options.repeatKvWithConcat) {
+    std::vector<Name> copies(rep, u);
+    onnx::NodeProto *cat = node("Concat", copies, scope + "/Concat");
+    attr(cat, "axis", int64_t(2));
+    e = cat->output(0);
+  } else {
+    e = op("Expand", {u, ints({1, 1, rep, 1, 1})}, scope + "/Expand");
+  }
+  return op("Reshape", {e, ints({0, c.heads, -1, c.headSize()})},
             scope + "/Reshape");
 }
 
@@ -554,8 +558,8 @@ Name Builder::gptBlock(const Name &x, int64_t layer) {
   int64_t h = c.hidden;
   Name ln1 = layerNorm(x, p + ".ln_1");
   Name qkv = linear(ln1, p + ".attn.c_attn", h, 3 * h, true);
-  onnx::NodeProto *split = node("Split", {qkv, ints({h, h, h})},
-                                scope + "/attn/Split", 3);
+  onnx::NodeProto *split =
+      node("Split", {qkv, ints({h, h, h})}, scope + "/attn/Split", 3);
   attr(split, "axis", int64_t(2));
   std::string a = scope + "/attn";
   Name q = heads(split->output(0), c.heads, a + "/q", {0, 2, 1, 3});
@@ -577,8 +581,8 @@ Name Builder::llamaBlock(const Name &x, int64_t layer) {
   std::string a = scope + "/self_attn";
   int64_t h = c.hidden, d = c.headSize();
   int64_t g = c.kvHeadCount();
-  Name n1 = rmsNorm(x, p + ".input_layernorm.weight", h,
-                    scope + "/input_layernorm");
+  Name n1 =
+      rmsNorm(x, p + ".input_layernorm.weight", h, scope + "/input_layernorm");
   Name q = linear(n1, p + ".self_attn.q_proj", h, c.heads * d, c.qkvBias);
   Name k = linear(n1, p + ".self_attn.k_proj", h, g * d, c.qkvBias);
   Name v = linear(n1, p + ".self_attn.v_proj", h, g * d, c.qkvBias);
@@ -621,16 +625,15 @@ Name Builder::moe(const Name &x, int64_t layer) {
   for (int64_t e = 0; e < c.experts; ++e) {
     std::string ep = p + ".experts." + std::to_string(e);
     std::string es = scope + "/experts." + std::to_string(e);
-    Name y = c.qwenMoeNames
-                 ? swiglu(x, ep + ".gate_proj", ep + ".up_proj",
-                          ep + ".down_proj", c.ffnSize(), es)
-                 : swiglu(x, ep + ".w1", ep + ".w3", ep + ".w2", c.ffnSize(),
-                          es);
+    Name y = c.qwenMoeNames ? swiglu(x, ep + ".gate_proj", ep + ".up_proj",
+                                     ep + ".down_proj", c.ffnSize(), es)
+                            : swiglu(x, ep + ".w1", ep + ".w3", ep + ".w2",
+                                     c.ffnSize(), es);
     Name w = op("Slice", {probs, ints({e}), ints({e + 1}), ints({2})},
                 es + "/Slice");
     Name weighted = op("Mul", {y, w}, es + "/Mul_route");
-    sum = sum.empty() ? weighted
-                      : op("Add", {sum, weighted}, es + "/Add_route");
+    sum =
+        sum.empty() ? weighted : op("Add", {sum, weighted}, es + "/Add_route");
   }
   if (c.sharedExpertFfn) {
     std::string sp = p + ".shared_expert";
@@ -707,12 +710,10 @@ void Builder::build() {
           1.0 / std::pow(c.ropeTheta, double(2 * i) / double(d))));
     onnx::NodeProto *cast = node("Cast", {positions}, "/rotary_emb/Cast");
     attr(cast, "to", int64_t(onnx::TensorProto::FLOAT));
-    Name col = op("Unsqueeze", {cast->output(0), ints({1})},
-                  "/rotary_emb/Unsqueeze");
-    Name freqs = op("Mul", {col, floats(invFreq, {d / 2})},
-                    "/rotary_emb/Mul");
-    onnx::NodeProto *emb =
-        node("Concat", {freqs, freqs}, "/rotary_emb/Concat");
+    Name col =
+        op("Unsqueeze", {cast->output(0), ints({1})}, "/rotary_emb/Unsqueeze");
+    Name freqs = op("Mul", {col, floats(invFreq, {d / 2})}, "/rotary_emb/Mul");
+    onnx::NodeProto *emb = node("Concat", {freqs, freqs}, "/rotary_emb/Concat");
     attr(emb, "axis", int64_t(1));
     cos = op("Cos", {emb->output(0)}, "/rotary_emb/Cos");
     sin = op("Sin", {emb->output(0)}, "/rotary_emb/Sin");
@@ -792,8 +793,8 @@ Error dtc::modelgen::writeModel(const onnx::ModelProto &model,
   int fd;
   std::string pattern = (path + ".tmp-%%%%%%").str();
   if (std::error_code ec = llvm::sys::fs::createUniqueFile(pattern, fd, tmp))
-    return failure("{0}: cannot create a temporary file next to it: {1}",
-                   path, ec.message());
+    return failure("{0}: cannot create a temporary file next to it: {1}", path,
+                   ec.message());
   {
     llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
     os << bytes;

@@ -89,6 +89,9 @@ struct GenOptions {
   uint64_t seed = 0;
   /// The external-data file named by shape-only initializers.
   std::string externalDataFile = "weights.bin";
+  /// Write HF repeat_kv's expand as a Concat of copies (imports faster; the
+  /// importer does not raise it to grouped-query attention).
+  bool repeatKvWithConcat = false;
 };
 
 /// Builds the model and writes it to `path` atomically (a temp file renamed

@@ -380,6 +380,7 @@ private:
   Results constantOfShape();
   Results trilu();
   Results where();
+  Results matmul();
   Results reduce(llvm::StringRef kind);
   Results shapeOf();
 
@@ -717,6 +718,53 @@ Results Evaluator::trilu() {
   return one(std::move(out));
 }
 
+Results Evaluator::matmul() {
+  const HostTensor *a = in(0), *b = in(1);
+  if (!a || !b)
+    return fail("needs two inputs");
+  if (!a->isFloat() || a->dataType != b->dataType)
+    return fail("needs floating-point inputs of one type");
+  // A 1-D operand is a row (lhs) or a column (rhs); the added dim is dropped.
+  SmallVector<int64_t> as(a->shape.begin(), a->shape.end());
+  SmallVector<int64_t> bs(b->shape.begin(), b->shape.end());
+  if (as.empty() || bs.empty())
+    return fail("needs operands of rank >= 1");
+  bool rowVector = as.size() == 1, columnVector = bs.size() == 1;
+  if (rowVector)
+    as.insert(as.begin(), 1);
+  if (columnVector)
+    bs.push_back(1);
+  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+  if (bs[bs.size() - 2] != k)
+    return fail("contraction sizes differ");
+  ArrayRef<int64_t> aBatch = ArrayRef<int64_t>(as).drop_back(2);
+  ArrayRef<int64_t> bBatch = ArrayRef<int64_t>(bs).drop_back(2);
+  auto batch = broadcastShapes(aBatch, bBatch, error);
+  if (!batch)
+    return std::nullopt;
+  SmallVector<int64_t> shape(batch->begin(), batch->end());
+  if (!rowVector)
+    shape.push_back(m);
+  if (!columnVector)
+    shape.push_back(n);
+  if (!checkSize(shape))
+    return std::nullopt;
+  HostTensor out = HostTensor::zeros(a->dataType, shape);
+  Indexer ia(aBatch, *batch), ib(bBatch, *batch);
+  for (int64_t p = 0, e = numElements(*batch); p < e; ++p) {
+    const double *x = a->floats.data() + ia(p) * m * k;
+    const double *y = b->floats.data() + ib(p) * k * n;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t l = 0; l < k; ++l)
+          sum += x[i * k + l] * y[l * n + j];
+        out.set((p * m + i) * n + j, sum);
+      }
+  }
+  return one(std::move(out));
+}
+
 Results Evaluator::where() {
   const HostTensor *c = in(0), *x = in(1), *y = in(2);
   if (!c || !x || !y)
@@ -806,22 +854,22 @@ Results Evaluator::shapeOf() {
 
 static const llvm::StringSet<> &hostOps() {
   static const llvm::StringSet<> ops = {
-      "Abs",        "Add",       "And",         "Cast",
-      "CastLike",   "Ceil",      "Concat",      "ConstantOfShape",
-      "Cos",        "Div",       "Dropout",     "Equal",
-      "Erf",        "Exp",       "Expand",      "Flatten",
-      "Floor",      "Gather",    "Greater",     "GreaterOrEqual",
-      "Identity",   "Less",      "LessOrEqual", "Log",
-      "Max",        "Mean",      "Min",         "Mod",
-      "Mul",        "Neg",       "Not",         "Or",
-      "Pow",        "Range",     "Reciprocal",  "ReduceMax",
-      "ReduceMean", "ReduceMin", "ReduceProd",  "ReduceSum",
-      "Relu",       "Reshape",   "Round",       "Shape",
-      "Sigmoid",    "Sign",      "Sin",         "Size",
-      "Slice",      "Split",     "Sqrt",        "Squeeze",
-      "Sub",        "Sum",       "Tanh",        "Tile",
-      "Transpose",  "Trilu",     "Unsqueeze",   "Where",
-      "Xor",
+      "Abs",       "Add",        "And",         "Cast",
+      "CastLike",  "Ceil",       "Concat",      "ConstantOfShape",
+      "Cos",       "Div",        "Dropout",     "Equal",
+      "Erf",       "Exp",        "Expand",      "Flatten",
+      "Floor",     "Gather",     "Greater",     "GreaterOrEqual",
+      "Identity",  "Less",       "LessOrEqual", "Log",
+      "MatMul",    "Max",        "Mean",        "Min",
+      "Mod",       "Mul",        "Neg",         "Not",
+      "Or",        "Pow",        "Range",       "Reciprocal",
+      "ReduceMax", "ReduceMean", "ReduceMin",   "ReduceProd",
+      "ReduceSum", "Relu",       "Reshape",     "Round",
+      "Shape",     "Sigmoid",    "Sign",        "Sin",
+      "Size",      "Slice",      "Split",       "Sqrt",
+      "Squeeze",   "Sub",        "Sum",         "Tanh",
+      "Tile",      "Transpose",  "Trilu",       "Unsqueeze",
+      "Where",     "Xor",
   };
   return ops;
 }
@@ -1041,6 +1089,8 @@ Results Evaluator::run() {
       return std::nullopt;
     return one(withShape(*in(0), *shape));
   }
+  if (op == "MatMul")
+    return matmul();
   if (op == "Transpose")
     return transpose();
   if (op == "Concat")

@@ -23,6 +23,7 @@
 #include "dialects/dtc/DtcOps.h"
 #include "frontends/onnx/HostEval.h"
 #include "frontends/onnx/HostTensor.h"
+#include "frontends/onnx/ImporterImpl.h"
 #include "frontends/onnx/OnnxUtils.h"
 #include "frontends/onnx/Raise.h"
 
@@ -41,6 +42,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/bit.h"
@@ -52,46 +54,57 @@
 
 using namespace mlir;
 using namespace ::dtc::onnx;
+using namespace ::dtc::onnx::detail;
 namespace d = mlir::dtc;
 using llvm::Error;
 using llvm::Expected;
-
 namespace {
 
-/// Default-domain opsets the importer accepts.
-constexpr int64_t kMinOpset = 13;
-constexpr int64_t kMaxOpset = 23;
-
-/// Ops lowered to dtc ops (on top of those evaluated on the host).
-const llvm::StringSet<> &loweredOps() {
-  // clang-format off
-  static const llvm::StringSet<> ops = {
-      "Abs", "Add", "Cast", "CastLike", "Concat", "Constant", "Div", "Dropout",
-      "Erf", "Exp", "Expand", "Flatten", "Gather", "Gelu", "Gemm", "Identity",
-      "LayerNormalization", "Log", "MatMul", "Max", "Min", "Mul", "Neg", "Pow",
-      "Reciprocal", "ReduceMax", "ReduceMean", "ReduceSum", "Relu", "Reshape",
-      "Shape", "Sigmoid", "Size", "Slice", "Softmax", "Split", "Sqrt",
-      "Squeeze", "Sub", "Sum", "Tanh", "Transpose", "Unsqueeze", "Where",
-  };
-  // clang-format on
-  return ops;
+/// Ops handled by the graph walk itself rather than a lowering.
+bool isWalkOp(llvm::StringRef opType) {
+  return opType == "Constant" || opType == "Shape" || opType == "Size";
 }
 
 bool isSupportedOp(llvm::StringRef opType) {
-  return loweredOps().contains(opType) || canEvaluateOnHost(opType);
+  return loweringTable().contains(opType) || isWalkOp(opType) ||
+         canEvaluateOnHost(opType);
 }
 
-/// One ONNX value during import: known on the host, or a dtc value (graph
-/// input, parameter, op result, or a materialized constant), or both.
-struct Entry {
-  /// Shared: repeated subgraphs (a causal mask per layer) share one result.
-  std::shared_ptr<const HostTensor> known;
-  Value value;
-  int32_t dataType = kUndefined;
-  llvm::SmallVector<int64_t, 4> shape;
-};
+/// Makes a protobuf/ONNX message one line.
+std::string oneLine(llvm::StringRef text) {
+  std::string out;
+  for (char c : text.trim()) {
+    if (c == '\n') {
+      if (!out.empty() && out.back() != ' ')
+        out += "; ";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
 
-int32_t dataTypeOf(Type elementType) {
+} // namespace
+
+const LoweringTable & ::dtc::onnx::detail::loweringTable() {
+  static const LoweringTable table = [] {
+    LoweringTable t;
+    registerMathOps(t);
+    registerNNOps(t);
+    registerTensorOps(t);
+    registerMicrosoftOps(t);
+    return t;
+  }();
+  return table;
+}
+
+std::string(::dtc::onnx::detail::loweringKey)(const ::onnx::NodeProto &node) {
+  if (isDefaultDomain(node.domain()))
+    return node.op_type();
+  return node.domain() + "::" + node.op_type();
+}
+
+int32_t ::dtc::onnx::detail::dataTypeOf(Type elementType) {
   if (elementType.isF32())
     return kFloat;
   if (elementType.isF16())
@@ -110,128 +123,6 @@ int32_t dataTypeOf(Type elementType) {
     return kBool;
   return kUndefined;
 }
-
-/// Makes a protobuf/ONNX message one line.
-std::string oneLine(llvm::StringRef text) {
-  std::string out;
-  for (char c : text.trim()) {
-    if (c == '\n') {
-      if (!out.empty() && out.back() != ' ')
-        out += "; ";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
-class ModelImporter {
-public:
-  ModelImporter(llvm::StringRef path, const ImportOptions &options,
-                MLIRContext &ctx)
-      : path(path.str()), options(options), ctx(ctx), builder(&ctx) {}
-
-  Expected<OwningOpRef<ModuleOp>> run();
-
-private:
-  // Stages.
-  Error load();
-  Error checkOpsetsAndOps();
-  Error bindInputs();
-  Error runOnnxChecks();
-  Error importGraph(ModuleOp module);
-
-  std::optional<int64_t> deduceMaxPositions(std::string &source);
-
-  // Errors.
-  template <typename... Ts> Error fileError(const char *fmt, Ts &&...args) {
-    return ::dtc::badInput("{0}: {1}", path,
-                           llvm::formatv(fmt, std::forward<Ts>(args)...).str());
-  }
-  template <typename... Ts> Error nodeError(const char *fmt, Ts &&...args) {
-    if (!node)
-      return fileError(fmt, std::forward<Ts>(args)...);
-    return ::dtc::badInput("{0}: node '{1}' ({2}): {3}", path, nodeName(*node),
-                           node->op_type(),
-                           llvm::formatv(fmt, std::forward<Ts>(args)...).str());
-  }
-
-  // Values.
-  Expected<Entry *> lookup(const std::string &name);
-  Error define(const std::string &name, Entry entry);
-  Error defineValue(int index, Value value);
-  Error defineKnown(int index, HostTensor tensor);
-  Error defineKnown(int index, std::shared_ptr<const HostTensor> tensor);
-  /// The memo key of evaluating the current node on `args`, or "" when the
-  /// node is not worth memoizing.
-  std::string memoKey(llvm::ArrayRef<Entry *> args);
-  Expected<Value> valueOf(Entry &entry);
-  Expected<Value> constant(const HostTensor &tensor);
-  /// The int64 values of a known input, or an error naming the input.
-  Expected<std::vector<int64_t>> knownInts(int index, llvm::StringRef what);
-  Location loc() const { return nodeLoc; }
-  Location locFor(llvm::StringRef name) {
-    return NameLoc::get(StringAttr::get(&ctx, name), fileLoc);
-  }
-
-  // Building ops: infer the result type of `op` (created with a placeholder
-  // type where it has InferTypeOpInterface) and verify it; on failure the op
-  // is erased and the verifier's message names the node.
-  Expected<Value> finish(Operation *op);
-  Type placeholder() { return NoneType::get(&ctx); }
-  Expected<Value> reshape(Value input, llvm::ArrayRef<int64_t> shape);
-  Expected<Value> expandTo(Value input, llvm::ArrayRef<int64_t> shape);
-  Expected<Value> sliceAxis(Value input, int64_t axis, int64_t start,
-                            int64_t count, int64_t step = 1);
-
-  // Nodes.
-  Error importNode();
-  Error lowerNode(llvm::ArrayRef<Entry *> ins);
-  Error lowerBinary(llvm::ArrayRef<Entry *> ins);
-  Error lowerUnary(llvm::ArrayRef<Entry *> ins);
-  Error lowerMatMul(llvm::ArrayRef<Entry *> ins);
-  Error lowerGemm(llvm::ArrayRef<Entry *> ins);
-  Error lowerLayerNorm(llvm::ArrayRef<Entry *> ins);
-  Error lowerReshapeLike(llvm::ArrayRef<Entry *> ins);
-  Error lowerConcat(llvm::ArrayRef<Entry *> ins);
-  Error lowerSlice(llvm::ArrayRef<Entry *> ins);
-  Error lowerSplit(llvm::ArrayRef<Entry *> ins);
-  Error lowerGather(llvm::ArrayRef<Entry *> ins);
-  Error lowerWhere(llvm::ArrayRef<Entry *> ins);
-  Error lowerReduce(llvm::ArrayRef<Entry *> ins);
-  Error lowerExpand(llvm::ArrayRef<Entry *> ins);
-  Error lowerCast(llvm::ArrayRef<Entry *> ins, int32_t to);
-  Error checkUnusedOutputs(int from);
-  Expected<HostTensor> decodeConstantNode();
-
-  std::string path, baseDir;
-  const ImportOptions &options;
-  MLIRContext &ctx;
-  OpBuilder builder;
-  ::onnx::ModelProto model;
-  int64_t opset = 0;
-
-  /// Shapes of the graph inputs after binding, by name.
-  llvm::StringMap<llvm::SmallVector<int64_t, 4>> inputShapes;
-  llvm::StringMap<int64_t> boundDims;
-  /// Static shapes from ONNX shape inference, by value name.
-  llvm::StringMap<llvm::SmallVector<int64_t, 4>> inferredShapes;
-  /// How many times each value is read (node inputs and graph outputs).
-  llvm::StringMap<int> useCounts;
-
-  llvm::StringMap<Entry> values;
-  /// Host evaluations by memoKey: exporters repeat shape arithmetic and the
-  /// causal mask in every layer; each is computed once.
-  std::map<std::string, llvm::SmallVector<std::shared_ptr<const HostTensor>>>
-      hostMemo;
-  llvm::DenseMap<const HostTensor *, Value> materialized;
-  llvm::StringMap<const ::onnx::TensorProto *> lazyInitializers;
-  const ::onnx::NodeProto *node = nullptr;
-  Location fileLoc = UnknownLoc::get(&ctx);
-  Location nodeLoc = UnknownLoc::get(&ctx);
-};
-
-} // namespace
 
 //===----------------------------------------------------------------------===//
 // Loading and checking
@@ -266,9 +157,9 @@ Error ModelImporter::load() {
   } else if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
              !model.ParseFromArray(bytes.data(),
                                    static_cast<int>(bytes.size()))) {
-    return fileError("not an ONNX model: the file is not a ModelProto "
-                     "protobuf (models over 2 GB must keep their weights "
-                     "in external data)");
+    return fileError("not an ONNX model: the file does not parse as a "
+                     "ModelProto protobuf (truncated, or not ONNX; models "
+                     "over 2 GB must keep their weights in external data)");
   }
   // Protobuf accepts many byte strings as *some* message; a model has a
   // graph with outputs and imports an opset.
@@ -277,7 +168,89 @@ Error ModelImporter::load() {
     return fileError("not an ONNX model: it has no graph, graph outputs or "
                      "opset imports");
   fileLoc = FileLineColLoc::get(&ctx, path, 0, 0);
+  findHostConstants();
+  releaseWeights();
   return Error::success();
+}
+
+void ModelImporter::findHostConstants() {
+  // Values that depend on the graph inputs' contents (Shape and Size only
+  // read their shapes, which are bound).
+  const auto &graph = model.graph();
+  llvm::StringSet<> initializerNames;
+  for (const auto &init : graph.initializer())
+    initializerNames.insert(init.name());
+  llvm::StringSet<> dynamic;
+  for (const auto &input : graph.input())
+    if (!initializerNames.contains(input.name()))
+      dynamic.insert(input.name());
+  llvm::StringMap<const ::onnx::NodeProto *> producers;
+  for (const auto &n : graph.node()) {
+    bool isDynamic = false;
+    if (n.op_type() != "Shape" && n.op_type() != "Size")
+      for (const auto &in : n.input())
+        isDynamic |= dynamic.contains(in);
+    for (const auto &out : n.output()) {
+      producers[out] = &n;
+      if (isDynamic)
+        dynamic.insert(out);
+    }
+  }
+  // A floating-point initializer that reaches, through input-independent
+  // nodes, an op dtc evaluates on the host only (Cos, Sin, Range, ...) is a
+  // buffer such as rotary inv_freq, not a weight: it is known on the host.
+  llvm::SmallVector<std::string> work;
+  for (const auto &n : graph.node()) {
+    if (loweringTable().contains(n.op_type()) || !isDefaultDomain(n.domain()))
+      continue;
+    bool isDynamic = false;
+    for (const auto &in : n.input())
+      isDynamic |= dynamic.contains(in);
+    if (!isDynamic)
+      work.append(n.input().begin(), n.input().end());
+  }
+  // Scalars are exporter constants (scales, epsilons, constant-folded
+  // Constant nodes), not weights.
+  for (const auto &init : graph.initializer()) {
+    int64_t count = 1;
+    for (int64_t dim : init.dims())
+      count *= dim;
+    if (isFloatType(init.data_type()) && count <= 1)
+      hostConstants.insert(init.name());
+  }
+  llvm::StringSet<> seen;
+  while (!work.empty()) {
+    std::string name = work.pop_back_val();
+    if (name.empty() || dynamic.contains(name) || !seen.insert(name).second)
+      continue;
+    if (initializerNames.contains(name)) {
+      hostConstants.insert(name);
+      continue;
+    }
+    auto it = producers.find(name);
+    // Shape and Size read only the (bound) shape of their input.
+    if (it != producers.end() && it->second->op_type() != "Shape" &&
+        it->second->op_type() != "Size")
+      work.append(it->second->input().begin(), it->second->input().end());
+  }
+}
+
+void ModelImporter::releaseWeights() {
+  // Floating-point initializers become dtc.parameter ops: only their names,
+  // types and dims matter. Their bytes (inline or external) are dropped now,
+  // so external data files are never opened and may be absent (a
+  // "shape-only" model). Integer initializers stay: they are shape
+  // arithmetic and indices evaluated on the host.
+  for (auto &init : *model.mutable_graph()->mutable_initializer()) {
+    if (!isFloatType(init.data_type()) || hostConstants.contains(init.name()))
+      continue;
+    init.clear_raw_data();
+    init.clear_float_data();
+    init.clear_double_data();
+    init.clear_int32_data();
+    init.clear_external_data();
+    init.clear_data_location();
+  }
 }
 
 Error ModelImporter::checkOpsetsAndOps() {
@@ -296,23 +269,114 @@ Error ModelImporter::checkOpsetsAndOps() {
                      *version, kMinOpset, kMaxOpset);
   opset = *version;
 
+  std::map<std::string, int64_t> domainOpsets;
+  for (const auto &import : model.opset_import())
+    domainOpsets[isDefaultDomain(import.domain()) ? "ai.onnx"
+                                                  : import.domain()] =
+        import.version();
   for (const auto &n : model.graph().node()) {
     node = &n;
-    if (!isDefaultDomain(n.domain()))
-      return ::dtc::badInput(
-          "{0}: node '{1}' ({2}): unsupported ONNX op domain '{3}'; supported "
-          "ops are listed in docs/onnx-ops.md",
-          path, nodeName(n), n.domain() + "::" + n.op_type(), n.domain());
-    if (!isSupportedOp(n.op_type()))
-      return nodeError("unsupported ONNX op; supported ops are listed in "
-                       "docs/onnx-ops.md");
+    bool supported = isDefaultDomain(n.domain())
+                         ? isSupportedOp(n.op_type())
+                         : loweringTable().contains(loweringKey(n));
+    if (!supported) {
+      std::string domain = isDefaultDomain(n.domain()) ? "ai.onnx" : n.domain();
+      auto version = domainOpsets.find(domain);
+      return nodeError("unsupported ONNX op {0} of domain '{1}' (opset {2}); "
+                       "supported ops are listed in docs/onnx-ops.md",
+                       n.op_type(), domain,
+                       version == domainOpsets.end()
+                           ? std::string("not imported")
+                           : std::to_string(version->second));
+    }
     for (const auto &attr : n.attribute())
       if (attr.type() == ::onnx::AttributeProto::GRAPH ||
           attr.type() == ::onnx::AttributeProto::GRAPHS)
         return nodeError("subgraphs (control flow) are not supported");
   }
   node = nullptr;
+  return checkGraphOrder();
+}
+
+Error ModelImporter::checkGraphOrder() {
+  const auto &graph = model.graph();
+  llvm::StringSet<> defined;
+  for (const auto &input : graph.input())
+    defined.insert(input.name());
+  for (const auto &init : graph.initializer())
+    defined.insert(init.name());
+  llvm::StringMap<int> producer;
+  for (auto [i, n] : llvm::enumerate(graph.node()))
+    for (const auto &out : n.output())
+      if (!out.empty())
+        producer.try_emplace(out, i);
+  for (const auto &n : graph.node()) {
+    node = &n;
+    for (const auto &in : n.input()) {
+      if (in.empty() || defined.contains(in))
+        continue;
+      auto it = producer.find(in);
+      if (it == producer.end())
+        return nodeError("input '{0}' is not produced by any node and is "
+                         "neither an initializer nor a graph input (a "
+                         "missing initializer?)",
+                         in);
+      const auto &later = graph.node(it->second);
+      if (hasCycle())
+        return nodeError("the graph has a cycle: input '{0}' comes from node "
+                         "'{1}', which depends on this node; dtc imports "
+                         "acyclic graphs only",
+                         in, nodeName(later));
+      return nodeError("the graph is not topologically sorted: input '{0}' "
+                       "comes from the later node '{1}'; re-save the model "
+                       "with its nodes sorted",
+                       in, nodeName(later));
+    }
+    for (const auto &out : n.output())
+      defined.insert(out);
+  }
+  node = nullptr;
+  for (const auto &output : graph.output())
+    if (!defined.contains(output.name()))
+      return fileError("graph output '{0}' is not produced by any node, "
+                       "initializer or graph input",
+                       output.name());
   return Error::success();
+}
+
+bool ModelImporter::hasCycle() {
+  // Kahn's algorithm over the node dependencies.
+  const auto &graph = model.graph();
+  llvm::StringMap<int> producer;
+  for (auto [i, n] : llvm::enumerate(graph.node()))
+    for (const auto &out : n.output())
+      if (!out.empty())
+        producer.try_emplace(out, i);
+  int count = graph.node_size();
+  std::vector<int> pending(count, 0);
+  std::vector<std::vector<int>> users(count);
+  for (auto [i, n] : llvm::enumerate(graph.node()))
+    for (const auto &in : n.input()) {
+      auto it = producer.find(in);
+      if (in.empty() || it == producer.end())
+        continue;
+      ++pending[i];
+      users[it->second].push_back(i);
+    }
+  std::vector<int> ready;
+  for (int i = 0; i < count; ++i)
+    if (!pending[i])
+      ready.push_back(i);
+  int visited = 0;
+  while (!ready.empty()) {
+    int i = ready.back();
+    ready.pop_back();
+    ++visited;
+    for (int user : users[i])
+      if (--pending[user] == 0)
+        ready.push_back(user);
+  }
+  return visited != count;
 }
 
 /// The model's maximum sequence length where the graph shows it: the rows
@@ -467,12 +531,13 @@ Error ModelImporter::bindInputs() {
   for (const Pending &p : pending) {
     auto it = boundDims.find(p.param);
     if (p.param.empty() || it == boundDims.end())
-      return fileError("dynamic dim {0} of input '{1}' is unbound; only the "
-                       "batch (dim 0) and sequence (dim 1 of integer inputs) "
-                       "dims are bound automatically",
-                       p.param.empty() ? std::to_string(p.dim)
-                                       : "'" + p.param + "'",
-                       p.input);
+      return fileError(
+          "dynamic dim {0} of input '{1}' is unbound; only the batch (dim 0) "
+          "and sequence (dim 1 of integer inputs, --seq-len) dims are bound "
+          "automatically: export it static or bind it by name "
+          "(dtc-onnx-import --dim {2}=SIZE)",
+          p.param.empty() ? std::to_string(p.dim) : "'" + p.param + "'",
+          p.input, p.param.empty() ? std::string("NAME") : p.param);
     inputShapes[p.input][p.dim] = it->second;
   }
 
@@ -508,6 +573,51 @@ Error ModelImporter::runOnnxChecks() {
   if (known == versions.end() || opset > known->second.second ||
       model.ir_version() > ::onnx::IR_VERSION)
     return Error::success();
+  // Nor do they know contrib domains (com.microsoft) or newer versions of
+  // other domains (ONNX 1.12's shape inference crashes on some).
+  for (const auto &import : model.opset_import()) {
+    if (isDefaultDomain(import.domain()))
+      continue;
+    auto range = versions.find(import.domain());
+    if (range == versions.end() || import.version() > range->second.second)
+      return Error::success();
+  }
+  for (const auto &n : model.graph().node())
+    if (!isDefaultDomain(n.domain()))
+      return Error::success();
+  // The weights have no data any more (releaseWeights): the checker and
+  // shape inference see them as graph inputs of their type and shape, and
+  // the initializer list is restored afterwards.
+  auto *graph = model.mutable_graph();
+  const int inputCount = graph->input_size();
+  google::protobuf::RepeatedPtrField<::onnx::TensorProto> initializers;
+  initializers.Swap(graph->mutable_initializer());
+  auto restore = llvm::make_scope_exit([&] {
+    graph->mutable_initializer()->Swap(&initializers);
+    graph->mutable_input()->DeleteSubrange(inputCount,
+                                           graph->input_size() - inputCount);
+  });
+  {
+    llvm::StringSet<> inputNames;
+    for (const auto &input : graph->input())
+      inputNames.insert(input.name());
+    for (const auto &init : initializers) {
+      if (!isFloatType(init.data_type()) ||
+          hostConstants.contains(init.name())) {
+        *graph->add_initializer() = init;
+        continue;
+      }
+      if (inputNames.contains(init.name()))
+        continue;
+      auto *input = graph->add_input();
+      input->set_name(init.name());
+      auto *tensorType = input->mutable_type()->mutable_tensor_type();
+      tensorType->set_elem_type(init.data_type());
+      auto *shape = tensorType->mutable_shape();
+      for (int64_t dim : init.dims())
+        shape->add_dim()->set_dim_value(dim);
+    }
+  }
   try {
     ::onnx::checker::check_model(model);
   } catch (const std::exception &e) {
@@ -515,7 +625,9 @@ Error ModelImporter::runOnnxChecks() {
                      oneLine(e.what()));
   }
   // Not strict: a node ONNX cannot infer is reported by dtc's own shape
-  // rules below, with the node's name.
+  // rules below, with the node's name. Stored value_info may hold the
+  // export-time shapes; infer from the bound inputs only.
+  model.mutable_graph()->clear_value_info();
   try {
     ::onnx::ShapeInferenceOptions inferOptions(/*check_type=*/true,
                                                /*strict_mode=*/0,
@@ -829,7 +941,8 @@ Error ModelImporter::importNode() {
   }
 
   bool allKnown = llvm::all_of(ins, [](Entry *e) { return !e || e->known; });
-  if (allKnown && !ins.empty() && canEvaluateOnHost(op)) {
+  if (allKnown && !ins.empty() && isDefaultDomain(node->domain()) &&
+      canEvaluateOnHost(op)) {
     std::string key = memoKey(ins);
     auto memo = hostMemo.find(key);
     if (memo == hostMemo.end()) {
@@ -855,95 +968,19 @@ Error ModelImporter::importNode() {
   }
   return lowerNode(ins);
 }
+Error ModelImporter::alias(Entry *entry) {
+  Entry copy = *entry;
+  return define(node->output(0), std::move(copy));
+}
 
 Error ModelImporter::lowerNode(llvm::ArrayRef<Entry *> ins) {
   llvm::StringRef op = node->op_type();
   if (ins.empty() || !ins[0])
     return nodeError("its first input is missing");
-  auto alias = [&](Entry *e) -> Error {
-    Entry copy = *e;
-    return define(node->output(0), std::move(copy));
-  };
-
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" ||
-      op == "Max" || op == "Min" || op == "Sum")
-    return lowerBinary(ins);
-  if (op == "Neg" || op == "Exp" || op == "Log" || op == "Sqrt" ||
-      op == "Reciprocal" || op == "Tanh" || op == "Erf" || op == "Sigmoid" ||
-      op == "Relu" || op == "Abs" || op == "Gelu")
-    return lowerUnary(ins);
-  if (op == "MatMul")
-    return lowerMatMul(ins);
-  if (op == "Gemm")
-    return lowerGemm(ins);
-  if (op == "Softmax") {
-    auto input = valueOf(*ins[0]);
-    if (!input)
-      return input.takeError();
-    std::string error;
-    auto axis = normalizeAxis(getIntAttr(*node, "axis", -1),
-                              ins[0]->shape.size(), error);
-    if (!axis)
-      return nodeError("{0}", error);
-    auto result = finish(
-        d::SoftmaxOp::create(builder, loc(), input->getType(), *input, *axis));
-    if (!result)
-      return result.takeError();
-    return defineValue(0, *result);
-  }
-  if (op == "LayerNormalization")
-    return lowerLayerNorm(ins);
-  if (op == "Reshape" || op == "Flatten" || op == "Unsqueeze" ||
-      op == "Squeeze")
-    return lowerReshapeLike(ins);
-  if (op == "Transpose") {
-    auto input = valueOf(*ins[0]);
-    if (!input)
-      return input.takeError();
-    llvm::SmallVector<int64_t> perm;
-    if (auto attr = getIntsAttr(*node, "perm"))
-      perm = *attr;
-    else
-      for (int64_t i = ins[0]->shape.size() - 1; i >= 0; --i)
-        perm.push_back(i);
-    auto result = finish(
-        d::TransposeOp::create(builder, loc(), placeholder(), *input, perm));
-    if (!result)
-      return result.takeError();
-    return defineValue(0, *result);
-  }
-  if (op == "Concat")
-    return lowerConcat(ins);
-  if (op == "Slice")
-    return lowerSlice(ins);
-  if (op == "Split")
-    return lowerSplit(ins);
-  if (op == "Gather")
-    return lowerGather(ins);
-  if (op == "Where")
-    return lowerWhere(ins);
-  if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax")
-    return lowerReduce(ins);
-  if (op == "Expand")
-    return lowerExpand(ins);
-  if (op == "Cast")
-    return lowerCast(ins, getIntAttr(*node, "to", kUndefined));
-  if (op == "CastLike") {
-    if (ins.size() < 2 || !ins[1])
-      return nodeError("needs a target_type input");
-    return lowerCast(ins, ins[1]->dataType);
-  }
-  if (op == "Identity")
-    return alias(ins[0]);
-  if (op == "Dropout") {
-    if (ins.size() > 2 && ins[2] &&
-        (!ins[2]->known || ins[2]->known->getInt(0) != 0))
-      return nodeError("training_mode must be a constant false; dtc imports "
-                       "the inference graph and adds training itself");
-    if (Error err = checkUnusedOutputs(1))
-      return err;
-    return alias(ins[0]);
-  }
+  const LoweringTable &table = loweringTable();
+  auto it = table.find(loweringKey(*node));
+  if (it != table.end())
+    return (this->*it->second)(ins);
 
   // The rest are evaluated on the host only.
   for (auto [i, e] : llvm::enumerate(ins))
@@ -954,759 +991,6 @@ Error ModelImporter::lowerNode(llvm::ArrayRef<Entry *> ins) {
                        node->input(i), op);
   return nodeError("unsupported ONNX op; supported ops are listed in "
                    "docs/onnx-ops.md");
-}
-
-Error ModelImporter::lowerBinary(llvm::ArrayRef<Entry *> ins) {
-  llvm::StringRef op = node->op_type();
-  if (op != "Max" && op != "Min" && op != "Sum" && ins.size() != 2)
-    return nodeError("needs two inputs");
-  // Pow's exponent may have another type: convert a constant one on the host.
-  if (op == "Pow" && ins[1] && ins[0]->dataType != ins[1]->dataType) {
-    if (!ins[1]->known)
-      return nodeError("the exponent's type {0} differs from the base's {1}",
-                       dataTypeName(ins[1]->dataType),
-                       dataTypeName(ins[0]->dataType));
-    HostTensor converted =
-        HostTensor::zeros(ins[0]->dataType, ins[1]->known->shape);
-    for (int64_t i = 0, e = converted.size(); i < e; ++i)
-      converted.set(i, ins[1]->known->getDouble(i));
-    auto exponent = constant(converted);
-    if (!exponent)
-      return exponent.takeError();
-    auto base = valueOf(*ins[0]);
-    if (!base)
-      return base.takeError();
-    auto result = finish(
-        d::PowOp::create(builder, loc(), placeholder(), *base, *exponent));
-    if (!result)
-      return result.takeError();
-    return defineValue(0, *result);
-  }
-
-  auto acc = valueOf(*ins[0]);
-  if (!acc)
-    return acc.takeError();
-  Value result = *acc;
-  for (Entry *e : ins.drop_front()) {
-    if (!e)
-      return nodeError("an input is missing");
-    if (e->dataType != ins[0]->dataType)
-      return nodeError("input types differ: {0} and {1}",
-                       dataTypeName(ins[0]->dataType),
-                       dataTypeName(e->dataType));
-    auto rhs = valueOf(*e);
-    if (!rhs)
-      return rhs.takeError();
-    Operation *created;
-    if (op == "Add" || op == "Sum")
-      created = d::AddOp::create(builder, loc(), placeholder(), result, *rhs);
-    else if (op == "Sub")
-      created = d::SubOp::create(builder, loc(), placeholder(), result, *rhs);
-    else if (op == "Mul")
-      created = d::MulOp::create(builder, loc(), placeholder(), result, *rhs);
-    else if (op == "Div")
-      created = d::DivOp::create(builder, loc(), placeholder(), result, *rhs);
-    else if (op == "Pow")
-      created = d::PowOp::create(builder, loc(), placeholder(), result, *rhs);
-    else if (op == "Max")
-      created = d::MaxOp::create(builder, loc(), placeholder(), result, *rhs);
-    else
-      created = d::MinOp::create(builder, loc(), placeholder(), result, *rhs);
-    auto value = finish(created);
-    if (!value)
-      return value.takeError();
-    result = *value;
-  }
-  return defineValue(0, result);
-}
-
-Error ModelImporter::lowerUnary(llvm::ArrayRef<Entry *> ins) {
-  llvm::StringRef op = node->op_type();
-  if (!isFloatType(ins[0]->dataType))
-    return nodeError("needs a floating-point input, got {0}",
-                     dataTypeName(ins[0]->dataType));
-  auto input = valueOf(*ins[0]);
-  if (!input)
-    return input.takeError();
-  Type type = input->getType();
-  Location l = loc();
-  Operation *created;
-  if (op == "Neg")
-    created = d::NegOp::create(builder, l, type, *input);
-  else if (op == "Exp")
-    created = d::ExpOp::create(builder, l, type, *input);
-  else if (op == "Log")
-    created = d::LogOp::create(builder, l, type, *input);
-  else if (op == "Sqrt")
-    created = d::SqrtOp::create(builder, l, type, *input);
-  else if (op == "Reciprocal")
-    created = d::ReciprocalOp::create(builder, l, type, *input);
-  else if (op == "Tanh")
-    created = d::TanhOp::create(builder, l, type, *input);
-  else if (op == "Erf")
-    created = d::ErfOp::create(builder, l, type, *input);
-  else if (op == "Sigmoid")
-    created = d::SigmoidOp::create(builder, l, type, *input);
-  else if (op == "Relu")
-    created = d::ReluOp::create(builder, l, type, *input);
-  else if (op == "Abs")
-    created = d::AbsOp::create(builder, l, type, *input);
-  else {
-    std::string approximate = getStringAttr(*node, "approximate", "none");
-    if (approximate != "none" && approximate != "tanh")
-      return nodeError("unknown approximate='{0}'", approximate);
-    created =
-        d::GeluOp::create(builder, l, type, *input, approximate == "tanh");
-  }
-  auto result = finish(created);
-  if (!result)
-    return result.takeError();
-  return defineValue(0, *result);
-}
-
-Error ModelImporter::lowerMatMul(llvm::ArrayRef<Entry *> ins) {
-  if (ins.size() != 2 || !ins[1])
-    return nodeError("needs two inputs");
-  if (!isFloatType(ins[0]->dataType) || ins[0]->dataType != ins[1]->dataType)
-    return nodeError("needs floating-point inputs of one type, got {0} and "
-                     "{1}",
-                     dataTypeName(ins[0]->dataType),
-                     dataTypeName(ins[1]->dataType));
-  auto lhs = valueOf(*ins[0]);
-  if (!lhs)
-    return lhs.takeError();
-  auto rhs = valueOf(*ins[1]);
-  if (!rhs)
-    return rhs.takeError();
-  // numpy matmul: a 1-D lhs is a row [1, k], a 1-D rhs a column [k, 1];
-  // the added dim is dropped from the result.
-  int64_t lhsRank = ins[0]->shape.size(), rhsRank = ins[1]->shape.size();
-  if (lhsRank == 0 || rhsRank == 0)
-    return nodeError("inputs must have rank >= 1");
-  Value a = *lhs, b = *rhs;
-  if (lhsRank == 1) {
-    auto r = reshape(a, {1, ins[0]->shape[0]});
-    if (!r)
-      return r.takeError();
-    a = *r;
-  }
-  if (rhsRank == 1) {
-    auto r = reshape(b, {ins[1]->shape[0], 1});
-    if (!r)
-      return r.takeError();
-    b = *r;
-  }
-  auto product = finish(
-      d::MatmulOp::create(builder, loc(), placeholder(), a, b, false, false));
-  if (!product)
-    return product.takeError();
-  Value result = *product;
-  if (lhsRank == 1 || rhsRank == 1) {
-    llvm::SmallVector<int64_t> shape(
-        cast<RankedTensorType>(result.getType()).getShape());
-    if (rhsRank == 1)
-      shape.pop_back();
-    if (lhsRank == 1)
-      shape.erase(shape.end() - (rhsRank == 1 ? 1 : 2));
-    auto r = reshape(result, shape);
-    if (!r)
-      return r.takeError();
-    result = *r;
-  }
-  return defineValue(0, result);
-}
-
-Error ModelImporter::lowerGemm(llvm::ArrayRef<Entry *> ins) {
-  if (ins.size() < 2 || !ins[1])
-    return nodeError("needs inputs A and B");
-  if (!isFloatType(ins[0]->dataType))
-    return nodeError("needs floating-point inputs, got {0}",
-                     dataTypeName(ins[0]->dataType));
-  if (ins[0]->shape.size() != 2 || ins[1]->shape.size() != 2)
-    return nodeError("A and B must be matrices, got {0} and {1}",
-                     shapeString(ins[0]->shape), shapeString(ins[1]->shape));
-  auto a = valueOf(*ins[0]);
-  if (!a)
-    return a.takeError();
-  auto b = valueOf(*ins[1]);
-  if (!b)
-    return b.takeError();
-  auto product =
-      finish(d::MatmulOp::create(builder, loc(), placeholder(), *a, *b,
-                                 getIntAttr(*node, "transA", 0) != 0,
-                                 getIntAttr(*node, "transB", 0) != 0));
-  if (!product)
-    return product.takeError();
-  Value result = *product;
-  int32_t type = ins[0]->dataType;
-  auto scalar = [&](double v) {
-    HostTensor t = HostTensor::zeros(type, {});
-    t.set(0, v);
-    return constant(t);
-  };
-  double alpha = getFloatAttr(*node, "alpha", 1.0f);
-  double beta = getFloatAttr(*node, "beta", 1.0f);
-  if (alpha != 1.0) {
-    auto c = scalar(alpha);
-    if (!c)
-      return c.takeError();
-    auto scaled =
-        finish(d::MulOp::create(builder, loc(), placeholder(), result, *c));
-    if (!scaled)
-      return scaled.takeError();
-    result = *scaled;
-  }
-  if (ins.size() > 2 && ins[2] && beta != 0.0) {
-    Value c;
-    if (ins[2]->known && beta != 1.0) {
-      HostTensor scaled = *ins[2]->known;
-      for (int64_t i = 0, e = scaled.size(); i < e; ++i)
-        scaled.set(i, scaled.getDouble(i) * beta);
-      auto v = constant(scaled);
-      if (!v)
-        return v.takeError();
-      c = *v;
-    } else {
-      auto v = valueOf(*ins[2]);
-      if (!v)
-        return v.takeError();
-      c = *v;
-      if (beta != 1.0) {
-        auto b = scalar(beta);
-        if (!b)
-          return b.takeError();
-        auto scaledC =
-            finish(d::MulOp::create(builder, loc(), placeholder(), c, *b));
-        if (!scaledC)
-          return scaledC.takeError();
-        c = *scaledC;
-      }
-    }
-    auto sum =
-        finish(d::AddOp::create(builder, loc(), placeholder(), result, c));
-    if (!sum)
-      return sum.takeError();
-    result = *sum;
-  }
-  return defineValue(0, result);
-}
-
-Error ModelImporter::lowerLayerNorm(llvm::ArrayRef<Entry *> ins) {
-  if (ins.size() < 2 || !ins[1])
-    return nodeError("needs a scale input");
-  if (Error err = checkUnusedOutputs(1))
-    return err;
-  std::string error;
-  int64_t rank = ins[0]->shape.size();
-  auto axis = normalizeAxis(getIntAttr(*node, "axis", -1), rank, error);
-  if (!axis)
-    return nodeError("{0}", error);
-  llvm::ArrayRef<int64_t> normalized =
-      llvm::ArrayRef<int64_t>(ins[0]->shape).drop_front(*axis);
-  auto input = valueOf(*ins[0]);
-  if (!input)
-    return input.takeError();
-  // dtc wants scale and bias in the normalized shape; ONNX lets them
-  // broadcast. Same element count: reshape; a real broadcast: expand.
-  auto affine = [&](Entry *e) -> Expected<Value> {
-    auto v = valueOf(*e);
-    if (!v)
-      return v;
-    return expandTo(*v, normalized);
-  };
-  auto scale = affine(ins[1]);
-  if (!scale)
-    return scale.takeError();
-  Value bias;
-  if (ins.size() > 2 && ins[2]) {
-    auto b = affine(ins[2]);
-    if (!b)
-      return b.takeError();
-    bias = *b;
-  }
-  double epsilon = getFloatAttr(*node, "epsilon", 1e-5f);
-  auto result = finish(d::LayerNormOp::create(builder, loc(), placeholder(),
-                                              *input, *scale, bias, *axis,
-                                              llvm::APFloat(epsilon)));
-  if (!result)
-    return result.takeError();
-  return defineValue(0, *result);
-}
-
-Error ModelImporter::lowerReshapeLike(llvm::ArrayRef<Entry *> ins) {
-  llvm::StringRef op = node->op_type();
-  std::string error;
-  llvm::ArrayRef<int64_t> inShape = ins[0]->shape;
-  std::optional<llvm::SmallVector<int64_t>> shape;
-  if (op == "Reshape") {
-    if (ins.size() < 2 || !ins[1])
-      return nodeError("needs a shape input");
-    auto target = knownInts(1, "target shape");
-    if (!target)
-      return target.takeError();
-    shape = resolveReshape(inShape, *target,
-                           getIntAttr(*node, "allowzero", 0) != 0, error);
-  } else if (op == "Flatten") {
-    int64_t rank = inShape.size();
-    std::optional<int64_t> axis = getIntAttr(*node, "axis", 1);
-    if (*axis != rank)
-      axis = normalizeAxis(*axis, rank, error);
-    if (axis)
-      shape =
-          llvm::SmallVector<int64_t>{numElements(inShape.take_front(*axis)),
-                                     numElements(inShape.drop_front(*axis))};
-  } else {
-    std::vector<int64_t> axes;
-    if (ins.size() > 1 && ins[1]) {
-      auto known = knownInts(1, "axes");
-      if (!known)
-        return known.takeError();
-      axes = *known;
-    } else if (op == "Unsqueeze") {
-      return nodeError("needs an axes input");
-    }
-    shape = op == "Unsqueeze" ? unsqueezeShape(inShape, axes, error)
-                              : squeezeShape(inShape, axes, error);
-  }
-  if (!shape)
-    return nodeError("{0}", error);
-  auto input = valueOf(*ins[0]);
-  if (!input)
-    return input.takeError();
-  auto result = reshape(*input, *shape);
-  if (!result)
-    return result.takeError();
-  return defineValue(0, *result);
-}
-
-Error ModelImporter::lowerConcat(llvm::ArrayRef<Entry *> ins) {
-  std::string error;
-  auto axis =
-      normalizeAxis(getIntAttr(*node, "axis", 0), ins[0]->shape.size(), error);
-  if (!axis)
-    return nodeError("{0}", error);
-  llvm::SmallVector<Value> parts;
-  for (Entry *e : ins) {
-    if (!e)
-      continue;
-    // Exporters concatenate empty tensors; they contribute nothing.
-    if (numElements(e->shape) == 0 && ins.size() > 1)
-      continue;
-    auto v = valueOf(*e);
-    if (!v)
-      return v.takeError();
-    parts.push_back(*v);
-  }
-  if (parts.size() == 1)
-    return defineValue(0, parts.front());
-  auto result =
-      finish(d::ConcatOp::create(builder, loc(), placeholder(), parts, *axis));
-  if (!result)
-    return result.takeError();
-  return defineValue(0, *result);
-}
-
-Error ModelImporter::lowerSlice(llvm::ArrayRef<Entry *> ins) {
-  if (ins.size() < 3 || !ins[1] || !ins[2])
-    return nodeError("needs starts and ends inputs");
-  auto starts = knownInts(1, "starts");
-  if (!starts)
-    return starts.takeError();
-  auto ends = knownInts(2, "ends");
-  if (!ends)
-    return ends.takeError();
-  std::vector<int64_t> axes, steps;
-  if (ins.size() > 3 && ins[3]) {
-    auto known = knownInts(3, "axes");
-    if (!known)
-      return known.takeError();
-    axes = *known;
-  }
-  if (ins.size() > 4 && ins[4]) {
-    auto known = knownInts(4, "steps");
-    if (!known)
-      return known.takeError();
-    steps = *known;
-  }
-  std::string error;
-  auto dims = resolveSlice(ins[0]->shape, *starts, *ends, axes, steps, error);
-  if (!dims)
-    return nodeError("{0}", error);
-  llvm::SmallVector<int64_t> limits;
-  for (auto [start, step, count] :
-       llvm::zip(dims->starts, dims->steps, dims->counts)) {
-    if (step < 0)
-      return nodeError("negative steps (reversing a dim) are not supported");
-    limits.push_back(count > 0 ? start + (count - 1) * step + 1 : start);
-  }
-  auto input = valueOf(*ins[0]);
-  if (!input)
-    return input.takeError();
-  auto result = finish(d::SliceOp::create(builder, loc(), placeholder(), *input,
-                                          dims->starts, limits, dims->steps));
-  if (!result)
-    return result.takeError();
-  return defineValue(0, *result);
-}
-
-Error ModelImporter::lowerSplit(llvm::ArrayRef<Entry *> ins) {
-  std::string error;
-  auto axis =
-      normalizeAxis(getIntAttr(*node, "axis", 0), ins[0]->shape.size(), error);
-  if (!axis)
-    return nodeError("{0}", error);
-  std::vector<int64_t> given;
-  std::optional<llvm::ArrayRef<int64_t>> sizesArg;
-  if (ins.size() > 1 && ins[1]) {
-    auto known = knownInts(1, "split sizes");
-    if (!known)
-      return known.takeError();
-    given = *known;
-    sizesArg = given;
-  }
-  auto sizes =
-      resolveSplit(ins[0]->shape[*axis], sizesArg, node->output_size(),
-                   findAttribute(*node, "num_outputs") != nullptr, error);
-  if (!sizes)
-    return nodeError("{0}", error);
-  auto input = valueOf(*ins[0]);
-  if (!input)
-    return input.takeError();
-  int64_t offset = 0;
-  for (auto [i, size] : llvm::enumerate(*sizes)) {
-    auto part = sliceAxis(*input, *axis, offset, size);
-    if (!part)
-      return part.takeError();
-    offset += size;
-    if (Error err = defineValue(i, *part))
-      return err;
-  }
-  return Error::success();
-}
-
-Error ModelImporter::lowerGather(llvm::ArrayRef<Entry *> ins) {
-  if (ins.size() != 2 || !ins[1])
-    return nodeError("needs data and indices inputs");
-  Entry &data = *ins[0], &indices = *ins[1];
-  if (!isIntegerType(indices.dataType) || indices.dataType == kBool)
-    return nodeError("indices must be integers, got {0}",
-                     dataTypeName(indices.dataType));
-  std::string error;
-  int64_t rank = data.shape.size();
-  auto axis = normalizeAxis(getIntAttr(*node, "axis", 0), rank, error);
-  if (!axis)
-    return nodeError("{0}", error);
-  int64_t rows = data.shape[*axis];
-  llvm::SmallVector<int64_t> outShape(data.shape.begin(),
-                                      data.shape.begin() + *axis);
-  llvm::append_range(outShape, indices.shape);
-  outShape.append(data.shape.begin() + *axis + 1, data.shape.end());
-
-  Value ids;
-  if (indices.known) {
-    std::vector<int64_t> idx = indices.known->ints;
-    for (int64_t &i : idx) {
-      if (i < -rows || i >= rows)
-        return nodeError("index {0} is out of range for dim {1} of size {2} "
-                         "(is --seq-len larger than the model supports?)",
-                         i, *axis, rows);
-      if (i < 0)
-        i += rows;
-    }
-    // Consecutive constant indices (positions 0..seq-1 into a position
-    // table, a last-token pick) are a slice: an affine access sharding and
-    // the cost model understand, with no ids tensor.
-    bool consecutive = !idx.empty();
-    for (size_t i = 1; i < idx.size(); ++i)
-      consecutive &= idx[i] == idx[i - 1] + 1;
-    if (consecutive) {
-      auto input = valueOf(data);
-      if (!input)
-        return input.takeError();
-      auto part = sliceAxis(*input, *axis, idx.front(), idx.size());
-      if (!part)
-        return part.takeError();
-      auto result = reshape(*part, outShape);
-      if (!result)
-        return result.takeError();
-      return defineValue(0, *result);
-    }
-    auto c = constant(HostTensor::fromInts(idx, indices.shape));
-    if (!c)
-      return c.takeError();
-    ids = *c;
-  } else {
-    auto v = valueOf(indices);
-    if (!v)
-      return v.takeError();
-    ids = *v;
-    if (indices.dataType != kInt64 && indices.dataType != kInt32) {
-      auto cast = finish(d::CastOp::create(builder, loc(), placeholder(), ids,
-                                           builder.getI64Type()));
-      if (!cast)
-        return cast.takeError();
-      ids = *cast;
-    }
-  }
-
-  // A row lookup: dtc.embedding, with the gathered axis moved to the front
-  // and the others flattened into the row when the data is not [rows, d].
-  if (!isFloatType(data.dataType))
-    return nodeError("gathering from {0} data with run-time indices is not "
-                     "supported; dtc looks up rows of floating-point tables",
-                     dataTypeName(data.dataType));
-  auto table = valueOf(data);
-  if (!table)
-    return table.takeError();
-  Value t = *table;
-  llvm::SmallVector<int64_t> rest;
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != *axis)
-      rest.push_back(data.shape[d]);
-  if (*axis != 0) {
-    llvm::SmallVector<int64_t> perm = {*axis};
-    for (int64_t d = 0; d < rank; ++d)
-      if (d != *axis)
-        perm.push_back(d);
-    auto moved =
-        finish(d::TransposeOp::create(builder, loc(), placeholder(), t, perm));
-    if (!moved)
-      return moved.takeError();
-    t = *moved;
-  }
-  if (rank != 2) {
-    auto flat = reshape(t, {rows, numElements(rest)});
-    if (!flat)
-      return flat.takeError();
-    t = *flat;
-  }
-  auto looked =
-      finish(d::EmbeddingOp::create(builder, loc(), placeholder(), t, ids));
-  if (!looked)
-    return looked.takeError();
-  Value result = *looked;
-  // [ids..., rest...] -> [data[:axis], ids..., data[axis+1:]].
-  llvm::SmallVector<int64_t> unflat(indices.shape.begin(), indices.shape.end());
-  llvm::append_range(unflat, rest);
-  auto r = reshape(result, unflat);
-  if (!r)
-    return r.takeError();
-  result = *r;
-  if (*axis != 0) {
-    int64_t idsRank = indices.shape.size();
-    llvm::SmallVector<int64_t> perm;
-    for (int64_t d = 0; d < *axis; ++d)
-      perm.push_back(idsRank + d);
-    for (int64_t d = 0; d < idsRank; ++d)
-      perm.push_back(d);
-    for (int64_t d = idsRank + *axis; d < idsRank + rank - 1; ++d)
-      perm.push_back(d);
-    auto moved = finish(
-        d::TransposeOp::create(builder, loc(), placeholder(), result, perm));
-    if (!moved)
-      return moved.takeError();
-    result = *moved;
-  }
-  return defineValue(0, result);
-}
-
-Error ModelImporter::lowerWhere(llvm::ArrayRef<Entry *> ins) {
-  if (ins.size() != 3 || !ins[1] || !ins[2])
-    return nodeError("needs condition, X and Y inputs");
-  Entry &cond = *ins[0], &x = *ins[1], &y = *ins[2];
-  if (!cond.known)
-    return nodeError("the condition '{0}' is computed at run time; dtc "
-                     "supports Where only with a constant condition (a mask)",
-                     node->input(0));
-  if (x.dataType != y.dataType)
-    return nodeError("X and Y types differ: {0} and {1}",
-                     dataTypeName(x.dataType), dataTypeName(y.dataType));
-  std::string error;
-  auto xy = broadcastShapes(x.shape, y.shape, error);
-  auto shape = xy ? broadcastShapes(cond.shape, *xy, error) : std::nullopt;
-  if (!shape)
-    return nodeError("{0}", error);
-  const HostTensor &c = *cond.known;
-  bool allTrue = llvm::all_of(c.ints, [](int64_t v) { return v != 0; });
-  bool allFalse = llvm::all_of(c.ints, [](int64_t v) { return v == 0; });
-  if (allTrue || allFalse) {
-    auto v = valueOf(allTrue ? x : y);
-    if (!v)
-      return v.takeError();
-    auto result = expandTo(*v, *shape);
-    if (!result)
-      return result.takeError();
-    return defineValue(0, *result);
-  }
-
-  // A constant condition makes Where arithmetic: with K = (c ? 0 : 1) and
-  // A = (c ? x : 0) for a constant x, where(c, x, y) = y * K + A, which is
-  // exact even for x = -inf (masked_fill). With both sides computed,
-  // x * M + y * (1 - M), M = (c ? 1 : 0); exact for finite values.
-  int32_t type = x.dataType;
-  auto select = [&](auto pick, llvm::ArrayRef<int64_t> outShape) {
-    HostTensor t = HostTensor::zeros(type, outShape);
-    for (int64_t i = 0, e = t.size(); i < e; ++i) {
-      // Index c and a constant side by broadcasting into outShape.
-      int64_t flat = i, ci = 0, cs = 1;
-      for (int64_t d = outShape.size() - 1,
-                   cd = static_cast<int64_t>(c.shape.size()) - 1;
-           d >= 0; --d, --cd) {
-        int64_t idx = flat % outShape[d];
-        flat /= outShape[d];
-        if (cd >= 0) {
-          if (c.shape[cd] != 1)
-            ci += idx * cs;
-          cs *= c.shape[cd];
-        }
-      }
-      t.set(i, pick(c.ints[ci] != 0, i));
-    }
-    return t;
-  };
-  auto mulAdd = [&](Value v, const HostTensor &k,
-                    std::optional<HostTensor> a) -> Expected<Value> {
-    auto kc = constant(k);
-    if (!kc)
-      return kc;
-    auto prod = finish(d::MulOp::create(builder, loc(), placeholder(), v, *kc));
-    if (!prod || !a)
-      return prod;
-    auto ac = constant(*a);
-    if (!ac)
-      return ac;
-    return finish(d::AddOp::create(builder, loc(), placeholder(), *prod, *ac));
-  };
-
-  Value result;
-  if (bool(x.known) != bool(y.known)) {
-    bool xKnown = bool(x.known);
-    Entry &computed = xKnown ? y : x;
-    const HostTensor &fixed = xKnown ? *x.known : *y.known;
-    auto outShape = broadcastShapes(c.shape, fixed.shape, error);
-    if (!outShape)
-      return nodeError("{0}", error);
-    // Broadcast the constant side into outShape once, on the host.
-    HostTensor shapeTensor = HostTensor::fromInts(*outShape);
-    ::onnx::NodeProto expand;
-    expand.set_op_type("Expand");
-    const HostTensor *expandArgs[] = {&fixed, &shapeTensor};
-    auto expanded = evaluateNode(expand, expandArgs, error);
-    if (!expanded)
-      return nodeError("{0}", error);
-    const HostTensor &f = (*expanded)[0];
-    HostTensor keep = select(
-        [&](bool cv, int64_t) { return (cv == xKnown) ? 0.0 : 1.0; }, c.shape);
-    HostTensor add = select(
-        [&](bool cv, int64_t i) { return cv == xKnown ? f.getDouble(i) : 0.0; },
-        *outShape);
-    auto v = valueOf(computed);
-    if (!v)
-      return v.takeError();
-    auto r = mulAdd(*v, keep, add);
-    if (!r)
-      return r.takeError();
-    result = *r;
-  } else {
-    auto xv = valueOf(x);
-    if (!xv)
-      return xv.takeError();
-    auto yv = valueOf(y);
-    if (!yv)
-      return yv.takeError();
-    HostTensor m =
-        select([](bool cv, int64_t) { return cv ? 1.0 : 0.0; }, c.shape);
-    HostTensor n =
-        select([](bool cv, int64_t) { return cv ? 0.0 : 1.0; }, c.shape);
-    auto left = mulAdd(*xv, m, std::nullopt);
-    if (!left)
-      return left.takeError();
-    auto right = mulAdd(*yv, n, std::nullopt);
-    if (!right)
-      return right.takeError();
-    auto sum =
-        finish(d::AddOp::create(builder, loc(), placeholder(), *left, *right));
-    if (!sum)
-      return sum.takeError();
-    result = *sum;
-  }
-  auto full = expandTo(result, *shape);
-  if (!full)
-    return full.takeError();
-  return defineValue(0, *full);
-}
-
-Error ModelImporter::lowerReduce(llvm::ArrayRef<Entry *> ins) {
-  llvm::StringRef op = node->op_type();
-  std::vector<int64_t> axesList;
-  if (ins.size() > 1 && ins[1]) {
-    auto known = knownInts(1, "axes");
-    if (!known)
-      return known.takeError();
-    axesList = *known;
-  } else if (auto attr = getIntsAttr(*node, "axes")) {
-    axesList.assign(attr->begin(), attr->end());
-  }
-  bool noop = getIntAttr(*node, "noop_with_empty_axes", 0) != 0;
-  bool keepDims = getIntAttr(*node, "keepdims", 1) != 0;
-  std::string error;
-  auto axes = resolveReduceAxes(axesList, ins[0]->shape.size(), noop, error);
-  if (!axes)
-    return nodeError("{0}", error);
-  auto input = valueOf(*ins[0]);
-  if (!input)
-    return input.takeError();
-  if (axes->empty())
-    return defineValue(0, *input);
-  Operation *created;
-  if (op == "ReduceMean")
-    created = d::ReduceMeanOp::create(builder, loc(), placeholder(), *input,
-                                      *axes, keepDims);
-  else if (op == "ReduceSum")
-    created = d::ReduceSumOp::create(builder, loc(), placeholder(), *input,
-                                     *axes, keepDims);
-  else
-    created = d::ReduceMaxOp::create(builder, loc(), placeholder(), *input,
-                                     *axes, keepDims);
-  auto result = finish(created);
-  if (!result)
-    return result.takeError();
-  return defineValue(0, *result);
-}
-
-Error ModelImporter::lowerExpand(llvm::ArrayRef<Entry *> ins) {
-  if (ins.size() != 2 || !ins[1])
-    return nodeError("needs a shape input");
-  auto target = knownInts(1, "target shape");
-  if (!target)
-    return target.takeError();
-  std::string error;
-  auto shape = broadcastShapes(ins[0]->shape, *target, error);
-  if (!shape)
-    return nodeError("{0}", error);
-  auto input = valueOf(*ins[0]);
-  if (!input)
-    return input.takeError();
-  auto result = expandTo(*input, *shape);
-  if (!result)
-    return result.takeError();
-  return defineValue(0, *result);
-}
-
-Error ModelImporter::lowerCast(llvm::ArrayRef<Entry *> ins, int32_t to) {
-  Type elementType = toElementType(to, ctx);
-  if (!elementType)
-    return nodeError("casting to {0} is not supported", dataTypeName(to));
-  auto input = valueOf(*ins[0]);
-  if (!input)
-    return input.takeError();
-  if (ins[0]->dataType == to)
-    return defineValue(0, *input);
-  auto result = finish(
-      d::CastOp::create(builder, loc(), placeholder(), *input, elementType));
-  if (!result)
-    return result.takeError();
-  return defineValue(0, *result);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1756,7 +1040,7 @@ Error ModelImporter::importGraph(ModuleOp module) {
   for (const auto &init : graph.initializer()) {
     if (values.contains(init.name()))
       continue; // shadowed by a graph input
-    if (!isFloatType(init.data_type())) {
+    if (!isFloatType(init.data_type()) || hostConstants.contains(init.name())) {
       lazyInitializers[init.name()] = &init;
       continue;
     }

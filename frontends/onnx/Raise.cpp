@@ -32,6 +32,7 @@ LogicalResult raiseIdioms(Operation *op) {
   RewritePatternSet patterns(op->getContext());
   populateRaiseGeluPatterns(patterns);
   populateRaiseAttentionPatterns(patterns);
+  populateRaiseNormPatterns(patterns);
   return applyPatternsGreedily(op, std::move(patterns));
 }
 

@@ -22,7 +22,11 @@ void populateRaiseGeluPatterns(mlir::RewritePatternSet &patterns);
 /// `softmax((q*s1) @ (kT*s2) [+ causal mask]) @ v` -> dtc.attention.
 void populateRaiseAttentionPatterns(mlir::RewritePatternSet &patterns);
 
-/// Applies both sets to `op` (a module or function) until nothing changes.
+/// RMSNorm, decomposed LayerNorm, SiLU and HF repeat_kv (GQA) -> dtc
+/// rms_norm, layer_norm, silu and attention with fewer kv heads.
+void populateRaiseNormPatterns(mlir::RewritePatternSet &patterns);
+
+/// Applies all sets to `op` (a module or function) until nothing changes.
 mlir::LogicalResult raiseIdioms(mlir::Operation *op);
 
 /// The value of a splat floating-point dtc.constant, or nullopt.

@@ -8,6 +8,7 @@
 
 #include "compiler/Driver.h"
 #include "compiler/support/Error.h"
+#include "frontends/hf/HfConfig.h"
 #include "frontends/modelgen/ModelGen.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -160,7 +161,7 @@ void addCkpt(CLI::App &app, PendingArgs &a, Action &action) {
 /// `dtc modelgen`: a preset or a base model per --arch, with any size
 /// overridden by flags.
 struct ModelgenArgs {
-  std::string arch, preset, output;
+  std::string arch, preset, config, output;
   std::optional<int64_t> layers, hidden, heads, kvHeads, ffn, vocab, seqLen,
       experts, topK;
   uint64_t seed = 0;
@@ -175,7 +176,16 @@ llvm::Error runModelgen(const ModelgenArgs &a) {
                          "mistral or mixtral",
                          a.arch);
   mg::ModelConfig config;
-  if (!a.preset.empty()) {
+  if (!a.config.empty()) {
+    if (!a.preset.empty() || arch)
+      return dtc::badInput("--config {0}: drop --arch and --preset; the "
+                           "config.json names the architecture",
+                           a.config);
+    auto parsed = dtc::hf::readConfigFile(a.config);
+    if (!parsed)
+      return parsed.takeError();
+    config = *parsed;
+  } else if (!a.preset.empty()) {
     std::optional<mg::ModelConfig> p = mg::preset(a.preset);
     if (!p)
       return dtc::badInput("--preset: unknown preset '{0}'; presets are {1}",
@@ -191,8 +201,8 @@ llvm::Error runModelgen(const ModelgenArgs &a) {
                                                     : "tiny-mixtral");
     config.name = llvm::sys::path::stem(a.output).str();
   } else {
-    return dtc::badInput("--arch or --preset is required; run 'dtc modelgen "
-                         "--help'");
+    return dtc::badInput("--arch, --preset or --config is required; run 'dtc "
+                         "modelgen --help'");
   }
   auto set = [](int64_t &field, std::optional<int64_t> value) {
     if (value)
@@ -217,8 +227,7 @@ llvm::Error runModelgen(const ModelgenArgs &a) {
   mg::GenOptions options;
   options.shapeOnly = a.shapeOnly;
   options.seed = a.seed;
-  options.externalDataFile =
-      llvm::sys::path::stem(a.output).str() + ".weights";
+  options.externalDataFile = llvm::sys::path::stem(a.output).str() + ".weights";
   if (llvm::Error err = mg::generate(config, options, a.output))
     return err;
   llvm::outs() << "wrote " << a.output << ": " << config.name << " ("
@@ -235,6 +244,9 @@ void addModelgen(CLI::App &app, ModelgenArgs &a, Action &action) {
   gen->add_option("--preset", a.preset,
                   "A named model: " +
                       llvm::join(dtc::modelgen::presetNames(), ", "));
+  gen->add_option("--config", a.config,
+                  "A Hugging Face config.json (gpt2, llama, mistral, qwen2, "
+                  "mixtral, qwen2_moe, qwen3_moe)");
   gen->add_option("--layers", a.layers, "Transformer blocks");
   gen->add_option("--hidden", a.hidden, "Hidden size");
   gen->add_option("--heads", a.heads, "Attention heads");

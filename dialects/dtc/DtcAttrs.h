@@ -1,0 +1,14 @@
+//===- DtcAttrs.h - dtc dialect attributes ----------------------*- C++ -*-===//
+
+#ifndef DTC_DIALECTS_DTC_DTCATTRS_H
+#define DTC_DIALECTS_DTC_DTCATTRS_H
+
+#include "dialects/dtc/DtcDialect.h"
+
+#include "mlir/IR/Attributes.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/dtc/DtcAttrs.h.inc"
+
+#endif // DTC_DIALECTS_DTC_DTCATTRS_H

@@ -1,0 +1,225 @@
+//===- ImporterImpl.h - The ONNX importer's internals -----------*- C++ -*-===//
+//
+// The importer class shared by OnnxImporter.cpp (loading, binding, checks,
+// the graph walk and host evaluation) and ops/*.cpp (one lowering function
+// per ONNX op, grouped by category like onnx-mlir and torch-mlir do). Each
+// ops file registers its op types in the lowering table.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_FRONTENDS_ONNX_IMPORTERIMPL_H
+#define DTC_FRONTENDS_ONNX_IMPORTERIMPL_H
+
+#include "compiler/support/Error.h"
+#include "frontends/onnx/HostTensor.h"
+#include "frontends/onnx/OnnxImporter.h"
+#include "frontends/onnx/OnnxUtils.h"
+
+#include "onnx/onnx_pb.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <map>
+#include <memory>
+
+namespace dtc::onnx::detail {
+
+using llvm::Error;
+using llvm::Expected;
+using mlir::Location;
+using mlir::MLIRContext;
+using mlir::ModuleOp;
+using mlir::NameLoc;
+using mlir::NoneType;
+using mlir::OpBuilder;
+using mlir::Operation;
+using mlir::OwningOpRef;
+using mlir::StringAttr;
+using mlir::Type;
+using mlir::UnknownLoc;
+using mlir::Value;
+
+/// Default-domain opsets the importer accepts.
+constexpr int64_t kMinOpset = 13;
+constexpr int64_t kMaxOpset = 23;
+
+/// One ONNX value during import: known on the host, or a dtc value (graph
+/// input, parameter, op result, or a materialized constant), or both.
+struct Entry {
+  /// Shared: repeated subgraphs (a causal mask per layer) share one result.
+  std::shared_ptr<const HostTensor> known;
+  Value value;
+  int32_t dataType = kUndefined;
+  llvm::SmallVector<int64_t, 4> shape;
+};
+
+/// The ONNX data type of an MLIR element type (kUndefined if none).
+int32_t dataTypeOf(Type elementType);
+
+/// The lowering table's key of an op: its type in the default domain,
+/// "<domain>::<type>" in others.
+std::string loweringKey(const ::onnx::NodeProto &node);
+
+class ModelImporter {
+public:
+  ModelImporter(llvm::StringRef path, const ImportOptions &options,
+                MLIRContext &ctx)
+      : path(path.str()), options(options), ctx(ctx), builder(&ctx) {}
+
+  Expected<OwningOpRef<ModuleOp>> run();
+
+  // The rest is internal to the importer (OnnxImporter.cpp and ops/*.cpp).
+  // Stages.
+  Error load();
+  /// Finds the floating-point initializers that are buffers evaluated on
+  /// the host (see hostConstants).
+  void findHostConstants();
+  /// Drops the bytes of floating-point initializers (the weights).
+  void releaseWeights();
+  Error checkOpsetsAndOps();
+  /// Every node input defined before the node (no cycles, no missing
+  /// initializers) and every graph output defined.
+  Error checkGraphOrder();
+  bool hasCycle();
+  Error bindInputs();
+  Error runOnnxChecks();
+  Error importGraph(ModuleOp module);
+
+  std::optional<int64_t> deduceMaxPositions(std::string &source);
+
+  // Errors.
+  template <typename... Ts> Error fileError(const char *fmt, Ts &&...args) {
+    return ::dtc::badInput("{0}: {1}", path,
+                           llvm::formatv(fmt, std::forward<Ts>(args)...).str());
+  }
+  template <typename... Ts> Error nodeError(const char *fmt, Ts &&...args) {
+    if (!node)
+      return fileError(fmt, std::forward<Ts>(args)...);
+    return ::dtc::badInput("{0}: node '{1}' ({2}): {3}", path, nodeName(*node),
+                           loweringKey(*node),
+                           llvm::formatv(fmt, std::forward<Ts>(args)...).str());
+  }
+
+  // Values.
+  Expected<Entry *> lookup(const std::string &name);
+  Error define(const std::string &name, Entry entry);
+  Error defineValue(int index, Value value);
+  Error defineKnown(int index, HostTensor tensor);
+  Error defineKnown(int index, std::shared_ptr<const HostTensor> tensor);
+  /// The memo key of evaluating the current node on `args`, or "" when the
+  /// node is not worth memoizing.
+  std::string memoKey(llvm::ArrayRef<Entry *> args);
+  Expected<Value> valueOf(Entry &entry);
+  Expected<Value> constant(const HostTensor &tensor);
+  /// The int64 values of a known input, or an error naming the input.
+  Expected<std::vector<int64_t>> knownInts(int index, llvm::StringRef what);
+  Location loc() const { return nodeLoc; }
+  Location locFor(llvm::StringRef name) {
+    return NameLoc::get(StringAttr::get(&ctx, name), fileLoc);
+  }
+
+  // Building ops: infer the result type of `op` (created with a placeholder
+  // type where it has InferTypeOpInterface) and verify it; on failure the op
+  // is erased and the verifier's message names the node.
+  Expected<Value> finish(Operation *op);
+  Type placeholder() { return NoneType::get(&ctx); }
+  Expected<Value> reshape(Value input, llvm::ArrayRef<int64_t> shape);
+  Expected<Value> expandTo(Value input, llvm::ArrayRef<int64_t> shape);
+  Expected<Value> sliceAxis(Value input, int64_t axis, int64_t start,
+                            int64_t count, int64_t step = 1);
+
+  // Nodes.
+  Error importNode();
+  /// Dispatches the current node through loweringTable().
+  Error lowerNode(llvm::ArrayRef<Entry *> ins);
+  Error alias(Entry *entry);
+  // ops/Math.cpp
+  Error lowerBinary(llvm::ArrayRef<Entry *> ins);
+  Error lowerUnary(llvm::ArrayRef<Entry *> ins);
+  Error lowerMatMul(llvm::ArrayRef<Entry *> ins);
+  Error lowerGemm(llvm::ArrayRef<Entry *> ins);
+  Error lowerReduce(llvm::ArrayRef<Entry *> ins);
+  // ops/NN.cpp
+  Error lowerSoftmax(llvm::ArrayRef<Entry *> ins);
+  Error lowerLayerNorm(llvm::ArrayRef<Entry *> ins);
+  Error lowerDropout(llvm::ArrayRef<Entry *> ins);
+  Error lowerLogSoftmax(llvm::ArrayRef<Entry *> ins);
+  Error lowerSoftmaxCrossEntropy(llvm::ArrayRef<Entry *> ins);
+  Error lowerNllLoss(llvm::ArrayRef<Entry *> ins);
+  Error crossEntropy(Value scores, int64_t classAxis, Entry *labels);
+  // ops/Tensor.cpp
+  Error lowerIdentity(llvm::ArrayRef<Entry *> ins);
+  Error lowerTranspose(llvm::ArrayRef<Entry *> ins);
+  Error lowerReshapeLike(llvm::ArrayRef<Entry *> ins);
+  Error lowerConcat(llvm::ArrayRef<Entry *> ins);
+  Error lowerSlice(llvm::ArrayRef<Entry *> ins);
+  Error lowerSplit(llvm::ArrayRef<Entry *> ins);
+  Error lowerGather(llvm::ArrayRef<Entry *> ins);
+  Error lowerWhere(llvm::ArrayRef<Entry *> ins);
+  Error lowerExpand(llvm::ArrayRef<Entry *> ins);
+  Error lowerCastOp(llvm::ArrayRef<Entry *> ins);
+  Error lowerCastLike(llvm::ArrayRef<Entry *> ins);
+  Error lowerCast(llvm::ArrayRef<Entry *> ins, int32_t to);
+  // ops/Microsoft.cpp
+  Error lowerSkipLayerNorm(llvm::ArrayRef<Entry *> ins);
+  Error lowerContribGelu(llvm::ArrayRef<Entry *> ins);
+  Error lowerContribAttention(llvm::ArrayRef<Entry *> ins);
+  /// `x + bias`, or x when there is no bias.
+  Expected<Value> addOptional(Value x, Entry *bias);
+  Error checkUnusedOutputs(int from);
+  Expected<HostTensor> decodeConstantNode();
+
+  std::string path, baseDir;
+  const ImportOptions &options;
+  MLIRContext &ctx;
+  OpBuilder builder;
+  ::onnx::ModelProto model;
+  int64_t opset = 0;
+
+  /// Shapes of the graph inputs after binding, by name.
+  llvm::StringMap<llvm::SmallVector<int64_t, 4>> inputShapes;
+  llvm::StringMap<int64_t> boundDims;
+  /// Static shapes from ONNX shape inference, by value name.
+  llvm::StringMap<llvm::SmallVector<int64_t, 4>> inferredShapes;
+  /// How many times each value is read (node inputs and graph outputs).
+  llvm::StringMap<int> useCounts;
+
+  llvm::StringMap<Entry> values;
+  /// Host evaluations by memoKey: exporters repeat shape arithmetic and the
+  /// causal mask in every layer; each is computed once.
+  std::map<std::string, llvm::SmallVector<std::shared_ptr<const HostTensor>>>
+      hostMemo;
+  llvm::DenseMap<const HostTensor *, Value> materialized;
+  llvm::StringMap<const ::onnx::TensorProto *> lazyInitializers;
+  /// Floating-point initializers that only feed host-only computation
+  /// (e.g. rotary inv_freq -> Cos/Sin): known values, not dtc.parameter.
+  llvm::StringSet<> hostConstants;
+  /// LogSoftmax outputs -> (input, axis), for NegativeLogLikelihoodLoss.
+  llvm::StringMap<std::pair<Value, int64_t>> logSoftmaxInputs;
+  const ::onnx::NodeProto *node = nullptr;
+  Location fileLoc = UnknownLoc::get(&ctx);
+  Location nodeLoc = UnknownLoc::get(&ctx);
+};
+
+/// How one ONNX op type becomes dtc ops: a member of ModelImporter that
+/// lowers the current node (`node`) given its input entries.
+using LowerFn = Error (ModelImporter::*)(llvm::ArrayRef<Entry *>);
+using LoweringTable = llvm::StringMap<LowerFn>;
+
+// Each ops/*.cpp file adds its op types.
+void registerMathOps(LoweringTable &table);
+void registerNNOps(LoweringTable &table);
+void registerTensorOps(LoweringTable &table);
+void registerMicrosoftOps(LoweringTable &table);
+
+/// Every registered op type -> its lowering.
+const LoweringTable &loweringTable();
+
+} // namespace dtc::onnx::detail
+
+#endif // DTC_FRONTENDS_ONNX_IMPORTERIMPL_H

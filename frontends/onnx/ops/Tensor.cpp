@@ -1,0 +1,501 @@
+//===- Tensor.cpp - Shapes, data movement, casts --------------------------===//
+//
+// Lowerings of Identity, Reshape-like ops, Transpose, Concat, Slice, Split,
+// Gather, Where, Expand and casts.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/dtc/DtcOps.h"
+#include "frontends/onnx/HostEval.h"
+#include "frontends/onnx/ImporterImpl.h"
+
+using namespace mlir;
+using namespace ::dtc::onnx;
+using namespace ::dtc::onnx::detail;
+namespace d = mlir::dtc;
+
+Error ModelImporter::lowerIdentity(llvm::ArrayRef<Entry *> ins) {
+  return alias(ins[0]);
+}
+
+Error ModelImporter::lowerReshapeLike(llvm::ArrayRef<Entry *> ins) {
+  llvm::StringRef op = node->op_type();
+  std::string error;
+  llvm::ArrayRef<int64_t> inShape = ins[0]->shape;
+  std::optional<llvm::SmallVector<int64_t>> shape;
+  if (op == "Reshape") {
+    if (ins.size() < 2 || !ins[1])
+      return nodeError("needs a shape input");
+    auto target = knownInts(1, "target shape");
+    if (!target)
+      return target.takeError();
+    shape = resolveReshape(inShape, *target,
+                           getIntAttr(*node, "allowzero", 0) != 0, error);
+  } else if (op == "Flatten") {
+    int64_t rank = inShape.size();
+    std::optional<int64_t> axis = getIntAttr(*node, "axis", 1);
+    if (*axis != rank)
+      axis = normalizeAxis(*axis, rank, error);
+    if (axis)
+      shape =
+          llvm::SmallVector<int64_t>{numElements(inShape.take_front(*axis)),
+                                     numElements(inShape.drop_front(*axis))};
+  } else {
+    std::vector<int64_t> axes;
+    if (ins.size() > 1 && ins[1]) {
+      auto known = knownInts(1, "axes");
+      if (!known)
+        return known.takeError();
+      axes = *known;
+    } else if (op == "Unsqueeze") {
+      return nodeError("needs an axes input");
+    }
+    shape = op == "Unsqueeze" ? unsqueezeShape(inShape, axes, error)
+                              : squeezeShape(inShape, axes, error);
+  }
+  if (!shape)
+    return nodeError("{0}", error);
+  auto input = valueOf(*ins[0]);
+  if (!input)
+    return input.takeError();
+  auto result = reshape(*input, *shape);
+  if (!result)
+    return result.takeError();
+  return defineValue(0, *result);
+}
+
+Error ModelImporter::lowerTranspose(llvm::ArrayRef<Entry *> ins) {
+  auto input = valueOf(*ins[0]);
+  if (!input)
+    return input.takeError();
+  llvm::SmallVector<int64_t> perm;
+  if (auto attr = getIntsAttr(*node, "perm"))
+    perm = *attr;
+  else
+    for (int64_t i = ins[0]->shape.size() - 1; i >= 0; --i)
+      perm.push_back(i);
+  auto result = finish(
+      d::TransposeOp::create(builder, loc(), placeholder(), *input, perm));
+  if (!result)
+    return result.takeError();
+  return defineValue(0, *result);
+}
+
+Error ModelImporter::lowerConcat(llvm::ArrayRef<Entry *> ins) {
+  std::string error;
+  auto axis =
+      normalizeAxis(getIntAttr(*node, "axis", 0), ins[0]->shape.size(), error);
+  if (!axis)
+    return nodeError("{0}", error);
+  llvm::SmallVector<Value> parts;
+  for (Entry *e : ins) {
+    if (!e)
+      continue;
+    // Exporters concatenate empty tensors; they contribute nothing.
+    if (numElements(e->shape) == 0 && ins.size() > 1)
+      continue;
+    auto v = valueOf(*e);
+    if (!v)
+      return v.takeError();
+    parts.push_back(*v);
+  }
+  if (parts.size() == 1)
+    return defineValue(0, parts.front());
+  auto result =
+      finish(d::ConcatOp::create(builder, loc(), placeholder(), parts, *axis));
+  if (!result)
+    return result.takeError();
+  return defineValue(0, *result);
+}
+
+Error ModelImporter::lowerSlice(llvm::ArrayRef<Entry *> ins) {
+  if (ins.size() < 3 || !ins[1] || !ins[2])
+    return nodeError("needs starts and ends inputs");
+  auto starts = knownInts(1, "starts");
+  if (!starts)
+    return starts.takeError();
+  auto ends = knownInts(2, "ends");
+  if (!ends)
+    return ends.takeError();
+  std::vector<int64_t> axes, steps;
+  if (ins.size() > 3 && ins[3]) {
+    auto known = knownInts(3, "axes");
+    if (!known)
+      return known.takeError();
+    axes = *known;
+  }
+  if (ins.size() > 4 && ins[4]) {
+    auto known = knownInts(4, "steps");
+    if (!known)
+      return known.takeError();
+    steps = *known;
+  }
+  std::string error;
+  auto dims = resolveSlice(ins[0]->shape, *starts, *ends, axes, steps, error);
+  if (!dims)
+    return nodeError("{0}", error);
+  llvm::SmallVector<int64_t> limits;
+  for (auto [start, step, count] :
+       llvm::zip(dims->starts, dims->steps, dims->counts)) {
+    if (step < 0)
+      return nodeError("negative steps (reversing a dim) are not supported");
+    limits.push_back(count > 0 ? start + (count - 1) * step + 1 : start);
+  }
+  auto input = valueOf(*ins[0]);
+  if (!input)
+    return input.takeError();
+  auto result = finish(d::SliceOp::create(builder, loc(), placeholder(), *input,
+                                          dims->starts, limits, dims->steps));
+  if (!result)
+    return result.takeError();
+  return defineValue(0, *result);
+}
+
+Error ModelImporter::lowerSplit(llvm::ArrayRef<Entry *> ins) {
+  std::string error;
+  auto axis =
+      normalizeAxis(getIntAttr(*node, "axis", 0), ins[0]->shape.size(), error);
+  if (!axis)
+    return nodeError("{0}", error);
+  std::vector<int64_t> given;
+  std::optional<llvm::ArrayRef<int64_t>> sizesArg;
+  if (ins.size() > 1 && ins[1]) {
+    auto known = knownInts(1, "split sizes");
+    if (!known)
+      return known.takeError();
+    given = *known;
+    sizesArg = given;
+  }
+  auto sizes =
+      resolveSplit(ins[0]->shape[*axis], sizesArg, node->output_size(),
+                   findAttribute(*node, "num_outputs") != nullptr, error);
+  if (!sizes)
+    return nodeError("{0}", error);
+  auto input = valueOf(*ins[0]);
+  if (!input)
+    return input.takeError();
+  int64_t offset = 0;
+  for (auto [i, size] : llvm::enumerate(*sizes)) {
+    auto part = sliceAxis(*input, *axis, offset, size);
+    if (!part)
+      return part.takeError();
+    offset += size;
+    if (Error err = defineValue(i, *part))
+      return err;
+  }
+  return Error::success();
+}
+
+Error ModelImporter::lowerGather(llvm::ArrayRef<Entry *> ins) {
+  if (ins.size() != 2 || !ins[1])
+    return nodeError("needs data and indices inputs");
+  Entry &data = *ins[0], &indices = *ins[1];
+  if (!isIntegerType(indices.dataType) || indices.dataType == kBool)
+    return nodeError("indices must be integers, got {0}",
+                     dataTypeName(indices.dataType));
+  std::string error;
+  int64_t rank = data.shape.size();
+  auto axis = normalizeAxis(getIntAttr(*node, "axis", 0), rank, error);
+  if (!axis)
+    return nodeError("{0}", error);
+  int64_t rows = data.shape[*axis];
+  llvm::SmallVector<int64_t> outShape(data.shape.begin(),
+                                      data.shape.begin() + *axis);
+  llvm::append_range(outShape, indices.shape);
+  outShape.append(data.shape.begin() + *axis + 1, data.shape.end());
+
+  Value ids;
+  if (indices.known) {
+    std::vector<int64_t> idx = indices.known->ints;
+    for (int64_t &i : idx) {
+      if (i < -rows || i >= rows)
+        return nodeError("index {0} is out of range for dim {1} of size {2} "
+                         "(is --seq-len larger than the model supports?)",
+                         i, *axis, rows);
+      if (i < 0)
+        i += rows;
+    }
+    // Consecutive constant indices (positions 0..seq-1 into a position
+    // table, a last-token pick) are a slice: an affine access sharding and
+    // the cost model understand, with no ids tensor.
+    bool consecutive = !idx.empty();
+    for (size_t i = 1; i < idx.size(); ++i)
+      consecutive &= idx[i] == idx[i - 1] + 1;
+    if (consecutive) {
+      auto input = valueOf(data);
+      if (!input)
+        return input.takeError();
+      auto part = sliceAxis(*input, *axis, idx.front(), idx.size());
+      if (!part)
+        return part.takeError();
+      auto result = reshape(*part, outShape);
+      if (!result)
+        return result.takeError();
+      return defineValue(0, *result);
+    }
+    auto c = constant(HostTensor::fromInts(idx, indices.shape));
+    if (!c)
+      return c.takeError();
+    ids = *c;
+  } else {
+    auto v = valueOf(indices);
+    if (!v)
+      return v.takeError();
+    ids = *v;
+    if (indices.dataType != kInt64 && indices.dataType != kInt32) {
+      auto cast = finish(d::CastOp::create(builder, loc(), placeholder(), ids,
+                                           builder.getI64Type()));
+      if (!cast)
+        return cast.takeError();
+      ids = *cast;
+    }
+  }
+
+  // A row lookup: dtc.embedding, with the gathered axis moved to the front
+  // and the others flattened into the row when the data is not [rows, d].
+  if (!isFloatType(data.dataType))
+    return nodeError("gathering from {0} data with run-time indices is not "
+                     "supported; dtc looks up rows of floating-point tables",
+                     dataTypeName(data.dataType));
+  auto table = valueOf(data);
+  if (!table)
+    return table.takeError();
+  Value t = *table;
+  llvm::SmallVector<int64_t> rest;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != *axis)
+      rest.push_back(data.shape[d]);
+  if (*axis != 0) {
+    llvm::SmallVector<int64_t> perm = {*axis};
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != *axis)
+        perm.push_back(d);
+    auto moved =
+        finish(d::TransposeOp::create(builder, loc(), placeholder(), t, perm));
+    if (!moved)
+      return moved.takeError();
+    t = *moved;
+  }
+  if (rank != 2) {
+    auto flat = reshape(t, {rows, numElements(rest)});
+    if (!flat)
+      return flat.takeError();
+    t = *flat;
+  }
+  auto looked =
+      finish(d::EmbeddingOp::create(builder, loc(), placeholder(), t, ids));
+  if (!looked)
+    return looked.takeError();
+  Value result = *looked;
+  // [ids..., rest...] -> [data[:axis], ids..., data[axis+1:]].
+  llvm::SmallVector<int64_t> unflat(indices.shape.begin(), indices.shape.end());
+  llvm::append_range(unflat, rest);
+  auto r = reshape(result, unflat);
+  if (!r)
+    return r.takeError();
+  result = *r;
+  if (*axis != 0) {
+    int64_t idsRank = indices.shape.size();
+    llvm::SmallVector<int64_t> perm;
+    for (int64_t d = 0; d < *axis; ++d)
+      perm.push_back(idsRank + d);
+    for (int64_t d = 0; d < idsRank; ++d)
+      perm.push_back(d);
+    for (int64_t d = idsRank + *axis; d < idsRank + rank - 1; ++d)
+      perm.push_back(d);
+    auto moved = finish(
+        d::TransposeOp::create(builder, loc(), placeholder(), result, perm));
+    if (!moved)
+      return moved.takeError();
+    result = *moved;
+  }
+  return defineValue(0, result);
+}
+
+Error ModelImporter::lowerWhere(llvm::ArrayRef<Entry *> ins) {
+  if (ins.size() != 3 || !ins[1] || !ins[2])
+    return nodeError("needs condition, X and Y inputs");
+  Entry &cond = *ins[0], &x = *ins[1], &y = *ins[2];
+  if (!cond.known)
+    return nodeError("the condition '{0}' is computed at run time; dtc "
+                     "supports Where only with a constant condition (a mask)",
+                     node->input(0));
+  if (x.dataType != y.dataType)
+    return nodeError("X and Y types differ: {0} and {1}",
+                     dataTypeName(x.dataType), dataTypeName(y.dataType));
+  std::string error;
+  auto xy = broadcastShapes(x.shape, y.shape, error);
+  auto shape = xy ? broadcastShapes(cond.shape, *xy, error) : std::nullopt;
+  if (!shape)
+    return nodeError("{0}", error);
+  const HostTensor &c = *cond.known;
+  bool allTrue = llvm::all_of(c.ints, [](int64_t v) { return v != 0; });
+  bool allFalse = llvm::all_of(c.ints, [](int64_t v) { return v == 0; });
+  if (allTrue || allFalse) {
+    auto v = valueOf(allTrue ? x : y);
+    if (!v)
+      return v.takeError();
+    auto result = expandTo(*v, *shape);
+    if (!result)
+      return result.takeError();
+    return defineValue(0, *result);
+  }
+
+  // A constant condition makes Where arithmetic: with K = (c ? 0 : 1) and
+  // A = (c ? x : 0) for a constant x, where(c, x, y) = y * K + A, which is
+  // exact even for x = -inf (masked_fill). With both sides computed,
+  // x * M + y * (1 - M), M = (c ? 1 : 0); exact for finite values.
+  int32_t type = x.dataType;
+  auto select = [&](auto pick, llvm::ArrayRef<int64_t> outShape) {
+    HostTensor t = HostTensor::zeros(type, outShape);
+    for (int64_t i = 0, e = t.size(); i < e; ++i) {
+      // Index c and a constant side by broadcasting into outShape.
+      int64_t flat = i, ci = 0, cs = 1;
+      for (int64_t d = outShape.size() - 1,
+                   cd = static_cast<int64_t>(c.shape.size()) - 1;
+           d >= 0; --d, --cd) {
+        int64_t idx = flat % outShape[d];
+        flat /= outShape[d];
+        if (cd >= 0) {
+          if (c.shape[cd] != 1)
+            ci += idx * cs;
+          cs *= c.shape[cd];
+        }
+      }
+      t.set(i, pick(c.ints[ci] != 0, i));
+    }
+    return t;
+  };
+  auto mulAdd = [&](Value v, const HostTensor &k,
+                    std::optional<HostTensor> a) -> Expected<Value> {
+    auto kc = constant(k);
+    if (!kc)
+      return kc;
+    auto prod = finish(d::MulOp::create(builder, loc(), placeholder(), v, *kc));
+    if (!prod || !a)
+      return prod;
+    auto ac = constant(*a);
+    if (!ac)
+      return ac;
+    return finish(d::AddOp::create(builder, loc(), placeholder(), *prod, *ac));
+  };
+
+  Value result;
+  if (bool(x.known) != bool(y.known)) {
+    bool xKnown = bool(x.known);
+    Entry &computed = xKnown ? y : x;
+    const HostTensor &fixed = xKnown ? *x.known : *y.known;
+    auto outShape = broadcastShapes(c.shape, fixed.shape, error);
+    if (!outShape)
+      return nodeError("{0}", error);
+    // Broadcast the constant side into outShape once, on the host.
+    HostTensor shapeTensor = HostTensor::fromInts(*outShape);
+    ::onnx::NodeProto expand;
+    expand.set_op_type("Expand");
+    const HostTensor *expandArgs[] = {&fixed, &shapeTensor};
+    auto expanded = evaluateNode(expand, expandArgs, error);
+    if (!expanded)
+      return nodeError("{0}", error);
+    const HostTensor &f = (*expanded)[0];
+    HostTensor keep = select(
+        [&](bool cv, int64_t) { return (cv == xKnown) ? 0.0 : 1.0; }, c.shape);
+    HostTensor add = select(
+        [&](bool cv, int64_t i) { return cv == xKnown ? f.getDouble(i) : 0.0; },
+        *outShape);
+    auto v = valueOf(computed);
+    if (!v)
+      return v.takeError();
+    auto r = mulAdd(*v, keep, add);
+    if (!r)
+      return r.takeError();
+    result = *r;
+  } else {
+    auto xv = valueOf(x);
+    if (!xv)
+      return xv.takeError();
+    auto yv = valueOf(y);
+    if (!yv)
+      return yv.takeError();
+    HostTensor m =
+        select([](bool cv, int64_t) { return cv ? 1.0 : 0.0; }, c.shape);
+    HostTensor n =
+        select([](bool cv, int64_t) { return cv ? 0.0 : 1.0; }, c.shape);
+    auto left = mulAdd(*xv, m, std::nullopt);
+    if (!left)
+      return left.takeError();
+    auto right = mulAdd(*yv, n, std::nullopt);
+    if (!right)
+      return right.takeError();
+    auto sum =
+        finish(d::AddOp::create(builder, loc(), placeholder(), *left, *right));
+    if (!sum)
+      return sum.takeError();
+    result = *sum;
+  }
+  auto full = expandTo(result, *shape);
+  if (!full)
+    return full.takeError();
+  return defineValue(0, *full);
+}
+
+Error ModelImporter::lowerExpand(llvm::ArrayRef<Entry *> ins) {
+  if (ins.size() != 2 || !ins[1])
+    return nodeError("needs a shape input");
+  auto target = knownInts(1, "target shape");
+  if (!target)
+    return target.takeError();
+  std::string error;
+  auto shape = broadcastShapes(ins[0]->shape, *target, error);
+  if (!shape)
+    return nodeError("{0}", error);
+  auto input = valueOf(*ins[0]);
+  if (!input)
+    return input.takeError();
+  auto result = expandTo(*input, *shape);
+  if (!result)
+    return result.takeError();
+  return defineValue(0, *result);
+}
+
+Error ModelImporter::lowerCastOp(llvm::ArrayRef<Entry *> ins) {
+  return lowerCast(ins, getIntAttr(*node, "to", kUndefined));
+}
+
+Error ModelImporter::lowerCastLike(llvm::ArrayRef<Entry *> ins) {
+  if (ins.size() < 2 || !ins[1])
+    return nodeError("needs a target_type input");
+  return lowerCast(ins, ins[1]->dataType);
+}
+
+Error ModelImporter::lowerCast(llvm::ArrayRef<Entry *> ins, int32_t to) {
+  Type elementType = toElementType(to, ctx);
+  if (!elementType)
+    return nodeError("casting to {0} is not supported", dataTypeName(to));
+  auto input = valueOf(*ins[0]);
+  if (!input)
+    return input.takeError();
+  if (ins[0]->dataType == to)
+    return defineValue(0, *input);
+  auto result = finish(
+      d::CastOp::create(builder, loc(), placeholder(), *input, elementType));
+  if (!result)
+    return result.takeError();
+  return defineValue(0, *result);
+}
+
+void ::dtc::onnx::detail::registerTensorOps(LoweringTable &table) {
+  table["Identity"] = &ModelImporter::lowerIdentity;
+  table["Reshape"] = &ModelImporter::lowerReshapeLike;
+  table["Flatten"] = &ModelImporter::lowerReshapeLike;
+  table["Unsqueeze"] = &ModelImporter::lowerReshapeLike;
+  table["Squeeze"] = &ModelImporter::lowerReshapeLike;
+  table["Transpose"] = &ModelImporter::lowerTranspose;
+  table["Concat"] = &ModelImporter::lowerConcat;
+  table["Slice"] = &ModelImporter::lowerSlice;
+  table["Split"] = &ModelImporter::lowerSplit;
+  table["Gather"] = &ModelImporter::lowerGather;
+  table["Where"] = &ModelImporter::lowerWhere;
+  table["Expand"] = &ModelImporter::lowerExpand;
+  table["Cast"] = &ModelImporter::lowerCastOp;
+  table["CastLike"] = &ModelImporter::lowerCastLike;
+}

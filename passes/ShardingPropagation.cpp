@@ -1,0 +1,937 @@
+//===- ShardingPropagation.cpp - choose a sharding for every op ----------===//
+//
+// dtc-propagate-sharding: a beam-pruned dynamic program over the ops of a
+// function body, in order. A state is the sharding of every live value (a
+// value whose last use is still ahead); each op extends every state with each
+// of its loop splittings, paying for compute, memory and the resharding of
+// its operands in the forward and the backward pass. States with the same
+// live shardings are merged (the cheaper survives) and the cheapest `beam`
+// are kept. docs/sharding.md explains the model.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/dtc/DtcAttrs.h"
+#include "dialects/dtc/DtcOps.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+namespace mlir::dtc {
+#define GEN_PASS_DEF_DTCPROPAGATESHARDING
+#include "passes/Passes.h.inc"
+} // namespace mlir::dtc
+
+using namespace mlir;
+using namespace mlir::dtc;
+using utils::IteratorType;
+
+namespace {
+
+struct MeshAxis {
+  std::string name;
+  int64_t size;
+};
+
+/// A value's sharding, per mesh axis: the dim it splits (-1: none) and the
+/// interleave block of that dim (0: the whole dim); partial: bit per axis.
+struct Sh {
+  SmallVector<int8_t, 4> dim;
+  SmallVector<int64_t, 4> block;
+  uint32_t partial = 0;
+
+  static Sh replicated(size_t numAxes) {
+    Sh s;
+    s.dim.assign(numAxes, -1);
+    s.block.assign(numAxes, 0);
+    return s;
+  }
+  bool splits(size_t a) const { return dim[a] >= 0; }
+  bool isPartial(size_t a) const { return partial & (1u << a); }
+  bool operator==(const Sh &o) const {
+    return dim == o.dim && block == o.block && partial == o.partial;
+  }
+  /// The same splits, no partial sums.
+  Sh dimsOnly() const {
+    Sh s = *this;
+    s.partial = 0;
+    return s;
+  }
+  void appendKey(std::string &key) const {
+    for (auto [d, b] : llvm::zip(dim, block))
+      key += std::to_string(d) + ":" + std::to_string(b) + ",";
+    key += "p" + std::to_string(partial) + ";";
+  }
+};
+
+/// One way to run an op: the required sharding of each operand and the
+/// sharding of each result, with the cost that depends on nothing else.
+struct Choice {
+  SmallVector<Sh> operands;
+  SmallVector<Sh> results;
+  /// Axes the op splits a loop over (for the backward partial sums).
+  uint32_t usedAxes = 0;
+  double cost = 0;
+};
+
+/// The chosen shardings, shared between states (a persistent list).
+struct Trail {
+  std::shared_ptr<const Trail> parent;
+  Operation *op;
+  SmallVector<Sh> results;
+  SmallVector<Sh> operands;
+};
+
+struct State {
+  double cost = 0;
+  /// Shardings of the live values, by value number.
+  std::vector<std::pair<unsigned, Sh>> live;
+  std::shared_ptr<const Trail> trail;
+};
+
+int64_t bytesOf(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  int64_t bits = tensor.getElementType().getIntOrFloatBitWidth();
+  return tensor.getNumElements() * std::max<int64_t>(bits / 8, 1);
+}
+
+/// `d`, `d + c`, `d * s + c` with `d` a loop: sets loop, stride, offset.
+bool matchStrided(AffineExpr expr, int64_t &loop, int64_t &stride,
+                  int64_t &offset) {
+  stride = 1;
+  offset = 0;
+  if (auto bin = dyn_cast<AffineBinaryOpExpr>(expr);
+      bin && bin.getKind() == AffineExprKind::Add) {
+    auto c = dyn_cast<AffineConstantExpr>(bin.getRHS());
+    if (!c)
+      return false;
+    offset = c.getValue();
+    expr = bin.getLHS();
+  }
+  if (auto bin = dyn_cast<AffineBinaryOpExpr>(expr);
+      bin && bin.getKind() == AffineExprKind::Mul) {
+    auto c = dyn_cast<AffineConstantExpr>(bin.getRHS());
+    if (!c)
+      return false;
+    stride = c.getValue();
+    expr = bin.getLHS();
+  }
+  auto d = dyn_cast<AffineDimExpr>(expr);
+  if (!d)
+    return false;
+  loop = d.getPosition();
+  return true;
+}
+
+/// Loops whose split may leave partial sums (the op is linear in them).
+bool isSumLikeReduction(Operation *op, int64_t loop, int64_t numLoops) {
+  if (isa<MatmulOp, EmbeddingOp, ReduceSumOp, ReduceMeanOp>(op))
+    return true;
+  // Positions of the loss average linearly; the vocabulary is a log-sum-exp.
+  if (isa<CrossEntropyOp>(op))
+    return loop != numLoops - 1;
+  return false;
+}
+
+class Propagation {
+public:
+  Propagation(ArrayRef<MeshAxis> axes, int64_t beam, double flopsPerByte,
+              double memoryWeight, bool sequenceParallel)
+      : axes(axes), beam(beam), flopsPerByte(flopsPerByte),
+        memoryWeight(memoryWeight), sequenceParallel(sequenceParallel) {}
+
+  LogicalResult run(FunctionOpInterface func, StringRef dpAxis);
+
+private:
+  ArrayRef<MeshAxis> axes;
+  int64_t beam;
+  double flopsPerByte, memoryWeight;
+  bool sequenceParallel;
+  std::optional<size_t> dp;
+  /// Per value dim: 0 model, 1 tokens (sequence), 2 batch.
+  DenseMap<Value, SmallVector<int>> tokenDims;
+
+  DenseMap<Value, unsigned> number;
+  DenseMap<Value, Sh> fixed; // graph inputs
+  DenseSet<Value> free;      // parameters and constants
+  DenseMap<Value, unsigned> lastUse;
+  /// Interleave blocks worth trying, per value dim.
+  DenseMap<Value, SmallVector<SmallVector<int64_t, 2>>> hints;
+  DenseMap<Operation *, SmallVector<Choice>> choiceCache;
+
+  size_t numAxes() const { return axes.size(); }
+  double reshardCost(const Sh &from, const Sh &to, int64_t bytes) const;
+  double edgeCost(Value value, const Sh &from, const Sh &to,
+                  uint32_t usedAxes) const;
+  double memoryCost(Value value, const Sh &sh, double copies) const;
+  int64_t localBytes(Value value, const Sh &sh) const;
+  void collectHints(Block &body);
+  void collectTokenDims(Block &body);
+  int tokenKind(Value value, int64_t dim) const {
+    auto it = tokenDims.find(value);
+    return it == tokenDims.end() ? 0 : it->second[dim];
+  }
+  bool isToken(Value value, int64_t dim) const {
+    return tokenKind(value, dim) != 0;
+  }
+  void addHint(Value value, int64_t dim, int64_t block);
+  const SmallVector<Choice> &ruleChoices(ShardingRuleOpInterface op);
+  std::optional<Choice> ruleChoice(ShardingRuleOpInterface op,
+                                   ArrayRef<std::pair<int64_t, int64_t>> loops);
+  Choice reshapeChoice(ReshapeOp op, const Sh &input);
+  Choice concatChoice(ConcatOp op, const Sh &first);
+  Choice fallbackChoice(Operation *op);
+  LogicalResult checkSharding(Value value, const Sh &sh, Location loc);
+  Attribute toAttr(MLIRContext *ctx, const Sh &sh, Type type) const;
+  std::optional<Sh> fromAttr(ShardingAttr attr, Location loc) const;
+};
+
+int64_t Propagation::localBytes(Value value, const Sh &sh) const {
+  int64_t bytes = bytesOf(value.getType());
+  for (size_t a = 0; a < numAxes(); ++a)
+    if (sh.splits(a))
+      bytes /= axes[a].size;
+  return bytes;
+}
+
+// Bytes each device receives to turn `from` into `to` (ring collectives).
+double Propagation::reshardCost(const Sh &from, const Sh &to,
+                                int64_t bytes) const {
+  double local = bytes;
+  for (size_t a = 0; a < numAxes(); ++a)
+    if (from.splits(a))
+      local /= axes[a].size;
+  double cost = 0;
+  for (size_t a = 0; a < numAxes(); ++a) {
+    double n = axes[a].size, frac = (n - 1) / n;
+    if (from.isPartial(a) && !to.isPartial(a))
+      cost += (to.splits(a) && !from.splits(a)) ? frac * local // reduce-scatter
+                                                : 2 * frac * local;
+    if (!from.splits(a))
+      continue;
+    if (!to.splits(a))
+      cost += (n - 1) * local; // all-gather
+    else if (from.dim[a] != to.dim[a] || from.block[a] != to.block[a])
+      cost += frac * local; // all-to-all
+  }
+  return cost;
+}
+
+// Forward: the producer's sharding to the one the consumer reads. Backward:
+// the operand's gradient, partial over the axes the consumer splits that the
+// operand is not split over, back to the producer's layout.
+double Propagation::edgeCost(Value value, const Sh &from, const Sh &to,
+                             uint32_t usedAxes) const {
+  int64_t bytes = bytesOf(value.getType());
+  double cost = free.contains(value) ? 0 : reshardCost(from, to, bytes);
+  // Integer values and graph inputs need no gradient.
+  auto tensor = cast<RankedTensorType>(value.getType());
+  if (!isa<FloatType>(tensor.getElementType()) || isa<BlockArgument>(value))
+    return cost;
+  Sh grad = to.dimsOnly();
+  for (size_t a = 0; a < numAxes(); ++a)
+    if ((usedAxes & (1u << a)) && !to.splits(a) && !to.isPartial(a))
+      grad.partial |= 1u << a;
+  Sh target = free.contains(value) ? to.dimsOnly() : from.dimsOnly();
+  return cost + reshardCost(grad, target, bytes);
+}
+
+double Propagation::memoryCost(Value value, const Sh &sh, double copies) const {
+  return memoryWeight * copies * localBytes(value, sh);
+}
+
+void Propagation::addHint(Value value, int64_t dim, int64_t block) {
+  auto type = cast<RankedTensorType>(value.getType());
+  int64_t size = type.getDimSize(dim);
+  if (block <= 1 || block >= size || size % block)
+    return;
+  auto &perDim = hints[value];
+  perDim.resize(type.getRank());
+  if (!llvm::is_contained(perDim[dim], block))
+    perDim[dim].push_back(block);
+}
+
+// Interleave blocks come from slices that cut a dim into aligned runs (the
+// Q, K and V thirds of a fused projection); they flow back to the producers
+// through the dims that share a loop.
+void Propagation::collectHints(Block &body) {
+  for (Operation &op : llvm::reverse(body)) {
+    if (auto reshape = dyn_cast<ReshapeOp>(&op)) {
+      // The run [T'_j, T'_j * B) of the flat index, found in an input dim.
+      auto hint = hints.find(reshape.getOutput());
+      if (hint == hints.end())
+        continue;
+      auto in = reshape.getInput().getType().getShape();
+      auto out = reshape.getOutput().getType().getShape();
+      SmallVector<int64_t> inT(in.size(), 1), outT(out.size(), 1);
+      for (int64_t i = in.size() - 2; i >= 0; --i)
+        inT[i] = inT[i + 1] * in[i + 1];
+      for (int64_t j = out.size() - 2; j >= 0; --j)
+        outT[j] = outT[j + 1] * out[j + 1];
+      SmallVector<SmallVector<int64_t, 2>> outHints = hint->second;
+      for (auto [j, blocks] : llvm::enumerate(outHints))
+        for (int64_t block : blocks)
+          for (size_t i = 0; i < in.size(); ++i)
+            if (outT[j] % inT[i] == 0 && outT[j] * block <= inT[i] * in[i])
+              addHint(reshape.getInput(), i, outT[j] * block / inT[i]);
+      continue;
+    }
+    auto rule = dyn_cast<ShardingRuleOpInterface>(&op);
+    if (!rule)
+      continue;
+    SmallVector<AffineMap> maps = rule.getIndexingMaps();
+    size_t numLoops = rule.getLoopIteratorTypes().size();
+    SmallVector<SmallVector<int64_t, 2>> loopHints(numLoops);
+    SmallVector<int64_t> extent(numLoops, 0);
+    for (auto [i, result] : llvm::enumerate(op.getResults())) {
+      AffineMap map = maps[op.getNumOperands() + i];
+      auto shape = cast<RankedTensorType>(result.getType()).getShape();
+      for (auto [d, expr] : llvm::enumerate(map.getResults()))
+        if (auto dimExpr = dyn_cast<AffineDimExpr>(expr)) {
+          extent[dimExpr.getPosition()] = shape[d];
+          auto it = hints.find(result);
+          if (it != hints.end() && d < it->second.size())
+            llvm::append_range(loopHints[dimExpr.getPosition()], it->second[d]);
+        }
+    }
+    for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
+      auto shape = cast<RankedTensorType>(operand.getType()).getShape();
+      for (auto [d, expr] : llvm::enumerate(maps[i].getResults())) {
+        int64_t loop, stride, offset;
+        if (!matchStrided(expr, loop, stride, offset) || stride != 1)
+          continue;
+        SmallVector<int64_t, 2> blocks = loopHints[loop];
+        if (extent[loop] && extent[loop] != shape[d])
+          blocks.push_back(extent[loop]); // a slice of this dim
+        for (int64_t block : blocks)
+          if (offset % block == 0)
+            addHint(operand, d, block);
+      }
+    }
+  }
+}
+
+// Token dims start at the graph inputs (every dim of integer ids, every dim
+// but the features of float inputs) and follow the loops; a reshape maps
+// them by the flat-index ranges they cover.
+void Propagation::collectTokenDims(Block &body) {
+  for (BlockArgument arg : body.getArguments()) {
+    auto type = cast<RankedTensorType>(arg.getType());
+    SmallVector<int> dims(type.getRank(), 1);
+    if (isa<FloatType>(type.getElementType()) && !dims.empty())
+      dims.back() = 0;
+    if (!dims.empty())
+      dims.front() = 2;
+    tokenDims[arg] = dims;
+  }
+  for (Operation &op : body) {
+    if (auto rule = dyn_cast<ShardingRuleOpInterface>(&op)) {
+      SmallVector<AffineMap> maps = rule.getIndexingMaps();
+      SmallVector<int> loops(rule.getLoopIteratorTypes().size(), 0);
+      for (auto [i, operand] : llvm::enumerate(op.getOperands()))
+        for (auto [d, expr] : llvm::enumerate(maps[i].getResults())) {
+          int64_t loop, stride, offset;
+          if (matchStrided(expr, loop, stride, offset))
+            loops[loop] = std::max(loops[loop], tokenKind(operand, d));
+        }
+      for (auto [i, result] : llvm::enumerate(op.getResults())) {
+        AffineMap map = maps[op.getNumOperands() + i];
+        SmallVector<int> dims(map.getNumResults(), 0);
+        for (auto [d, expr] : llvm::enumerate(map.getResults()))
+          if (auto dimExpr = dyn_cast<AffineDimExpr>(expr))
+            dims[d] = loops[dimExpr.getPosition()];
+        tokenDims[result] = dims;
+      }
+    } else if (auto reshape = dyn_cast<ReshapeOp>(&op)) {
+      auto in = reshape.getInput().getType().getShape();
+      auto out = reshape.getOutput().getType().getShape();
+      auto ranges = [](ArrayRef<int64_t> shape) {
+        SmallVector<std::pair<int64_t, int64_t>> r(shape.size());
+        int64_t t = 1;
+        for (int64_t i = shape.size() - 1; i >= 0; --i) {
+          r[i] = {t, t * shape[i]};
+          t *= shape[i];
+        }
+        return r;
+      };
+      auto inR = ranges(in), outR = ranges(out);
+      SmallVector<int> dims(out.size(), 0);
+      for (size_t j = 0; j < out.size(); ++j)
+        for (size_t i = 0; i < in.size(); ++i)
+          if (in[i] > 1 && out[j] > 1 && inR[i].first < outR[j].second &&
+              outR[j].first < inR[i].second)
+            dims[j] = std::max(dims[j], tokenKind(reshape.getInput(), i));
+      tokenDims[reshape.getOutput()] = dims;
+    } else {
+      for (Value result : op.getResults()) {
+        auto type = dyn_cast<RankedTensorType>(result.getType());
+        if (!type)
+          continue;
+        SmallVector<int> dims(type.getRank(), 0);
+        for (Value operand : op.getOperands())
+          if (cast<RankedTensorType>(operand.getType()).getRank() ==
+              type.getRank())
+            for (int64_t d = 0; d < type.getRank(); ++d)
+              dims[d] = std::max(dims[d], tokenKind(operand, d));
+        tokenDims[result] = dims;
+      }
+    }
+  }
+}
+
+// The op's loops split as `loops` (per axis: loop or -1, block), or none
+// when that split is not allowed.
+std::optional<Choice>
+Propagation::ruleChoice(ShardingRuleOpInterface rule,
+                        ArrayRef<std::pair<int64_t, int64_t>> loops) {
+  Operation *op = rule.getOperation();
+  SmallVector<IteratorType> iterators = rule.getLoopIteratorTypes();
+  SmallVector<AffineMap> maps = rule.getIndexingMaps();
+  Choice choice;
+  double splitFactor = 1;
+  for (size_t a = 0; a < numAxes(); ++a)
+    if (loops[a].first >= 0) {
+      choice.usedAxes |= 1u << a;
+      splitFactor *= axes[a].size;
+    }
+  SmallVector<Value> values(op->getOperands());
+  llvm::append_range(values, op->getResults());
+  size_t numOperands = op->getNumOperands();
+  SmallVector<int64_t> extent(iterators.size(), 1);
+  for (auto [i, map] : llvm::enumerate(maps))
+    for (auto [d, expr] : llvm::enumerate(map.getResults()))
+      if (auto dimExpr = dyn_cast<AffineDimExpr>(expr))
+        extent[dimExpr.getPosition()] =
+            std::max(extent[dimExpr.getPosition()],
+                     cast<RankedTensorType>(values[i].getType()).getDimSize(d));
+  for (auto [i, value] : llvm::enumerate(values)) {
+    bool isResult = i >= numOperands;
+    auto shape = cast<RankedTensorType>(value.getType()).getShape();
+    Sh sh = Sh::replicated(numAxes());
+    for (size_t a = 0; a < numAxes(); ++a) {
+      auto [loop, block] = loops[a];
+      if (loop < 0)
+        continue;
+      int64_t n = axes[a].size;
+      bool found = false;
+      for (auto [d, expr] : llvm::enumerate(maps[i].getResults())) {
+        if (!expr.isFunctionOfDim(loop))
+          continue;
+        found = true;
+        int64_t exprLoop, stride, offset;
+        if (matchStrided(expr, exprLoop, stride, offset)) {
+          // A slice reads the dim from `offset`: a split of the whole loop
+          // is an interleaved split of the input in runs of its extent.
+          int64_t run = block ? block : extent[loop];
+          if (stride != 1 || offset % run || shape[d] % run || run % n)
+            return std::nullopt;
+          sh.dim[a] = d;
+          sh.block[a] = run == shape[d] ? 0 : run;
+          continue;
+        }
+        // Grouped-query attention: kv head `h floordiv group`.
+        auto bin = dyn_cast<AffineBinaryOpExpr>(expr);
+        if (!isResult && bin && bin.getKind() == AffineExprKind::FloorDiv &&
+            isa<AffineDimExpr>(bin.getLHS()) && block == 0) {
+          if (shape[d] % n == 0) {
+            sh.dim[a] = d;
+            sh.block[a] = 0;
+          }
+          continue; // otherwise each device reads a replicated kv
+        }
+        return std::nullopt;
+      }
+      if (!found && isResult) {
+        if (iterators[loop] != IteratorType::reduction)
+          return std::nullopt;
+        sh.partial |= 1u << a;
+      }
+    }
+    // Two axes on one dim: not chosen by propagation.
+    for (size_t a = 0; a < numAxes(); ++a)
+      for (size_t b = a + 1; b < numAxes(); ++b)
+        if (sh.dim[a] >= 0 && sh.dim[a] == sh.dim[b])
+          return std::nullopt;
+    (isResult ? choice.results : choice.operands).push_back(sh);
+  }
+  // Node cost: compute, activations and parameter state per device.
+  double flops = 1;
+  int64_t numLoops = iterators.size();
+  for (int64_t l = 0; l < numLoops; ++l)
+    if (!isa<EmbeddingOp>(op) || l != numLoops - 1)
+      flops *= extent[l];
+  if (isa<MatmulOp, AttentionOp>(op))
+    flops *= 2;
+  choice.cost = 3 * flops / splitFactor / flopsPerByte;
+  for (auto [result, sh] : llvm::zip(op->getResults(), choice.results))
+    choice.cost += memoryCost(result, sh, 1);
+  for (auto [operand, sh] : llvm::zip(op->getOperands(), choice.operands))
+    if (free.contains(operand) && operand.getDefiningOp<ParameterOp>()) {
+      // Parameter, gradient and two optimizer moments, shared by its uses.
+      double uses = std::distance(operand.use_begin(), operand.use_end());
+      choice.cost += memoryCost(operand, sh, 4 / uses);
+      choice.cost += edgeCost(operand, sh, sh, choice.usedAxes);
+    }
+  return choice;
+}
+
+const SmallVector<Choice> &
+Propagation::ruleChoices(ShardingRuleOpInterface rule) {
+  Operation *op = rule.getOperation();
+  auto it = choiceCache.find(op);
+  if (it != choiceCache.end())
+    return it->second;
+  SmallVector<IteratorType> iterators = rule.getLoopIteratorTypes();
+  SmallVector<AffineMap> maps = rule.getIndexingMaps();
+  int64_t numLoops = iterators.size();
+  // Extent and candidate blocks of each loop, from the values it indexes.
+  SmallVector<int64_t> extent(numLoops, 0);
+  SmallVector<SmallVector<int64_t, 2>> blocks(numLoops, {0});
+  SmallVector<bool> indexedByResult(numLoops, false);
+  SmallVector<int> token(numLoops, 0);
+  SmallVector<Value> values(op->getOperands());
+  llvm::append_range(values, op->getResults());
+  for (auto [i, map] : llvm::enumerate(maps)) {
+    auto hint = hints.find(values[i]);
+    for (auto [d, expr] : llvm::enumerate(map.getResults())) {
+      auto dimExpr = dyn_cast<AffineDimExpr>(expr);
+      if (!dimExpr)
+        continue;
+      int64_t l = dimExpr.getPosition();
+      int64_t size = cast<RankedTensorType>(values[i].getType()).getDimSize(d);
+      extent[l] = std::max(extent[l], size);
+      token[l] = std::max(token[l], tokenKind(values[i], d));
+      if (i >= op->getNumOperands())
+        indexedByResult[l] = true;
+      if (hint != hints.end() && d < hint->second.size())
+        for (int64_t b : hint->second[d])
+          if (!llvm::is_contained(blocks[l], b))
+            blocks[l].push_back(b);
+    }
+  }
+  // Per axis: unsplit, or one loop with one block. The data-parallel axis
+  // always splits the batch where the op has one.
+  SmallVector<SmallVector<std::pair<int64_t, int64_t>>> options(numAxes());
+  for (size_t a = 0; a < numAxes(); ++a) {
+    int64_t n = axes[a].size;
+    bool hasBatch =
+        a == dp &&
+        llvm::any_of(llvm::seq<int64_t>(0, numLoops), [&](int64_t l) {
+          return token[l] == 2 && extent[l] % n == 0;
+        });
+    if (!hasBatch)
+      options[a].push_back({-1, 0});
+    for (int64_t l = 0; l < numLoops; ++l) {
+      if (extent[l] < n || extent[l] % n)
+        continue;
+      // The data-parallel axis splits tokens only; without sequence
+      // parallelism the other axes split the model only.
+      if (a == dp ? (hasBatch ? token[l] != 2 : !token[l])
+                  : token[l] && !sequenceParallel)
+        continue;
+      if (iterators[l] == IteratorType::reduction &&
+          (indexedByResult[l] || !isSumLikeReduction(op, l, numLoops)))
+        continue;
+      for (int64_t b : blocks[l])
+        if (b == 0 || (b % n == 0 && extent[l] % b == 0 && b < extent[l]))
+          options[a].push_back({l, b});
+    }
+  }
+  SmallVector<Choice> &choices = choiceCache[op];
+  SmallVector<std::pair<int64_t, int64_t>> pick(numAxes());
+  std::function<void(size_t)> enumerate = [&](size_t a) {
+    if (a == numAxes()) {
+      if (auto choice = ruleChoice(rule, pick))
+        choices.push_back(std::move(*choice));
+      return;
+    }
+    for (auto option : options[a]) {
+      if (option.first >= 0 &&
+          llvm::any_of(ArrayRef(pick).take_front(a),
+                       [&](auto p) { return p.first == option.first; }))
+        continue;
+      pick[a] = option;
+      enumerate(a + 1);
+    }
+  };
+  enumerate(0);
+  return choices;
+}
+
+// A reshape keeps the row-major order: a split is a digit of the flat index
+// (stride U, n values), found again in whichever result dim holds it.
+Choice Propagation::reshapeChoice(ReshapeOp op, const Sh &input) {
+  auto inShape = op.getInput().getType().getShape();
+  auto outShape = op.getOutput().getType().getShape();
+  auto trailing = [](ArrayRef<int64_t> shape) {
+    SmallVector<int64_t> t(shape.size(), 1);
+    for (int64_t i = shape.size() - 2; i >= 0; --i)
+      t[i] = t[i + 1] * shape[i + 1];
+    return t;
+  };
+  SmallVector<int64_t> inT = trailing(inShape), outT = trailing(outShape);
+  Choice choice;
+  Sh required = input, result = Sh::replicated(numAxes());
+  result.partial = input.partial;
+  for (size_t a = 0; a < numAxes(); ++a) {
+    if (!input.splits(a))
+      continue;
+    int64_t n = axes[a].size, d = input.dim[a];
+    bool shared = llvm::any_of(llvm::seq<size_t>(0, numAxes()), [&](size_t b) {
+      return b != a && input.dim[b] == d;
+    });
+    int64_t run = input.block[a] ? input.block[a] : inShape[d];
+    int64_t stride = inT[d] * run / n;
+    bool mapped = false;
+    for (size_t j = 0; j < outShape.size() && !shared; ++j) {
+      if (stride % outT[j] || stride * n > outT[j] * outShape[j] ||
+          (outT[j] * outShape[j]) % (stride * n))
+        continue;
+      int64_t outRun = stride * n / outT[j];
+      result.dim[a] = j;
+      result.block[a] = outRun == outShape[j] ? 0 : outRun;
+      mapped = true;
+      break;
+    }
+    if (!mapped) {
+      required.dim[a] = -1;
+      required.block[a] = 0;
+    }
+  }
+  choice.operands.push_back(required);
+  choice.results.push_back(result);
+  for (size_t a = 0; a < numAxes(); ++a)
+    if (required.splits(a))
+      choice.usedAxes |= 1u << a;
+  choice.cost = memoryCost(op.getOutput(), result, 1);
+  return choice;
+}
+
+// Concatenation: every input read with the first one's splits, minus the
+// concatenated dim.
+Choice Propagation::concatChoice(ConcatOp op, const Sh &first) {
+  Sh sh = first.dimsOnly();
+  for (size_t a = 0; a < numAxes(); ++a)
+    if (sh.dim[a] >= 0 && static_cast<uint64_t>(sh.dim[a]) == op.getAxis()) {
+      sh.dim[a] = -1;
+      sh.block[a] = 0;
+    }
+  Choice choice;
+  choice.operands.assign(op->getNumOperands(), sh);
+  choice.results.push_back(sh);
+  for (size_t a = 0; a < numAxes(); ++a)
+    if (sh.splits(a))
+      choice.usedAxes |= 1u << a;
+  choice.cost = memoryCost(op.getOutput(), sh, 1);
+  return choice;
+}
+
+Choice Propagation::fallbackChoice(Operation *op) {
+  Choice choice;
+  choice.operands.assign(op->getNumOperands(), Sh::replicated(numAxes()));
+  choice.results.assign(op->getNumResults(), Sh::replicated(numAxes()));
+  return choice;
+}
+
+Attribute Propagation::toAttr(MLIRContext *ctx, const Sh &sh, Type type) const {
+  Builder b(ctx);
+  auto shape = cast<RankedTensorType>(type).getShape();
+  SmallVector<SmallVector<Attribute>> dims(shape.size());
+  SmallVector<int64_t> blocks(shape.size(), 0);
+  SmallVector<Attribute> partial;
+  for (size_t a = 0; a < numAxes(); ++a) {
+    if (sh.splits(a)) {
+      dims[sh.dim[a]].push_back(b.getStringAttr(axes[a].name));
+      blocks[sh.dim[a]] = sh.block[a];
+    }
+    if (sh.isPartial(a))
+      partial.push_back(b.getStringAttr(axes[a].name));
+  }
+  SmallVector<Attribute> dimAttrs;
+  for (auto &d : dims)
+    dimAttrs.push_back(b.getArrayAttr(d));
+  return ShardingAttr::get(ctx, b.getArrayAttr(dimAttrs), blocks,
+                           b.getArrayAttr(partial));
+}
+
+std::optional<Sh> Propagation::fromAttr(ShardingAttr attr, Location loc) const {
+  Sh sh = Sh::replicated(numAxes());
+  auto lookup = [&](StringRef name) -> std::optional<size_t> {
+    for (auto [a, axis] : llvm::enumerate(axes))
+      if (axis.name == name)
+        return a;
+    std::string known;
+    for (auto [a, axis] : llvm::enumerate(axes))
+      known += (a ? "," : "") + axis.name + ":" + std::to_string(axis.size);
+    emitError(loc) << "sharding uses mesh axis \"" << name
+                   << "\", which is not in the mesh (" << known << ")";
+    return std::nullopt;
+  };
+  for (size_t d = 0; d < attr.getDims().size(); ++d)
+    for (StringRef name : attr.getDimAxes(d)) {
+      auto a = lookup(name);
+      if (!a)
+        return std::nullopt;
+      sh.dim[*a] = d;
+      sh.block[*a] = attr.getBlocks()[d];
+    }
+  for (StringRef name : attr.getPartialAxes()) {
+    auto a = lookup(name);
+    if (!a)
+      return std::nullopt;
+    sh.partial |= 1u << *a;
+  }
+  return sh;
+}
+
+LogicalResult Propagation::checkSharding(Value value, const Sh &sh,
+                                         Location loc) {
+  auto shape = cast<RankedTensorType>(value.getType()).getShape();
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t product = 1, block = 0;
+    std::string names;
+    for (size_t a = 0; a < numAxes(); ++a)
+      if (sh.dim[a] == static_cast<int8_t>(d)) {
+        product *= axes[a].size;
+        block = sh.block[a];
+        names += (names.empty() ? "\"" : ", \"") + axes[a].name + "\"";
+      }
+    if (product == 1)
+      continue;
+    int64_t run = block ? block : shape[d];
+    if (shape[d] % run || run % product)
+      return emitError(loc)
+             << "dimension " << d << " of size " << shape[d]
+             << (block ? " (interleave block " + std::to_string(block) + ")"
+                       : std::string())
+             << " is not divisible by " << product << ", the size of mesh axes "
+             << names;
+  }
+  return success();
+}
+
+LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis) {
+  Region &region = func.getFunctionBody();
+  if (region.empty())
+    return success();
+  if (!region.hasOneBlock())
+    return func.emitError("dtc-propagate-sharding needs a single-block body");
+  Block &body = region.front();
+  MLIRContext *ctx = func.getContext();
+
+  // Graph inputs: an explicit sharding, else the batch dim over `dpAxis`.
+  for (auto [a, axis] : llvm::enumerate(axes))
+    if (axis.name == dpAxis)
+      dp = a;
+  for (BlockArgument arg : body.getArguments()) {
+    Sh sh = Sh::replicated(numAxes());
+    if (auto attr = func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
+                                                        "dtc.sharding")) {
+      auto parsed = fromAttr(attr, arg.getLoc());
+      if (!parsed)
+        return failure();
+      if (attr.getDims().size() !=
+          static_cast<size_t>(cast<RankedTensorType>(arg.getType()).getRank()))
+        return emitError(arg.getLoc())
+               << "sharding has " << attr.getDims().size()
+               << " dims for a value of rank "
+               << cast<RankedTensorType>(arg.getType()).getRank();
+      sh = *parsed;
+    } else if (dp && cast<RankedTensorType>(arg.getType()).getRank() > 0) {
+      sh.dim[*dp] = 0;
+    }
+    if (failed(checkSharding(arg, sh, arg.getLoc())))
+      return failure();
+    fixed[arg] = sh;
+  }
+
+  unsigned next = 0;
+  for (Operation &op : body) {
+    for (Value result : op.getResults()) {
+      number[result] = next++;
+      if (isa<ParameterOp, ConstantOp>(&op))
+        free.insert(result);
+    }
+  }
+  unsigned index = 0;
+  DenseMap<Operation *, unsigned> position;
+  for (Operation &op : body)
+    position[&op] = index++;
+  for (Operation &op : body)
+    for (Value result : op.getResults()) {
+      unsigned last = position[&op];
+      for (Operation *user : result.getUsers())
+        last = std::max(last, position[body.findAncestorOpInBlock(*user)]);
+      lastUse[result] = last;
+    }
+  collectHints(body);
+  collectTokenDims(body);
+
+  std::vector<State> states(1);
+  for (Operation &op : body) {
+    if (free.contains(op.getNumResults() ? op.getResult(0) : Value()))
+      continue;
+    unsigned pos = position[&op];
+    std::map<std::string, State> merged;
+    for (const State &state : states) {
+      auto current = [&](Value v) -> Sh {
+        if (auto it = fixed.find(v); it != fixed.end())
+          return it->second;
+        if (free.contains(v))
+          return Sh::replicated(numAxes());
+        unsigned id = number.lookup(v);
+        for (auto &[liveId, sh] : state.live)
+          if (liveId == id)
+            return sh;
+        return Sh::replicated(numAxes());
+      };
+      SmallVector<Choice, 8> local;
+      ArrayRef<Choice> choices;
+      if (auto rule = dyn_cast<ShardingRuleOpInterface>(&op)) {
+        choices = ruleChoices(rule);
+      } else if (auto reshape = dyn_cast<ReshapeOp>(&op)) {
+        local.push_back(reshapeChoice(reshape, current(reshape.getInput())));
+        choices = local;
+      } else if (auto concat = dyn_cast<ConcatOp>(&op)) {
+        local.push_back(concatChoice(concat, current(concat.getOperand(0))));
+        choices = local;
+      } else if (op.hasTrait<OpTrait::IsTerminator>()) {
+        Choice keep;
+        // The program's results are whole values: partial sums are reduced.
+        for (Value v : op.getOperands())
+          keep.operands.push_back(current(v).dimsOnly());
+        local.push_back(keep);
+        choices = local;
+      } else {
+        local.push_back(fallbackChoice(&op));
+        choices = local;
+      }
+      for (const Choice &choice : choices) {
+        double cost = state.cost + choice.cost;
+        for (auto [operand, required] :
+             llvm::zip(op.getOperands(), choice.operands))
+          if (!free.contains(operand))
+            cost +=
+                edgeCost(operand, current(operand), required, choice.usedAxes);
+        State next;
+        next.cost = cost;
+        for (auto &entry : state.live) {
+          // Drop values whose last use is this op.
+          bool dead = false;
+          for (Value operand : op.getOperands())
+            if (number.lookup(operand) == entry.first && !fixed.count(operand))
+              dead = lastUse.lookup(operand) <= pos;
+          if (!dead)
+            next.live.push_back(entry);
+        }
+        for (auto [result, sh] : llvm::zip(op.getResults(), choice.results))
+          if (lastUse.lookup(result) > pos)
+            next.live.push_back({number.lookup(result), sh});
+        std::string key;
+        for (auto &[id, sh] : next.live) {
+          key += std::to_string(id) + "=";
+          sh.appendKey(key);
+        }
+        auto it = merged.find(key);
+        if (it != merged.end() && it->second.cost <= cost)
+          continue;
+        auto trail = std::make_shared<Trail>();
+        trail->parent = state.trail;
+        trail->op = &op;
+        trail->results = choice.results;
+        trail->operands = choice.operands;
+        next.trail = std::move(trail);
+        merged[key] = std::move(next);
+      }
+    }
+    states.clear();
+    for (auto &entry : merged)
+      states.push_back(std::move(entry.second));
+    std::stable_sort(
+        states.begin(), states.end(),
+        [](const State &a, const State &b) { return a.cost < b.cost; });
+    if (static_cast<int64_t>(states.size()) > beam)
+      states.resize(beam);
+    if (states.empty())
+      return op.emitError("no sharding found for this op");
+  }
+
+  // Write the cheapest state's choices; a parameter or constant takes the
+  // sharding its first user reads.
+  Builder b(ctx);
+  DenseMap<Value, Sh> chosen;
+  for (const Trail *t = states.front().trail.get(); t; t = t->parent.get()) {
+    for (auto [result, sh] : llvm::zip(t->op->getResults(), t->results))
+      chosen[result] = sh;
+    for (auto [operand, sh] : llvm::zip(t->op->getOperands(), t->operands))
+      if (free.contains(operand))
+        chosen[operand] = sh.dimsOnly(); // walking back: first user wins
+  }
+  for (BlockArgument arg : body.getArguments())
+    func.setArgAttr(arg.getArgNumber(), "dtc.sharding",
+                    toAttr(ctx, fixed[arg], arg.getType()));
+  for (Operation &op : body) {
+    if (!op.getNumResults())
+      continue;
+    SmallVector<Attribute> attrs;
+    for (Value result : op.getResults()) {
+      auto it = chosen.find(result);
+      Sh sh = it != chosen.end() ? it->second : Sh::replicated(numAxes());
+      attrs.push_back(toAttr(ctx, sh, result.getType()));
+    }
+    op.setAttr("dtc.sharding", b.getArrayAttr(attrs));
+  }
+  func->setAttr("dtc.sharding_cost", b.getF64FloatAttr(states.front().cost));
+  return success();
+}
+
+struct DtcPropagateShardingPass
+    : mlir::dtc::impl::DtcPropagateShardingBase<DtcPropagateShardingPass> {
+  using DtcPropagateShardingBase::DtcPropagateShardingBase;
+
+  void runOnOperation() override {
+    Operation *root = getOperation();
+    SmallVector<MeshAxis> axes;
+    for (StringRef item : llvm::split(StringRef(mesh), ',')) {
+      item = item.trim();
+      if (item.empty())
+        continue;
+      auto [name, size] = item.split(':');
+      MeshAxis axis{name.trim().str(), 0};
+      if (axis.name.empty() || size.trim().getAsInteger(10, axis.size) ||
+          axis.size < 1) {
+        root->emitError("invalid mesh \"")
+            << mesh << "\": expected name:size pairs such as dp:2,tp:4";
+        return signalPassFailure();
+      }
+      if (llvm::any_of(axes, [&](auto &a) { return a.name == axis.name; })) {
+        root->emitError("mesh axis \"") << axis.name << "\" appears twice";
+        return signalPassFailure();
+      }
+      axes.push_back(axis);
+    }
+    if (axes.size() > 16) {
+      root->emitError("at most 16 mesh axes are supported");
+      return signalPassFailure();
+    }
+    SmallVector<FunctionOpInterface> funcs;
+    root->walk([&](FunctionOpInterface func) { funcs.push_back(func); });
+    for (FunctionOpInterface func : funcs) {
+      Propagation propagation(axes, std::max<int64_t>(beamWidth, 1),
+                              flopsPerByte, memoryWeight, sequenceParallel);
+      if (failed(propagation.run(func, dataParallelAxis)))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace

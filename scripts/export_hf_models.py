@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Exports tiny Hugging Face transformers models to ONNX test fixtures.
+
+Models are built from configs with random weights (torch.manual_seed(0));
+nothing is downloaded. Each fixture is `<out>/<name>.onnx` plus
+`<out>/<name>/test_data_set_0/{input_0,output_0}.pb` (the ONNX test-data
+layout; output from PyTorch in fp32, checked against onnxruntime).
+
+    pip install torch==2.5.1 transformers==4.47.1 onnx onnxruntime
+    python scripts/export_hf_models.py --out test/models/hf [names...]
+
+Names: gpt2, llama, bert, bert-opset14 (LayerNorm decomposed), gpt2-ort
+(gpt2.onnx through onnxruntime's transformer optimizer); also mixtral and
+<name>-dynamo (torch.onnx.export(dynamo=True), which needs onnxscript).
+transformers >= 4.48 needs torch >= 2.6.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+import transformers
+from onnx import numpy_helper
+
+VOCAB, HIDDEN, LAYERS, POSITIONS = 256, 64, 2, 16
+BATCH, SEQ = 2, 8
+
+
+def gpt2():
+    cfg = transformers.GPT2Config(
+        vocab_size=VOCAB, n_embd=HIDDEN, n_layer=LAYERS, n_head=4,
+        n_inner=32, n_positions=POSITIONS, attn_pdrop=0.0,
+        embd_pdrop=0.0, resid_pdrop=0.0)
+    return transformers.GPT2LMHeadModel(cfg), "logits"
+
+
+def llama():
+    cfg = transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+        num_attention_heads=4, num_key_value_heads=2, intermediate_size=32,
+        max_position_embeddings=POSITIONS, tie_word_embeddings=True,
+        rms_norm_eps=1e-5)
+    return transformers.LlamaForCausalLM(cfg), "logits"
+
+
+def mixtral():
+    # Exports, but its MoE routing is TopK/NonZero/OneHot/ScatterElements on
+    # run-time values, which dtc does not import: not a stored fixture.
+    cfg = transformers.MixtralConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+        num_attention_heads=4, num_key_value_heads=2, intermediate_size=32,
+        num_local_experts=2, num_experts_per_tok=2,
+        max_position_embeddings=POSITIONS, tie_word_embeddings=True)
+    return transformers.MixtralForCausalLM(cfg), "logits"
+
+
+def bert():
+    cfg = transformers.BertConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+        num_attention_heads=4, intermediate_size=32,
+        max_position_embeddings=POSITIONS, type_vocab_size=1, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0)
+    return transformers.BertModel(cfg, add_pooling_layer=False), \
+        "last_hidden_state"
+
+
+MODELS = {"gpt2": gpt2, "llama": llama, "mixtral": mixtral, "bert": bert}
+
+
+class Wrapper(torch.nn.Module):
+    """input_ids -> one tensor (no KV cache outputs)."""
+
+    def __init__(self, model, output):
+        super().__init__()
+        self.model, self.output = model, output
+
+    def forward(self, input_ids):
+        out = self.model(input_ids=input_ids, use_cache=False,
+                         return_dict=True)
+        return out[self.output]
+
+
+def perturb_norms(model):
+    # Norm weights start at 1 (and biases at 0): perturb them so the affine
+    # parameters matter in the numeric checks.
+    g = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name.lower() or name.endswith("ln_1.weight") or \
+                    "ln_" in name:
+                p.add_(0.1 * torch.randn(p.shape, generator=g))
+
+
+def export(name, out_dir, dynamo=False, opset=17):
+    torch.manual_seed(0)
+    model, output = MODELS[name]()
+    perturb_norms(model)
+    model.eval()
+    wrapper = Wrapper(model, output).eval()
+    ids = torch.randint(0, VOCAB, (BATCH, SEQ),
+                        generator=torch.Generator().manual_seed(1234))
+    stem = name + ("-dynamo" if dynamo else "") + \
+        ("" if opset == 17 else f"-opset{opset}")
+    path = os.path.join(out_dir, stem + ".onnx")
+    with torch.no_grad():
+        expected = wrapper(ids)
+        if dynamo:
+            torch.onnx.export(wrapper, (ids,), path, dynamo=True,
+                              input_names=["input_ids"],
+                              output_names=[output])
+        else:
+            torch.onnx.export(
+                wrapper, (ids,), path, dynamo=False, opset_version=opset,
+                do_constant_folding=False, input_names=["input_ids"],
+                output_names=[output],
+                dynamic_axes={"input_ids": {0: "batch", 1: "seq"},
+                              output: {0: "batch", 1: "seq"}})
+    write_data(path, stem, out_dir, ids.numpy(), expected.numpy())
+
+
+def write_data(path, stem, out_dir, ids, expected):
+    data = os.path.join(out_dir, stem, "test_data_set_0")
+    os.makedirs(data, exist_ok=True)
+    for fname, array in (("input_0.pb", ids), ("output_0.pb", expected)):
+        proto = numpy_helper.from_array(np.ascontiguousarray(array))
+        with open(os.path.join(data, fname), "wb") as f:
+            f.write(proto.SerializeToString())
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    got = sess.run(None, {sess.get_inputs()[0].name: ids})[0]
+    diff = float(np.abs(got - expected).max())
+    model = onnx.load(path)
+    ops = {}
+    for n in model.graph.node:
+        key = (n.domain + "::" if n.domain else "") + n.op_type
+        ops[key] = ops.get(key, 0) + 1
+    print(f"{stem}: {os.path.getsize(path)} bytes, "
+          f"|ort - torch| = {diff:.2e}, ops {dict(sorted(ops.items()))}")
+
+
+def optimize_gpt2(out_dir):
+    """onnxruntime's transformer optimizer on the GPT-2 fixture: com.microsoft
+    fused ops (Attention, SkipLayerNormalization, FastGelu, ...)."""
+    from onnxruntime.transformers import optimizer
+    src = os.path.join(out_dir, "gpt2.onnx")
+    dst = os.path.join(out_dir, "gpt2-ort.onnx")
+    opt = optimizer.optimize_model(src, model_type="gpt2", num_heads=4,
+                                   hidden_size=HIDDEN, opt_level=1,
+                                   use_gpu=False)
+    opt.save_model_to_file(dst)
+    ids = numpy_helper.to_array(onnx.load_tensor(
+        os.path.join(out_dir, "gpt2", "test_data_set_0", "input_0.pb")))
+    expected = numpy_helper.to_array(onnx.load_tensor(
+        os.path.join(out_dir, "gpt2", "test_data_set_0", "output_0.pb")))
+    write_data(dst, "gpt2-ort", out_dir, ids, expected)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default="test/models/hf")
+    parser.add_argument("names", nargs="*",
+                        default=["gpt2", "llama", "bert", "bert-opset14",
+                                 "gpt2-ort"])
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    for name in args.names:
+        try:
+            if name == "gpt2-ort":
+                optimize_gpt2(args.out)
+            elif name.endswith("-opset14"):
+                # LayerNormalization is opset 17: older exports decompose it.
+                export(name[:-len("-opset14")], args.out, opset=14)
+            elif name.endswith("-dynamo"):
+                export(name[:-len("-dynamo")], args.out, dynamo=True)
+            else:
+                export(name, args.out)
+        except Exception as e:  # report and go on with the others
+            print(f"{name}: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

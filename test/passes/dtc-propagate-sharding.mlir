@@ -1,0 +1,192 @@
+// RUN: dtc-opt %s -split-input-file -dtc-propagate-sharding="mesh=tp:2" | FileCheck %s --check-prefix=TP2
+// RUN: dtc-opt %s -split-input-file -dtc-propagate-sharding="mesh=tp:2" | FileCheck %s --check-prefix=CNT2
+// RUN: dtc-opt %s -split-input-file -dtc-propagate-sharding="mesh=tp:8" | FileCheck %s --check-prefix=TP8
+// RUN: dtc-opt %s -split-input-file -dtc-propagate-sharding="mesh=tp:8" | FileCheck %s --check-prefix=CNT8
+// RUN: dtc-opt %s -split-input-file -dtc-propagate-sharding="mesh=dp:2,tp:2" | FileCheck %s --check-prefix=DPTP
+// RUN: dtc-opt %s -split-input-file -dtc-propagate-sharding="mesh=tp:2 sequence-parallel=true" | FileCheck %s --check-prefix=SP
+// RUN: dtc-opt %S/Inputs/dtc-propagate-sharding-errors.mlir -split-input-file -dtc-propagate-sharding="mesh=dp:2,tp:2" -verify-diagnostics
+// RUN: not dtc-opt %s -split-input-file -dtc-propagate-sharding="mesh=tp" 2>&1 | FileCheck %s --check-prefix=MESH
+// MESH: error: invalid mesh "tp": expected name:size pairs such as dp:2,tp:4
+// The real fixture, as `dtc compile` imports it:
+// RUN: dtc compile %models/tiny-gpt.onnx --gpus 1 --seq-len 16 --emit imported | dtc-opt -dtc-propagate-sharding="mesh=tp:2" | FileCheck %s --check-prefix=GPT
+// RUN: dtc compile %models/tiny-gpt.onnx --gpus 1 --seq-len 16 --emit imported | dtc-opt -dtc-propagate-sharding="mesh=tp:2" | FileCheck %s --check-prefix=GPTCNT
+
+// Megatron-LM's tensor parallelism emerges from the cost model: the fused
+// QKV and the first MLP linear split by output columns (weights
+// column-split; QKV interleaved per Q/K/V third, ":64"), attention by heads,
+// the attention output projection and the second MLP linear by rows (their
+// reduction loop, hence a partial value), and exactly one all-reduce per
+// sub-block: two partial values per block, reduced before the bias add.
+
+// TP2-LABEL: func.func @gpt_block
+// TP2-SAME: dtc.sharding = #dtc.sharding<{{\[\[}}], [], [{{\]\]}}>
+// TP2: dtc.parameter "attn.c_attn.weight" {dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"]:64]>]}
+// TP2: dtc.parameter "attn.c_proj.weight" {dtc.sharding = [#dtc.sharding<{{\[\[}}"tp"], [{{\]\]}}>]}
+// TP2: dtc.parameter "mlp.c_fc.weight" {dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"{{\]\]}}>]}
+// TP2: dtc.parameter "mlp.c_proj.weight" {dtc.sharding = [#dtc.sharding<{{\[\[}}"tp"], [{{\]\]}}>]}
+// TP2: dtc.layer_norm {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [{{\]\]}}>]
+// TP2: dtc.matmul {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], ["tp"]:64]>]
+// TP2: dtc.slice {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], ["tp"{{\]\]}}>]
+// TP2: dtc.transpose {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"], [], [{{\]\]}}>]
+// TP2: dtc.attention {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"], [], [{{\]\]}}>]
+// TP2: dtc.matmul {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [{{\]\]}}, partial = ["tp"]>]
+// TP2-NEXT: dtc.add {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [{{\]\]}}>]
+// TP2-NEXT: dtc.add {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [{{\]\]}}>]
+// TP2-NEXT: dtc.layer_norm {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [{{\]\]}}>]
+// TP2-NEXT: dtc.matmul {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], ["tp"{{\]\]}}>]
+// TP2-NEXT: dtc.add {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], ["tp"{{\]\]}}>]
+// TP2-NEXT: dtc.gelu {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], ["tp"{{\]\]}}>]
+// TP2-NEXT: dtc.matmul {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [{{\]\]}}, partial = ["tp"]>]
+// TP2-NEXT: dtc.add {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [{{\]\]}}>]
+// TP2-NEXT: dtc.add {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [{{\]\]}}>]
+
+// Exactly two partial values in the block:
+// CNT2-LABEL: func.func @gpt_block
+// CNT2-COUNT-2: partial = ["tp"]
+// CNT2-NOT: partial
+// CNT2: return
+
+// TP8-LABEL: func.func @gpt_block
+// TP8: dtc.parameter "attn.c_attn.weight" {dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"]:64]>]}
+// TP8: dtc.parameter "attn.c_proj.weight" {dtc.sharding = [#dtc.sharding<{{\[\[}}"tp"], [{{\]\]}}>]}
+// TP8: dtc.parameter "mlp.c_fc.weight" {dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"{{\]\]}}>]}
+// TP8: dtc.parameter "mlp.c_proj.weight" {dtc.sharding = [#dtc.sharding<{{\[\[}}"tp"], [{{\]\]}}>]}
+// TP8: dtc.attention {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"], [], [{{\]\]}}>]
+// TP8: dtc.matmul {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [{{\]\]}}, partial = ["tp"]>]
+// TP8-NEXT: dtc.add {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [{{\]\]}}>]
+// TP8: dtc.gelu {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], ["tp"{{\]\]}}>]
+// TP8-NEXT: dtc.matmul {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [{{\]\]}}, partial = ["tp"]>]
+// TP8-NEXT: dtc.add {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [{{\]\]}}>]
+// CNT8-LABEL: func.func @gpt_block
+// CNT8-COUNT-2: partial = ["tp"]
+// CNT8-NOT: partial
+// CNT8: return
+
+// Data and tensor parallelism together: the batch stays on dp everywhere,
+// Megatron's splits on tp.
+// DPTP-LABEL: func.func @gpt_block
+// DPTP-SAME: dtc.sharding = #dtc.sharding<{{\[\[}}"dp"], [], [{{\]\]}}>
+// DPTP: dtc.parameter "attn.c_attn.weight" {dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"]:64]>]}
+// DPTP: dtc.attention {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"dp"], ["tp"], [], [{{\]\]}}>]
+// DPTP: dtc.matmul {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"dp"], [], [{{\]\]}}, partial = ["tp"]>]
+// DPTP-NEXT: dtc.add {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"dp"], [], [{{\]\]}}>]
+// DPTP: dtc.gelu {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"dp"], [], ["tp"{{\]\]}}>]
+// DPTP-NEXT: dtc.matmul {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"dp"], [], [{{\]\]}}, partial = ["tp"]>]
+// DPTP-NEXT: dtc.add {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"dp"], [], [{{\]\]}}>]
+
+// Sequence parallelism: between sub-blocks the activations are split over
+// tokens on tp, so the all-reduce becomes a reduce-scatter (partial -> split)
+// and an all-gather before the next column-parallel linear.
+// SP-LABEL: func.func @gpt_block
+// SP: dtc.matmul {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [{{\]\]}}, partial = ["tp"]>]
+// SP-NEXT: dtc.add {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"tp"], [], [{{\]\]}}>]
+// SP-NEXT: dtc.add {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"tp"], [], [{{\]\]}}>]
+// SP-NEXT: dtc.layer_norm {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"tp"], [], [{{\]\]}}>]
+// SP-NEXT: dtc.matmul {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], ["tp"{{\]\]}}>]
+
+// A GPT-2 block as the ONNX importer raises it: fused QKV projection, slices
+// into Q, K, V, reshape/transpose to 8 heads, causal attention, output
+// projection, residual, MLP with gelu, residual.
+func.func @gpt_block(%x: tensor<2x8x64xf32>) -> tensor<2x8x64xf32> {
+  %ln1w = dtc.parameter "ln_1.weight" : tensor<64xf32>
+  %ln1b = dtc.parameter "ln_1.bias" : tensor<64xf32>
+  %wqkv = dtc.parameter "attn.c_attn.weight" : tensor<64x192xf32>
+  %bqkv = dtc.parameter "attn.c_attn.bias" : tensor<192xf32>
+  %wo = dtc.parameter "attn.c_proj.weight" : tensor<64x64xf32>
+  %bo = dtc.parameter "attn.c_proj.bias" : tensor<64xf32>
+  %ln2w = dtc.parameter "ln_2.weight" : tensor<64xf32>
+  %ln2b = dtc.parameter "ln_2.bias" : tensor<64xf32>
+  %w1 = dtc.parameter "mlp.c_fc.weight" : tensor<64x256xf32>
+  %b1 = dtc.parameter "mlp.c_fc.bias" : tensor<256xf32>
+  %w2 = dtc.parameter "mlp.c_proj.weight" : tensor<256x64xf32>
+  %b2 = dtc.parameter "mlp.c_proj.bias" : tensor<64xf32>
+  %ln1 = dtc.layer_norm %x, %ln1w, %ln1b {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+  %qkv0 = dtc.matmul %ln1, %wqkv : (tensor<2x8x64xf32>, tensor<64x192xf32>) -> tensor<2x8x192xf32>
+  %qkv = dtc.add %bqkv, %qkv0 : (tensor<192xf32>, tensor<2x8x192xf32>) -> tensor<2x8x192xf32>
+  %q0 = dtc.slice %qkv {limits = array<i64: 2, 8, 64>, starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 1>} : (tensor<2x8x192xf32>) -> tensor<2x8x64xf32>
+  %k0 = dtc.slice %qkv {limits = array<i64: 2, 8, 128>, starts = array<i64: 0, 0, 64>, strides = array<i64: 1, 1, 1>} : (tensor<2x8x192xf32>) -> tensor<2x8x64xf32>
+  %v0 = dtc.slice %qkv {limits = array<i64: 2, 8, 192>, starts = array<i64: 0, 0, 128>, strides = array<i64: 1, 1, 1>} : (tensor<2x8x192xf32>) -> tensor<2x8x64xf32>
+  %q1 = dtc.reshape %q0 : (tensor<2x8x64xf32>) -> tensor<2x8x8x8xf32>
+  %q = dtc.transpose %q1 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x8x8xf32>) -> tensor<2x8x8x8xf32>
+  %k1 = dtc.reshape %k0 : (tensor<2x8x64xf32>) -> tensor<2x8x8x8xf32>
+  %k = dtc.transpose %k1 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x8x8xf32>) -> tensor<2x8x8x8xf32>
+  %v1 = dtc.reshape %v0 : (tensor<2x8x64xf32>) -> tensor<2x8x8x8xf32>
+  %v = dtc.transpose %v1 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x8x8xf32>) -> tensor<2x8x8x8xf32>
+  %att = dtc.attention %q, %k, %v {causal} : (tensor<2x8x8x8xf32>, tensor<2x8x8x8xf32>, tensor<2x8x8x8xf32>) -> tensor<2x8x8x8xf32>
+  %att1 = dtc.transpose %att {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x8x8xf32>) -> tensor<2x8x8x8xf32>
+  %att2 = dtc.reshape %att1 : (tensor<2x8x8x8xf32>) -> tensor<2x8x64xf32>
+  %o0 = dtc.matmul %att2, %wo : (tensor<2x8x64xf32>, tensor<64x64xf32>) -> tensor<2x8x64xf32>
+  %o = dtc.add %bo, %o0 : (tensor<64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+  %h = dtc.add %x, %o : (tensor<2x8x64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+  %ln2 = dtc.layer_norm %h, %ln2w, %ln2b {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+  %f0 = dtc.matmul %ln2, %w1 : (tensor<2x8x64xf32>, tensor<64x256xf32>) -> tensor<2x8x256xf32>
+  %f1 = dtc.add %b1, %f0 : (tensor<256xf32>, tensor<2x8x256xf32>) -> tensor<2x8x256xf32>
+  %f2 = dtc.gelu %f1 : tensor<2x8x256xf32>
+  %m0 = dtc.matmul %f2, %w2 : (tensor<2x8x256xf32>, tensor<256x64xf32>) -> tensor<2x8x64xf32>
+  %m = dtc.add %b2, %m0 : (tensor<64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+  %y = dtc.add %h, %m : (tensor<2x8x64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+  return %y : tensor<2x8x64xf32>
+}
+
+
+// -----
+
+// TP2-LABEL: func.func @mlp
+// TP2: dtc.parameter "fc1.weight" {dtc.sharding = [#dtc.sharding<{{\[\[}}"tp"], [{{\]\]}}>]}
+// TP2: dtc.parameter "fc2.weight" {dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"{{\]\]}}>]}
+// TP2: dtc.matmul {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"{{\]\]}}>]
+// TP2-NEXT: dtc.gelu {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"{{\]\]}}>]
+// TP2-NEXT: dtc.matmul {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [{{\]\]}}, partial = ["tp"]>]
+// DPTP-LABEL: func.func @mlp
+// DPTP-SAME: dtc.sharding = #dtc.sharding<{{\[\[}}"dp"], [{{\]\]}}>
+// DPTP: dtc.gelu {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"dp"], ["tp"{{\]\]}}>]
+// DPTP-NEXT: dtc.matmul {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"dp"], [{{\]\]}}, partial = ["tp"]>]
+
+// Two linears and a gelu (PyTorch Linear: x @ W^T).
+func.func @mlp(%x: tensor<16x128xf32>) -> tensor<16x128xf32> {
+  %w1 = dtc.parameter "fc1.weight" : tensor<512x128xf32>
+  %w2 = dtc.parameter "fc2.weight" : tensor<128x512xf32>
+  %h0 = dtc.matmul %x, %w1 {transpose_rhs} : (tensor<16x128xf32>, tensor<512x128xf32>) -> tensor<16x512xf32>
+  %h = dtc.gelu %h0 : tensor<16x512xf32>
+  %y = dtc.matmul %h, %w2 {transpose_rhs} : (tensor<16x512xf32>, tensor<128x512xf32>) -> tensor<16x128xf32>
+  return %y : tensor<16x128xf32>
+}
+
+
+// -----
+
+// The projection splits by columns, the mean over them leaves a partial
+// [32] vector: one all-reduce of 128 bytes instead of gathering [32x1024].
+// TP2-LABEL: func.func @score
+// TP2: dtc.parameter "proj.weight" {dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"{{\]\]}}>]}
+// TP2: dtc.relu {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"{{\]\]}}>]
+// TP2-NEXT: dtc.reduce_mean {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}{{\]\]}}, partial = ["tp"]>]
+
+// Not a transformer: a wide projection scored by a mean over its features.
+func.func @score(%x: tensor<32x256xf32>) -> tensor<32xf32> {
+  %w = dtc.parameter "proj.weight" : tensor<256x1024xf32>
+  %h0 = dtc.matmul %x, %w : (tensor<32x256xf32>, tensor<256x1024xf32>) -> tensor<32x1024xf32>
+  %h = dtc.relu %h0 : tensor<32x1024xf32>
+  %s = dtc.reduce_mean %h {dims = array<i64: 1>} : (tensor<32x1024xf32>) -> tensor<32xf32>
+  return %s : tensor<32xf32>
+}
+
+// tiny-gpt (2 layers, 4 heads, hidden 64) at tp=2.
+// GPT-LABEL: func.func @main
+// GPT: dtc.parameter "onnx::MatMul_278" {dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"]:64]>]}
+// GPT-NEXT: dtc.parameter "onnx::MatMul_282" {dtc.sharding = [#dtc.sharding<{{\[\[}}"tp"], [{{\]\]}}>]}
+// GPT-NEXT: dtc.parameter "onnx::MatMul_283" {dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"{{\]\]}}>]}
+// GPT-NEXT: dtc.parameter "onnx::MatMul_284" {dtc.sharding = [#dtc.sharding<{{\[\[}}"tp"], [{{\]\]}}>]}
+// The language-model head splits the vocabulary: logits stay split.
+// GPT: dtc.parameter "onnx::MatMul_292" {dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"{{\]\]}}>]}
+// GPT: dtc.attention {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"], [], [{{\]\]}}>]
+// GPT: dtc.matmul {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [{{\]\]}}, partial = ["tp"]>]
+// GPT-NEXT: dtc.add {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [{{\]\]}}>]
+// GPT: dtc.gelu {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], ["tp"{{\]\]}}>]
+// GPT-NEXT: dtc.matmul {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [{{\]\]}}, partial = ["tp"]>]
+// GPT-NEXT: dtc.add {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [{{\]\]}}>]
+// GPT: dtc.attention {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"], [], [{{\]\]}}>]
+// Two partial values per block, none elsewhere:
+// GPTCNT-LABEL: func.func @main
+// GPTCNT-COUNT-4: partial = ["tp"]
+// GPTCNT-NOT: partial
