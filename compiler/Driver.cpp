@@ -141,6 +141,13 @@ importModel(const CompileOptions &o, mlir::MLIRContext &context) {
   llvm::StringRef ext = llvm::sys::path::extension(o.modelPath);
   onnx::ImportOptions importOptions;
   importOptions.seqLen = o.seqLen;
+  for (llvm::StringRef binding : o.dims) {
+    auto [name, size] = binding.split('=');
+    int64_t value = 0;
+    if (name.empty() || size.getAsInteger(10, value) || value < 1)
+      return badInput("--dim {0}: expected NAME=SIZE with SIZE >= 1", binding);
+    importOptions.dimParams[name.str()] = value;
+  }
   // One forward on one device processes a micro-batch.
   importOptions.batch = o.microBatch ? o.microBatch : std::optional<int64_t>(1);
   if (ext == ".json")
@@ -260,9 +267,8 @@ static void printSummary(llvm::raw_ostream &out, const ModelSummary &m,
     out << llvm::formatv("predict  {0:f4} s/step, {1:f0} tokens/s, {2:f1} "
                          "TFLOP/s/GPU, MFU {3:f1}%, bubble {4:f1}%, "
                          "{5:f1} GB/GPU\n",
-                         p.stepTimeS, p.tokensPerS, p.tflopsPerGpu,
-                         100 * p.mfu, 100 * p.bubbleFraction,
-                         p.memoryPerGpuBytes / 1e9);
+                         p.stepTimeS, p.tokensPerS, p.tflopsPerGpu, 100 * p.mfu,
+                         100 * p.bubbleFraction, p.memoryPerGpuBytes / 1e9);
     out << llvm::formatv("search   {0} candidates in {1:f3} s\n",
                          plan->candidatesEvaluated, plan->searchSeconds);
   } else {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dtc {
 
@@ -21,6 +22,8 @@ struct CompileOptions {
   std::optional<int64_t> gpusPerNode;
   std::optional<int64_t> globalBatch;
   std::optional<int64_t> seqLen;
+  /// `NAME=SIZE` bindings of named dynamic dims (ONNX dim_param).
+  std::vector<std::string> dims;
   std::string mode = "train";
   std::string dtype = "bf16";
   std::optional<int64_t> tp, pp, dp, cp, ep, vpp, zero, microBatch;

@@ -535,7 +535,7 @@ Error ModelImporter::bindInputs() {
           "dynamic dim {0} of input '{1}' is unbound; only the batch (dim 0) "
           "and sequence (dim 1 of integer inputs, --seq-len) dims are bound "
           "automatically: export it static or bind it by name "
-          "(dtc-onnx-import --dim {2}=SIZE)",
+          "(dtc compile --dim {2}=SIZE)",
           p.param.empty() ? std::to_string(p.dim) : "'" + p.param + "'",
           p.input, p.param.empty() ? std::string("NAME") : p.param);
     inputShapes[p.input][p.dim] = it->second;
@@ -807,9 +807,12 @@ Expected<Value> ModelImporter::expandTo(Value input,
     return reshape(input, shape);
   // dtc has no broadcast op; adding a splat zero of the target shape
   // broadcasts through the elementwise rule (sharding follows the result).
-  HostTensor zeros =
-      HostTensor::zeros(dataTypeOf(type.getElementType()), shape);
-  auto zero = constant(zeros);
+  // A splat attribute: O(1) memory whatever the shape (GQA's repeated K/V
+  // at long sequences would otherwise allocate the whole tensor per layer).
+  Type elementType = type.getElementType();
+  auto zeros = DenseElementsAttr::get(RankedTensorType::get(shape, elementType),
+                                      builder.getZeroAttr(elementType));
+  auto zero = finish(d::ConstantOp::create(builder, loc(), zeros));
   if (!zero)
     return zero.takeError();
   return finish(d::AddOp::create(builder, loc(), placeholder(), input, *zero));

@@ -65,11 +65,8 @@ enum class MaskKind { None, Causal };
 
 /// Classifies a constant additive mask over [s, t] scores: all zeros, or
 /// causal (0 where key <= query, very negative where key > query).
-std::optional<MaskKind> classifyMask(Value mask, int64_t s, int64_t t) {
-  DenseElementsAttr dense;
-  if (!matchPattern(mask, m_Constant(&dense)) ||
-      !isa<FloatType>(dense.getElementType()))
-    return std::nullopt;
+std::optional<MaskKind> classifyMaskElements(DenseElementsAttr dense, int64_t s,
+                                             int64_t t) {
   auto type = cast<RankedTensorType>(dense.getType());
   if (type.getRank() < 2 || type.getShape().take_back(2) != ArrayRef{s, t})
     return std::nullopt;
@@ -95,6 +92,27 @@ std::optional<MaskKind> classifyMask(Value mask, int64_t s, int64_t t) {
   }
   return allZero ? MaskKind::None : MaskKind::Causal;
 }
+
+/// Every layer adds the same (uniqued) mask constant: scanning its s*t
+/// elements once, not once per layer, is most of a long-sequence import.
+class MaskClassifier {
+public:
+  std::optional<MaskKind> classify(Value mask, int64_t s, int64_t t) {
+    DenseElementsAttr dense;
+    if (!matchPattern(mask, m_Constant(&dense)) ||
+        !isa<FloatType>(dense.getElementType()))
+      return std::nullopt;
+    auto [it, inserted] = cache.try_emplace({dense, s, t}, std::nullopt);
+    if (inserted)
+      it->second = classifyMaskElements(dense, s, t);
+    return it->second;
+  }
+
+private:
+  llvm::DenseMap<std::tuple<Attribute, int64_t, int64_t>,
+                 std::optional<MaskKind>>
+      cache;
+};
 
 struct RaiseAttention : OpRewritePattern<d::MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -122,7 +140,7 @@ struct RaiseAttention : OpRewritePattern<d::MatmulOp> {
         Value other = add->getOperand(1 - i);
         if (other.getType() != add.getType())
           continue;
-        kind = classifyMask(add->getOperand(i), s, t);
+        kind = masks.classify(add->getOperand(i), s, t);
         if (kind) {
           scores = other;
           break;
@@ -175,6 +193,9 @@ struct RaiseAttention : OpRewritePattern<d::MatmulOp> {
         pv, pv.getType(), q, key, v, causal, rewriter.getF64FloatAttr(scale));
     return success();
   }
+
+  // The rewrite driver is single-threaded over one function.
+  mutable MaskClassifier masks;
 };
 
 } // namespace

@@ -49,6 +49,8 @@ void addCompile(CLI::App &app, dtc::CompileOptions &o, Action &action) {
                   "GPUs in one NVLink domain (default: from the cluster)");
   cmd->add_option("--global-batch", o.globalBatch,
                   "Sequences per optimizer step");
+  cmd->add_option("--dim", o.dims,
+                  "Bind a named dynamic dim: NAME=SIZE (repeatable)");
   cmd->add_option("--seq-len", o.seqLen, "Binds a dynamic sequence dimension");
   cmd->add_option("--mode", o.mode, "train or infer")->capture_default_str();
   cmd->add_option("--dtype", o.dtype, "bf16, fp16 or fp32")
@@ -67,14 +69,19 @@ void addCompile(CLI::App &app, dtc::CompileOptions &o, Action &action) {
                 "All degrees are pinned; only predict");
   cmd->add_option("-o", o.outputDir, "Bundle directory (default <model>.dtc)");
   cmd->add_flag("--json", o.json, "Print plan.json instead of the table");
-  cmd->add_option("--explain", o.explain, "Also print the K best alternatives")
-      ->expected(0, 1)
-      ->default_val(3);
+  // `--explain` alone means 3 alternatives (set after parsing, below).
+  CLI::Option *explain =
+      cmd->add_option("--explain", o.explain,
+                      "Also print the K best alternatives (default 3)")
+          ->expected(0, 1);
   cmd->add_option("--emit", o.emit,
                   "Print one stage's IR and stop: imported, sharded, "
                   "partitioned or program");
-  cmd->callback(
-      [&] { action = [&o] { return dtc::runCompile(o, llvm::outs()); }; });
+  cmd->callback([&o, &action, explain] {
+    if (explain->count() && !o.explain)
+      o.explain = 3;
+    action = [&o] { return dtc::runCompile(o, llvm::outs()); };
+  });
 }
 
 /// Declares a command that is not built yet, with its SPEC flags so that
