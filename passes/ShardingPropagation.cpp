@@ -99,7 +99,10 @@ struct State {
 };
 
 int64_t bytesOf(Type type) {
-  auto tensor = cast<RankedTensorType>(type);
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape() ||
+      !tensor.getElementType().isIntOrFloat())
+    return 0;
   int64_t bits = tensor.getElementType().getIntOrFloatBitWidth();
   return tensor.getNumElements() * std::max<int64_t>(bits / 8, 1);
 }
@@ -234,8 +237,9 @@ double Propagation::edgeCost(Value value, const Sh &from, const Sh &to,
   int64_t bytes = bytesOf(value.getType());
   double cost = free.contains(value) ? 0 : reshardCost(from, to, bytes);
   // Integer values and graph inputs need no gradient.
-  auto tensor = cast<RankedTensorType>(value.getType());
-  if (!isa<FloatType>(tensor.getElementType()) || isa<BlockArgument>(value))
+  auto tensor = dyn_cast<RankedTensorType>(value.getType());
+  if (!tensor || !isa<FloatType>(tensor.getElementType()) ||
+      isa<BlockArgument>(value))
     return cost;
   Sh grad = to.dimsOnly();
   for (size_t a = 0; a < numAxes(); ++a)
@@ -325,7 +329,9 @@ void Propagation::collectHints(Block &body) {
 // them by the flat-index ranges they cover.
 void Propagation::collectTokenDims(Block &body) {
   for (BlockArgument arg : body.getArguments()) {
-    auto type = cast<RankedTensorType>(arg.getType());
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type)
+      continue;
     SmallVector<int> dims(type.getRank(), 1);
     if (isa<FloatType>(type.getElementType()) && !dims.empty())
       dims.back() = 0;
@@ -378,8 +384,8 @@ void Propagation::collectTokenDims(Block &body) {
           continue;
         SmallVector<int> dims(type.getRank(), 0);
         for (Value operand : op.getOperands())
-          if (cast<RankedTensorType>(operand.getType()).getRank() ==
-              type.getRank())
+          if (auto operandType = dyn_cast<RankedTensorType>(operand.getType());
+              operandType && operandType.getRank() == type.getRank())
             for (int64_t d = 0; d < type.getRank(); ++d)
               dims[d] = std::max(dims[d], tokenKind(operand, d));
         tokenDims[result] = dims;
@@ -727,6 +733,24 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis) {
     return func.emitError("dtc-propagate-sharding needs a single-block body");
   Block &body = region.front();
   MLIRContext *ctx = func.getContext();
+
+  // Shardings are of static tensors; other ops are opaque (replicated).
+  auto isStaticTensor = [](Value v) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    return type && type.hasStaticShape() &&
+           type.getElementType().isIntOrFloat();
+  };
+  for (BlockArgument arg : body.getArguments())
+    if (!isStaticTensor(arg))
+      return emitError(arg.getLoc())
+             << "dtc-propagate-sharding handles static tensors only, got "
+             << arg.getType();
+  for (Operation &op : body)
+    for (Value v : llvm::concat<Value>(op.getOperands(), op.getResults()))
+      if (!isStaticTensor(v))
+        return op.emitError("dtc-propagate-sharding handles static tensors "
+                            "only, got ")
+               << v.getType();
 
   // Graph inputs: an explicit sharding, else the batch dim over `dpAxis`.
   for (auto [a, axis] : llvm::enumerate(axes))

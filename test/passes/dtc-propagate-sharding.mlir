@@ -171,6 +171,80 @@ func.func @score(%x: tensor<32x256xf32>) -> tensor<32xf32> {
   return %s : tensor<32xf32>
 }
 
+
+// -----
+
+// TP2-LABEL: func.func @gqa
+// TP2: dtc.parameter "wq" {dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"{{\]\]}}>]}
+// TP2-NEXT: dtc.parameter "wk" {dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"{{\]\]}}>]}
+// TP2-NEXT: dtc.parameter "wv" {dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"{{\]\]}}>]}
+// TP2: dtc.attention {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"], [], [{{\]\]}}>]} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+// Grouped-query attention: 4 query heads read 2 kv heads (h floordiv 2).
+func.func @gqa(%x: tensor<2x8x64xf32>) -> tensor<2x8x64xf32> {
+  %wq = dtc.parameter "wq" : tensor<64x64xf32>
+  %wk = dtc.parameter "wk" : tensor<64x32xf32>
+  %wv = dtc.parameter "wv" : tensor<64x32xf32>
+  %wo = dtc.parameter "wo" : tensor<64x64xf32>
+  %q0 = dtc.matmul %x, %wq : (tensor<2x8x64xf32>, tensor<64x64xf32>) -> tensor<2x8x64xf32>
+  %k0 = dtc.matmul %x, %wk : (tensor<2x8x64xf32>, tensor<64x32xf32>) -> tensor<2x8x32xf32>
+  %v0 = dtc.matmul %x, %wv : (tensor<2x8x64xf32>, tensor<64x32xf32>) -> tensor<2x8x32xf32>
+  %q1 = dtc.reshape %q0 : (tensor<2x8x64xf32>) -> tensor<2x8x4x16xf32>
+  %k1 = dtc.reshape %k0 : (tensor<2x8x32xf32>) -> tensor<2x8x2x16xf32>
+  %v1 = dtc.reshape %v0 : (tensor<2x8x32xf32>) -> tensor<2x8x2x16xf32>
+  %q = dtc.transpose %q1 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32>
+  %k = dtc.transpose %k1 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x2x16xf32>) -> tensor<2x2x8x16xf32>
+  %v = dtc.transpose %v1 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x2x16xf32>) -> tensor<2x2x8x16xf32>
+  %a = dtc.attention %q, %k, %v {causal} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %a1 = dtc.transpose %a {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x8x16xf32>) -> tensor<2x8x4x16xf32>
+  %a2 = dtc.reshape %a1 : (tensor<2x8x4x16xf32>) -> tensor<2x8x64xf32>
+  %o = dtc.matmul %a2, %wo : (tensor<2x8x64xf32>, tensor<64x64xf32>) -> tensor<2x8x64xf32>
+  %y = dtc.add %x, %o : (tensor<2x8x64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+  return %y : tensor<2x8x64xf32>
+}
+
+
+// -----
+
+// TP2-LABEL: func.func @reshape_groups
+// TP2: dtc.matmul {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"{{\]\]}}>]
+// TP2-NEXT: dtc.reshape {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"], [{{\]\]}}>]} : (tensor<8x192xf32>) -> tensor<8x4x48xf32>
+// TP2-NEXT: dtc.gelu {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"], [{{\]\]}}>]
+// TP2-NEXT: dtc.reshape {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"], [{{\]\]}}>]} : (tensor<8x4x48xf32>) -> tensor<8x2x96xf32>
+// A split dim of 192 carried through reshapes by dimension groups:
+// 192 -> (4, 48) puts the split on the 4; (4, 48) -> (2, 96) on the 2.
+func.func @reshape_groups(%x: tensor<8x192xf32>) -> tensor<8x2x96xf32> {
+  %w = dtc.parameter "w" : tensor<192x192xf32>
+  %h = dtc.matmul %x, %w : (tensor<8x192xf32>, tensor<192x192xf32>) -> tensor<8x192xf32>
+  %r = dtc.reshape %h : (tensor<8x192xf32>) -> tensor<8x4x48xf32>
+  %g = dtc.gelu %r : tensor<8x4x48xf32>
+  %r2 = dtc.reshape %g : (tensor<8x4x48xf32>) -> tensor<8x2x96xf32>
+  %t = dtc.tanh %r2 : tensor<8x2x96xf32>
+  return %t : tensor<8x2x96xf32>
+}
+
+
+// -----
+
+// Ops without a rule: a call is opaque (read and produce replicated values),
+// a concatenation drops the split of its axis; the loss is a partial sum
+// over the data-parallel batch.
+// DPTP-LABEL: func.func @calls
+// DPTP: call @ext({{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [{{\]\]}}>]
+// DPTP: dtc.concat {{.*}}axis = 0 : i64, dtc.sharding = [#dtc.sharding<{{\[\[}}], [{{.*}}{{\]\]}}>]
+// DPTP-LABEL: func.func @loss
+// DPTP: dtc.cross_entropy {{.*}}dtc.sharding = [#dtc.sharding<[], partial = ["dp"]>]
+func.func private @ext(tensor<4x8xf32>) -> tensor<4x8xf32>
+func.func @calls(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> tensor<8x8xf32> {
+  %a = func.call @ext(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %b = dtc.neg %a : tensor<4x8xf32>
+  %c = dtc.concat %b, %y {axis = 0 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+  return %c : tensor<8x8xf32>
+}
+func.func @loss(%logits: tensor<4x8x16xf32>, %labels: tensor<4x8xi64>) -> tensor<f32> {
+  %l = dtc.cross_entropy %logits, %labels : (tensor<4x8x16xf32>, tensor<4x8xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
 // tiny-gpt (2 layers, 4 heads, hidden 64) at tp=2.
 // GPT-LABEL: func.func @main
 // GPT: dtc.parameter "onnx::MatMul_278" {dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"]:64]>]}

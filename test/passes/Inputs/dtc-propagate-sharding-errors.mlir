@@ -31,3 +31,10 @@ func.func @indivisible_block(
     %x: tensor<12xf32> {dtc.sharding = #dtc.sharding<[["dp", "tp"]:6]>}) -> tensor<12xf32> {
   return %x : tensor<12xf32>
 }
+
+// -----
+
+// expected-error @+1 {{dtc-propagate-sharding handles static tensors only, got 'index'}}
+func.func @not_a_tensor(%x: index) {
+  return
+}
