@@ -135,7 +135,8 @@ importHfConfig(llvm::StringRef path, const onnx::ImportOptions &options,
 }
 
 static llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
-importModel(const CompileOptions &o, mlir::MLIRContext &context) {
+importModel(const CompileOptions &o, int64_t batch,
+            mlir::MLIRContext &context) {
   if (!llvm::sys::fs::exists(o.modelPath))
     return badInput("{0}: no such file", o.modelPath);
   llvm::StringRef ext = llvm::sys::path::extension(o.modelPath);
@@ -148,8 +149,7 @@ importModel(const CompileOptions &o, mlir::MLIRContext &context) {
       return badInput("--dim {0}: expected NAME=SIZE with SIZE >= 1", binding);
     importOptions.dimParams[name.str()] = value;
   }
-  // One forward on one device processes a micro-batch.
-  importOptions.batch = o.microBatch ? o.microBatch : std::optional<int64_t>(1);
+  importOptions.batch = batch;
   if (ext == ".json")
     return importHfConfig(o.modelPath, importOptions, context);
   if (ext != ".onnx")
@@ -182,6 +182,40 @@ static PlanRequest makePlanRequest(const CompileOptions &o,
   if (o.recompute)
     pins.recompute = parseRecompute(*o.recompute);
   return request;
+}
+
+static llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importAndSimplify(const CompileOptions &o, int64_t batch,
+                  mlir::MLIRContext &context,
+                  DiagnosticCollector &diagnostics) {
+  auto module = importModel(o, batch, context);
+  if (!module)
+    return module.takeError();
+  mlir::PassManager pm(&context);
+  pm.addPass(mlir::dtc::createDtcSimplify());
+  if (mlir::failed(pm.run(**module)))
+    return diagnostics.takeError(o.modelPath);
+  return module;
+}
+
+/// The model as one data-parallel step of the plan sees it (dp micro-batches)
+/// with every op's sharding over the plan's dp x tp mesh. Pipeline stages
+/// and context parallelism are laid out by later passes (issue 7).
+static llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+shardForPlan(const CompileOptions &o, const ParallelPlan &plan,
+             mlir::MLIRContext &context, DiagnosticCollector &diagnostics) {
+  auto module =
+      importAndSimplify(o, plan.microBatch * plan.dp, context, diagnostics);
+  if (!module)
+    return module.takeError();
+  mlir::dtc::DtcPropagateShardingOptions options;
+  options.mesh = llvm::formatv("dp:{0},tp:{1}", plan.dp, plan.tp).str();
+  options.sequenceParallel = plan.sequenceParallel;
+  mlir::PassManager pm(&context);
+  pm.addPass(mlir::dtc::createDtcPropagateSharding(options));
+  if (mlir::failed(pm.run(**module)))
+    return diagnostics.takeError(o.modelPath);
+  return module;
 }
 
 static std::string defaultBundleDir(llvm::StringRef modelPath) {
@@ -292,22 +326,19 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
   context.loadDialect<mlir::dtc::DtcDialect, mlir::func::FuncDialect>();
   // Errors are reported once, as a dtc error line, not printed by MLIR.
   DiagnosticCollector diagnostics(context);
-  auto module = importModel(o, context);
+  // The model as one device runs it: one micro-batch.
+  auto module =
+      importAndSimplify(o, o.microBatch.value_or(1), context, diagnostics);
   if (!module)
     return module.takeError();
-
-  mlir::PassManager pm(&context);
-  pm.addPass(mlir::dtc::createDtcSimplify());
-  if (mlir::failed(pm.run(**module)))
-    return diagnostics.takeError(o.modelPath);
 
   if (o.emit == "imported") {
     (*module)->print(out);
     return llvm::Error::success();
   }
-  if (!o.emit.empty())
+  if (!o.emit.empty() && o.emit != "sharded")
     return badInput("--emit {0}: that stage is not built yet; --emit imported "
-                    "is available",
+                    "and --emit sharded are available",
                     o.emit);
 
   std::string modelName = llvm::sys::path::stem(o.modelPath).str();
@@ -332,6 +363,16 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
     planResult = std::move(*searched);
   } else {
     planMissing = llvm::toString(spec.takeError());
+  }
+
+  if (o.emit == "sharded") {
+    if (!planResult)
+      return badInput("--emit sharded: {0}", planMissing);
+    auto sharded = shardForPlan(o, planResult->best.plan, context, diagnostics);
+    if (!sharded)
+      return sharded.takeError();
+    (*sharded)->print(out);
+    return llvm::Error::success();
   }
 
   double seconds =
