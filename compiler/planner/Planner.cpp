@@ -22,6 +22,7 @@
 #include "compiler/planner/Planner.h"
 
 #include "compiler/costmodel/Collectives.h"
+#include "compiler/costmodel/Memory.h"
 #include "compiler/support/Error.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -103,12 +104,25 @@ std::string dtc::planDimSetting(PlanDim dim, int64_t value) {
 
 static int64_t powerOfTwoPart(int64_t n) { return n & -n; }
 
+/// Tokens per optimizer step that published runs use at this model size:
+/// GPT-3 (Brown et al., Table 2.1) 0.5M up to 760M parameters, 1M at
+/// 1.3-2.7B, 2M at 6.7-13B, 3.2M at 175B; LLaMA 4M from 7B up. Powers of two
+/// between those.
+static int64_t defaultTokensPerStep(const TransformerSpec &spec) {
+  double params = totalParamCount(spec);
+  int log2Tokens = params < 1e9    ? 19
+                   : params < 5e9  ? 20
+                   : params < 30e9 ? 21
+                                   : 22;
+  return int64_t(1) << log2Tokens;
+}
+
 int64_t dtc::defaultGlobalBatch(const TransformerSpec &spec, int64_t gpus,
                                 const PlanPins &pins) {
+  int64_t tokens = defaultTokensPerStep(spec);
   int64_t base =
       spec.seqLen > 0
-          ? std::max<int64_t>(1, ((int64_t(1) << 22) + spec.seqLen / 2) /
-                                     spec.seqLen)
+          ? std::max<int64_t>(1, (tokens + spec.seqLen / 2) / spec.seqLen)
           : 1;
   gpus = std::max<int64_t>(gpus, 1);
   int64_t twos = powerOfTwoPart(gpus);
