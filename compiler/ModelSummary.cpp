@@ -80,8 +80,8 @@ llvm::Expected<TransformerSpec> extractTransformerSpec(ModuleOp module,
       embedding = e;
     else if (auto a = dyn_cast<mlir::dtc::AttentionOp>(op))
       attentions.push_back(a);
-    else if (!activation && isa<mlir::dtc::GeluOp, mlir::dtc::SiluOp,
-                                mlir::dtc::ReluOp>(op))
+    else if (!activation &&
+             isa<mlir::dtc::GeluOp, mlir::dtc::SiluOp, mlir::dtc::ReluOp>(op))
       activation = op;
   });
   if (!embedding)

@@ -104,9 +104,9 @@ struct SearchOptions {
 
 /// Sequences per step when --global-batch is not given: the tokens per step
 /// published runs use at this model size (0.5M below 1B parameters, 1M
-/// below 5B, 2M below 30B, 4M above), over seqLen, rounded to a multiple of the GPU count's odd
-/// part times as much of its power of two as that leaves, so most dp
-/// degrees divide it (docs/planner.md).
+/// below 5B, 2M below 30B, 4M above), over seqLen, rounded to a multiple of the
+/// GPU count's odd part times as much of its power of two as that leaves, so
+/// most dp degrees divide it (docs/planner.md).
 int64_t defaultGlobalBatch(const TransformerSpec &spec, int64_t gpus,
                            const PlanPins &pins = {});
 
