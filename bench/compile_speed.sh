@@ -23,7 +23,7 @@ run() {
     -o "$tmp/$model.dtc" | sed -n 's/^plan     //p')
   end=$(date +%s.%N)
   printf '%-10s %6s %-9s %9.2f %9s  %s\n' "$model" "$gpus" "$cluster" \
-    "$(echo "$end - $start" | bc)" "$target" "$plan"
+    "$(awk "BEGIN { print $end - $start }")" "$target" "$plan"
 }
 run llama-70b 64 h100 1
 run gpt3-175b 1024 a100-80g 2
