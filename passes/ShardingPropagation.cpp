@@ -137,7 +137,7 @@ bool matchStrided(AffineExpr expr, int64_t &loop, int64_t &stride,
 
 /// Loops whose split may leave partial sums (the op is linear in them).
 bool isSumLikeReduction(Operation *op, int64_t loop, int64_t numLoops) {
-  if (isa<MatmulOp, EmbeddingOp, ReduceSumOp, ReduceMeanOp>(op))
+  if (isa<MatmulOp, ConvOp, EmbeddingOp, ReduceSumOp, ReduceMeanOp>(op))
     return true;
   // Positions of the loss average linearly; the vocabulary is a log-sum-exp.
   if (isa<CrossEntropyOp>(op))
@@ -475,7 +475,7 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
   for (int64_t l = 0; l < numLoops; ++l)
     if (!isa<EmbeddingOp>(op) || l != numLoops - 1)
       flops *= extent[l];
-  if (isa<MatmulOp, AttentionOp>(op))
+  if (isa<MatmulOp, ConvOp, AttentionOp>(op))
     flops *= 2;
   choice.cost = 3 * flops / splitFactor / flopsPerByte;
   for (auto [result, sh] : llvm::zip(op->getResults(), choice.results))

@@ -306,6 +306,168 @@ SmallVector<AffineMap> MatmulOp::getIndexingMaps() {
 }
 
 //===----------------------------------------------------------------------===//
+// ConvOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
+                                       std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
+  auto input = asTensor(adaptor.getInput().getType());
+  auto weight = asTensor(adaptor.getWeight().getType());
+  if (input.getRank() < 3)
+    return emitOptionalError(loc, "input must be [n, c, spatial...], got rank ",
+                             input.getRank());
+  if (weight.getRank() != input.getRank())
+    return emitOptionalError(loc, "weight rank ", weight.getRank(),
+                             " differs from the input rank ", input.getRank());
+  if (input.getElementType() != weight.getElementType())
+    return emitOptionalError(
+        loc, "operand element types differ: ", input.getElementType(), " vs ",
+        weight.getElementType());
+  int64_t k = input.getRank() - 2;
+  ArrayRef<int64_t> strides = adaptor.getStrides(),
+                    dilations = adaptor.getDilations(),
+                    pads = adaptor.getPads();
+  if (static_cast<int64_t>(strides.size()) != k ||
+      static_cast<int64_t>(dilations.size()) != k ||
+      static_cast<int64_t>(pads.size()) != 2 * k)
+    return emitOptionalError(loc, "strides and dilations need ", k,
+                             " entries and pads ", 2 * k, " for ", k,
+                             " spatial dims");
+  int64_t groups = adaptor.getGroups();
+  int64_t channels = input.getDimSize(1), filters = weight.getDimSize(0);
+  if (groups < 1 || channels % groups || filters % groups)
+    return emitOptionalError(
+        loc, "groups ", groups,
+        " must be positive and divide the input channels (", channels,
+        ") and output channels (", filters, ")");
+  if (weight.getDimSize(1) * groups != channels)
+    return emitOptionalError(loc, "weight ", shapeString(weight.getShape()),
+                             " must have input channels / groups = ",
+                             channels / groups, " in dim 1");
+  if (Value bias = adaptor.getBias()) {
+    auto biasType = asTensor(bias.getType());
+    if (biasType.getShape() != ArrayRef<int64_t>{filters} ||
+        biasType.getElementType() != input.getElementType())
+      return emitOptionalError(loc, "bias must be a ", filters, "-element ",
+                               input.getElementType(), " vector, got ",
+                               biasType);
+  }
+  SmallVector<int64_t> shape = {input.getDimSize(0), filters};
+  for (int64_t i = 0; i < k; ++i) {
+    if (strides[i] < 1 || dilations[i] < 1 || pads[i] < 0 || pads[k + i] < 0)
+      return emitOptionalError(loc, "spatial dim ", i,
+                               ": strides and dilations must be positive and "
+                               "pads non-negative");
+    int64_t padded = input.getDimSize(2 + i) + pads[i] + pads[k + i];
+    int64_t window = dilations[i] * (weight.getDimSize(2 + i) - 1) + 1;
+    if (window > padded)
+      return emitOptionalError(loc, "spatial dim ", i, ": kernel window ",
+                               window, " exceeds the padded input ", padded);
+    shape.push_back((padded - window) / strides[i] + 1);
+  }
+  types.push_back(input.clone(shape));
+  return success();
+}
+
+// Loops (n, f, o1..ok, c', k1..kk): see the op description.
+SmallVector<IteratorType> ConvOp::getLoopIteratorTypes() {
+  int64_t k = getInput().getType().getRank() - 2;
+  SmallVector<IteratorType> types(2 + k, IteratorType::parallel);
+  types.append(1 + k, IteratorType::reduction);
+  return types;
+}
+
+SmallVector<AffineMap> ConvOp::getIndexingMaps() {
+  MLIRContext *ctx = getContext();
+  int64_t k = getInput().getType().getRank() - 2, numLoops = 2 * k + 3;
+  AffineExpr n = getAffineDimExpr(0, ctx), f = getAffineDimExpr(1, ctx);
+  AffineExpr c = getAffineDimExpr(2 + k, ctx);
+  int64_t groups = getGroups();
+  AffineExpr channel = c;
+  if (groups > 1) {
+    int64_t perGroupIn = getWeight().getType().getDimSize(1);
+    int64_t perGroupOut = getWeight().getType().getDimSize(0) / groups;
+    channel = f.floorDiv(perGroupOut) * perGroupIn + c;
+  }
+  SmallVector<AffineExpr> inputExprs = {n, channel}, weightExprs = {f, c},
+                          outputExprs = {n, f};
+  for (int64_t i = 0; i < k; ++i) {
+    AffineExpr o = getAffineDimExpr(2 + i, ctx);
+    AffineExpr w = getAffineDimExpr(3 + k + i, ctx);
+    inputExprs.push_back(o * getStrides()[i] + w * getDilations()[i]);
+    weightExprs.push_back(w);
+    outputExprs.push_back(o);
+  }
+  SmallVector<AffineMap> maps = {AffineMap::get(numLoops, 0, inputExprs, ctx),
+                                 AffineMap::get(numLoops, 0, weightExprs, ctx)};
+  if (getBias())
+    maps.push_back(AffineMap::get(numLoops, 0, {f}, ctx));
+  maps.push_back(AffineMap::get(numLoops, 0, outputExprs, ctx));
+  return maps;
+}
+
+//===----------------------------------------------------------------------===//
+// MaxPoolOp, AvgPoolOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult mlir::dtc::detail::inferPoolType(
+    std::optional<Location> loc, Type input, ArrayRef<int64_t> kernel,
+    ArrayRef<int64_t> strides, ArrayRef<int64_t> dilations,
+    ArrayRef<int64_t> pads, SmallVectorImpl<Type> &types) {
+  auto inputType = asTensor(input);
+  if (inputType.getRank() < 3)
+    return emitOptionalError(loc, "input must be [n, c, spatial...], got rank ",
+                             inputType.getRank());
+  int64_t k = inputType.getRank() - 2;
+  if (static_cast<int64_t>(kernel.size()) != k ||
+      static_cast<int64_t>(strides.size()) != k ||
+      static_cast<int64_t>(dilations.size()) != k ||
+      static_cast<int64_t>(pads.size()) != 2 * k)
+    return emitOptionalError(loc, "kernel_shape, strides and dilations need ",
+                             k, " entries and pads ", 2 * k, " for ", k,
+                             " spatial dims");
+  SmallVector<int64_t> shape(inputType.getShape().take_front(2));
+  for (int64_t i = 0; i < k; ++i) {
+    if (kernel[i] < 1 || strides[i] < 1 || dilations[i] < 1 || pads[i] < 0 ||
+        pads[k + i] < 0)
+      return emitOptionalError(loc, "spatial dim ", i,
+                               ": kernel, strides and dilations must be "
+                               "positive and pads non-negative");
+    int64_t padded = inputType.getDimSize(2 + i) + pads[i] + pads[k + i];
+    int64_t window = dilations[i] * (kernel[i] - 1) + 1;
+    if (window > padded)
+      return emitOptionalError(loc, "spatial dim ", i, ": kernel window ",
+                               window, " exceeds the padded input ", padded);
+    shape.push_back((padded - window) / strides[i] + 1);
+  }
+  types.push_back(inputType.clone(shape));
+  return success();
+}
+
+// Loops (n, c, o1..ok, k1..kk).
+SmallVector<IteratorType>
+mlir::dtc::detail::poolIteratorTypes(int64_t numSpatial) {
+  SmallVector<IteratorType> types(2 + numSpatial, IteratorType::parallel);
+  types.append(numSpatial, IteratorType::reduction);
+  return types;
+}
+
+SmallVector<AffineMap>
+mlir::dtc::detail::poolIndexingMaps(MLIRContext *ctx, ArrayRef<int64_t> strides,
+                                    ArrayRef<int64_t> dilations) {
+  int64_t k = strides.size(), numLoops = 2 + 2 * k;
+  SmallVector<AffineExpr> inputExprs = loopDims(ctx, 0, 2);
+  SmallVector<AffineExpr> outputExprs = loopDims(ctx, 0, 2 + k);
+  for (int64_t i = 0; i < k; ++i)
+    inputExprs.push_back(getAffineDimExpr(2 + i, ctx) * strides[i] +
+                         getAffineDimExpr(2 + k + i, ctx) * dilations[i]);
+  return {AffineMap::get(numLoops, 0, inputExprs, ctx),
+          AffineMap::get(numLoops, 0, outputExprs, ctx)};
+}
+
+//===----------------------------------------------------------------------===//
 // SoftmaxOp, LayerNormOp, RmsNormOp
 //===----------------------------------------------------------------------===//
 

@@ -35,6 +35,16 @@ SmallVector<utils::IteratorType> reduceIteratorTypes(int64_t rank,
 SmallVector<AffineMap> reduceIndexingMaps(MLIRContext *ctx, int64_t rank,
                                           ArrayRef<int64_t> dims,
                                           bool keepDims);
+
+/// Window pooling over the spatial dims of an `[n, c, spatial...]` input.
+LogicalResult inferPoolType(std::optional<Location> loc, Type input,
+                            ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                            ArrayRef<int64_t> dilations, ArrayRef<int64_t> pads,
+                            SmallVectorImpl<Type> &types);
+SmallVector<utils::IteratorType> poolIteratorTypes(int64_t numSpatial);
+SmallVector<AffineMap> poolIndexingMaps(MLIRContext *ctx,
+                                        ArrayRef<int64_t> strides,
+                                        ArrayRef<int64_t> dilations);
 } // namespace mlir::dtc::detail
 
 #include "dialects/dtc/DtcInterfaces.h.inc"

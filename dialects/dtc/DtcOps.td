@@ -172,6 +172,87 @@ def Dtc_MatmulOp : Dtc_ShapedOp<"matmul"> {
       "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
 }
 
+def Dtc_ConvOp : Dtc_ShapedOp<"conv"> {
+  let summary = "N-d grouped convolution, channels first (ONNX Conv)";
+  let description = [{
+    `input [n, c, x1..xk]`, `weight [f, c/groups, k1..kk]`, optional
+    `bias [f]` -> `[n, f, o1..ok]` with
+    `oi = (xi + pad_begin_i + pad_end_i - dilation_i * (ki - 1) - 1)
+    floordiv stride_i + 1`. `pads` holds the k begin pads then the k end
+    pads (ONNX order); padding reads zeros. Both `c` and `f` must be
+    multiples of `groups`; output channel `f` reads input channels
+    `[g * c/groups, (g + 1) * c/groups)` with `g = f floordiv (f/groups)`.
+
+    Loops: `(n, f, o1..ok, c', k1..kk)`: batch, output channels and output
+    positions are parallel, the per-group input channel `c'` and the kernel
+    window are reductions. The input map describes the padded input:
+    `x_i = o_i * stride_i + k_i * dilation_i` (pads shift it by a constant
+    that only halos care about). A loop in a sum with another loop (output
+    positions, kernel window) needs a halo exchange to split, which
+    propagation does not offer; with `groups > 1` the input channel is
+    `g * (c/groups) + c'`, so propagation splits neither `f` nor `c'` there.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$input, Dtc_FloatTensor:$weight,
+                   Optional<Dtc_FloatTensor>:$bias,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
+                   DenseI64ArrayAttr:$pads,
+                   DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Dtc_FloatTensor:$output);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+class Dtc_PoolOp<string mnemonic, string desc> : Dtc_ShapedOp<mnemonic> {
+  let summary = "N-d " # desc # " pooling over windows, channels first";
+  let description = [{
+    `input [n, c, x1..xk]` -> `[n, c, o1..ok]` with
+    `oi = (xi + pad_begin_i + pad_end_i - dilation_i * (kernel_i - 1) - 1)
+    floordiv stride_i + 1`; `pads` holds the k begin pads then the k end pads.
+    Padded positions are not part of any window (max ignores them; average
+    divides by the positions inside the input unless `count_include_pad`).
+    Loops `(n, c, o1..ok, k1..kk)`, the window taps are reductions; the input
+    map `o_i * stride_i + k_i * dilation_i` is over the padded input, as for
+    `dtc.conv`: propagation splits batch and channels only.
+  }];
+  let results = (outs Dtc_FloatTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return detail::inferPoolType(loc, adaptor.getInput().getType(),
+                                   adaptor.getKernelShape(),
+                                   adaptor.getStrides(),
+                                   adaptor.getDilations(), adaptor.getPads(),
+                                   types);
+    }
+    ::llvm::SmallVector<::mlir::utils::IteratorType>
+    $cppClass::getLoopIteratorTypes() {
+      return detail::poolIteratorTypes(getKernelShape().size());
+    }
+    ::llvm::SmallVector<::mlir::AffineMap> $cppClass::getIndexingMaps() {
+      return detail::poolIndexingMaps(getContext(), getStrides(),
+                                      getDilations());
+    }
+  }];
+}
+
+def Dtc_MaxPoolOp : Dtc_PoolOp<"max_pool", "max"> {
+  let arguments = (ins Dtc_FloatTensor:$input,
+                   DenseI64ArrayAttr:$kernel_shape,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
+                   DenseI64ArrayAttr:$pads);
+}
+
+def Dtc_AvgPoolOp : Dtc_PoolOp<"avg_pool", "average"> {
+  let arguments = (ins Dtc_FloatTensor:$input,
+                   DenseI64ArrayAttr:$kernel_shape,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
+                   DenseI64ArrayAttr:$pads, UnitAttr:$count_include_pad);
+}
+
 class Dtc_ReduceOp<string mnemonic, string desc>
     : Dtc_ShapedOp<mnemonic> {
   let summary = "Reduce by " # desc # " over `dims`";

@@ -152,6 +152,9 @@ public:
   Error lowerSoftmaxCrossEntropy(llvm::ArrayRef<Entry *> ins);
   Error lowerNllLoss(llvm::ArrayRef<Entry *> ins);
   Error crossEntropy(Value scores, int64_t classAxis, Entry *labels);
+  Error lowerConv(llvm::ArrayRef<Entry *> ins);
+  Error lowerGlobalAveragePool(llvm::ArrayRef<Entry *> ins);
+  Error lowerPool(llvm::ArrayRef<Entry *> ins);
   // ops/Tensor.cpp
   Error lowerIdentity(llvm::ArrayRef<Entry *> ins);
   Error lowerTranspose(llvm::ArrayRef<Entry *> ins);

@@ -689,3 +689,120 @@ func.func @attention_zero_query_heads(%q: tensor<2x0x16x32xf32>, %k: tensor<2x2x
   %0 = dtc.attention %q, %k, %k : (tensor<2x0x16x32xf32>, tensor<2x2x16x32xf32>, tensor<2x2x16x32xf32>) -> tensor<2x0x16x32xf32>
   return
 }
+
+// -----
+
+func.func @conv_rank(%x: tensor<2x4xf32>, %w: tensor<8x4xf32>) {
+  // expected-error @+2 {{input must be [n, c, spatial...], got rank 2}}
+  // expected-error @+1 {{'dtc.conv' op failed to infer returned types}}
+  %0 = dtc.conv %x, %w {strides = array<i64>, dilations = array<i64>, pads = array<i64>} : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @conv_weight_rank(%x: tensor<2x4x9x9xf32>, %w: tensor<8x4x3xf32>) {
+  // expected-error @+2 {{weight rank 3 differs from the input rank 4}}
+  // expected-error @+1 {{'dtc.conv' op failed to infer returned types}}
+  %0 = dtc.conv %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x9x9xf32>, tensor<8x4x3xf32>) -> tensor<2x8x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_element_types(%x: tensor<2x4x9x9xf32>, %w: tensor<8x4x3x3xbf16>) {
+  // expected-error @+2 {{operand element types differ: 'f32' vs 'bf16'}}
+  // expected-error @+1 {{'dtc.conv' op failed to infer returned types}}
+  %0 = dtc.conv %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x9x9xf32>, tensor<8x4x3x3xbf16>) -> tensor<2x8x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_attr_sizes(%x: tensor<2x4x9x9xf32>, %w: tensor<8x4x3x3xf32>) {
+  // expected-error @+2 {{strides and dilations need 2 entries and pads 4 for 2 spatial dims}}
+  // expected-error @+1 {{'dtc.conv' op failed to infer returned types}}
+  %0 = dtc.conv %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0>} : (tensor<2x4x9x9xf32>, tensor<8x4x3x3xf32>) -> tensor<2x8x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_groups(%x: tensor<2x4x9x9xf32>, %w: tensor<6x1x3x3xf32>) {
+  // expected-error @+2 {{groups 4 must be positive and divide the input channels (4) and output channels (6)}}
+  // expected-error @+1 {{'dtc.conv' op failed to infer returned types}}
+  %0 = dtc.conv %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, groups = 4 : i64} : (tensor<2x4x9x9xf32>, tensor<6x1x3x3xf32>) -> tensor<2x6x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_weight_channels(%x: tensor<2x4x9x9xf32>, %w: tensor<8x2x3x3xf32>) {
+  // expected-error @+2 {{weight [8x2x3x3] must have input channels / groups = 4 in dim 1}}
+  // expected-error @+1 {{'dtc.conv' op failed to infer returned types}}
+  %0 = dtc.conv %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x9x9xf32>, tensor<8x2x3x3xf32>) -> tensor<2x8x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_bias(%x: tensor<2x4x9x9xf32>, %w: tensor<8x4x3x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+2 {{bias must be a 8-element 'f32' vector, got 'tensor<4xf32>'}}
+  // expected-error @+1 {{'dtc.conv' op failed to infer returned types}}
+  %0 = dtc.conv %x, %w, %b {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x9x9xf32>, tensor<8x4x3x3xf32>, tensor<4xf32>) -> tensor<2x8x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_stride(%x: tensor<2x4x9x9xf32>, %w: tensor<8x4x3x3xf32>) {
+  // expected-error @+2 {{spatial dim 1: strides and dilations must be positive and pads non-negative}}
+  // expected-error @+1 {{'dtc.conv' op failed to infer returned types}}
+  %0 = dtc.conv %x, %w {strides = array<i64: 1, 0>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x9x9xf32>, tensor<8x4x3x3xf32>) -> tensor<2x8x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_window(%x: tensor<2x4x9x9xf32>, %w: tensor<8x4x3x3xf32>) {
+  // expected-error @+2 {{spatial dim 0: kernel window 11 exceeds the padded input 10}}
+  // expected-error @+1 {{'dtc.conv' op failed to infer returned types}}
+  %0 = dtc.conv %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 5, 1>, pads = array<i64: 1, 0, 0, 0>} : (tensor<2x4x9x9xf32>, tensor<8x4x3x3xf32>) -> tensor<2x8x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @pool_rank(%x: tensor<2x4xf32>) {
+  // expected-error @+2 {{input must be [n, c, spatial...], got rank 2}}
+  // expected-error @+1 {{'dtc.max_pool' op failed to infer returned types}}
+  %0 = dtc.max_pool %x {kernel_shape = array<i64>, strides = array<i64>, dilations = array<i64>, pads = array<i64>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @pool_attr_sizes(%x: tensor<2x4x9x9xf32>) {
+  // expected-error @+2 {{kernel_shape, strides and dilations need 2 entries and pads 4 for 2 spatial dims}}
+  // expected-error @+1 {{'dtc.avg_pool' op failed to infer returned types}}
+  %0 = dtc.avg_pool %x {kernel_shape = array<i64: 3>, strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x9x9xf32>) -> tensor<2x4x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @pool_kernel(%x: tensor<2x4x9x9xf32>) {
+  // expected-error @+2 {{spatial dim 0: kernel, strides and dilations must be positive and pads non-negative}}
+  // expected-error @+1 {{'dtc.max_pool' op failed to infer returned types}}
+  %0 = dtc.max_pool %x {kernel_shape = array<i64: 0, 3>, strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x9x9xf32>) -> tensor<2x4x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @pool_window(%x: tensor<2x4x9x9xf32>) {
+  // expected-error @+2 {{spatial dim 1: kernel window 10 exceeds the padded input 9}}
+  // expected-error @+1 {{'dtc.max_pool' op failed to infer returned types}}
+  %0 = dtc.max_pool %x {kernel_shape = array<i64: 3, 10>, strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x9x9xf32>) -> tensor<2x4x7x1xf32>
+  return
+}

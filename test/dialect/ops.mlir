@@ -322,3 +322,38 @@ func.func @cross_entropy(%l: tensor<2x8x50xf32>, %y: tensor<2x8xi64>,
   %2 = dtc.cross_entropy %l2, %y2 {ignore_index = 0 : i64} : (tensor<4x10xbf16>, tensor<4xi32>) -> tensor<f32>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// Convolution
+//===----------------------------------------------------------------------===//
+
+// CHECK-LABEL: func.func @conv
+// CHECK-SAME: %[[X:.*]]: tensor<2x4x9x9xf32>, %[[W:.*]]: tensor<8x4x3x3xf32>, %[[B:.*]]: tensor<8xf32>, %[[DW:.*]]: tensor<4x1x3x3xf32>, %[[X1:.*]]: tensor<1x2x7xf32>, %[[W1:.*]]: tensor<3x2x2xf32>
+func.func @conv(%x: tensor<2x4x9x9xf32>, %w: tensor<8x4x3x3xf32>, %b: tensor<8xf32>,
+                %dw: tensor<4x1x3x3xf32>, %x1: tensor<1x2x7xf32>, %w1: tensor<3x2x2xf32>) {
+  // Same padding, with a bias; the default groups (1) is not printed.
+  // CHECK: dtc.conv %[[X]], %[[W]], %[[B]] {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x9x9xf32>, tensor<8x4x3x3xf32>, tensor<8xf32>) -> tensor<2x8x9x9xf32>
+  %0 = dtc.conv %x, %w, %b {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (tensor<2x4x9x9xf32>, tensor<8x4x3x3xf32>, tensor<8xf32>) -> tensor<2x8x9x9xf32>
+  // Strided, dilated, asymmetric pads: (9 + 1 + 0 - 5) floordiv 2 + 1 = 3.
+  // CHECK: dtc.conv %[[X]], %[[W]] {dilations = array<i64: 2, 1>, pads = array<i64: 1, 0, 0, 0>, strides = array<i64: 2, 3>} : (tensor<2x4x9x9xf32>, tensor<8x4x3x3xf32>) -> tensor<2x8x3x3xf32>
+  %1 = dtc.conv %x, %w {strides = array<i64: 2, 3>, dilations = array<i64: 2, 1>, pads = array<i64: 1, 0, 0, 0>} : (tensor<2x4x9x9xf32>, tensor<8x4x3x3xf32>) -> tensor<2x8x3x3xf32>
+  // Depthwise.
+  // CHECK: dtc.conv %[[X]], %[[DW]] {dilations = array<i64: 1, 1>, groups = 4 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<2x4x9x9xf32>, tensor<4x1x3x3xf32>) -> tensor<2x4x7x7xf32>
+  %2 = dtc.conv %x, %dw {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, groups = 4 : i64} : (tensor<2x4x9x9xf32>, tensor<4x1x3x3xf32>) -> tensor<2x4x7x7xf32>
+  // 1-d.
+  // CHECK: dtc.conv %[[X1]], %[[W1]] {dilations = array<i64: 1>, pads = array<i64: 0, 0>, strides = array<i64: 1>} : (tensor<1x2x7xf32>, tensor<3x2x2xf32>) -> tensor<1x3x6xf32>
+  %3 = dtc.conv %x1, %w1 {strides = array<i64: 1>, dilations = array<i64: 1>, pads = array<i64: 0, 0>} : (tensor<1x2x7xf32>, tensor<3x2x2xf32>) -> tensor<1x3x6xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @pool
+// CHECK-SAME: %[[X:.*]]: tensor<2x4x9x9xf32>
+func.func @pool(%x: tensor<2x4x9x9xf32>) {
+  // CHECK: dtc.max_pool %[[X]] {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x9x9xf32>) -> tensor<2x4x5x5xf32>
+  %0 = dtc.max_pool %x {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (tensor<2x4x9x9xf32>) -> tensor<2x4x5x5xf32>
+  // CHECK: dtc.avg_pool %[[X]] {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x4x9x9xf32>) -> tensor<2x4x4x4xf32>
+  %1 = dtc.avg_pool %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x9x9xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: dtc.avg_pool %[[X]] {count_include_pad, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x9x9xf32>) -> tensor<2x4x9x9xf32>
+  %2 = dtc.avg_pool %x {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, count_include_pad} : (tensor<2x4x9x9xf32>) -> tensor<2x4x9x9xf32>
+  return
+}

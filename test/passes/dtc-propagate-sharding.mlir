@@ -10,6 +10,7 @@
 // The real fixture, as `dtc compile` imports it:
 // RUN: dtc compile %models/tiny-gpt.onnx --gpus 1 --seq-len 16 --emit imported | dtc-opt -dtc-propagate-sharding="mesh=tp:2" | FileCheck %s --check-prefix=GPT
 // RUN: dtc compile %models/tiny-gpt.onnx --gpus 1 --seq-len 16 --emit imported | dtc-opt -dtc-propagate-sharding="mesh=tp:2" | FileCheck %s --check-prefix=GPTCNT
+// RUN: dtc compile %models/cnn/cnn.onnx --gpus 1 --dim batch=8 --emit imported | dtc-opt -dtc-propagate-sharding="mesh=dp:2,tp:2" | FileCheck %s --check-prefix=CNN
 
 // Megatron-LM's tensor parallelism emerges from the cost model: the fused
 // QKV and the first MLP linear split by output columns (weights
@@ -264,3 +265,63 @@ func.func @loss(%logits: tensor<4x8x16xf32>, %labels: tensor<4x8xi64>) -> tensor
 // GPTCNT-LABEL: func.func @main
 // GPTCNT-COUNT-4: partial = ["tp"]
 // GPTCNT-NOT: partial
+
+// tiny CNN (scripts/export_cnn.py: conv 3->16, conv 16->32 stride 2,
+// global average pool, linear 32->10; batch 8) at dp=2, tp=2. The batch is
+// split on dp everywhere; the convolutions stay whole on tp (weights of
+// 1.8 and 18 KB: splitting output channels would save little compute and
+// cost an all-reduce of the second conv's activation), and output positions
+// are never split (that needs halos). Only the classifier uses tp.
+// CNN-LABEL: func.func @main
+// CNN-SAME: dtc.sharding = #dtc.sharding<{{\[\[}}"dp"], [], [], [{{\]\]}}>
+// CNN: dtc.parameter "conv1.weight" {dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [], [{{\]\]}}>]}
+// CNN: dtc.parameter "conv2.weight" {dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [], [{{\]\]}}>]}
+// CNN: dtc.conv {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"dp"], [], [], [{{\]\]}}>]
+// CNN-NEXT: dtc.relu {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"dp"], [], [], [{{\]\]}}>]
+// CNN-NEXT: dtc.conv {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"dp"], [], [], [{{\]\]}}>]
+// CNN-NEXT: dtc.relu {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"dp"], [], [], [{{\]\]}}>]
+// CNN-NEXT: dtc.reduce_mean {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"dp"], [], [], [{{\]\]}}>]
+// CNN-NEXT: dtc.reshape {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"dp"], [{{\]\]}}>]
+// CNN-NEXT: dtc.matmul {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"dp"], [{{\]\]}}, partial = ["tp"]>]
+
+// -----
+
+// Wide convolutions (2.4M-parameter weights, small activations): Megatron's
+// pattern for convs. The first splits output channels (weight dim 0), the
+// second reads them as a split reduction (weight dim 1) and leaves a partial
+// sum: one all-reduce per pair. Spatial dims stay whole.
+// TP2-LABEL: func.func @wide_convs
+// TP2: dtc.parameter "conv1.weight" {dtc.sharding = [#dtc.sharding<{{\[\[}}"tp"], [], [], [{{\]\]}}>]}
+// TP2: dtc.parameter "conv2.weight" {dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"], [], [{{\]\]}}>]}
+// TP2: dtc.conv {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"], [], [{{\]\]}}>]
+// TP2-NEXT: dtc.relu {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], ["tp"], [], [{{\]\]}}>]
+// TP2-NEXT: dtc.conv {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [], [{{\]\]}}, partial = ["tp"]>]
+// DPTP-LABEL: func.func @wide_convs
+// DPTP-SAME: dtc.sharding = #dtc.sharding<{{\[\[}}"dp"], [], [], [{{\]\]}}>
+// DPTP: dtc.conv {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"dp"], ["tp"], [], [{{\]\]}}>]
+// DPTP-NEXT: dtc.relu {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"dp"], ["tp"], [], [{{\]\]}}>]
+// DPTP-NEXT: dtc.conv {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"dp"], [], [], [{{\]\]}}, partial = ["tp"]>]
+func.func @wide_convs(%x: tensor<8x256x8x8xf32>) -> tensor<8x256x8x8xf32> {
+  %w1 = dtc.parameter "conv1.weight" : tensor<1024x256x3x3xf32>
+  %w2 = dtc.parameter "conv2.weight" : tensor<256x1024x3x3xf32>
+  %0 = dtc.conv %x, %w1 {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (tensor<8x256x8x8xf32>, tensor<1024x256x3x3xf32>) -> tensor<8x1024x8x8xf32>
+  %1 = dtc.relu %0 : tensor<8x1024x8x8xf32>
+  %2 = dtc.conv %1, %w2 {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (tensor<8x1024x8x8xf32>, tensor<256x1024x3x3xf32>) -> tensor<8x256x8x8xf32>
+  return %2 : tensor<8x256x8x8xf32>
+}
+
+// -----
+
+// A grouped convolution reads input channel (f floordiv 256) * 256 + c: no
+// channel split is offered (docs/sharding.md), so even 9.4 MB of weights stay
+// whole and only the batch splits.
+// TP2-LABEL: func.func @grouped_conv
+// TP2: dtc.parameter "conv.weight" {dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [], [{{\]\]}}>]}
+// TP2: dtc.conv {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}], [], [], [{{\]\]}}>], groups = 4
+// DPTP-LABEL: func.func @grouped_conv
+// DPTP: dtc.conv {{.*}}dtc.sharding = [#dtc.sharding<{{\[\[}}"dp"], [], [], [{{\]\]}}>], groups = 4
+func.func @grouped_conv(%x: tensor<8x1024x8x8xf32>) -> tensor<8x1024x8x8xf32> {
+  %w = dtc.parameter "conv.weight" : tensor<1024x256x3x3xf32>
+  %0 = dtc.conv %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, groups = 4 : i64} : (tensor<8x1024x8x8xf32>, tensor<1024x256x3x3xf32>) -> tensor<8x1024x8x8xf32>
+  return %0 : tensor<8x1024x8x8xf32>
+}

@@ -329,3 +329,40 @@ func.func @no_rule(%x: tensor<2x4xf32>) -> (tensor<4xf32>, tensor<8x4xf32>, tens
   %cat = dtc.concat %x, %x {axis = 0 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
   return %c, %p, %r, %cat : tensor<4xf32>, tensor<8x4xf32>, tensor<8xf32>, tensor<4x4xf32>
 }
+
+// -----
+
+// Loops (n, f, oh, ow, c, kh, kw): the input map is over the padded input
+// (pads only shift it), the window sums an output position with a kernel
+// tap.
+// CHECK-LABEL: func.func @conv
+func.func @conv(%x: tensor<2x4x9x9xf32>, %w: tensor<8x4x3x3xf32>, %b: tensor<8xf32>) {
+  // CHECK: dtc.conv %{{.*}}, %{{.*}}, %{{.*}} {dilations = array<i64: 2, 1>, dtc.indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d4, d2 * 2 + d5 * 2, d3 * 3 + d6)>, affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d4, d5, d6)>, affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1)>, affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3)>], dtc.iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"], pads = array<i64: 1, 0, 0, 0>, strides = array<i64: 2, 3>}
+  %0 = dtc.conv %x, %w, %b {strides = array<i64: 2, 3>, dilations = array<i64: 2, 1>, pads = array<i64: 1, 0, 0, 0>} : (tensor<2x4x9x9xf32>, tensor<8x4x3x3xf32>, tensor<8xf32>) -> tensor<2x8x3x3xf32>
+  return
+}
+
+// -----
+
+// Groups: output channel f reads input channel (f floordiv (F/G)) * (C/G) + c.
+// CHECK-LABEL: func.func @conv_grouped
+func.func @conv_grouped(%x: tensor<1x4x5xf32>, %w: tensor<6x2x3xf32>, %dw: tensor<8x1x3xf32>) {
+  // CHECK: dtc.conv %{{.*}}, %{{.*}} {dilations = array<i64: 1>, dtc.indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, (d1 floordiv 3) * 2 + d3, d2 + d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d1, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>], dtc.iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"], groups = 2 : i64, pads = array<i64: 0, 0>, strides = array<i64: 1>}
+  %0 = dtc.conv %x, %w {strides = array<i64: 1>, dilations = array<i64: 1>, pads = array<i64: 0, 0>, groups = 2 : i64} : (tensor<1x4x5xf32>, tensor<6x2x3xf32>) -> tensor<1x6x3xf32>
+  // Depthwise with channel multiplier 2.
+  // CHECK: dtc.conv %{{.*}}, %{{.*}} {dilations = array<i64: 1>, dtc.indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1 floordiv 2 + d3, d2 + d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d1, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>], dtc.iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"], groups = 4 : i64, pads = array<i64: 0, 0>, strides = array<i64: 1>}
+  %1 = dtc.conv %x, %dw {strides = array<i64: 1>, dilations = array<i64: 1>, pads = array<i64: 0, 0>, groups = 4 : i64} : (tensor<1x4x5xf32>, tensor<8x1x3xf32>) -> tensor<1x8x3xf32>
+  return
+}
+
+// -----
+
+// Loops (n, c, oh, ow, kh, kw): window taps are reductions.
+// CHECK-LABEL: func.func @pool
+func.func @pool(%x: tensor<2x4x9x9xf32>) {
+  // CHECK: dtc.max_pool %{{.*}} {dilations = array<i64: 1, 2>, dtc.indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2 * 2 + d4, d3 + d5 * 2)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3)>], dtc.iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"], kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 1>}
+  %0 = dtc.max_pool %x {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 1>, dilations = array<i64: 1, 2>, pads = array<i64: 1, 1, 1, 1>} : (tensor<2x4x9x9xf32>) -> tensor<2x4x5x7xf32>
+  // CHECK: dtc.avg_pool %{{.*}} {dilations = array<i64: 1, 1>, dtc.indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2 * 2 + d4, d3 * 2 + d5)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3)>], dtc.iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"], kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>}
+  %1 = dtc.avg_pool %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x9x9xf32>) -> tensor<2x4x4x4xf32>
+  return
+}

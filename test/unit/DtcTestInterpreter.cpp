@@ -123,6 +123,10 @@ private:
     return out;
   }
   RefTensor matmul(d::MatmulOp op);
+  RefTensor conv(d::ConvOp op);
+  RefTensor pool(Operation *op, ArrayRef<int64_t> kernel,
+                 ArrayRef<int64_t> strides, ArrayRef<int64_t> dilations,
+                 ArrayRef<int64_t> pads, int kind);
   RefTensor reduce(Operation *op, ArrayRef<int64_t> dims, int kind);
   RefTensor softmax(const RefTensor &x, int64_t axis);
   RefTensor norm(const RefTensor &x, const RefTensor &w, const RefTensor *b,
@@ -131,6 +135,81 @@ private:
 
   const ::dtc::test::ParameterMap &params;
 };
+
+// Direct N-d convolution: zero padding, groups, strides, dilations.
+RefTensor Interpreter::conv(d::ConvOp op) {
+  const RefTensor &x = get(op.getInput()), &w = get(op.getWeight());
+  const RefTensor *b = op.getBias() ? &get(op.getBias()) : nullptr;
+  RefTensor out = make(shapeOf(op.getResult()));
+  int64_t k = x.shape.size() - 2, groups = op.getGroups();
+  int64_t cPerGroup = w.shape[1], fPerGroup = w.shape[0] / groups;
+  ArrayRef<int64_t> strides = op.getStrides(), dilations = op.getDilations(),
+                    pads = op.getPads();
+  SmallVector<int64_t> kernel(w.shape.begin() + 2, w.shape.end());
+  int64_t window = product(kernel);
+  auto xStrides = stridesOf(x.shape), wStrides = stridesOf(w.shape);
+  for (int64_t i = 0, e = out.data.size(); i < e; ++i) {
+    auto idx = unflatten(i, out.shape);
+    int64_t n = idx[0], f = idx[1], g = f / fPerGroup;
+    double sum = b ? b->data[f] : 0.0;
+    for (int64_t c = 0; c < cPerGroup; ++c) {
+      for (int64_t t = 0; t < window; ++t) {
+        auto tap = unflatten(t, kernel);
+        int64_t xFlat = n * xStrides[0] + (g * cPerGroup + c) * xStrides[1];
+        int64_t wFlat = f * wStrides[0] + c * wStrides[1];
+        bool inside = true;
+        for (int64_t s = 0; s < k; ++s) {
+          int64_t pos =
+              idx[2 + s] * strides[s] + tap[s] * dilations[s] - pads[s];
+          if (pos < 0 || pos >= x.shape[2 + s]) {
+            inside = false;
+            break;
+          }
+          xFlat += pos * xStrides[2 + s];
+          wFlat += tap[s] * wStrides[2 + s];
+        }
+        if (inside)
+          sum += x.data[xFlat] * w.data[wFlat];
+      }
+    }
+    out.data[i] = sum;
+  }
+  return out;
+}
+
+// Window pooling; padding is never part of a window. kind: 0 max, 1 average
+// over the taps inside the input, 2 average over the whole kernel
+// (count_include_pad).
+RefTensor Interpreter::pool(Operation *op, ArrayRef<int64_t> kernel,
+                            ArrayRef<int64_t> strides,
+                            ArrayRef<int64_t> dilations, ArrayRef<int64_t> pads,
+                            int kind) {
+  const RefTensor &x = get(op->getOperand(0));
+  RefTensor out = make(shapeOf(op->getResult(0)));
+  int64_t k = kernel.size(), window = product(kernel);
+  auto xStrides = stridesOf(x.shape);
+  for (int64_t i = 0, e = out.data.size(); i < e; ++i) {
+    auto idx = unflatten(i, out.shape);
+    double acc = kind == 0 ? -INFINITY : 0.0;
+    int64_t count = 0;
+    for (int64_t t = 0; t < window; ++t) {
+      auto tap = unflatten(t, kernel);
+      int64_t xFlat = idx[0] * xStrides[0] + idx[1] * xStrides[1];
+      bool inside = true;
+      for (int64_t s = 0; s < k && inside; ++s) {
+        int64_t pos = idx[2 + s] * strides[s] + tap[s] * dilations[s] - pads[s];
+        inside = pos >= 0 && pos < x.shape[2 + s];
+        xFlat += pos * xStrides[2 + s];
+      }
+      if (!inside)
+        continue;
+      ++count;
+      acc = kind == 0 ? std::max(acc, x.data[xFlat]) : acc + x.data[xFlat];
+    }
+    out.data[i] = kind == 0 ? acc : acc / (kind == 2 ? window : count);
+  }
+  return out;
+}
 
 RefTensor Interpreter::matmul(d::MatmulOp op) {
   const RefTensor &a = get(op.getLhs()), &b = get(op.getRhs());
@@ -369,6 +448,16 @@ llvm::Error Interpreter::run(Operation *op) {
         return set(std::move(t));
       })
       .Case([&](d::MatmulOp m) { return set(matmul(m)); })
+      .Case([&](d::ConvOp c) { return set(conv(c)); })
+      .Case([&](d::MaxPoolOp p) {
+        return set(pool(op, p.getKernelShape(), p.getStrides(),
+                        p.getDilations(), p.getPads(), 0));
+      })
+      .Case([&](d::AvgPoolOp p) {
+        return set(pool(op, p.getKernelShape(), p.getStrides(),
+                        p.getDilations(), p.getPads(),
+                        p.getCountIncludePad() ? 2 : 1));
+      })
       .Case([&](d::ReduceSumOp r) { return set(reduce(op, r.getDims(), 0)); })
       .Case([&](d::ReduceMeanOp r) { return set(reduce(op, r.getDims(), 1)); })
       .Case([&](d::ReduceMaxOp r) { return set(reduce(op, r.getDims(), 2)); })

@@ -1,6 +1,7 @@
-//===- NN.cpp - Softmax, normalization, dropout ---------------------------===//
+//===- NN.cpp - Softmax, normalization, losses, convolution, pooling ------===//
 //
-// Lowerings of Softmax, LayerNormalization and Dropout.
+// Lowerings of Softmax, LayerNormalization, Dropout, the losses, Conv and
+// the pooling ops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -164,6 +165,172 @@ Error ModelImporter::lowerNllLoss(llvm::ArrayRef<Entry *> ins) {
                       ins.size() > 1 ? ins[1] : nullptr);
 }
 
+/// The ints attribute `name` with `count` entries (`fill` each when absent),
+/// or nullopt when it has another length.
+static std::optional<llvm::SmallVector<int64_t>>
+spatialInts(const ::onnx::NodeProto &node, llvm::StringRef name, size_t count,
+            int64_t fill) {
+  if (auto attr = getIntsAttr(node, name))
+    return attr->size() == count ? attr : std::nullopt;
+  return llvm::SmallVector<int64_t>(count, fill);
+}
+
+/// Explicit pads for `auto_pad` (ONNX Conv and pooling): VALID is none;
+/// SAME_* pads to an output of ceil(in / stride), the odd pad at the end
+/// (UPPER) or the beginning (LOWER). False for an unknown auto_pad.
+static bool applyAutoPad(const ::onnx::NodeProto &node,
+                         llvm::ArrayRef<int64_t> x,
+                         llvm::ArrayRef<int64_t> kernel,
+                         llvm::ArrayRef<int64_t> strides,
+                         llvm::ArrayRef<int64_t> dilations,
+                         llvm::SmallVectorImpl<int64_t> &pads) {
+  size_t k = kernel.size();
+  std::string autoPad = getStringAttr(node, "auto_pad", "NOTSET");
+  if (autoPad == "VALID") {
+    pads.assign(2 * k, 0);
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (size_t i = 0; i < k; ++i) {
+      int64_t in = x[2 + i], s = strides[i];
+      int64_t out = llvm::divideCeil(in, s);
+      int64_t total = std::max<int64_t>(
+          0, (out - 1) * s + (kernel[i] - 1) * dilations[i] + 1 - in);
+      int64_t small = total / 2, large = total - small;
+      pads[i] = autoPad == "SAME_UPPER" ? small : large;
+      pads[k + i] = autoPad == "SAME_UPPER" ? large : small;
+    }
+  } else if (autoPad != "NOTSET") {
+    return false;
+  }
+  return true;
+}
+
+// Conv: explicit pads or auto_pad, lowered to one dtc.conv.
+Error ModelImporter::lowerConv(llvm::ArrayRef<Entry *> ins) {
+  if (ins.size() < 2 || !ins[1])
+    return nodeError("needs inputs X and W");
+  if (!isFloatType(ins[0]->dataType))
+    return nodeError("needs floating-point inputs, got {0}",
+                     dataTypeName(ins[0]->dataType));
+  llvm::ArrayRef<int64_t> x = ins[0]->shape, w = ins[1]->shape;
+  if (x.size() < 3 || w.size() != x.size())
+    return nodeError("expects X [N, C, spatial...] and W of the same rank, "
+                     "got {0} and {1}",
+                     shapeString(x), shapeString(w));
+  size_t k = x.size() - 2;
+  auto strides = spatialInts(*node, "strides", k, 1),
+       dilations = spatialInts(*node, "dilations", k, 1),
+       pads = spatialInts(*node, "pads", 2 * k, 0);
+  if (!strides || !dilations || !pads)
+    return nodeError("strides and dilations need {0} entries and pads {1}", k,
+                     2 * k);
+  if (auto kernel = getIntsAttr(*node, "kernel_shape"))
+    if (llvm::ArrayRef<int64_t>(*kernel) != w.drop_front(2))
+      return nodeError("kernel_shape {0} differs from the weight's {1}",
+                       shapeString(*kernel), shapeString(w.drop_front(2)));
+  if (!applyAutoPad(*node, x, w.drop_front(2), *strides, *dilations, *pads))
+    return nodeError("unknown auto_pad '{0}'",
+                     getStringAttr(*node, "auto_pad", ""));
+  auto input = valueOf(*ins[0]);
+  if (!input)
+    return input.takeError();
+  auto weight = valueOf(*ins[1]);
+  if (!weight)
+    return weight.takeError();
+  Value bias;
+  if (ins.size() > 2 && ins[2]) {
+    auto b = valueOf(*ins[2]);
+    if (!b)
+      return b.takeError();
+    bias = *b;
+  }
+  auto result = finish(d::ConvOp::create(builder, loc(), placeholder(), *input,
+                                         *weight, bias, *strides, *dilations,
+                                         *pads, getIntAttr(*node, "group", 1)));
+  if (!result)
+    return result.takeError();
+  return defineValue(0, *result);
+}
+
+// GlobalAveragePool: a mean over the spatial dims, kept as size 1.
+Error ModelImporter::lowerGlobalAveragePool(llvm::ArrayRef<Entry *> ins) {
+  int64_t rank = ins[0]->shape.size();
+  if (rank < 3)
+    return nodeError("expects X [N, C, spatial...], got {0}",
+                     shapeString(ins[0]->shape));
+  auto input = valueOf(*ins[0]);
+  if (!input)
+    return input.takeError();
+  llvm::SmallVector<int64_t> dims;
+  for (int64_t i = 2; i < rank; ++i)
+    dims.push_back(i);
+  auto result = finish(d::ReduceMeanOp::create(builder, loc(), placeholder(),
+                                               *input, dims, true));
+  if (!result)
+    return result.takeError();
+  return defineValue(0, *result);
+}
+
+// MaxPool, AveragePool: dtc.max_pool / dtc.avg_pool. ceil_mode becomes extra
+// end padding (padding is never part of a window).
+Error ModelImporter::lowerPool(llvm::ArrayRef<Entry *> ins) {
+  bool isMax = node->op_type() == "MaxPool";
+  if (Error err = checkUnusedOutputs(1))
+    return err;
+  if (!isFloatType(ins[0]->dataType))
+    return nodeError("needs a floating-point input, got {0}",
+                     dataTypeName(ins[0]->dataType));
+  llvm::ArrayRef<int64_t> x = ins[0]->shape;
+  if (x.size() < 3)
+    return nodeError("expects X [N, C, spatial...], got {0}", shapeString(x));
+  size_t k = x.size() - 2;
+  auto kernel = getIntsAttr(*node, "kernel_shape");
+  if (!kernel || kernel->size() != k)
+    return nodeError("needs kernel_shape with {0} entries", k);
+  auto strides = spatialInts(*node, "strides", k, 1),
+       dilations = spatialInts(*node, "dilations", k, 1),
+       pads = spatialInts(*node, "pads", 2 * k, 0);
+  if (!strides || !dilations || !pads)
+    return nodeError("strides and dilations need {0} entries and pads {1}", k,
+                     2 * k);
+  if (!applyAutoPad(*node, x, *kernel, *strides, *dilations, *pads))
+    return nodeError("unknown auto_pad '{0}'",
+                     getStringAttr(*node, "auto_pad", ""));
+  bool countIncludePad =
+      !isMax && getIntAttr(*node, "count_include_pad", 0) != 0;
+  if (getIntAttr(*node, "ceil_mode", 0) != 0) {
+    for (size_t i = 0; i < k; ++i) {
+      int64_t in = x[2 + i] + (*pads)[i] + (*pads)[k + i];
+      int64_t window = (*dilations)[i] * ((*kernel)[i] - 1) + 1;
+      if (window > in)
+        continue; // the shape rule reports it
+      int64_t s = (*strides)[i];
+      int64_t out = llvm::divideCeil(in - window, s) + 1;
+      // The last window must start inside the input or its begin padding.
+      if ((out - 1) * s >= x[2 + i] + (*pads)[i])
+        --out;
+      int64_t extra = (out - 1) * s + window - in;
+      if (extra > 0 && countIncludePad)
+        return nodeError("ceil_mode with count_include_pad is not supported");
+      (*pads)[k + i] += std::max<int64_t>(extra, 0);
+    }
+  }
+  auto input = valueOf(*ins[0]);
+  if (!input)
+    return input.takeError();
+  Operation *created;
+  if (isMax)
+    created = d::MaxPoolOp::create(builder, loc(), placeholder(), *input,
+                                   *kernel, *strides, *dilations, *pads);
+  else
+    created =
+        d::AvgPoolOp::create(builder, loc(), placeholder(), *input, *kernel,
+                             *strides, *dilations, *pads, countIncludePad);
+  auto result = finish(created);
+  if (!result)
+    return result.takeError();
+  return defineValue(0, *result);
+}
+
 void ::dtc::onnx::detail::registerNNOps(LoweringTable &table) {
   table["LogSoftmax"] = &ModelImporter::lowerLogSoftmax;
   table["SoftmaxCrossEntropyLoss"] = &ModelImporter::lowerSoftmaxCrossEntropy;
@@ -171,4 +338,8 @@ void ::dtc::onnx::detail::registerNNOps(LoweringTable &table) {
   table["Softmax"] = &ModelImporter::lowerSoftmax;
   table["LayerNormalization"] = &ModelImporter::lowerLayerNorm;
   table["Dropout"] = &ModelImporter::lowerDropout;
+  table["Conv"] = &ModelImporter::lowerConv;
+  table["GlobalAveragePool"] = &ModelImporter::lowerGlobalAveragePool;
+  table["MaxPool"] = &ModelImporter::lowerPool;
+  table["AveragePool"] = &ModelImporter::lowerPool;
 }
