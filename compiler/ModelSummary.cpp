@@ -10,13 +10,6 @@
 
 using namespace mlir;
 
-static int64_t product(ArrayRef<int64_t> dims) {
-  int64_t result = 1;
-  for (int64_t d : dims)
-    result *= d;
-  return result;
-}
-
 namespace dtc {
 ModelSummary summarizeModel(ModuleOp module, llvm::StringRef name) {
   ModelSummary summary;
@@ -25,8 +18,9 @@ ModelSummary summarizeModel(ModuleOp module, llvm::StringRef name) {
   if (!main)
     return summary;
 
-  // Tokens: the elements of the first integer (token id) input, else the
-  // leading dims of the first input.
+  // Tokens: the elements of the first integer (token id) input; else, for
+  // a [batch, seq, features] input, batch x seq; else (images, tables) the
+  // samples of the batch dim.
   for (Type type : main.getArgumentTypes()) {
     auto tensor = cast<RankedTensorType>(type);
     if (isa<IntegerType>(tensor.getElementType())) {
@@ -36,7 +30,10 @@ ModelSummary summarizeModel(ModuleOp module, llvm::StringRef name) {
   }
   if (!summary.tokensPerStep && main.getNumArguments() > 0) {
     auto tensor = cast<RankedTensorType>(main.getArgumentTypes().front());
-    summary.tokensPerStep = product(tensor.getShape().drop_back());
+    ArrayRef<int64_t> shape = tensor.getShape();
+    summary.tokensPerStep = shape.size() == 3 ? shape[0] * shape[1]
+                            : shape.empty()   ? 1
+                                              : shape[0];
   }
 
   llvm::StringSet<> seen;
@@ -53,6 +50,12 @@ ModelSummary summarizeModel(ModuleOp module, llvm::StringRef name) {
                                            : lhs.getDimSize(lhs.getRank() - 1);
       summary.forwardFlops +=
           2.0 * matmul.getOutput().getType().getNumElements() * k;
+    } else if (auto conv = dyn_cast<mlir::dtc::ConvOp>(op)) {
+      // 2 * (output elements) * (weight elements per output channel).
+      auto weight = conv.getWeight().getType();
+      summary.forwardFlops += 2.0 *
+                              conv.getOutput().getType().getNumElements() *
+                              (weight.getNumElements() / weight.getDimSize(0));
     } else if (auto attention = dyn_cast<mlir::dtc::AttentionOp>(op)) {
       // q.k^T and p.v, each 2*b*h*s*t*d; counted in full even when causal,
       // the convention of Megatron-LM's model-FLOPs formula.
