@@ -145,6 +145,14 @@ public:
   Error lowerGemm(llvm::ArrayRef<Entry *> ins);
   Error lowerReduce(llvm::ArrayRef<Entry *> ins);
   // ops/NN.cpp
+  /// Softmax over the node's `axis` of its first input, shared by Softmax
+  /// and LogSoftmax.
+  struct SoftmaxParts {
+    mlir::Value input;
+    int64_t axis;
+    mlir::Value softmax;
+  };
+  Expected<SoftmaxParts> importSoftmax(llvm::ArrayRef<Entry *> ins);
   Error lowerSoftmax(llvm::ArrayRef<Entry *> ins);
   Error lowerLayerNorm(llvm::ArrayRef<Entry *> ins);
   Error lowerDropout(llvm::ArrayRef<Entry *> ins);

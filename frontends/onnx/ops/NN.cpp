@@ -14,7 +14,8 @@ using namespace ::dtc::onnx;
 using namespace ::dtc::onnx::detail;
 namespace d = mlir::dtc;
 
-Error ModelImporter::lowerSoftmax(llvm::ArrayRef<Entry *> ins) {
+Expected<ModelImporter::SoftmaxParts>
+ModelImporter::importSoftmax(llvm::ArrayRef<Entry *> ins) {
   auto input = valueOf(*ins[0]);
   if (!input)
     return input.takeError();
@@ -23,11 +24,18 @@ Error ModelImporter::lowerSoftmax(llvm::ArrayRef<Entry *> ins) {
       normalizeAxis(getIntAttr(*node, "axis", -1), ins[0]->shape.size(), error);
   if (!axis)
     return nodeError("{0}", error);
-  auto result = finish(
+  auto softmax = finish(
       d::SoftmaxOp::create(builder, loc(), input->getType(), *input, *axis));
-  if (!result)
-    return result.takeError();
-  return defineValue(0, *result);
+  if (!softmax)
+    return softmax.takeError();
+  return SoftmaxParts{*input, *axis, *softmax};
+}
+
+Error ModelImporter::lowerSoftmax(llvm::ArrayRef<Entry *> ins) {
+  auto parts = importSoftmax(ins);
+  if (!parts)
+    return parts.takeError();
+  return defineValue(0, parts->softmax);
 }
 
 Error ModelImporter::lowerLayerNorm(llvm::ArrayRef<Entry *> ins) {
@@ -85,22 +93,14 @@ Error ModelImporter::lowerDropout(llvm::ArrayRef<Entry *> ins) {
 // LogSoftmax(x, axis) = log(softmax(x)); the output remembers x so that a
 // NegativeLogLikelihoodLoss reading it becomes one dtc.cross_entropy.
 Error ModelImporter::lowerLogSoftmax(llvm::ArrayRef<Entry *> ins) {
-  auto input = valueOf(*ins[0]);
-  if (!input)
-    return input.takeError();
-  std::string error;
-  auto axis =
-      normalizeAxis(getIntAttr(*node, "axis", -1), ins[0]->shape.size(), error);
-  if (!axis)
-    return nodeError("{0}", error);
-  auto softmax = finish(
-      d::SoftmaxOp::create(builder, loc(), input->getType(), *input, *axis));
-  if (!softmax)
-    return softmax.takeError();
-  auto log = finish(d::LogOp::create(builder, loc(), placeholder(), *softmax));
+  auto parts = importSoftmax(ins);
+  if (!parts)
+    return parts.takeError();
+  auto log =
+      finish(d::LogOp::create(builder, loc(), placeholder(), parts->softmax));
   if (!log)
     return log.takeError();
-  logSoftmaxInputs[node->output(0)] = {*input, *axis};
+  logSoftmaxInputs[node->output(0)] = {parts->input, parts->axis};
   return defineValue(0, *log);
 }
 
