@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Driver.h"
+#include "compiler/ProgramBuilder.h"
 
 #include "compiler/ModelSummary.h"
 #include "compiler/costmodel/Cluster.h"
@@ -284,6 +285,34 @@ static llvm::json::Object modelJson(const ModelSummary &m) {
   };
 }
 
+/// Each stage of plan.json gets its predicted time per micro-batch and its
+/// memory, for the timeline and memory bars of `dtc plan report`.
+static void addStageDetails(llvm::json::Object &plan,
+                            const PlanRequest &request,
+                            const ParallelPlan &best) {
+  Cluster cluster = request.cluster;
+  cluster.gpus = request.gpus;
+  std::vector<StageDetail> details;
+  auto prediction = predict(request.spec, best, cluster, &details);
+  llvm::json::Array *stages = plan.getArray("stages");
+  if (!prediction || !stages || stages->size() != details.size()) {
+    // The planner priced this plan already; never reached.
+    llvm::consumeError(prediction.takeError());
+    return;
+  }
+  for (auto [stage, detail] : llvm::zip(*stages, details)) {
+    llvm::json::Object *object = stage.getAsObject();
+    const MemoryBreakdown &m = detail.memory;
+    (*object)["time_per_micro_batch_s"] = detail.timeS;
+    (*object)["forward_per_micro_batch_s"] = detail.forwardS;
+    (*object)["memory_bytes"] = m.total();
+    (*object)["memory_breakdown"] = llvm::json::Object{
+        {"params", m.params},       {"grads", m.grads},
+        {"optimizer", m.optimizer}, {"activations", m.activations},
+        {"workspace", m.workspace}, {"reserve", m.reserve}};
+  }
+}
+
 static void printSummary(llvm::raw_ostream &out, const ModelSummary &m,
                          const Cluster &c, const PlanResult *plan,
                          llvm::StringRef planMissing, llvm::StringRef bundleDir,
@@ -336,10 +365,10 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
     (*module)->print(out);
     return llvm::Error::success();
   }
-  if (!o.emit.empty() && o.emit != "sharded")
-    return badInput("--emit {0}: that stage is not built yet; --emit imported "
-                    "and --emit sharded are available",
-                    o.emit);
+  if (o.emit == "partitioned")
+    return badInput("--emit partitioned: per-rank partitioning is not built "
+                    "yet (issue 7); --emit imported, sharded and program "
+                    "are available");
 
   std::string modelName = llvm::sys::path::stem(o.modelPath).str();
   ModelSummary summary = summarizeModel(**module, modelName);
@@ -375,6 +404,42 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
     return llvm::Error::success();
   }
 
+  // One device: the runtime program (training step or forward), built
+  // from the model bound to the plan's micro-batch. Multi-rank programs
+  // come with the partitioner (issue 7).
+  std::vector<std::pair<std::string, std::string>> files;
+  if (o.gpus == 1) {
+    int64_t microBatch = planResult ? planResult->best.plan.microBatch
+                                    : o.microBatch.value_or(1);
+    int64_t gradAccum =
+        planResult ? std::max<int64_t>(1, planResult->best.plan.microBatches())
+                   : std::max<int64_t>(1, o.globalBatch.value_or(microBatch) /
+                                              microBatch);
+    auto runModule = importAndSimplify(o, microBatch, context, diagnostics);
+    if (!runModule)
+      return runModule.takeError();
+    ProgramBuildOptions build;
+    build.mode = o.mode;
+    llvm::SmallString<256> absolute(o.modelPath);
+    llvm::sys::fs::make_absolute(absolute);
+    build.modelPath = std::string(absolute);
+    build.training.gradAccum = gradAccum;
+    build.training.optimizer = o.optimizer;
+    auto built = buildSingleRankProgram(**runModule, build);
+    if (!built)
+      return built.takeError();
+    if (o.emit == "program") {
+      printProgram(*built, out);
+      return llvm::Error::success();
+    }
+    program.clear();
+    (*runModule)->print(programOs);
+    files.emplace_back("program.pb", built->SerializeAsString());
+  } else if (o.emit == "program") {
+    return badInput("--emit program: programs of multi-GPU plans need the "
+                    "partitioner (issue 7); use --gpus 1");
+  }
+
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
@@ -389,6 +454,8 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
   if (planResult) {
     for (auto &entry : planToJson(*planResult, *spec))
       plan[entry.first] = std::move(entry.second);
+    addStageDetails(plan, makePlanRequest(o, *spec, *cluster),
+                    planResult->best.plan);
   } else {
     // Listed so readers of the bundle know what is missing and why.
     plan["pending"] = llvm::json::Array{"parallel", "mesh", "stages",
@@ -399,8 +466,9 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
   llvm::raw_string_ostream planOs(planText);
   planOs << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
 
-  if (llvm::Error err = writeBundleAtomically(
-          bundleDir, {{"plan.json", planText}, {"program.mlir", program}}))
+  files.emplace_back("plan.json", planText);
+  files.emplace_back("program.mlir", program);
+  if (llvm::Error err = writeBundleAtomically(bundleDir, files))
     return err;
   if (o.json) {
     out << planText;

@@ -3,6 +3,8 @@
 #ifndef DTC_COMPILER_DRIVER_H
 #define DTC_COMPILER_DRIVER_H
 
+#include "passes/training/TrainingStep.h"
+
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -33,6 +35,8 @@ struct CompileOptions {
   bool json = false;
   std::optional<int64_t> explain;
   std::string emit; ///< Empty, or a stage name to print and stop after.
+  /// The optimizer the training program carries (AdamW, lr schedule).
+  OptimizerConfig optimizer;
 };
 
 /// Runs the compiler; the summary (or the requested IR) goes to `out`.

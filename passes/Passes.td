@@ -73,4 +73,25 @@ def DtcPropagateSharding : Pass<"dtc-propagate-sharding"> {
   ];
 }
 
+def DtcAutodiff : Pass<"dtc-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Build the gradient function of every function with a loss";
+  let description = [{
+    For every function whose result `loss-index` is a 0-d float tensor,
+    builds `@<name>_grad` next to it with buildGradientFunction
+    (passes/autodiff/Autodiff.h): the forward results, then d loss / d p for
+    every float `dtc.parameter` p (result attribute `dtc.grad_of`), then, with
+    `wrt-arguments`, d loss / d each float argument (`dtc.grad_of_arg`). An op
+    on the path to the loss without a gradient rule is an error at that op.
+    See docs/autodiff.md.
+  }];
+  let dependentDialects = ["::mlir::dtc::DtcDialect",
+                           "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"lossIndex", "loss-index", "unsigned", /*default=*/"0",
+           "Index of the result that is the loss">,
+    Option<"wrtArguments", "wrt-arguments", "bool", /*default=*/"false",
+           "Also differentiate with respect to the float arguments">,
+  ];
+}
+
 #endif // DTC_PASSES_TD

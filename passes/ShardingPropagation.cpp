@@ -137,12 +137,20 @@ bool matchStrided(AffineExpr expr, int64_t &loop, int64_t &stride,
 
 /// Loops whose split may leave partial sums (the op is linear in them).
 bool isSumLikeReduction(Operation *op, int64_t loop, int64_t numLoops) {
-  if (isa<MatmulOp, ConvOp, EmbeddingOp, ReduceSumOp, ReduceMeanOp>(op))
+  if (isa<MatmulOp, ConvOp, EmbeddingOp, ReduceSumOp, ReduceMeanOp,
+          EmbeddingGradOp, ConvGradInputOp, ConvGradWeightOp>(op))
     return true;
   // Positions of the loss average linearly; the vocabulary is a log-sum-exp.
   if (isa<CrossEntropyOp>(op))
     return loop != numLoops - 1;
   return false;
+}
+
+/// Gradient ops with a result that sums over a parallel loop it does not
+/// index (weight gradients over the rows, key and value gradients over the
+/// queries): splitting that loop leaves that result a partial sum.
+bool sumsOverParallelLoops(Operation *op) {
+  return isa<LayerNormGradOp, RmsNormGradOp, AttentionGradOp>(op);
 }
 
 class Propagation {
@@ -457,7 +465,8 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
         return std::nullopt;
       }
       if (!found && isResult) {
-        if (iterators[loop] != IteratorType::reduction)
+        if (iterators[loop] != IteratorType::reduction &&
+            !sumsOverParallelLoops(op))
           return std::nullopt;
         sh.partial |= 1u << a;
       }

@@ -13,6 +13,7 @@ packages=(
   # Command line, tests, runtime libraries
   libcli11-dev libgtest-dev libopenblas-dev openmpi-bin libopenmpi-dev
   python3
+  chromium  # headless, for the plan report test (test/cli/check_report.py)
 )
 
 missing=()

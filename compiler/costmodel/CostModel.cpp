@@ -412,7 +412,8 @@ static std::string formatGB(double bytes) {
 
 llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
                                         const ParallelPlan &plan,
-                                        const Cluster &cluster) {
+                                        const Cluster &cluster,
+                                        std::vector<StageDetail> *stages) {
   if (llvm::Error err = validatePlan(spec, plan, cluster))
     return std::move(err);
 
@@ -618,6 +619,14 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
     }
   }
   out.memoryPerGpuBytes = out.memory.total();
+  if (stages) {
+    double kernels = block.forward + block.backward + block.recompute;
+    double forwardShare = kernels > 0 ? block.forward / kernels : 0;
+    stages->clear();
+    for (int64_t i = 0; i < p; ++i)
+      stages->push_back(StageDetail{stageTimes[i], stageTimes[i] * forwardShare,
+                                    stageMemory(i)});
+  }
   if (out.memoryPerGpuBytes > cluster.hbmBytes) {
     out.fits = false;
     out.reason = "OOM: " + formatGB(out.memoryPerGpuBytes) + " > " +

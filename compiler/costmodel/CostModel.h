@@ -18,6 +18,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <string>
+#include <vector>
 
 namespace dtc {
 
@@ -73,9 +74,23 @@ double trainingFlopsPerToken(const TransformerSpec &spec);
 llvm::Error validatePlan(const TransformerSpec &spec, const ParallelPlan &plan,
                          const Cluster &cluster);
 
+/// One pipeline stage's share of a prediction, for plan inspection (the
+/// timeline and memory bars of `dtc plan report`).
+struct StageDetail {
+  /// Forward plus backward of one micro-batch on the stage's GPU, all its
+  /// chunks, exposed communication and p2p included.
+  double timeS = 0;
+  /// The forward part of timeS, in the ratio of the block's forward kernels
+  /// to all its kernels.
+  double forwardS = 0;
+  MemoryBreakdown memory;
+};
+
+/// `stages`, when given, receives one StageDetail per pipeline stage.
 llvm::Expected<Prediction> predict(const TransformerSpec &spec,
                                    const ParallelPlan &plan,
-                                   const Cluster &cluster);
+                                   const Cluster &cluster,
+                                   std::vector<StageDetail> *stages = nullptr);
 
 /// The `predicted` section of plan.json.
 llvm::json::Object predictionToJson(const Prediction &prediction);

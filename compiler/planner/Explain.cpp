@@ -83,6 +83,17 @@ std::string partName(Part part, const Prediction &best, const Prediction &alt) {
 }
 } // namespace
 
+std::vector<StepPart> dtc::stepBreakdown(const Prediction &prediction) {
+  static constexpr llvm::StringLiteral names[kNumParts] = {
+      "kernels", "recompute", "pp bubble", "tp comm",  "cp comm",
+      "ep comm", "pp comm",   "dp comm",   "optimizer"};
+  auto parts = stepParts(prediction);
+  std::vector<StepPart> result;
+  for (int i = 0; i < kNumParts; ++i)
+    result.push_back({names[i], parts[i]});
+  return result;
+}
+
 std::string dtc::slowdownReason(const Prediction &best, const Prediction &alt) {
   auto a = stepParts(alt), b = stepParts(best);
   llvm::SmallVector<std::pair<double, int>, kNumParts> growth;

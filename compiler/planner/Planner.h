@@ -122,6 +122,16 @@ inline llvm::Expected<PlanResult> searchPlan(const PlanRequest &request,
 /// Why `alt` is slower than `best`: the component of the step that grew
 /// most, e.g. "more PP bubble", "more exposed TP communication".
 std::string slowdownReason(const Prediction &best, const Prediction &alt);
+/// One part of a predicted step, as verdicts compare them.
+struct StepPart {
+  llvm::StringRef name; ///< "kernels", "recompute", "pp bubble", "tp comm"...
+  double seconds = 0;   ///< Per step, on the GPU that sets the pace.
+};
+/// The step split into the parts the cost model composes it from: kernels,
+/// recompute, pp bubble, the exposed tp/cp/ep/pp/dp communication and the
+/// optimizer step (for `dtc plan report`).
+std::vector<StepPart> stepBreakdown(const Prediction &prediction);
+
 /// "12% slower (more PP bubble)", or the OOM reason when `alt` does not fit.
 std::string verdict(const Prediction &best, const Prediction &alt);
 

@@ -309,44 +309,70 @@ SmallVector<AffineMap> MatmulOp::getIndexingMaps() {
 // ConvOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
-                                       std::optional<Location> loc,
-                                       Adaptor adaptor,
-                                       SmallVectorImpl<Type> &types) {
-  auto input = asTensor(adaptor.getInput().getType());
-  auto weight = asTensor(adaptor.getWeight().getType());
-  if (input.getRank() < 3)
+/// The shape of conv's result for an input and weight shape: every shape
+/// rule of dtc.conv but element types and bias (shared with the gradients).
+static FailureOr<SmallVector<int64_t>>
+convResultShape(std::optional<Location> loc, ArrayRef<int64_t> input,
+                ArrayRef<int64_t> weight, ArrayRef<int64_t> strides,
+                ArrayRef<int64_t> dilations, ArrayRef<int64_t> pads,
+                int64_t groups) {
+  int64_t rank = input.size();
+  if (rank < 3)
     return emitOptionalError(loc, "input must be [n, c, spatial...], got rank ",
-                             input.getRank());
-  if (weight.getRank() != input.getRank())
-    return emitOptionalError(loc, "weight rank ", weight.getRank(),
-                             " differs from the input rank ", input.getRank());
-  if (input.getElementType() != weight.getElementType())
-    return emitOptionalError(
-        loc, "operand element types differ: ", input.getElementType(), " vs ",
-        weight.getElementType());
-  int64_t k = input.getRank() - 2;
-  ArrayRef<int64_t> strides = adaptor.getStrides(),
-                    dilations = adaptor.getDilations(),
-                    pads = adaptor.getPads();
+                             rank);
+  if (static_cast<int64_t>(weight.size()) != rank)
+    return emitOptionalError(loc, "weight rank ", weight.size(),
+                             " differs from the input rank ", rank);
+  int64_t k = rank - 2;
   if (static_cast<int64_t>(strides.size()) != k ||
       static_cast<int64_t>(dilations.size()) != k ||
       static_cast<int64_t>(pads.size()) != 2 * k)
     return emitOptionalError(loc, "strides and dilations need ", k,
                              " entries and pads ", 2 * k, " for ", k,
                              " spatial dims");
-  int64_t groups = adaptor.getGroups();
-  int64_t channels = input.getDimSize(1), filters = weight.getDimSize(0);
+  int64_t channels = input[1], filters = weight[0];
   if (groups < 1 || channels % groups || filters % groups)
     return emitOptionalError(
         loc, "groups ", groups,
         " must be positive and divide the input channels (", channels,
         ") and output channels (", filters, ")");
-  if (weight.getDimSize(1) * groups != channels)
-    return emitOptionalError(loc, "weight ", shapeString(weight.getShape()),
+  if (weight[1] * groups != channels)
+    return emitOptionalError(loc, "weight ", shapeString(weight),
                              " must have input channels / groups = ",
                              channels / groups, " in dim 1");
+  SmallVector<int64_t> shape = {input[0], filters};
+  for (int64_t i = 0; i < k; ++i) {
+    if (strides[i] < 1 || dilations[i] < 1 || pads[i] < 0 || pads[k + i] < 0)
+      return emitOptionalError(loc, "spatial dim ", i,
+                               ": strides and dilations must be positive and "
+                               "pads non-negative");
+    int64_t padded = input[2 + i] + pads[i] + pads[k + i];
+    int64_t window = dilations[i] * (weight[2 + i] - 1) + 1;
+    if (window > padded)
+      return emitOptionalError(loc, "spatial dim ", i, ": kernel window ",
+                               window, " exceeds the padded input ", padded);
+    shape.push_back((padded - window) / strides[i] + 1);
+  }
+  return shape;
+}
+
+LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
+                                       std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
+  auto input = asTensor(adaptor.getInput().getType());
+  auto weight = asTensor(adaptor.getWeight().getType());
+  if (input.getElementType() != weight.getElementType())
+    return emitOptionalError(
+        loc, "operand element types differ: ", input.getElementType(), " vs ",
+        weight.getElementType());
+  auto shape = convResultShape(loc, input.getShape(), weight.getShape(),
+                               adaptor.getStrides(), adaptor.getDilations(),
+                               adaptor.getPads(), adaptor.getGroups());
+  if (failed(shape))
+    return failure();
   if (Value bias = adaptor.getBias()) {
+    int64_t filters = weight.getDimSize(0);
     auto biasType = asTensor(bias.getType());
     if (biasType.getShape() != ArrayRef<int64_t>{filters} ||
         biasType.getElementType() != input.getElementType())
@@ -354,41 +380,34 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
                                input.getElementType(), " vector, got ",
                                biasType);
   }
-  SmallVector<int64_t> shape = {input.getDimSize(0), filters};
-  for (int64_t i = 0; i < k; ++i) {
-    if (strides[i] < 1 || dilations[i] < 1 || pads[i] < 0 || pads[k + i] < 0)
-      return emitOptionalError(loc, "spatial dim ", i,
-                               ": strides and dilations must be positive and "
-                               "pads non-negative");
-    int64_t padded = input.getDimSize(2 + i) + pads[i] + pads[k + i];
-    int64_t window = dilations[i] * (weight.getDimSize(2 + i) - 1) + 1;
-    if (window > padded)
-      return emitOptionalError(loc, "spatial dim ", i, ": kernel window ",
-                               window, " exceeds the padded input ", padded);
-    shape.push_back((padded - window) / strides[i] + 1);
-  }
-  types.push_back(input.clone(shape));
+  types.push_back(input.clone(*shape));
   return success();
 }
 
-// Loops (n, f, o1..ok, c', k1..kk): see the op description.
-SmallVector<IteratorType> ConvOp::getLoopIteratorTypes() {
-  int64_t k = getInput().getType().getRank() - 2;
+/// Iterator types of conv's loops `(n, f, o1..ok, c', k1..kk)`.
+static SmallVector<IteratorType> convIteratorTypes(int64_t k) {
   SmallVector<IteratorType> types(2 + k, IteratorType::parallel);
   types.append(1 + k, IteratorType::reduction);
   return types;
 }
 
-SmallVector<AffineMap> ConvOp::getIndexingMaps() {
-  MLIRContext *ctx = getContext();
-  int64_t k = getInput().getType().getRank() - 2, numLoops = 2 * k + 3;
+/// Indexing maps of conv's loops `(n, f, o1..ok, c', k1..kk)` for the
+/// (padded) input, the weight and the result.
+namespace {
+struct ConvMaps {
+  AffineMap input, weight, output;
+};
+} // namespace
+static ConvMaps convIndexingMaps(MLIRContext *ctx, ArrayRef<int64_t> weight,
+                                 ArrayRef<int64_t> strides,
+                                 ArrayRef<int64_t> dilations, int64_t groups) {
+  int64_t k = weight.size() - 2, numLoops = 2 * k + 3;
   AffineExpr n = getAffineDimExpr(0, ctx), f = getAffineDimExpr(1, ctx);
   AffineExpr c = getAffineDimExpr(2 + k, ctx);
-  int64_t groups = getGroups();
   AffineExpr channel = c;
   if (groups > 1) {
-    int64_t perGroupIn = getWeight().getType().getDimSize(1);
-    int64_t perGroupOut = getWeight().getType().getDimSize(0) / groups;
+    int64_t perGroupIn = weight[1];
+    int64_t perGroupOut = weight[0] / groups;
     channel = f.floorDiv(perGroupOut) * perGroupIn + c;
   }
   SmallVector<AffineExpr> inputExprs = {n, channel}, weightExprs = {f, c},
@@ -396,16 +415,31 @@ SmallVector<AffineMap> ConvOp::getIndexingMaps() {
   for (int64_t i = 0; i < k; ++i) {
     AffineExpr o = getAffineDimExpr(2 + i, ctx);
     AffineExpr w = getAffineDimExpr(3 + k + i, ctx);
-    inputExprs.push_back(o * getStrides()[i] + w * getDilations()[i]);
+    inputExprs.push_back(o * strides[i] + w * dilations[i]);
     weightExprs.push_back(w);
     outputExprs.push_back(o);
   }
-  SmallVector<AffineMap> maps = {AffineMap::get(numLoops, 0, inputExprs, ctx),
-                                 AffineMap::get(numLoops, 0, weightExprs, ctx)};
+  return {AffineMap::get(numLoops, 0, inputExprs, ctx),
+          AffineMap::get(numLoops, 0, weightExprs, ctx),
+          AffineMap::get(numLoops, 0, outputExprs, ctx)};
+}
+
+// Loops (n, f, o1..ok, c', k1..kk): see the op description.
+SmallVector<IteratorType> ConvOp::getLoopIteratorTypes() {
+  return convIteratorTypes(getInput().getType().getRank() - 2);
+}
+
+SmallVector<AffineMap> ConvOp::getIndexingMaps() {
+  ConvMaps maps =
+      convIndexingMaps(getContext(), getWeight().getType().getShape(),
+                       getStrides(), getDilations(), getGroups());
+  SmallVector<AffineMap> result = {maps.input, maps.weight};
   if (getBias())
-    maps.push_back(AffineMap::get(numLoops, 0, {f}, ctx));
-  maps.push_back(AffineMap::get(numLoops, 0, outputExprs, ctx));
-  return maps;
+    result.push_back(AffineMap::get(maps.output.getNumDims(), 0,
+                                    {getAffineDimExpr(1, getContext())},
+                                    getContext()));
+  result.push_back(maps.output);
+  return result;
 }
 
 //===----------------------------------------------------------------------===//
@@ -754,13 +788,11 @@ SmallVector<AffineMap> EmbeddingOp::getIndexingMaps() {
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
-                                            std::optional<Location> loc,
-                                            Adaptor adaptor,
-                                            SmallVectorImpl<Type> &types) {
-  auto q = asTensor(adaptor.getQuery().getType());
-  auto k = asTensor(adaptor.getKey().getType());
-  auto v = asTensor(adaptor.getValue().getType());
+/// The result type of attention over `q`, `k`, `v`, or failure.
+static FailureOr<RankedTensorType>
+attentionResultType(std::optional<Location> loc, Type query, Type key,
+                    Type value) {
+  auto q = asTensor(query), k = asTensor(key), v = asTensor(value);
   if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
     return emitOptionalError(
         loc, "query, key and value must be [batch, heads, seq, head_dim]");
@@ -781,8 +813,19 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   if (k.getDimSize(3) != q.getDimSize(3))
     return emitOptionalError(loc, "query head dim ", q.getDimSize(3),
                              " differs from key head dim ", k.getDimSize(3));
-  types.push_back(
-      q.clone({q.getDimSize(0), heads, q.getDimSize(2), v.getDimSize(3)}));
+  return q.clone({q.getDimSize(0), heads, q.getDimSize(2), v.getDimSize(3)});
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto type = attentionResultType(loc, adaptor.getQuery().getType(),
+                                  adaptor.getKey().getType(),
+                                  adaptor.getValue().getType());
+  if (failed(type))
+    return failure();
+  types.push_back(*type);
   return success();
 }
 
@@ -847,6 +890,523 @@ SmallVector<AffineMap> CrossEntropyOp::getIndexingMaps() {
   return {AffineMap::getMultiDimIdentityMap(rank, ctx),
           AffineMap::get(rank, 0, loopDims(ctx, 0, rank - 1), ctx),
           AffineMap::get(rank, 0, {}, ctx)};
+}
+
+//===----------------------------------------------------------------------===//
+// CompareOp, SelectOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CompareOp::inferReturnTypes(MLIRContext *ctx,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  StringRef predicate = adaptor.getPredicate();
+  if (!llvm::is_contained({"eq", "ne", "lt", "le", "gt", "ge"}, predicate))
+    return emitOptionalError(loc, "predicate '", predicate,
+                             "' is not one of eq, ne, lt, le, gt, ge");
+  SmallVector<Type, 1> broadcast;
+  if (failed(detail::inferBroadcastType(loc, adaptor.getLhs().getType(),
+                                        adaptor.getRhs().getType(), broadcast)))
+    return failure();
+  types.push_back(asTensor(broadcast[0]).clone(IntegerType::get(ctx, 1)));
+  return success();
+}
+
+SmallVector<IteratorType> CompareOp::getLoopIteratorTypes() {
+  return detail::elementwiseIteratorTypes(getOperation());
+}
+
+SmallVector<AffineMap> CompareOp::getIndexingMaps() {
+  return detail::elementwiseIndexingMaps(getOperation());
+}
+
+LogicalResult SelectOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  SmallVector<Type, 1> values;
+  if (failed(detail::inferBroadcastType(loc, adaptor.getOnTrue().getType(),
+                                        adaptor.getOnFalse().getType(),
+                                        values)))
+    return failure();
+  auto valueType = asTensor(values[0]);
+  ArrayRef<int64_t> cond = asTensor(adaptor.getCond().getType()).getShape();
+  auto shape = broadcastShapes(cond, valueType.getShape());
+  if (failed(shape))
+    return emitOptionalError(loc, "condition shape ", shapeString(cond),
+                             " does not broadcast with ",
+                             shapeString(valueType.getShape()));
+  types.push_back(valueType.clone(*shape));
+  return success();
+}
+
+SmallVector<IteratorType> SelectOp::getLoopIteratorTypes() {
+  return detail::elementwiseIteratorTypes(getOperation());
+}
+
+SmallVector<AffineMap> SelectOp::getIndexingMaps() {
+  return detail::elementwiseIndexingMaps(getOperation());
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient ops
+//===----------------------------------------------------------------------===//
+
+/// Checks that a gradient operand has the type of the value it is the
+/// gradient of.
+static LogicalResult verifyGradType(std::optional<Location> loc, Type grad,
+                                    Type expected, StringRef what) {
+  if (grad != expected)
+    return emitOptionalError(loc, "gradient type ", grad, " differs from the ",
+                             what, " type ", expected);
+  return success();
+}
+
+LogicalResult
+mlir::dtc::detail::inferSameTypeGrad(std::optional<Location> loc, Type input,
+                                     Type grad, SmallVectorImpl<Type> &types) {
+  if (failed(verifyGradType(loc, grad, input, "input")))
+    return failure();
+  types.push_back(input);
+  return success();
+}
+
+LogicalResult SoftmaxGradOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &types) {
+  Type output = adaptor.getOutput().getType();
+  if (failed(verifyAxis(loc, adaptor.getAxis(), asTensor(output).getRank())) ||
+      failed(verifyGradType(loc, adaptor.getGrad().getType(), output,
+                            "softmax output")))
+    return failure();
+  types.push_back(output);
+  return success();
+}
+
+SmallVector<IteratorType> SoftmaxGradOp::getLoopIteratorTypes() {
+  int64_t rank = getOutput().getType().getRank(), axis = getAxis();
+  SmallVector<IteratorType> types(rank, IteratorType::parallel);
+  if (axis >= 0 && axis < rank)
+    types[axis] = IteratorType::reduction;
+  return types;
+}
+
+SmallVector<AffineMap> SoftmaxGradOp::getIndexingMaps() {
+  auto map = AffineMap::getMultiDimIdentityMap(getOutput().getType().getRank(),
+                                               getContext());
+  return {map, map, map};
+}
+
+/// Loops of the norm gradients, as the forward norms; `weightValues` are
+/// the positions (operands, then results) of the weight-shaped values.
+static SmallVector<AffineMap> normGradIndexingMaps(Operation *op, int64_t axis,
+                                                   ArrayRef<int> weightValues) {
+  MLIRContext *ctx = op->getContext();
+  int64_t rank = asTensor(op->getOperand(0).getType()).getRank();
+  auto identity = AffineMap::getMultiDimIdentityMap(rank, ctx);
+  auto trailing =
+      AffineMap::get(rank, 0, loopDims(ctx, axis, rank - axis), ctx);
+  SmallVector<AffineMap> maps(op->getNumOperands() + op->getNumResults(),
+                              identity);
+  for (int i : weightValues)
+    maps[i] = trailing;
+  return maps;
+}
+
+LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  Type input = adaptor.getInput().getType(),
+       weight = adaptor.getWeight().getType();
+  if (failed(inferNormType(loc, input, adaptor.getAxis(), {weight}, types)) ||
+      failed(verifyGradType(loc, adaptor.getGrad().getType(), input, "input")))
+    return failure();
+  types.append({weight, weight});
+  return success();
+}
+
+SmallVector<IteratorType> LayerNormGradOp::getLoopIteratorTypes() {
+  return normalizedIteratorTypes(getInput().getType().getRank(), getAxis());
+}
+
+// Operands (input, weight, grad), results (dx, dweight, dbias).
+SmallVector<AffineMap> LayerNormGradOp::getIndexingMaps() {
+  return normGradIndexingMaps(getOperation(), getAxis(), {1, 4, 5});
+}
+
+LogicalResult RmsNormGradOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &types) {
+  Type input = adaptor.getInput().getType(),
+       weight = adaptor.getWeight().getType();
+  if (failed(inferNormType(loc, input, adaptor.getAxis(), {weight}, types)) ||
+      failed(verifyGradType(loc, adaptor.getGrad().getType(), input, "input")))
+    return failure();
+  types.push_back(weight);
+  return success();
+}
+
+SmallVector<IteratorType> RmsNormGradOp::getLoopIteratorTypes() {
+  return normalizedIteratorTypes(getInput().getType().getRank(), getAxis());
+}
+
+// Operands (input, weight, grad), results (dx, dweight).
+SmallVector<AffineMap> RmsNormGradOp::getIndexingMaps() {
+  return normGradIndexingMaps(getOperation(), getAxis(), {1, 4});
+}
+
+LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  Type q = adaptor.getQuery().getType(), k = adaptor.getKey().getType(),
+       v = adaptor.getValue().getType();
+  auto output = attentionResultType(loc, q, k, v);
+  if (failed(output) || failed(verifyGradType(loc, adaptor.getGrad().getType(),
+                                              *output, "attention output")))
+    return failure();
+  types.append({q, k, v});
+  return success();
+}
+
+double AttentionGradOp::getEffectiveScale() {
+  if (std::optional<APFloat> scale = getScale())
+    return scale->convertToDouble();
+  return 1.0 /
+         std::sqrt(static_cast<double>(getQuery().getType().getDimSize(3)));
+}
+
+// Loops (b, h, s, e, t, d) as dtc.attention; the key and value gradients
+// index the kv head like the key and value.
+SmallVector<IteratorType> AttentionGradOp::getLoopIteratorTypes() {
+  return {IteratorType::parallel,  IteratorType::parallel,
+          IteratorType::parallel,  IteratorType::parallel,
+          IteratorType::reduction, IteratorType::reduction};
+}
+
+SmallVector<AffineMap> AttentionGradOp::getIndexingMaps() {
+  MLIRContext *ctx = getContext();
+  AffineExpr b, h, s, e, t, d;
+  bindDims(ctx, b, h, s, e, t, d);
+  int64_t group =
+      getQuery().getType().getDimSize(1) / getKey().getType().getDimSize(1);
+  AffineExpr kvHead = h.floorDiv(group);
+  AffineMap queryMap = AffineMap::get(6, 0, {b, h, s, d}, ctx);
+  AffineMap keyMap = AffineMap::get(6, 0, {b, kvHead, t, d}, ctx);
+  AffineMap valueMap = AffineMap::get(6, 0, {b, kvHead, t, e}, ctx);
+  AffineMap outputMap = AffineMap::get(6, 0, {b, h, s, e}, ctx);
+  return {queryMap, keyMap, valueMap, outputMap, queryMap, keyMap, valueMap};
+}
+
+LogicalResult EmbeddingGradOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  auto grad = asTensor(adaptor.getGrad().getType());
+  auto ids = asTensor(adaptor.getIds().getType());
+  if (grad.getRank() != ids.getRank() + 1 ||
+      grad.getShape().drop_back() != ids.getShape())
+    return emitOptionalError(loc, "gradient ", shapeString(grad.getShape()),
+                             " must be the ids' shape ",
+                             shapeString(ids.getShape()),
+                             " plus the embedding dim");
+  int64_t rows = adaptor.getNumRows();
+  if (rows < 1)
+    return emitOptionalError(loc, "num_rows must be positive, got ", rows);
+  types.push_back(grad.clone({rows, grad.getShape().back()}));
+  return success();
+}
+
+// Loops (ids dims..., d, row): the lookup's one-hot contraction transposed;
+// the ids dims are summed into each row.
+SmallVector<IteratorType> EmbeddingGradOp::getLoopIteratorTypes() {
+  SmallVector<IteratorType> types(getIds().getType().getRank(),
+                                  IteratorType::reduction);
+  types.append(2, IteratorType::parallel);
+  return types;
+}
+
+SmallVector<AffineMap> EmbeddingGradOp::getIndexingMaps() {
+  MLIRContext *ctx = getContext();
+  int64_t idsRank = getIds().getType().getRank(), numLoops = idsRank + 2;
+  AffineExpr d = getAffineDimExpr(idsRank, ctx);
+  AffineExpr row = getAffineDimExpr(idsRank + 1, ctx);
+  return {AffineMap::get(numLoops, 0, loopDims(ctx, 0, idsRank + 1), ctx),
+          AffineMap::get(numLoops, 0, loopDims(ctx, 0, idsRank), ctx),
+          AffineMap::get(numLoops, 0, {row, d}, ctx)};
+}
+
+LogicalResult
+CrossEntropyGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                     Adaptor adaptor,
+                                     SmallVectorImpl<Type> &types) {
+  auto logits = asTensor(adaptor.getLogits().getType());
+  auto labels = asTensor(adaptor.getLabels().getType());
+  if (logits.getRank() < 1 ||
+      labels.getShape() != logits.getShape().drop_back())
+    return emitOptionalError(loc, "labels ", shapeString(labels.getShape()),
+                             " must have the shape of logits ",
+                             shapeString(logits.getShape()),
+                             " without its last (vocabulary) dim");
+  types.push_back(logits);
+  return success();
+}
+
+// Positions are parallel; the vocabulary is a softmax's reduction.
+SmallVector<IteratorType> CrossEntropyGradOp::getLoopIteratorTypes() {
+  int64_t rank = getLogits().getType().getRank();
+  SmallVector<IteratorType> types(rank - 1, IteratorType::parallel);
+  types.push_back(IteratorType::reduction);
+  return types;
+}
+
+SmallVector<AffineMap> CrossEntropyGradOp::getIndexingMaps() {
+  MLIRContext *ctx = getContext();
+  int64_t rank = getLogits().getType().getRank();
+  auto identity = AffineMap::getMultiDimIdentityMap(rank, ctx);
+  return {identity, AffineMap::get(rank, 0, loopDims(ctx, 0, rank - 1), ctx),
+          AffineMap::get(rank, 0, {}, ctx), identity};
+}
+
+LogicalResult SliceGradOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto grad = asTensor(adaptor.getGrad().getType());
+  ArrayRef<int64_t> inputShape = adaptor.getInputShape(),
+                    starts = adaptor.getStarts(),
+                    strides = adaptor.getStrides();
+  int64_t rank = grad.getRank();
+  if (static_cast<int64_t>(inputShape.size()) != rank ||
+      static_cast<int64_t>(starts.size()) != rank ||
+      static_cast<int64_t>(strides.size()) != rank)
+    return emitOptionalError(loc, "input_shape, starts and strides need ", rank,
+                             " entries each");
+  for (int64_t i = 0; i < rank; ++i) {
+    if (strides[i] < 1)
+      return emitOptionalError(loc, "stride ", strides[i], " of dim ", i,
+                               " must be positive");
+    int64_t extent = grad.getDimSize(i);
+    int64_t last = extent ? starts[i] + (extent - 1) * strides[i] : starts[i];
+    if (inputShape[i] < 0 || starts[i] < 0 ||
+        (extent ? last >= inputShape[i] : starts[i] > inputShape[i]))
+      return emitOptionalError(loc, "dim ", i, ": ", extent, " elements from ",
+                               starts[i], " by ", strides[i], " do not fit in ",
+                               inputShape[i]);
+  }
+  types.push_back(grad.clone(inputShape));
+  return success();
+}
+
+SmallVector<IteratorType> SliceGradOp::getLoopIteratorTypes() {
+  return SmallVector<IteratorType>(getGrad().getType().getRank(),
+                                   IteratorType::parallel);
+}
+
+// Loops over the slice, as dtc.slice; the result is the slice's input.
+SmallVector<AffineMap> SliceGradOp::getIndexingMaps() {
+  MLIRContext *ctx = getContext();
+  int64_t rank = getStarts().size();
+  SmallVector<AffineExpr> inputExprs;
+  for (int64_t i = 0; i < rank; ++i)
+    inputExprs.push_back(getAffineDimExpr(i, ctx) * getStrides()[i] +
+                         getStarts()[i]);
+  return {AffineMap::getMultiDimIdentityMap(rank, ctx),
+          AffineMap::get(rank, 0, inputExprs, ctx)};
+}
+
+/// Checks that `grad` has the type of conv's result for `input` and
+/// `weight` shapes.
+static LogicalResult
+verifyConvGrad(std::optional<Location> loc, RankedTensorType grad,
+               ArrayRef<int64_t> input, ArrayRef<int64_t> weight,
+               ArrayRef<int64_t> strides, ArrayRef<int64_t> dilations,
+               ArrayRef<int64_t> pads, int64_t groups) {
+  if (llvm::any_of(input, [](int64_t d) { return d < 0; }) ||
+      llvm::any_of(weight, [](int64_t d) { return d < 0; }))
+    return emitOptionalError(loc, "shapes must be non-negative");
+  auto shape =
+      convResultShape(loc, input, weight, strides, dilations, pads, groups);
+  if (failed(shape))
+    return failure();
+  if (grad.getShape() != ArrayRef<int64_t>(*shape))
+    return emitOptionalError(loc, "gradient ", shapeString(grad.getShape()),
+                             " differs from the conv result ",
+                             shapeString(*shape));
+  return success();
+}
+
+LogicalResult ConvGradInputOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  auto grad = asTensor(adaptor.getGrad().getType());
+  auto weight = asTensor(adaptor.getWeight().getType());
+  if (grad.getElementType() != weight.getElementType())
+    return emitOptionalError(
+        loc, "operand element types differ: ", grad.getElementType(), " vs ",
+        weight.getElementType());
+  if (failed(verifyConvGrad(loc, grad, adaptor.getInputShape(),
+                            weight.getShape(), adaptor.getStrides(),
+                            adaptor.getDilations(), adaptor.getPads(),
+                            adaptor.getGroups())))
+    return failure();
+  types.push_back(grad.clone(adaptor.getInputShape()));
+  return success();
+}
+
+// Loops (n, f, o1..ok, c', k1..kk) as dtc.conv: the output channels and the
+// kernel window sum into each input position.
+SmallVector<IteratorType> ConvGradInputOp::getLoopIteratorTypes() {
+  int64_t k = getGrad().getType().getRank() - 2;
+  SmallVector<IteratorType> types = convIteratorTypes(k);
+  types[1] = IteratorType::reduction;
+  types[2 + k] = IteratorType::parallel;
+  return types;
+}
+
+SmallVector<AffineMap> ConvGradInputOp::getIndexingMaps() {
+  ConvMaps maps =
+      convIndexingMaps(getContext(), getWeight().getType().getShape(),
+                       getStrides(), getDilations(), getGroups());
+  return {maps.output, maps.weight, maps.input};
+}
+
+LogicalResult ConvGradWeightOp::inferReturnTypes(MLIRContext *,
+                                                 std::optional<Location> loc,
+                                                 Adaptor adaptor,
+                                                 SmallVectorImpl<Type> &types) {
+  auto input = asTensor(adaptor.getInput().getType());
+  auto grad = asTensor(adaptor.getGrad().getType());
+  if (grad.getElementType() != input.getElementType())
+    return emitOptionalError(
+        loc, "operand element types differ: ", input.getElementType(), " vs ",
+        grad.getElementType());
+  if (failed(verifyConvGrad(loc, grad, input.getShape(),
+                            adaptor.getWeightShape(), adaptor.getStrides(),
+                            adaptor.getDilations(), adaptor.getPads(),
+                            adaptor.getGroups())))
+    return failure();
+  types.push_back(grad.clone(adaptor.getWeightShape()));
+  return success();
+}
+
+// Loops (n, f, o1..ok, c', k1..kk) as dtc.conv: batch and output positions
+// sum into each weight element.
+SmallVector<IteratorType> ConvGradWeightOp::getLoopIteratorTypes() {
+  int64_t k = getGrad().getType().getRank() - 2;
+  SmallVector<IteratorType> types(2 * k + 3, IteratorType::parallel);
+  types[0] = IteratorType::reduction;
+  for (int64_t i = 0; i < k; ++i)
+    types[2 + i] = IteratorType::reduction;
+  return types;
+}
+
+SmallVector<AffineMap> ConvGradWeightOp::getIndexingMaps() {
+  ConvMaps maps = convIndexingMaps(getContext(), getWeightShape(), getStrides(),
+                                   getDilations(), getGroups());
+  return {maps.input, maps.output, maps.weight};
+}
+
+LogicalResult MaxPoolGradOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &types) {
+  Type input = adaptor.getInput().getType();
+  SmallVector<Type, 1> pooled;
+  if (failed(detail::inferPoolType(loc, input, adaptor.getKernelShape(),
+                                   adaptor.getStrides(), adaptor.getDilations(),
+                                   adaptor.getPads(), pooled)) ||
+      failed(verifyGradType(loc, adaptor.getGrad().getType(), pooled[0],
+                            "pooled result")))
+    return failure();
+  types.push_back(input);
+  return success();
+}
+
+SmallVector<IteratorType> MaxPoolGradOp::getLoopIteratorTypes() {
+  return detail::poolIteratorTypes(getKernelShape().size());
+}
+
+// Operands (input, grad), result dx indexed like the input.
+SmallVector<AffineMap> MaxPoolGradOp::getIndexingMaps() {
+  SmallVector<AffineMap> maps =
+      detail::poolIndexingMaps(getContext(), getStrides(), getDilations());
+  return {maps[0], maps[1], maps[0]};
+}
+
+LogicalResult AvgPoolGradOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &types) {
+  auto grad = asTensor(adaptor.getGrad().getType());
+  ArrayRef<int64_t> inputShape = adaptor.getInputShape();
+  if (llvm::any_of(inputShape, [](int64_t d) { return d < 0; }))
+    return emitOptionalError(loc, "input_shape ", shapeString(inputShape),
+                             " must be non-negative");
+  auto input = grad.clone(inputShape);
+  SmallVector<Type, 1> pooled;
+  if (failed(detail::inferPoolType(loc, input, adaptor.getKernelShape(),
+                                   adaptor.getStrides(), adaptor.getDilations(),
+                                   adaptor.getPads(), pooled)) ||
+      failed(verifyGradType(loc, grad, pooled[0], "pooled result")))
+    return failure();
+  types.push_back(input);
+  return success();
+}
+
+SmallVector<IteratorType> AvgPoolGradOp::getLoopIteratorTypes() {
+  return detail::poolIteratorTypes(getKernelShape().size());
+}
+
+// Operand grad, result dx indexed like the input.
+SmallVector<AffineMap> AvgPoolGradOp::getIndexingMaps() {
+  SmallVector<AffineMap> maps =
+      detail::poolIndexingMaps(getContext(), getStrides(), getDilations());
+  return {maps[1], maps[0]};
+}
+
+//===----------------------------------------------------------------------===//
+// AdamWOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AdamWOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  auto param = asTensor(adaptor.getParam().getType());
+  for (Value value :
+       {adaptor.getGrad(), adaptor.getExpAvg(), adaptor.getExpAvgSq()}) {
+    auto type = asTensor(value.getType());
+    if (type.getShape() != param.getShape())
+      return emitOptionalError(loc,
+                               "gradient and moments must have the "
+                               "parameter's shape ",
+                               shapeString(param.getShape()), ", got ",
+                               shapeString(type.getShape()));
+  }
+  types.append(
+      {param, adaptor.getExpAvg().getType(), adaptor.getExpAvgSq().getType()});
+  return success();
+}
+
+SmallVector<IteratorType> AdamWOp::getLoopIteratorTypes() {
+  return SmallVector<IteratorType>(getParam().getType().getRank(),
+                                   IteratorType::parallel);
+}
+
+// Parameter, gradient and moments follow the loops; the scalars are
+// read by every loop.
+SmallVector<AffineMap> AdamWOp::getIndexingMaps() {
+  MLIRContext *ctx = getContext();
+  int64_t rank = getParam().getType().getRank();
+  auto identity = AffineMap::getMultiDimIdentityMap(rank, ctx);
+  auto scalar = AffineMap::get(rank, 0, {}, ctx);
+  return {identity, identity, identity, identity, scalar,
+          scalar,   scalar,   identity, identity, identity};
 }
 
 #include "dialects/dtc/DtcInterfaces.cpp.inc"

@@ -26,6 +26,11 @@ SmallVector<AffineMap> elementwiseIndexingMaps(Operation *op);
 LogicalResult inferBroadcastType(std::optional<Location> loc, Type lhs,
                                  Type rhs, SmallVectorImpl<Type> &types);
 
+/// Gradient ops whose result has the type of their input and whose
+/// gradient operand must have that type too.
+LogicalResult inferSameTypeGrad(std::optional<Location> loc, Type input,
+                                Type grad, SmallVectorImpl<Type> &types);
+
 /// Reductions over `dims` of a rank-`rank` input.
 LogicalResult inferReduceType(std::optional<Location> loc, Type input,
                               ArrayRef<int64_t> dims, bool keepDims,

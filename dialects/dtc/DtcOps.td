@@ -427,4 +427,6 @@ def Dtc_CrossEntropyOp : Dtc_ShapedOp<"cross_entropy"> {
       "$logits `,` $labels attr-dict `:` functional-type(operands, results)";
 }
 
+include "dialects/dtc/DtcGradOps.td"
+
 #endif // DTC_OPS_TD

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "DtcTestInterpreter.h"
+#include "OnnxNodeTests.h"
 
 #include "compiler/support/Error.h"
 #include "dialects/dtc/DtcOps.h"
@@ -651,250 +652,83 @@ TEST(OnnxImporterErrors, TextFormat) {
 
 namespace {
 
-const char *kNodeTestDir = "/usr/share/libonnx-testdata/data/node";
-
-/// Op types docs/onnx-ops.md lists as lowered (not the host-only ones: node
-/// tests feed run-time inputs).
-const std::set<std::string> &claimedOps() {
-  static const std::set<std::string> ops = {"Abs",
-                                            "Add",
-                                            "AveragePool",
-                                            "Cast",
-                                            "CastLike",
-                                            "Concat",
-                                            "Conv",
-                                            "Div",
-                                            "Dropout",
-                                            "Erf",
-                                            "Exp",
-                                            "Expand",
-                                            "Flatten",
-                                            "Gather",
-                                            "Gelu",
-                                            "Gemm",
-                                            "GlobalAveragePool",
-                                            "Identity",
-                                            "LayerNormalization",
-                                            "Log",
-                                            "MatMul",
-                                            "Max",
-                                            "MaxPool",
-                                            "Min",
-                                            "Mul",
-                                            "Neg",
-                                            "Pow",
-                                            "Reciprocal",
-                                            "ReduceMax",
-                                            "ReduceMean",
-                                            "ReduceSum",
-                                            "Relu",
-                                            "Reshape",
-                                            "Sigmoid",
-                                            "Slice",
-                                            "Softmax",
-                                            "Split",
-                                            "Sqrt",
-                                            "Squeeze",
-                                            "Sub",
-                                            "Sum",
-                                            "Tanh",
-                                            "Transpose",
-                                            "Unsqueeze",
-                                            "Where"};
-  return ops;
-}
-
 struct NodeTestTally {
   int tests = 0, imported = 0, numericPass = 0, skipped = 0;
   std::vector<std::string> refused, wrong;
 };
 
-/// A test-data tensor; old test data stores bfloat16 as its uint16 bits.
-RefTensor readNodeTensor(const std::string &path, int32_t modelType) {
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer)
-    return {};
-  ::onnx::TensorProto proto;
-  if (!proto.ParseFromArray((*buffer)->getBufferStart(),
-                            (*buffer)->getBufferSize()))
-    return {};
-  if (proto.data_type() == ::onnx::TensorProto::UINT16 &&
-      modelType == ::onnx::TensorProto::BFLOAT16)
-    proto.set_data_type(::onnx::TensorProto::BFLOAT16);
-  std::string error;
-  auto tensor = dx::decodeTensor(proto, "", error);
+RefTensor readNodeRef(const std::pair<std::string, int32_t> &file) {
+  auto tensor = ::dtc::test::readNodeTensor(file.first, file.second);
   return tensor ? toRef(*tensor) : RefTensor();
-}
-
-/// Operands dtc needs as constants (shapes, axes, sizes, a Where condition,
-/// a Pow exponent of another type): (op type, input index >= 1).
-bool isConstantOperand(const std::string &op, int index) {
-  static const std::set<std::string> ops = {
-      "Reshape",   "Slice",      "Split",     "Squeeze", "Unsqueeze", "Expand",
-      "ReduceSum", "ReduceMean", "ReduceMax", "Pow",     "Where"};
-  if (!ops.count(op))
-    return false;
-  return op == "Where" ? index == 0 : index >= 1;
-}
-
-/// The node test with its constant operands (integer and bool graph inputs
-/// read as shapes, axes or masks) turned into initializers holding the
-/// test-data values, and with only the first output of multi-output ops
-/// whose other outputs dtc does not import.
-::onnx::ModelProto withConstantOperands(const ::onnx::ModelProto &model,
-                                        const std::string &data) {
-  ::onnx::ModelProto out = model;
-  auto *graph = out.mutable_graph();
-  const auto &n = graph->node(0);
-  std::set<std::string> constant;
-  std::map<std::string, int32_t> types;
-  for (const auto &input : graph->input())
-    types[input.name()] = input.type().tensor_type().elem_type();
-  for (int i = 0; i < n.input_size(); ++i) {
-    int32_t type = types.count(n.input(i)) ? types[n.input(i)] : 0;
-    bool integral = type == ::onnx::TensorProto::INT64 ||
-                    type == ::onnx::TensorProto::INT32 ||
-                    type == ::onnx::TensorProto::BOOL;
-    if (integral && isConstantOperand(n.op_type(), i))
-      constant.insert(n.input(i));
-  }
-  google::protobuf::RepeatedPtrField<::onnx::ValueInfoProto> inputs;
-  int index = 0;
-  for (const auto &input : graph->input()) {
-    std::string pb = data + "/input_" + std::to_string(index++) + ".pb";
-    if (!constant.count(input.name())) {
-      *inputs.Add() = input;
-      continue;
-    }
-    auto buffer = llvm::MemoryBuffer::getFile(pb);
-    ::onnx::TensorProto *init = graph->add_initializer();
-    if (buffer)
-      init->ParseFromArray((*buffer)->getBufferStart(),
-                           (*buffer)->getBufferSize());
-    init->set_name(input.name());
-  }
-  graph->mutable_input()->Swap(&inputs);
-  if (n.op_type() == "LayerNormalization" || n.op_type() == "Dropout")
-    while (graph->output_size() > 1)
-      graph->mutable_output()->RemoveLast();
-  return out;
 }
 
 } // namespace
 
 TEST(OnnxBackendNodeTests, ClaimedOpsImportAndMatch) {
-  if (!llvm::sys::fs::is_directory(kNodeTestDir))
-    GTEST_SKIP() << kNodeTestDir << " missing (apt install libonnx-testdata)";
   std::map<std::string, NodeTestTally> tally;
-  std::error_code ec;
-  std::vector<std::string> dirs;
-  for (llvm::sys::fs::directory_iterator it(kNodeTestDir, ec), end;
-       it != end && !ec; it.increment(ec))
-    dirs.push_back(it->path());
-  std::sort(dirs.begin(), dirs.end());
-  for (const std::string &dir : dirs) {
-    std::string modelPath = dir + "/model.onnx";
-    if (!llvm::sys::fs::exists(modelPath))
-      continue;
-    ::onnx::ModelProto shipped = readModel(modelPath);
-    if (shipped.graph().node_size() != 1)
-      continue; // *_expanded: function bodies of other ops
-    const auto &n = shipped.graph().node(0);
-    if (!n.domain().empty() || !claimedOps().count(n.op_type()))
-      continue;
-    std::string data = dir + "/test_data_set_0";
-    ::onnx::ModelProto model = withConstantOperands(shipped, data);
-    // Ops whose schema is unchanged from the test's opset up to 13 (Conv
-    // and AveragePool since 11, MaxPool since 12, GlobalAveragePool since 1;
-    // later versions only add types or, AveragePool 19, dilations):
-    // their tests are restamped to opset 13, dtc's oldest.
-    static const std::map<std::string, int64_t> unchangedSince = {
-        {"Conv", 11},
-        {"GlobalAveragePool", 1},
-        {"MaxPool", 12},
-        {"AveragePool", 11}};
-    bool restamped = false;
-    if (auto it = unchangedSince.find(n.op_type()); it != unchangedSince.end())
-      for (auto &opset : *model.mutable_opset_import())
-        if ((opset.domain().empty() || opset.domain() == "ai.onnx") &&
-            opset.version() >= it->second && opset.version() < 13) {
-          opset.set_version(13);
-          model.set_ir_version(std::max<int64_t>(model.ir_version(), 7));
-          restamped = true;
+  bool found =
+      ::dtc::test::forEachNodeTest([&](const ::dtc::test::NodeTest &test) {
+        NodeTestTally &t = tally[test.opType];
+        const std::string &name = test.name;
+        if (!test.skipReason.empty()) {
+          ++t.skipped;
+          return;
         }
-    if (restamped ||
-        model.graph().input_size() != shipped.graph().input_size() ||
-        model.graph().output_size() != shipped.graph().output_size()) {
-      modelPath = writeTemp(model);
-    }
-    NodeTestTally &t = tally[n.op_type()];
-    std::string name = llvm::sys::path::filename(dir).str();
-    // Known differences, not bugs: the bfloat16 test data was made by
-    // truncating (dtc rounds to nearest), and dtc.embedding needs
-    // non-negative run-time indices (docs/onnx-ops.md).
-    if (name.find("BFLOAT16") != std::string::npos ||
-        name == "test_gather_negative_indices") {
-      ++t.skipped;
-      continue;
-    }
-    ++t.tests;
-    MLIRContext ctx;
-    auto module = dx::importOnnxFile(modelPath, {}, ctx);
-    if (!module) {
-      std::string message;
-      bool clean = false;
-      llvm::handleAllErrors(
-          module.takeError(),
-          [&](const ::dtc::DtcError &e) {
-            clean = e.getKind() == ::dtc::ErrorKind::BadInput;
-            message = e.getMessage();
-          },
-          [&](const llvm::ErrorInfoBase &e) { message = e.message(); });
-      EXPECT_TRUE(clean) << name << ": " << message;
-      t.refused.push_back(name + ": " + message);
-      continue;
-    }
-    ++t.imported;
-    func::FuncOp main = mainOf(**module);
-    // Arguments are the remaining graph inputs, in order; their data files
-    // are numbered by the shipped inputs.
-    std::vector<RefTensor> inputs;
-    for (const auto &input : model.graph().input())
-      for (int i = 0; i < shipped.graph().input_size(); ++i)
-        if (shipped.graph().input(i).name() == input.name())
-          inputs.push_back(
-              readNodeTensor(data + "/input_" + std::to_string(i) + ".pb",
-                             input.type().tensor_type().elem_type()));
-    auto outputs = ::dtc::test::interpret(main, inputs, {});
-    bool ok = static_cast<bool>(outputs);
-    std::string why = ok ? "" : llvm::toString(outputs.takeError());
-    for (size_t i = 0; ok && i < outputs->size(); ++i) {
-      RefTensor expected = readNodeTensor(
-          data + "/output_" + std::to_string(i) + ".pb",
-          model.graph().output(i).type().tensor_type().elem_type());
-      const RefTensor &got = (*outputs)[i];
-      if (got.shape != expected.shape) {
-        ok = false;
-        why = "output " + std::to_string(i) + " shape differs";
-        break;
-      }
-      for (size_t j = 0; j < got.data.size(); ++j) {
-        double a = got.data[j], b = expected.data[j];
-        if ((std::isnan(a) && std::isnan(b)) || a == b)
-          continue;
-        if (!(std::fabs(a - b) <= 1e-4 + 1e-3 * std::fabs(b))) {
-          ok = false;
-          why = "output " + std::to_string(i) + "[" + std::to_string(j) +
-                "] = " + std::to_string(a) + ", expected " + std::to_string(b);
-          break;
+        ++t.tests;
+        MLIRContext ctx;
+        auto module = dx::importOnnxFile(test.modelPath, {}, ctx);
+        if (!module) {
+          std::string message;
+          bool clean = false;
+          llvm::handleAllErrors(
+              module.takeError(),
+              [&](const ::dtc::DtcError &e) {
+                clean = e.getKind() == ::dtc::ErrorKind::BadInput;
+                message = e.getMessage();
+              },
+              [&](const llvm::ErrorInfoBase &e) { message = e.message(); });
+          EXPECT_TRUE(clean) << name << ": " << message;
+          t.refused.push_back(name + ": " + message);
+          return;
         }
-      }
-    }
-    if (ok)
-      ++t.numericPass;
-    else
-      t.wrong.push_back(name + ": " + why);
-  }
+        ++t.imported;
+        func::FuncOp main = mainOf(**module);
+        std::vector<RefTensor> inputs;
+        for (const auto &file : test.argumentFiles())
+          inputs.push_back(readNodeRef(file));
+        auto outputs = ::dtc::test::interpret(main, inputs, {});
+        bool ok = static_cast<bool>(outputs);
+        std::string why = ok ? "" : llvm::toString(outputs.takeError());
+        auto outputFiles = test.outputFiles();
+        for (size_t i = 0; ok && i < outputs->size(); ++i) {
+          RefTensor expected = readNodeRef(outputFiles[i]);
+          const RefTensor &got = (*outputs)[i];
+          if (got.shape != expected.shape) {
+            ok = false;
+            why = "output " + std::to_string(i) + " shape differs";
+            break;
+          }
+          for (size_t j = 0; j < got.data.size(); ++j) {
+            double a = got.data[j], b = expected.data[j];
+            if ((std::isnan(a) && std::isnan(b)) || a == b)
+              continue;
+            if (!(std::fabs(a - b) <= 1e-4 + 1e-3 * std::fabs(b))) {
+              ok = false;
+              why = "output " + std::to_string(i) + "[" + std::to_string(j) +
+                    "] = " + std::to_string(a) + ", expected " +
+                    std::to_string(b);
+              break;
+            }
+          }
+        }
+        if (ok)
+          ++t.numericPass;
+        else
+          t.wrong.push_back(name + ": " + why);
+      });
+  if (!found)
+    GTEST_SKIP() << ::dtc::test::kNodeTestDir
+                 << " missing (apt install libonnx-testdata)";
   int tests = 0, imported = 0, passed = 0;
   for (const auto &[op, t] : tally) {
     std::cout << "[ node ] " << op << ": " << t.tests << " tests, "

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Driver.h"
+#include "compiler/inspect/Inspect.h"
+#include "compiler/run/Run.h"
 #include "compiler/support/Error.h"
 #include "frontends/hf/HfConfig.h"
 #include "frontends/modelgen/ModelGen.h"
@@ -18,6 +20,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <functional>
 #include <optional>
 
@@ -74,6 +77,27 @@ void addCompile(CLI::App &app, dtc::CompileOptions &o, Action &action) {
       cmd->add_option("--explain", o.explain,
                       "Also print the K best alternatives (default 3)")
           ->expected(0, 1);
+  // The optimizer the training program carries (AdamW).
+  cmd->add_option("--lr", o.optimizer.lr, "Peak learning rate")
+      ->capture_default_str();
+  cmd->add_option("--min-lr", o.optimizer.minLr,
+                  "Learning rate at the end of the decay")
+      ->capture_default_str();
+  cmd->add_option("--warmup-steps", o.optimizer.warmupSteps,
+                  "Linear warmup steps")
+      ->capture_default_str();
+  cmd->add_option("--lr-decay-steps", o.optimizer.decaySteps,
+                  "Steps of decay after warmup (0: constant)")
+      ->capture_default_str();
+  cmd->add_option("--lr-schedule", o.optimizer.schedule,
+                  "cosine, linear or constant")
+      ->capture_default_str();
+  cmd->add_option("--weight-decay", o.optimizer.weightDecay,
+                  "AdamW weight decay (matrices only)")
+      ->capture_default_str();
+  cmd->add_option("--grad-clip", o.optimizer.gradClip,
+                  "Clip the global gradient norm (0: off)")
+      ->capture_default_str();
   cmd->add_option("--emit", o.emit,
                   "Print one stage's IR and stop: imported, sharded, "
                   "partitioned or program");
@@ -101,43 +125,116 @@ struct PendingArgs {
   bool json = false, resume = false, shapeOnly = false;
 };
 
+/// Loads `bundle`'s plan.json, then runs `body` on it.
+Action withPlan(const std::string &bundle,
+                std::function<llvm::Error(const dtc::PlanView &)> body) {
+  return [&bundle, body]() -> llvm::Error {
+    auto view = dtc::loadPlanView(bundle);
+    if (!view)
+      return view.takeError();
+    return body(*view);
+  };
+}
+
 void addPlan(CLI::App &app, PendingArgs &a, Action &action) {
   CLI::App *plan = app.add_subcommand("plan", "Inspect a compiled plan");
   plan->require_subcommand(1);
+
   CLI::App *show =
-      addPending(*plan, "show", "plan show",
-                 "The chosen plan as a table (or JSON)", 11, action);
+      plan->add_subcommand("show", "The chosen plan as a table (or JSON)");
   show->add_option("BUNDLE", a.bundle, "Plan bundle directory")->required();
-  show->add_flag("--json", a.json, "Print plan.json");
-  show->add_option("--rank", a.rank, "Show one rank's program");
-  CLI::App *explain =
-      addPending(*plan, "explain", "plan explain",
-                 "The K best alternatives and why each lost", 11, action);
+  CLI::Option *json = show->add_flag("--json", a.json, "Print plan.json");
+  CLI::Option *rank =
+      show->add_option("--rank", a.rank, "Show one rank's place and program")
+          ->excludes(json);
+  show->callback([&a, &action, rank] {
+    action = withPlan(a.bundle,
+                      [&a, rank](const dtc::PlanView &view) -> llvm::Error {
+                        if (a.json) {
+                          llvm::outs() << view.text;
+                          return llvm::Error::success();
+                        }
+                        std::optional<int64_t> only;
+                        if (rank->count())
+                          only = a.rank;
+                        return dtc::showPlan(view, only, llvm::outs());
+                      });
+  });
+
+  CLI::App *explain = plan->add_subcommand(
+      "explain", "The K best alternatives and why each lost");
   explain->add_option("BUNDLE", a.bundle, "Plan bundle directory")->required();
-  explain->add_option("-k", a.k, "How many alternatives");
-  CLI::App *diff = addPending(*plan, "diff", "plan diff",
-                              "What differs between two plans", 11, action);
+  explain->add_option("-k", a.k, "How many runners-up")->capture_default_str();
+  explain->callback([&a, &action] {
+    action = withPlan(a.bundle, [&a](const dtc::PlanView &view) {
+      return dtc::explainPlan(view, a.k, llvm::outs());
+    });
+  });
+
+  CLI::App *diff = plan->add_subcommand(
+      "diff", "What differs between two plans, and the predicted effect");
   diff->add_option("A", a.bundle, "First bundle")->required();
   diff->add_option("B", a.other, "Second bundle")->required();
+  diff->callback([&a, &action] {
+    action =
+        withPlan(a.bundle, [&a](const dtc::PlanView &first) -> llvm::Error {
+          auto second = dtc::loadPlanView(a.other);
+          if (!second)
+            return second.takeError();
+          return dtc::diffPlans(first, *second, llvm::outs());
+        });
+  });
+
   CLI::App *report =
-      addPending(*plan, "report", "plan report",
-                 "One self-contained HTML page of a plan", 11, action);
+      plan->add_subcommand("report", "One self-contained HTML page of a plan");
   report->add_option("BUNDLE", a.bundle, "Plan bundle directory")->required();
   report->add_option("-o", a.output, "Output .html file")->required();
+  report->callback([&a, &action] {
+    action = withPlan(a.bundle, [&a](const dtc::PlanView &view) -> llvm::Error {
+      auto start = std::chrono::steady_clock::now();
+      if (llvm::Error err = dtc::writeReport(view, a.output))
+        return err;
+      double seconds = std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+      llvm::outs() << llvm::formatv("wrote {0} ({1} GPUs) in {2:F3} s\n",
+                                    a.output, view.plan.gpus(), seconds);
+      return llvm::Error::success();
+    });
+  });
 }
 
-void addRun(CLI::App &app, PendingArgs &a, Action &action) {
-  CLI::App *run =
-      addPending(app, "run", "run",
-                 "Execute a compiled plan with the bundled runtime", 8, action);
-  run->add_option("BUNDLE", a.bundle, "Plan bundle directory")->required();
-  run->add_option("--backend", a.backend, "cpu or cuda");
-  run->add_option("--steps", a.steps, "Train until this global step");
-  run->add_option("--data", a.data, "Token file (flat uint16 ids)");
-  run->add_option("--ckpt-dir", a.ckptDir, "Checkpoint directory");
-  run->add_option("--save-every", a.saveEvery, "Save every K steps");
-  run->add_flag("--resume", a.resume, "Resume from the latest checkpoint");
-  run->add_option("--seed", a.seed, "Random seed");
+void addRun(CLI::App &app, dtc::RunOptions &o, PendingArgs &a, Action &action) {
+  CLI::App *run = app.add_subcommand(
+      "run", "Execute a compiled plan with the bundled runtime");
+  run->add_option("BUNDLE", o.bundle, "Plan bundle directory")->required();
+  run->add_option("--backend", o.backend, "cpu or cuda (default: cpu here)");
+  run->add_option("--steps", o.steps, "Train until this global step");
+  run->add_option("--data", o.data,
+                  "Token file (flat little-endian uint16 ids, nanoGPT "
+                  "train.bin)");
+  run->add_option("--data-dtype", o.dataDtype, "uint16 or uint32")
+      ->capture_default_str();
+  run->add_option("--inputs", o.inputs,
+                  "Inference inputs: DIR/input_0.pb ... (ONNX TensorProto)");
+  run->add_option("--outputs", o.outputs,
+                  "Write inference outputs to DIR/output_0.pb ...");
+  run->add_option("--seed", o.seed, "Random seed (data order, --init)")
+      ->capture_default_str();
+  run->add_flag("--init", o.init,
+                "Start from seeded random weights, not the model's");
+  run->add_flag("--log-json", o.logJson, "One JSON object per step on stdout");
+  run->add_option("--ckpt-dir", a.ckptDir, "Checkpoint directory (issue 9)");
+  run->add_option("--save-every", a.saveEvery, "Save every K steps (issue 9)");
+  run->add_flag("--resume", a.resume,
+                "Resume from the latest checkpoint (issue 9)");
+  run->callback([&o, &a, &action] {
+    if (!a.ckptDir.empty() || a.saveEvery || a.resume) {
+      action = notBuiltYet("run --ckpt-dir/--save-every/--resume", 9);
+      return;
+    }
+    action = [&o] { return dtc::runBundle(o, llvm::outs()); };
+  });
 
   CLI::App *verify =
       addPending(app, "verify", "verify",
@@ -300,11 +397,12 @@ int main(int argc, char **argv) {
 
   Action action;
   dtc::CompileOptions compileOptions;
+  dtc::RunOptions runOptions;
   PendingArgs pending;
   ModelgenArgs modelgenArgs;
   addCompile(app, compileOptions, action);
   addPlan(app, pending, action);
-  addRun(app, pending, action);
+  addRun(app, runOptions, pending, action);
   addCkpt(app, pending, action);
   addModelgen(app, modelgenArgs, action);
 

@@ -1,0 +1,569 @@
+//===- ProgramLowering.cpp - dtc IR -> runtime program --------------------===//
+
+#include "passes/lowering/ProgramLowering.h"
+
+#include "compiler/support/Error.h"
+#include "dialects/dtc/DtcOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+namespace d = mlir::dtc;
+
+namespace dtc {
+namespace {
+
+constexpr int64_t kAlignment = 64;
+
+int64_t alignUp(int64_t bytes) {
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+std::optional<program::DType> dtypeOf(mlir::Type type) {
+  if (type.isF32())
+    return program::F32;
+  if (type.isF16())
+    return program::F16;
+  if (type.isBF16())
+    return program::BF16;
+  if (type.isF64())
+    return program::F64;
+  if (type.isInteger(64))
+    return program::I64;
+  if (type.isInteger(32))
+    return program::I32;
+  if (type.isInteger(8))
+    return program::I8;
+  if (type.isInteger(1))
+    return program::BOOL;
+  return std::nullopt;
+}
+
+int64_t elementBytes(program::DType dtype) {
+  switch (dtype) {
+  case program::F64:
+  case program::I64:
+    return 8;
+  case program::F32:
+  case program::I32:
+    return 4;
+  case program::F16:
+  case program::BF16:
+    return 2;
+  default:
+    return 1;
+  }
+}
+
+llvm::Error setType(program::TensorType &out, mlir::Type type,
+                    mlir::Location loc) {
+  auto tensor = llvm::dyn_cast<mlir::RankedTensorType>(type);
+  std::optional<program::DType> dtype = tensor && tensor.hasStaticShape()
+                                            ? dtypeOf(tensor.getElementType())
+                                            : std::nullopt;
+  if (!dtype) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << type;
+    return failure("program lowering: type {0} has no runtime representation "
+                   "(static tensors of f32/f16/bf16/f64/i64/i32/i8/i1 only)",
+                   s);
+  }
+  out.set_dtype(*dtype);
+  for (int64_t dim : tensor.getShape())
+    out.add_shape(dim);
+  (void)loc;
+  return llvm::Error::success();
+}
+
+int64_t bytesOf(const program::TensorType &type) {
+  int64_t n = elementBytes(type.dtype());
+  for (int64_t dim : type.shape())
+    n *= dim;
+  return n;
+}
+
+/// The node name of an op's location (the importer's `loc("name"(...))`).
+std::string locationName(mlir::Location loc) {
+  if (auto named = llvm::dyn_cast<mlir::NameLoc>(loc))
+    return named.getName().str();
+  if (auto fused = llvm::dyn_cast<mlir::FusedLoc>(loc))
+    for (mlir::Location inner : fused.getLocations())
+      if (std::string name = locationName(inner); !name.empty())
+        return name;
+  return "";
+}
+
+/// Converts an op attribute; returns false for attributes with no runtime
+/// meaning (discardable `dtc.*` annotations, segment sizes).
+bool convertAttribute(mlir::Attribute attr, program::Attribute &out) {
+  if (llvm::isa<mlir::UnitAttr>(attr)) {
+    out.set_b(true);
+  } else if (auto b = llvm::dyn_cast<mlir::BoolAttr>(attr)) {
+    out.set_b(b.getValue());
+  } else if (auto i = llvm::dyn_cast<mlir::IntegerAttr>(attr)) {
+    out.set_i(i.getValue().getSExtValue());
+  } else if (auto f = llvm::dyn_cast<mlir::FloatAttr>(attr)) {
+    out.set_f(f.getValueAsDouble());
+  } else if (auto ints = llvm::dyn_cast<mlir::DenseI64ArrayAttr>(attr)) {
+    for (int64_t v : ints.asArrayRef())
+      out.mutable_ints()->add_values(v);
+  } else if (auto floats = llvm::dyn_cast<mlir::DenseF64ArrayAttr>(attr)) {
+    for (double v : floats.asArrayRef())
+      out.mutable_floats()->add_values(v);
+  } else if (auto type = llvm::dyn_cast<mlir::TypeAttr>(attr)) {
+    std::optional<program::DType> dtype = dtypeOf(type.getValue());
+    if (!dtype)
+      return false;
+    static const char *names[] = {"?",   "f32", "f16", "bf16", "f64",
+                                  "i64", "i32", "i8",  "i1"};
+    out.set_s(names[*dtype]);
+  } else if (auto str = llvm::dyn_cast<mlir::StringAttr>(attr)) {
+    out.set_s(str.getValue().str());
+  } else if (auto array = llvm::dyn_cast<mlir::ArrayAttr>(attr)) {
+    for (mlir::Attribute element : array) {
+      auto i = llvm::dyn_cast<mlir::IntegerAttr>(element);
+      if (!i)
+        return false;
+      out.mutable_ints()->add_values(i.getValue().getSExtValue());
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/// Little-endian bytes of a dense constant (one element when splat).
+llvm::Error encodeConstant(mlir::DenseElementsAttr attr,
+                           program::Constant &out) {
+  program::DType dtype = out.type().dtype();
+  int64_t width = elementBytes(dtype);
+  out.set_splat(attr.isSplat());
+  int64_t count = attr.isSplat() ? 1 : attr.getNumElements();
+  std::string bytes(count * width, '\0');
+  char *p = bytes.data();
+  auto putInt = [&](int64_t i, const llvm::APInt &v) {
+    uint64_t raw =
+        dtype == program::BOOL ? (v.isZero() ? 0 : 1) : v.getZExtValue();
+    std::memcpy(p + i * width, &raw, width); // little-endian host
+  };
+  if (llvm::isa<mlir::FloatType>(attr.getElementType())) {
+    int64_t i = 0;
+    for (const llvm::APFloat &v : attr.getValues<llvm::APFloat>()) {
+      llvm::APInt bits = v.bitcastToAPInt();
+      uint64_t raw = bits.getZExtValue();
+      std::memcpy(p + i * width, &raw, width);
+      if (++i == count)
+        break;
+    }
+  } else {
+    int64_t i = 0;
+    for (const llvm::APInt &v : attr.getValues<llvm::APInt>()) {
+      putInt(i, v);
+      if (++i == count)
+        break;
+    }
+  }
+  out.set_data(std::move(bytes));
+  return llvm::Error::success();
+}
+
+/// Ops whose result element i depends only on element i of the listed
+/// operand (same shape and dtype), so the result may take that operand's
+/// buffer when the operand dies there: (result, operand) pairs.
+llvm::SmallVector<std::pair<unsigned, unsigned>>
+inPlaceCandidates(mlir::Operation *op) {
+  llvm::StringRef name = op->getName().getStringRef();
+  static const llvm::StringSet<> unary = {
+      "dtc.neg",   "dtc.abs",        "dtc.exp",  "dtc.log", "dtc.sqrt",
+      "dtc.rsqrt", "dtc.reciprocal", "dtc.tanh", "dtc.erf", "dtc.sigmoid",
+      "dtc.relu",  "dtc.silu",       "dtc.gelu"};
+  static const llvm::StringSet<> binary = {"dtc.add", "dtc.sub", "dtc.mul",
+                                           "dtc.div"};
+  if (unary.contains(name))
+    return {{0, 0}};
+  if (binary.contains(name))
+    return {{0, 0}, {0, 1}};
+  if (name == "dtc.adamw")
+    return {{0, 0}, {1, 2}, {2, 3}};
+  return {};
+}
+
+/// A byte range of the arena.
+struct Block {
+  int64_t offset, size;
+};
+
+/// First-fit placement of live blocks in one arena.
+class ArenaAllocator {
+public:
+  int64_t allocate(int64_t size) {
+    int64_t offset = 0;
+    auto it = live_.begin();
+    for (; it != live_.end(); ++it) {
+      if (it->first - offset >= size)
+        break;
+      offset = std::max(offset, it->first + it->second);
+    }
+    live_.emplace(offset, size);
+    peak_ = std::max(peak_, offset + size);
+    return offset;
+  }
+  void release(int64_t offset) { live_.erase(offset); }
+  int64_t peak() const { return peak_; }
+
+private:
+  std::map<int64_t, int64_t> live_; // offset -> size
+  int64_t peak_ = 0;
+};
+
+class FunctionLowering {
+public:
+  FunctionLowering(mlir::func::FuncOp func, program::RankProgram &program,
+                   llvm::StringMap<int> &variableIndex)
+      : func_(func), program_(program), variableIndex_(variableIndex) {}
+
+  llvm::Error lower(program::Function &out);
+
+private:
+  llvm::Expected<int> addValue(mlir::Value value, program::Function &out);
+  llvm::Error addVariable(llvm::StringRef name, mlir::Type type,
+                          llvm::StringRef role, llvm::StringRef parameter,
+                          mlir::Location loc);
+  std::string fallbackInit(mlir::Operation *parameterOp);
+
+  mlir::func::FuncOp func_;
+  program::RankProgram &program_;
+  llvm::StringMap<int> &variableIndex_;
+  llvm::DenseMap<mlir::Value, int> ids_;
+};
+
+llvm::Expected<int> FunctionLowering::addValue(mlir::Value value,
+                                               program::Function &out) {
+  int id = out.values_size();
+  program::Value *v = out.add_values();
+  v->set_id(id);
+  if (llvm::Error e =
+          setType(*v->mutable_type(), value.getType(), value.getLoc()))
+    return std::move(e);
+  ids_[value] = id;
+  return id;
+}
+
+/// What `dtc run --init` gives a parameter of a model without weight data:
+/// norm scales 1, biases and other vectors 0, matrices N(0, 0.02).
+std::string FunctionLowering::fallbackInit(mlir::Operation *parameterOp) {
+  mlir::Value value = parameterOp->getResult(0);
+  for (mlir::OpOperand &use : value.getUses()) {
+    mlir::Operation *user = use.getOwner();
+    if (llvm::isa<d::LayerNormOp, d::RmsNormOp>(user))
+      return use.getOperandNumber() == 1 ? "ones" : "zeros";
+  }
+  auto type = llvm::cast<mlir::RankedTensorType>(value.getType());
+  return type.getRank() >= 2 ? "normal" : "zeros";
+}
+
+llvm::Error FunctionLowering::addVariable(llvm::StringRef name, mlir::Type type,
+                                          llvm::StringRef role,
+                                          llvm::StringRef parameter,
+                                          mlir::Location loc) {
+  auto it = variableIndex_.find(name);
+  if (it != variableIndex_.end()) {
+    program::TensorType expected;
+    if (llvm::Error e = setType(expected, type, loc))
+      return e;
+    const program::Variable &existing = program_.variables(it->second);
+    if (existing.type().SerializeAsString() != expected.SerializeAsString())
+      return failure("program lowering: variable '{0}' is used with two "
+                     "different types",
+                     name);
+    return llvm::Error::success();
+  }
+  variableIndex_[name] = program_.variables_size();
+  program::Variable *v = program_.add_variables();
+  v->set_name(name.str());
+  v->set_role(role.str());
+  v->set_parameter(parameter.str());
+  v->set_init(role == "parameter" ? "model" : "zeros");
+  return setType(*v->mutable_type(), type, loc);
+}
+
+llvm::Error FunctionLowering::lower(program::Function &out) {
+  out.set_name(func_.getSymName().str());
+  mlir::Block &body = func_.getBody().front();
+
+  // Arguments: fed by the runtime, or persistent variables.
+  for (mlir::BlockArgument arg : body.getArguments()) {
+    auto id = addValue(arg, out);
+    if (!id)
+      return id.takeError();
+    unsigned index = arg.getArgNumber();
+    program::Value &v = *out.mutable_values(*id);
+    if (auto state =
+            func_.getArgAttrOfType<mlir::StringAttr>(index, "dtc.state")) {
+      auto role =
+          func_.getArgAttrOfType<mlir::StringAttr>(index, "dtc.state_role");
+      auto of = func_.getArgAttrOfType<mlir::StringAttr>(index, "dtc.state_of");
+      if (llvm::Error e = addVariable(state.getValue(), arg.getType(),
+                                      role ? role.getValue() : "state",
+                                      of ? of.getValue() : "", arg.getLoc()))
+        return e;
+      v.set_state(state.getValue().str());
+      continue;
+    }
+    v.set_argument(index);
+    program::Argument *a = out.add_arguments();
+    a->set_value(*id);
+    if (auto name = func_.getArgAttrOfType<mlir::StringAttr>(index, "dtc.name"))
+      a->set_name(name.getValue().str());
+    auto feed = func_.getArgAttrOfType<mlir::StringAttr>(index, "dtc.feed");
+    a->set_feed(feed ? feed.getValue().str() : "input");
+  }
+
+  // Values and instructions, in program order.
+  llvm::SmallVector<mlir::Operation *> computeOps;
+  for (mlir::Operation &op : body.without_terminator()) {
+    if (auto constant = llvm::dyn_cast<d::ConstantOp>(op)) {
+      auto id = addValue(constant.getResult(), out);
+      if (!id)
+        return id.takeError();
+      auto dense = llvm::dyn_cast<mlir::DenseElementsAttr>(constant.getValue());
+      if (!dense)
+        return failure("program lowering: constant at {0} is not a dense "
+                       "elements attribute",
+                       locationName(op.getLoc()));
+      program::Constant *c = program_.add_constants();
+      *c->mutable_type() = out.values(*id).type();
+      if (llvm::Error e = encodeConstant(dense, *c))
+        return e;
+      out.mutable_values(*id)->set_constant(program_.constants_size() - 1);
+      continue;
+    }
+    if (auto parameter = llvm::dyn_cast<d::ParameterOp>(op)) {
+      auto id = addValue(parameter.getResult(), out);
+      if (!id)
+        return id.takeError();
+      llvm::StringRef name = parameter.getName();
+      bool isNew = !variableIndex_.count(name);
+      if (llvm::Error e = addVariable(name, parameter.getType(), "parameter",
+                                      name, op.getLoc()))
+        return e;
+      if (isNew) {
+        program::Variable &var =
+            *program_.mutable_variables(variableIndex_[name]);
+        var.set_fallback_init(fallbackInit(&op));
+        var.set_init_std(0.02);
+      }
+      out.mutable_values(*id)->set_state(name.str());
+      continue;
+    }
+    if (op.getNumRegions() != 0)
+      return failure("program lowering: op '{0}' at '{1}' has regions; the "
+                     "runtime executes flat dtc programs only",
+                     op.getName().getStringRef(), locationName(op.getLoc()));
+    for (mlir::Value result : op.getResults())
+      if (auto id = addValue(result, out); !id)
+        return id.takeError();
+    computeOps.push_back(&op);
+  }
+
+  // Liveness: the index of the last instruction reading each value; values
+  // returned by the function live to the end.
+  const int end = static_cast<int>(computeOps.size());
+  std::vector<int> lastUse(out.values_size(), -1), defAt(out.values_size(), -1);
+  for (int i = 0; i < end; ++i) {
+    for (mlir::Value operand : computeOps[i]->getOperands())
+      lastUse[ids_.lookup(operand)] = i;
+    for (mlir::Value result : computeOps[i]->getResults())
+      defAt[ids_.lookup(result)] = i;
+  }
+  auto *terminator = body.getTerminator();
+  for (mlir::Value operand : terminator->getOperands())
+    lastUse[ids_.lookup(operand)] = end;
+
+  // Storage groups (union-find): a reshape is a view of its operand, and an
+  // elementwise result may share the bytes of an operand that dies there. A
+  // group takes the storage of its root and lives until the last use of any
+  // member.
+  const int numValues = out.values_size();
+  std::vector<int> parent(numValues);
+  for (int i = 0; i < numValues; ++i)
+    parent[i] = i;
+  auto find = [&](int v) {
+    while (parent[v] != v)
+      v = parent[v] = parent[parent[v]];
+    return v;
+  };
+  auto isTemporary = [&](int id) {
+    return out.values(id).storage_case() == program::Value::STORAGE_NOT_SET;
+  };
+  for (mlir::Operation *op : computeOps)
+    if (llvm::isa<d::ReshapeOp>(op))
+      parent[ids_.lookup(op->getResult(0))] =
+          find(ids_.lookup(op->getOperand(0)));
+  std::vector<int> groupEnd(numValues, -1);
+  for (int v = 0; v < numValues; ++v)
+    groupEnd[find(v)] = std::max(groupEnd[find(v)], lastUse[v]);
+  // For each persistent variable: the last use of any value stored in it.
+  llvm::StringMap<int> stateEnd;
+  for (int v = 0; v < numValues; ++v)
+    if (out.values(v).has_state())
+      stateEnd[out.values(v).state()] =
+          std::max(stateEnd.lookup(out.values(v).state()), groupEnd[v]);
+  // Results that write a variable, by value id.
+  llvm::DenseMap<int, std::string> writesState;
+  for (auto [index, operand] : llvm::enumerate(terminator->getOperands()))
+    if (auto state =
+            func_.getResultAttrOfType<mlir::StringAttr>(index, "dtc.state"))
+      writesState[ids_.lookup(operand)] = state.getValue().str();
+
+  for (int i = 0; i < end; ++i) {
+    mlir::Operation *op = computeOps[i];
+    for (auto [resultIndex, operandIndex] : inPlaceCandidates(op)) {
+      if (operandIndex >= op->getNumOperands() ||
+          op->getResult(resultIndex).getType() !=
+              op->getOperand(operandIndex).getType())
+        continue;
+      int result = find(ids_.lookup(op->getResult(resultIndex)));
+      int operand = find(ids_.lookup(op->getOperand(operandIndex)));
+      if (result != ids_.lookup(op->getResult(resultIndex)) ||
+          result == operand)
+        continue; // already placed
+      bool share = false;
+      if (isTemporary(operand)) {
+        // The operand's bytes are free after this op: write over them.
+        share = groupEnd[operand] == i && !writesState.count(result);
+      } else if (out.values(operand).has_state()) {
+        // The update of a variable that nothing reads afterwards, returned
+        // as that variable's new value (AdamW, gradient accumulation).
+        auto it = writesState.find(result);
+        share = it != writesState.end() &&
+                it->second == out.values(operand).state() &&
+                stateEnd.lookup(it->second) == i;
+      }
+      if (!share)
+        continue;
+      parent[result] = operand;
+      groupEnd[operand] = std::max(groupEnd[operand], groupEnd[result]);
+      if (out.values(operand).has_state())
+        stateEnd[out.values(operand).state()] = groupEnd[operand];
+    }
+  }
+  // Members of a persistent, constant or argument group read its storage.
+  for (int v = 0; v < numValues; ++v) {
+    int r = find(v);
+    if (r == v || isTemporary(r))
+      continue;
+    const program::Value &source = out.values(r);
+    program::Value &target = *out.mutable_values(v);
+    if (source.has_state())
+      target.set_state(source.state());
+    else if (source.has_constant())
+      target.set_constant(source.constant());
+    else
+      target.set_argument(source.argument());
+  }
+
+  // Arena placement of the temporary groups in program order.
+  ArenaAllocator arena;
+  std::vector<int64_t> offsetOf(numValues, -1);
+  std::vector<std::vector<int>> releaseAt(end + 1);
+  int64_t temporaries = 0, live = 0, livePeak = 0;
+  for (int i = 0; i < end; ++i) {
+    for (mlir::Value result : computeOps[i]->getResults()) {
+      int id = ids_.lookup(result);
+      if (!isTemporary(id))
+        continue;
+      int64_t bytes =
+          alignUp(std::max<int64_t>(bytesOf(out.values(id).type()), 1));
+      if (!llvm::isa<d::ReshapeOp>(computeOps[i]))
+        temporaries += bytes;
+      if (find(id) != id)
+        continue;
+      offsetOf[id] = arena.allocate(bytes);
+      live += bytes;
+      releaseAt[std::max(groupEnd[id], i)].push_back(id);
+    }
+    livePeak = std::max(livePeak, live);
+    for (int id : releaseAt[i]) {
+      arena.release(offsetOf[id]);
+      live -= alignUp(std::max<int64_t>(bytesOf(out.values(id).type()), 1));
+    }
+  }
+  for (int v = 0; v < numValues; ++v)
+    if (isTemporary(v))
+      out.mutable_values(v)->set_arena_offset(offsetOf[find(v)]);
+  out.set_arena_bytes(arena.peak());
+  out.set_temporaries_bytes(temporaries);
+  out.set_live_bytes_peak(livePeak);
+
+  // Instructions (reshapes of views emit nothing).
+  for (mlir::Operation *op : computeOps) {
+    if (llvm::isa<d::ReshapeOp>(op))
+      continue;
+    program::Instruction *inst = out.add_instructions();
+    inst->set_op(op->getName().getStringRef().str());
+    inst->set_loc(locationName(op->getLoc()));
+    for (mlir::Value operand : op->getOperands())
+      inst->add_inputs(ids_.lookup(operand));
+    for (mlir::Value result : op->getResults())
+      inst->add_outputs(ids_.lookup(result));
+    for (mlir::NamedAttribute attr : op->getAttrDictionary()) {
+      llvm::StringRef name = attr.getName().getValue();
+      if (name.contains('.') || name == "operandSegmentSizes")
+        continue;
+      program::Attribute converted;
+      if (!convertAttribute(attr.getValue(), converted))
+        return failure("program lowering: attribute '{0}' of {1} at '{2}' "
+                       "has no runtime representation",
+                       name, op->getName().getStringRef(),
+                       locationName(op->getLoc()));
+      (*inst->mutable_attrs())[name.str()] = std::move(converted);
+    }
+  }
+
+  for (auto [index, operand] : llvm::enumerate(terminator->getOperands())) {
+    program::Result *r = out.add_results();
+    r->set_value(ids_.lookup(operand));
+    if (auto name =
+            func_.getResultAttrOfType<mlir::StringAttr>(index, "dtc.name"))
+      r->set_name(name.getValue().str());
+    if (auto state =
+            func_.getResultAttrOfType<mlir::StringAttr>(index, "dtc.state")) {
+      if (!variableIndex_.count(state.getValue()))
+        if (llvm::Error e = addVariable(state.getValue(), operand.getType(),
+                                        "state", "", operand.getLoc()))
+          return e;
+      r->set_state(state.getValue().str());
+    }
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<program::RankProgram> lowerToRankProgram(mlir::ModuleOp module) {
+  program::RankProgram program;
+  llvm::StringMap<int> variableIndex;
+  for (auto func : module.getOps<mlir::func::FuncOp>()) {
+    if (func.isExternal())
+      continue;
+    if (!func.getBody().hasOneBlock())
+      return failure("program lowering: function '{0}' has more than one "
+                     "block",
+                     func.getSymName());
+    FunctionLowering lowering(func, program, variableIndex);
+    if (llvm::Error e = lowering.lower(*program.add_functions()))
+      return std::move(e);
+  }
+  return program;
+}
+
+} // namespace dtc

@@ -1,0 +1,58 @@
+//===- TrainingStep.h - The training step as dtc functions ------*- C++ -*-===//
+//
+// Turns the imported forward function into the two functions `dtc run`
+// drives each optimizer step (docs/training.md):
+//
+//   @micro_step(tokens, labels, grad accumulators...)
+//       -> (loss, accumulators + d loss / d parameters...)
+//   @apply(lr, step, grad accumulators...)
+//       -> (grad_norm, AdamW-updated parameters and moments, zeroed grads)
+//
+// Persistent tensors are function arguments/results tagged `dtc.state`, so
+// the lowering updates them in place.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_PASSES_TRAINING_TRAININGSTEP_H
+#define DTC_PASSES_TRAINING_TRAININGSTEP_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace dtc {
+
+struct OptimizerConfig {
+  double lr = 3e-4;
+  double minLr = 3e-5;
+  int64_t warmupSteps = 0;
+  int64_t decaySteps = 0; ///< 0: constant after warmup
+  std::string schedule = "cosine";
+  double beta1 = 0.9, beta2 = 0.95, epsilon = 1e-8;
+  double weightDecay = 0.1; ///< on matrices only, not on biases and norms
+  double gradClip = 1.0;    ///< global gradient norm; 0 disables
+};
+
+struct TrainingStepOptions {
+  int64_t gradAccum = 1;
+  OptimizerConfig optimizer;
+};
+
+/// What the step functions need from the runtime.
+struct TrainingStepInfo {
+  int64_t microBatch = 0, seqLen = 0;
+  int64_t vocab = 0; ///< 0 when the token range cannot be read off the graph
+};
+
+/// Replaces the functions of `module` (one forward function, `main`) by
+/// `micro_step` and `apply`. Data binding (SPEC "dtc run"): a scalar loss
+/// output with two integer [batch, seq] inputs (tokens, labels), or logits
+/// [batch, seq, vocab] from one integer input (next-token cross-entropy is
+/// appended). Anything else is a bad-input error.
+llvm::Expected<TrainingStepInfo>
+buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options);
+
+} // namespace dtc
+
+#endif // DTC_PASSES_TRAINING_TRAININGSTEP_H

@@ -1,0 +1,235 @@
+//===- Executor.cpp - Interprets one rank's program -----------------------===//
+
+#include "runtime/core/Executor.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cstring>
+
+namespace dtc::runtime {
+
+namespace {
+
+llvm::Error programError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "invalid program: " + message);
+}
+
+TensorRef viewOf(const program::TensorType &type, void *data) {
+  TensorRef ref;
+  ref.data = data;
+  ref.dtype = type.dtype();
+  ref.shape.assign(type.shape().begin(), type.shape().end());
+  return ref;
+}
+
+std::string shapeString(llvm::ArrayRef<int64_t> shape, DType dtype) {
+  std::string s;
+  for (int64_t d : shape)
+    s += std::to_string(d) + "x";
+  return s + dtypeName(dtype).str();
+}
+
+} // namespace
+
+llvm::Expected<std::unique_ptr<Executor>>
+Executor::create(const program::RankProgram &program,
+                 const KernelRegistry &kernels) {
+  std::unique_ptr<Executor> executor(new Executor(program, kernels));
+  if (llvm::Error e = executor->prepare())
+    return std::move(e);
+  return std::move(executor);
+}
+
+llvm::Error Executor::prepare() {
+  for (const program::Variable &v : program_.variables()) {
+    if (dtypeSize(v.type().dtype()) == 0)
+      return programError("variable '" + v.name() + "' has no dtype");
+    variables_[v.name()] = Tensor(
+        v.type().dtype(), llvm::ArrayRef<int64_t>(v.type().shape().data(),
+                                                  v.type().shape_size()));
+  }
+  for (const program::Constant &c : program_.constants()) {
+    llvm::ArrayRef<int64_t> shape(c.type().shape().data(),
+                                  c.type().shape_size());
+    Tensor t(c.type().dtype(), shape);
+    size_t width = dtypeSize(c.type().dtype());
+    size_t expected = c.splat() ? width : t.bytes();
+    if (width == 0 || c.data().size() != expected)
+      return programError("constant of " +
+                          shapeString(shape, c.type().dtype()) + " holds " +
+                          std::to_string(c.data().size()) + " bytes");
+    auto *dst = static_cast<char *>(t.data());
+    if (c.splat())
+      for (int64_t i = 0; i < t.numElements(); ++i)
+        std::memcpy(dst + i * width, c.data().data(), width);
+    else
+      std::memcpy(dst, c.data().data(), expected);
+    constants_.push_back(std::move(t));
+  }
+
+  for (const program::Function &f : program_.functions()) {
+    PreparedFunction &prepared = functions_[f.name()];
+    prepared.function = &f;
+    prepared.arena = Tensor(DType::I8, {std::max<int64_t>(f.arena_bytes(), 1)});
+    auto *arena = static_cast<char *>(prepared.arena.data());
+    for (const program::Value &v : f.values()) {
+      if (v.id() != static_cast<int>(prepared.views.size()))
+        return programError("function '" + f.name() +
+                            "': value ids are not dense");
+      int64_t bytes = numElements(llvm::ArrayRef<int64_t>(
+                          v.type().shape().data(), v.type().shape_size())) *
+                      dtypeSize(v.type().dtype());
+      void *data = nullptr;
+      switch (v.storage_case()) {
+      case program::Value::kArenaOffset:
+        if (v.arena_offset() < 0 || v.arena_offset() + bytes > f.arena_bytes())
+          return programError("function '" + f.name() + "': value " +
+                              std::to_string(v.id()) +
+                              " lies outside the arena");
+        data = arena + v.arena_offset();
+        break;
+      case program::Value::kState: {
+        Tensor *var = variable(v.state());
+        if (!var)
+          return programError("function '" + f.name() +
+                              "' reads unknown variable '" + v.state() + "'");
+        if (static_cast<int64_t>(var->bytes()) != bytes)
+          return programError("value of variable '" + v.state() +
+                              "' has the wrong size");
+        data = var->data();
+        break;
+      }
+      case program::Value::kConstant:
+        if (v.constant() < 0 ||
+            v.constant() >= static_cast<int>(constants_.size()) ||
+            static_cast<int64_t>(constants_[v.constant()].bytes()) != bytes)
+          return programError("function '" + f.name() +
+                              "': bad constant reference");
+        data = constants_[v.constant()].data();
+        break;
+      case program::Value::kArgument:
+        break; // bound per call
+      default:
+        return programError("function '" + f.name() + "': value " +
+                            std::to_string(v.id()) + " has no storage");
+      }
+      prepared.views.push_back(viewOf(v.type(), data));
+    }
+    auto validId = [&](int id) {
+      return id >= 0 && id < static_cast<int>(prepared.views.size());
+    };
+    for (const program::Instruction &inst : f.instructions()) {
+      KernelFn fn = kernels_.lookup(inst.op());
+      if (!fn)
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "the CPU backend has no kernel for " + inst.op() +
+                (inst.loc().empty() ? "" : " (at '" + inst.loc() + "')"));
+      for (int id : inst.inputs())
+        if (!validId(id))
+          return programError(inst.op() + " reads an unknown value");
+      for (int id : inst.outputs())
+        if (!validId(id))
+          return programError(inst.op() + " writes an unknown value");
+      prepared.kernels.push_back(fn);
+    }
+    for (const program::Argument &a : f.arguments())
+      if (!validId(a.value()))
+        return programError("function '" + f.name() + "': bad argument");
+    for (const program::Result &r : f.results()) {
+      if (!validId(r.value()))
+        return programError("function '" + f.name() + "': bad result");
+      if (!r.state().empty() && !variable(r.state()))
+        return programError("function '" + f.name() +
+                            "' writes unknown variable '" + r.state() + "'");
+    }
+  }
+  return llvm::Error::success();
+}
+
+Tensor *Executor::variable(llvm::StringRef name) {
+  auto it = variables_.find(name);
+  return it == variables_.end() ? nullptr : &it->second;
+}
+
+int64_t Executor::variableBytes() const {
+  int64_t bytes = 0;
+  for (const auto &entry : variables_)
+    bytes += entry.second.bytes();
+  return bytes;
+}
+
+int64_t Executor::arenaBytes(llvm::StringRef function) const {
+  auto it = functions_.find(function);
+  return it == functions_.end() ? 0 : it->second.function->arena_bytes();
+}
+
+llvm::Expected<std::vector<Tensor>> Executor::run(llvm::StringRef name,
+                                                  llvm::ArrayRef<Tensor> args) {
+  auto it = functions_.find(name);
+  if (it == functions_.end())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "the program has no function '" + name +
+                                       "'");
+  PreparedFunction &prepared = it->second;
+  const program::Function &f = *prepared.function;
+  if (args.size() != static_cast<size_t>(f.arguments_size()))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("'{0}' takes {1} inputs, {2} given", name,
+                      f.arguments_size(), args.size()));
+  for (auto [index, arg] : llvm::enumerate(f.arguments())) {
+    TensorRef &view = prepared.views[arg.value()];
+    const Tensor &given = args[index];
+    if (given.dtype() != view.dtype ||
+        given.shape() != llvm::ArrayRef<int64_t>(view.shape)) {
+      std::string what = arg.name().empty() ? "input " + std::to_string(index)
+                                            : "input '" + arg.name() + "'";
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          what + " must be " + shapeString(view.shape, view.dtype) + ", got " +
+              shapeString(given.shape(), given.dtype()));
+    }
+    view.data = given.data();
+  }
+  // Other values stored in an argument (reshape views of it) read the bytes
+  // bound to that argument.
+  for (const program::Value &v : f.values()) {
+    if (v.storage_case() != program::Value::kArgument)
+      continue;
+    for (auto [index, arg] : llvm::enumerate(f.arguments()))
+      if (f.values(arg.value()).argument() == v.argument())
+        prepared.views[v.id()].data = args[index].data();
+  }
+
+  llvm::SmallVector<TensorRef, 8> inputs, outputs;
+  for (auto [index, inst] : llvm::enumerate(f.instructions())) {
+    inputs.clear();
+    outputs.clear();
+    for (int id : inst.inputs())
+      inputs.push_back(prepared.views[id]);
+    for (int id : inst.outputs())
+      outputs.push_back(prepared.views[id]);
+    KernelCall call(inst, inputs, outputs);
+    if (llvm::Error e = prepared.kernels[index](call))
+      return std::move(e);
+  }
+
+  std::vector<Tensor> results;
+  for (const program::Result &r : f.results()) {
+    const TensorRef &view = prepared.views[r.value()];
+    if (!r.state().empty()) {
+      Tensor *var = variable(r.state());
+      if (var->data() != view.data)
+        std::memcpy(var->data(), view.data, var->bytes());
+      continue;
+    }
+    Tensor out(view.dtype, view.shape);
+    std::memcpy(out.data(), view.data, out.bytes());
+    results.push_back(std::move(out));
+  }
+  return results;
+}
+
+} // namespace dtc::runtime

@@ -1,0 +1,74 @@
+//===- Kernel.cpp - The kernel interface of the runtime -------------------===//
+
+#include "runtime/core/Kernel.h"
+
+#include <algorithm>
+
+namespace dtc::runtime {
+
+namespace {
+const program::Attribute *findAttr(const program::Instruction &inst,
+                                   llvm::StringRef name) {
+  auto it = inst.attrs().find(std::string(name));
+  return it == inst.attrs().end() ? nullptr : &it->second;
+}
+} // namespace
+
+bool KernelCall::has(llvm::StringRef attr) const {
+  return findAttr(inst_, attr) != nullptr;
+}
+
+bool KernelCall::flag(llvm::StringRef attr) const {
+  const program::Attribute *a = findAttr(inst_, attr);
+  return a && a->kind_case() == program::Attribute::kB && a->b();
+}
+
+int64_t KernelCall::i64(llvm::StringRef attr, int64_t defaultValue) const {
+  const program::Attribute *a = findAttr(inst_, attr);
+  return a && a->kind_case() == program::Attribute::kI ? a->i() : defaultValue;
+}
+
+double KernelCall::f64(llvm::StringRef attr, double defaultValue) const {
+  return optionalF64(attr).value_or(defaultValue);
+}
+
+std::optional<double> KernelCall::optionalF64(llvm::StringRef attr) const {
+  const program::Attribute *a = findAttr(inst_, attr);
+  if (!a)
+    return std::nullopt;
+  if (a->kind_case() == program::Attribute::kF)
+    return a->f();
+  if (a->kind_case() == program::Attribute::kI)
+    return static_cast<double>(a->i());
+  return std::nullopt;
+}
+
+llvm::ArrayRef<int64_t> KernelCall::ints(llvm::StringRef attr) const {
+  const program::Attribute *a = findAttr(inst_, attr);
+  if (!a || a->kind_case() != program::Attribute::kInts)
+    return {};
+  return llvm::ArrayRef<int64_t>(a->ints().values().data(),
+                                 a->ints().values_size());
+}
+
+llvm::StringRef KernelCall::str(llvm::StringRef attr) const {
+  const program::Attribute *a = findAttr(inst_, attr);
+  return a && a->kind_case() == program::Attribute::kS ? llvm::StringRef(a->s())
+                                                       : llvm::StringRef();
+}
+
+llvm::Error KernelCall::error(const llvm::Twine &message) const {
+  std::string where = inst_.loc().empty() ? "" : " at '" + inst_.loc() + "'";
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 (inst_.op() + where + ": " + message).str());
+}
+
+std::vector<std::string> KernelRegistry::ops() const {
+  std::vector<std::string> names;
+  for (const auto &entry : kernels_)
+    names.push_back(entry.getKey().str());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+} // namespace dtc::runtime

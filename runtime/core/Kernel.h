@@ -1,0 +1,76 @@
+//===- Kernel.h - The kernel interface of the runtime -----------*- C++ -*-===//
+//
+// A kernel implements one dtc op (forward or gradient) for one backend. It
+// receives the instruction (for attributes), views of its inputs and of its
+// preallocated outputs, and returns an llvm::Error naming what went wrong.
+// Kernels are registered by op name ("dtc.matmul") in a KernelRegistry.
+//
+// Determinism: `dtc run` is bit-for-bit repeatable, so kernels split work
+// only over independent outputs (never a reduction combined across threads
+// in a thread-count-dependent order).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_RUNTIME_CORE_KERNEL_H
+#define DTC_RUNTIME_CORE_KERNEL_H
+
+#include "runtime/core/Tensor.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+
+#include <optional>
+
+namespace dtc::runtime {
+
+class KernelCall {
+public:
+  KernelCall(const program::Instruction &inst, llvm::ArrayRef<TensorRef> inputs,
+             llvm::MutableArrayRef<TensorRef> outputs)
+      : inst_(inst), inputs_(inputs), outputs_(outputs) {}
+
+  llvm::StringRef op() const { return inst_.op(); }
+  const program::Instruction &instruction() const { return inst_; }
+
+  size_t numInputs() const { return inputs_.size(); }
+  const TensorRef &input(size_t i) const { return inputs_[i]; }
+  size_t numOutputs() const { return outputs_.size(); }
+  TensorRef &output(size_t i) const { return outputs_[i]; }
+
+  bool has(llvm::StringRef attr) const;
+  /// A unit/bool attribute: present and true.
+  bool flag(llvm::StringRef attr) const;
+  int64_t i64(llvm::StringRef attr, int64_t defaultValue = 0) const;
+  double f64(llvm::StringRef attr, double defaultValue = 0) const;
+  std::optional<double> optionalF64(llvm::StringRef attr) const;
+  llvm::ArrayRef<int64_t> ints(llvm::StringRef attr) const;
+  llvm::StringRef str(llvm::StringRef attr) const;
+
+  /// An error naming the op and its source location: "dtc.matmul at
+  /// 'node_3': <message>".
+  llvm::Error error(const llvm::Twine &message) const;
+
+private:
+  const program::Instruction &inst_;
+  llvm::ArrayRef<TensorRef> inputs_;
+  llvm::MutableArrayRef<TensorRef> outputs_;
+};
+
+using KernelFn = llvm::Error (*)(const KernelCall &call);
+
+class KernelRegistry {
+public:
+  void add(llvm::StringRef op, KernelFn fn) { kernels_[op] = fn; }
+  KernelFn lookup(llvm::StringRef op) const {
+    auto it = kernels_.find(op);
+    return it == kernels_.end() ? nullptr : it->second;
+  }
+  std::vector<std::string> ops() const;
+
+private:
+  llvm::StringMap<KernelFn> kernels_;
+};
+
+} // namespace dtc::runtime
+
+#endif // DTC_RUNTIME_CORE_KERNEL_H

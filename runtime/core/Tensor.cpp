@@ -1,0 +1,151 @@
+//===- Tensor.cpp - Runtime tensors ---------------------------------------===//
+
+#include "runtime/core/Tensor.h"
+
+#include "llvm/ADT/StringSwitch.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace dtc::runtime {
+
+size_t dtypeSize(DType dtype) {
+  switch (dtype) {
+  case DType::F64:
+  case DType::I64:
+    return 8;
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::F16:
+  case DType::BF16:
+    return 2;
+  case DType::I8:
+  case DType::BOOL:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+llvm::StringRef dtypeName(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return "f32";
+  case DType::F16:
+    return "f16";
+  case DType::BF16:
+    return "bf16";
+  case DType::F64:
+    return "f64";
+  case DType::I64:
+    return "i64";
+  case DType::I32:
+    return "i32";
+  case DType::I8:
+    return "i8";
+  case DType::BOOL:
+    return "i1";
+  default:
+    return "?";
+  }
+}
+
+DType parseDType(llvm::StringRef name) {
+  return llvm::StringSwitch<DType>(name)
+      .Case("f32", DType::F32)
+      .Case("f16", DType::F16)
+      .Case("bf16", DType::BF16)
+      .Case("f64", DType::F64)
+      .Case("i64", DType::I64)
+      .Case("i32", DType::I32)
+      .Case("i8", DType::I8)
+      .Case("i1", DType::BOOL)
+      .Default(DType::DTYPE_UNSPECIFIED);
+}
+
+bool isFloat(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16 ||
+         dtype == DType::F64;
+}
+
+int64_t numElements(llvm::ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+void Tensor::Free::operator()(void *p) const { std::free(p); }
+
+Tensor::Tensor(DType dtype, llvm::ArrayRef<int64_t> shape) {
+  ref_.dtype = dtype;
+  ref_.shape.assign(shape.begin(), shape.end());
+  size_t bytes = std::max<size_t>(ref_.bytes(), 1);
+  size_t rounded = (bytes + 63) / 64 * 64;
+  void *p = std::aligned_alloc(64, rounded);
+  std::memset(p, 0, rounded);
+  storage_ = std::shared_ptr<void>(p, Free());
+  ref_.data = p;
+}
+
+uint16_t floatToBF16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x7fffffu))
+    return static_cast<uint16_t>((bits >> 16) | 0x40); // quiet NaN
+  uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+float bf16ToFloat(uint16_t bits) {
+  uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, 4);
+  return value;
+}
+
+uint16_t floatToHalf(float value) {
+  _Float16 h = static_cast<_Float16>(value);
+  uint16_t bits;
+  std::memcpy(&bits, &h, 2);
+  return bits;
+}
+
+float halfToFloat(uint16_t bits) {
+  _Float16 h;
+  std::memcpy(&h, &bits, 2);
+  return static_cast<float>(h);
+}
+
+float loadAsFloat(const TensorRef &t, int64_t i) {
+  switch (t.dtype) {
+  case DType::F32:
+    return t.as<float>()[i];
+  case DType::F64:
+    return static_cast<float>(t.as<double>()[i]);
+  case DType::BF16:
+    return bf16ToFloat(t.as<uint16_t>()[i]);
+  case DType::F16:
+    return halfToFloat(t.as<uint16_t>()[i]);
+  default:
+    return static_cast<float>(loadAsInt(t, i));
+  }
+}
+
+int64_t loadAsInt(const TensorRef &t, int64_t i) {
+  switch (t.dtype) {
+  case DType::I64:
+    return t.as<int64_t>()[i];
+  case DType::I32:
+    return t.as<int32_t>()[i];
+  case DType::I8:
+    return t.as<int8_t>()[i];
+  case DType::BOOL:
+    return t.as<uint8_t>()[i] != 0;
+  default:
+    return static_cast<int64_t>(loadAsFloat(t, i));
+  }
+}
+
+} // namespace dtc::runtime

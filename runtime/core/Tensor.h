@@ -1,0 +1,87 @@
+//===- Tensor.h - Runtime tensors -------------------------------*- C++ -*-===//
+//
+// The runtime's tensors: a non-owning view (what kernels see) and an owning
+// host tensor (inputs, outputs, variables). Row-major, contiguous.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_RUNTIME_CORE_TENSOR_H
+#define DTC_RUNTIME_CORE_TENSOR_H
+
+#include "runtime/proto/program.pb.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace dtc::runtime {
+
+using DType = ::dtc::program::DType;
+
+/// Bytes of one element.
+size_t dtypeSize(DType dtype);
+/// "f32", "bf16", "i64", ... (the MLIR spelling).
+llvm::StringRef dtypeName(DType dtype);
+/// Inverse of dtypeName; DTYPE_UNSPECIFIED when unknown.
+DType parseDType(llvm::StringRef name);
+bool isFloat(DType dtype);
+
+int64_t numElements(llvm::ArrayRef<int64_t> shape);
+
+/// A view of a contiguous row-major tensor. Kernels read inputs and write
+/// outputs through views; they never own memory.
+struct TensorRef {
+  void *data = nullptr;
+  DType dtype = DType::F32;
+  llvm::SmallVector<int64_t, 6> shape;
+
+  int64_t numElements() const { return runtime::numElements(shape); }
+  size_t bytes() const { return numElements() * dtypeSize(dtype); }
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  int64_t dim(int64_t i) const { return shape[i < 0 ? i + rank() : i]; }
+  template <typename T> T *as() const { return static_cast<T *>(data); }
+  float *f32() const { return as<float>(); }
+};
+
+/// An owning host tensor, 64-byte aligned.
+class Tensor {
+public:
+  Tensor() = default;
+  Tensor(DType dtype, llvm::ArrayRef<int64_t> shape);
+
+  DType dtype() const { return ref_.dtype; }
+  llvm::ArrayRef<int64_t> shape() const { return ref_.shape; }
+  int64_t numElements() const { return ref_.numElements(); }
+  size_t bytes() const { return ref_.bytes(); }
+  void *data() const { return ref_.data; }
+  template <typename T> T *as() const { return ref_.as<T>(); }
+  const TensorRef &ref() const { return ref_; }
+  bool empty() const { return !storage_; }
+
+private:
+  struct Free {
+    void operator()(void *p) const;
+  };
+  std::shared_ptr<void> storage_;
+  TensorRef ref_;
+};
+
+/// Reads a float tensor of any float dtype as f32 values (bf16/f16/f64
+/// converted); integer tensors are converted exactly where representable.
+float loadAsFloat(const TensorRef &t, int64_t index);
+/// Reads an integer tensor (i64/i32/i8/bool) element as int64.
+int64_t loadAsInt(const TensorRef &t, int64_t index);
+
+/// bf16 <-> f32 with round-to-nearest-even (bf16 emulation on CPU).
+uint16_t floatToBF16(float value);
+float bf16ToFloat(uint16_t bits);
+uint16_t floatToHalf(float value);
+float halfToFloat(uint16_t bits);
+
+} // namespace dtc::runtime
+
+#endif // DTC_RUNTIME_CORE_TENSOR_H

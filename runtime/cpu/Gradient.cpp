@@ -1,0 +1,1035 @@
+//===- Gradient.cpp - Gradient, compare and select kernels ----------------===//
+//
+// The kernels of the ops the autodiff pass emits. fp32 compute (other float
+// dtypes convert on load and round on store), statistics in double. Every
+// output element is written by one thread in a fixed order, so results do
+// not depend on the thread count: sums that several outputs share (weight
+// gradients, embedding rows, key/value gradients) are split over the
+// outputs they produce, never over the terms they add up.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/CpuKernels.h"
+#include "runtime/cpu/KernelUtil.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <vector>
+
+namespace dtc::runtime::cpu {
+
+namespace {
+
+using llvm::ArrayRef;
+using llvm::Error;
+using llvm::Twine;
+
+/// Normalizes `axis` (negative counts from the end) or fails.
+llvm::Expected<int64_t> readAxis(const KernelCall &call, int64_t rank) {
+  int64_t axis = call.i64("axis", -1);
+  int64_t normalized = axis < 0 ? axis + rank : axis;
+  if (normalized < 0 || normalized >= rank)
+    return call.error("axis " + Twine(axis) + " out of range for rank " +
+                      Twine(rank));
+  return normalized;
+}
+
+/// Error unless every tensor in `tensors` has the shape of the first.
+Error expectSameShapes(const KernelCall &call,
+                       std::initializer_list<const TensorRef *> tensors) {
+  const TensorRef &first = **tensors.begin();
+  for (const TensorRef *t : tensors)
+    if (t->shape != first.shape)
+      return call.error("shapes " + shapeString(first.shape) + " and " +
+                        shapeString(t->shape) + " differ");
+  return Error::success();
+}
+
+/// The flat offset into an operand with broadcast `strides` of the result's
+/// flat index `index` (result shape `shape`).
+inline int64_t broadcastOffset(int64_t index, ArrayRef<int64_t> shape,
+                               ArrayRef<int64_t> strides) {
+  int64_t offset = 0;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    offset += (index % shape[d]) * strides[d];
+    index /= shape[d];
+  }
+  return offset;
+}
+
+//===----------------------------------------------------------------------===//
+// compare, select
+//===----------------------------------------------------------------------===//
+
+enum class Predicate { Eq, Ne, Lt, Le, Gt, Ge };
+
+template <typename T> inline bool comparePred(Predicate p, T a, T b) {
+  switch (p) {
+  case Predicate::Eq:
+    return a == b;
+  case Predicate::Ne:
+    return a != b;
+  case Predicate::Lt:
+    return a < b;
+  case Predicate::Le:
+    return a <= b;
+  case Predicate::Gt:
+    return a > b;
+  case Predicate::Ge:
+    return a >= b;
+  }
+  return false;
+}
+
+/// Reads an element exactly as double (f64 and integers up to 2^53 too).
+inline double loadAsDouble(const TensorRef &t, int64_t i) {
+  if (t.dtype == DType::F64)
+    return t.as<double>()[i];
+  if (isFloat(t.dtype))
+    return loadAsFloat(t, i);
+  return static_cast<double>(loadAsInt(t, i));
+}
+
+Error compareKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &lhs = call.input(0), &rhs = call.input(1);
+  const TensorRef &out = call.output(0);
+  llvm::StringRef name = call.str("predicate");
+  Predicate pred;
+  if (name == "eq")
+    pred = Predicate::Eq;
+  else if (name == "ne")
+    pred = Predicate::Ne;
+  else if (name == "lt")
+    pred = Predicate::Lt;
+  else if (name == "le")
+    pred = Predicate::Le;
+  else if (name == "gt")
+    pred = Predicate::Gt;
+  else if (name == "ge")
+    pred = Predicate::Ge;
+  else
+    return call.error("unknown predicate '" + name + "'");
+  if (lhs.dtype != rhs.dtype)
+    return call.error("operand dtypes " + dtypeName(lhs.dtype) + " and " +
+                      dtypeName(rhs.dtype) + " differ");
+  if (out.dtype != DType::BOOL)
+    return call.error("result must be i1, got " + dtypeName(out.dtype));
+  llvm::SmallVector<int64_t> lhsStrides, rhsStrides;
+  if (!broadcastStrides(lhs.shape, out.shape, lhsStrides) ||
+      !broadcastStrides(rhs.shape, out.shape, rhsStrides))
+    return call.error("operands " + shapeString(lhs.shape) + " and " +
+                      shapeString(rhs.shape) + " do not broadcast to " +
+                      shapeString(out.shape));
+  int64_t n = out.numElements();
+  uint8_t *dst = out.as<uint8_t>();
+  bool integer = !isFloat(lhs.dtype);
+  ArrayRef<int64_t> shape = out.shape;
+#pragma omp parallel for if (n >= kParallelElements)
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t a = broadcastOffset(i, shape, lhsStrides);
+    int64_t b = broadcastOffset(i, shape, rhsStrides);
+    dst[i] =
+        integer ? comparePred(pred, loadAsInt(lhs, a), loadAsInt(rhs, b))
+                : comparePred(pred, loadAsDouble(lhs, a), loadAsDouble(rhs, b));
+  }
+  return Error::success();
+}
+
+Error selectKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 3, 1))
+    return err;
+  const TensorRef &cond = call.input(0), &onTrue = call.input(1),
+                  &onFalse = call.input(2);
+  const TensorRef &out = call.output(0);
+  if (cond.dtype != DType::BOOL)
+    return call.error("condition must be i1, got " + dtypeName(cond.dtype));
+  if (onTrue.dtype != out.dtype || onFalse.dtype != out.dtype)
+    return call.error("value dtypes " + dtypeName(onTrue.dtype) + ", " +
+                      dtypeName(onFalse.dtype) + " differ from the result's " +
+                      dtypeName(out.dtype));
+  llvm::SmallVector<int64_t> condStrides, trueStrides, falseStrides;
+  if (!broadcastStrides(cond.shape, out.shape, condStrides) ||
+      !broadcastStrides(onTrue.shape, out.shape, trueStrides) ||
+      !broadcastStrides(onFalse.shape, out.shape, falseStrides))
+    return call.error("operands " + shapeString(cond.shape) + ", " +
+                      shapeString(onTrue.shape) + ", " +
+                      shapeString(onFalse.shape) + " do not broadcast to " +
+                      shapeString(out.shape));
+  // Values are copied bit for bit: select never converts.
+  size_t size = dtypeSize(out.dtype);
+  int64_t n = out.numElements();
+  const uint8_t *c = cond.as<uint8_t>();
+  const char *t = onTrue.as<char>(), *f = onFalse.as<char>();
+  char *dst = out.as<char>();
+  ArrayRef<int64_t> shape = out.shape;
+#pragma omp parallel for if (n >= kParallelElements)
+  for (int64_t i = 0; i < n; ++i) {
+    const char *src = c[broadcastOffset(i, shape, condStrides)]
+                          ? t + broadcastOffset(i, shape, trueStrides) * size
+                          : f + broadcastOffset(i, shape, falseStrides) * size;
+    std::memcpy(dst + i * size, src, size);
+  }
+  return Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// softmax_grad
+//===----------------------------------------------------------------------===//
+
+Error softmaxGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &y = call.input(0), &dy = call.input(1);
+  const TensorRef &out = call.output(0);
+  if (auto err = expectFloat(call, y, "output"))
+    return err;
+  if (auto err = expectFloat(call, dy, "grad"))
+    return err;
+  if (auto err = expectSameShapes(call, {&y, &dy, &out}))
+    return err;
+  auto axis = readAxis(call, y.rank());
+  if (!axis)
+    return axis.takeError();
+  ArrayRef<int64_t> shape = y.shape;
+  int64_t size = shape[*axis];
+  int64_t inner = numElements(shape.drop_front(*axis + 1));
+  int64_t outer = numElements(shape.take_front(*axis));
+  F32In yv(y), dyv(dy);
+  F32Out dx(out);
+  const float *yp = yv.data(), *gp = dyv.data();
+  float *dp = dx.data();
+#pragma omp parallel for if (y.numElements() >= kParallelElements)
+  for (int64_t task = 0; task < outer * inner; ++task) {
+    int64_t base = task / inner * size * inner + task % inner;
+    double dot = 0;
+    for (int64_t j = 0; j < size; ++j)
+      dot += static_cast<double>(yp[base + j * inner]) * gp[base + j * inner];
+    float s = static_cast<float>(dot);
+    for (int64_t j = 0; j < size; ++j) {
+      int64_t idx = base + j * inner;
+      dp[idx] = yp[idx] * (gp[idx] - s);
+    }
+  }
+  dx.commit();
+  return Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// layer_norm_grad, rms_norm_grad
+//===----------------------------------------------------------------------===//
+
+/// Columns of the weight gradients each task owns: one task sums a block
+/// of columns over every row, in row order.
+constexpr int64_t kColumnBlock = 64;
+
+/// Both norm gradients; `rms` selects rms_norm (no mean, no bias grad).
+Error normGradKernel(const KernelCall &call, bool rms) {
+  size_t numOutputs = rms ? 2 : 3;
+  if (auto err = expectArity(call, 3, numOutputs))
+    return err;
+  const TensorRef &x = call.input(0), &w = call.input(1), &dy = call.input(2);
+  for (auto [t, what] : {std::pair{&x, "input"}, std::pair{&w, "weight"},
+                         std::pair{&dy, "grad"}})
+    if (auto err = expectFloat(call, *t, what))
+      return err;
+  if (auto err = expectSameShapes(call, {&x, &dy, &call.output(0)}))
+    return err;
+  auto axis = readAxis(call, x.rank());
+  if (!axis)
+    return axis.takeError();
+  ArrayRef<int64_t> normalized = ArrayRef<int64_t>(x.shape).drop_front(*axis);
+  if (auto err = expectShape(call, w, normalized, "weight"))
+    return err;
+  for (size_t i = 1; i < numOutputs; ++i)
+    if (auto err = expectShape(call, call.output(i), normalized,
+                               i == 1 ? "weight gradient" : "bias gradient"))
+      return err;
+  double eps = call.f64("epsilon", 1e-5);
+  int64_t n = numElements(normalized);
+  int64_t rows = n ? x.numElements() / n : 0;
+  F32In xv(x), wv(w), dyv(dy);
+  const float *xp = xv.data(), *wp = wv.data(), *gp = dyv.data();
+
+  // Per row: mean (0 for rms) and the reciprocal standard deviation / rms.
+  std::vector<float> mean(rows), rstd(rows);
+#pragma omp parallel for if (x.numElements() >= kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = xp + r * n;
+    double m = 0;
+    if (!rms) {
+      for (int64_t j = 0; j < n; ++j)
+        m += row[j];
+      m /= n;
+    }
+    double var = 0;
+    for (int64_t j = 0; j < n; ++j)
+      var += (row[j] - m) * (row[j] - m);
+    var /= n;
+    mean[r] = static_cast<float>(m);
+    rstd[r] = static_cast<float>(1.0 / std::sqrt(var + eps));
+  }
+
+  // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w; rms_norm
+  // drops the mean(g) term.
+  F32Out dx(call.output(0));
+  float *dxp = dx.data();
+#pragma omp parallel for if (x.numElements() >= kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = xp + r * n, *grow = gp + r * n;
+    double sumG = 0, sumGX = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      float g = grow[j] * wp[j];
+      float xhat = (row[j] - mean[r]) * rstd[r];
+      sumG += g;
+      sumGX += static_cast<double>(g) * xhat;
+    }
+    float meanG = rms ? 0.0f : static_cast<float>(sumG / n);
+    float meanGX = static_cast<float>(sumGX / n);
+    for (int64_t j = 0; j < n; ++j) {
+      float g = grow[j] * wp[j];
+      float xhat = (row[j] - mean[r]) * rstd[r];
+      dxp[r * n + j] = rstd[r] * (g - meanG - xhat * meanGX);
+    }
+  }
+  dx.commit();
+
+  // dweight = sum_rows dy * xhat, dbias = sum_rows dy.
+  F32Out dw(call.output(1));
+  std::optional<F32Out> db;
+  if (!rms)
+    db.emplace(call.output(2));
+  float *dwp = dw.data(), *dbp = rms ? nullptr : db->data();
+  int64_t blocks = (n + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for if (x.numElements() >= kParallelElements)
+  for (int64_t block = 0; block < blocks; ++block) {
+    int64_t begin = block * kColumnBlock,
+            end = std::min(n, begin + kColumnBlock);
+    double sumW[kColumnBlock] = {}, sumB[kColumnBlock] = {};
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = begin; j < end; ++j) {
+        float g = gp[r * n + j];
+        float xhat = (xp[r * n + j] - mean[r]) * rstd[r];
+        sumW[j - begin] += static_cast<double>(g) * xhat;
+        sumB[j - begin] += g;
+      }
+    for (int64_t j = begin; j < end; ++j) {
+      dwp[j] = static_cast<float>(sumW[j - begin]);
+      if (dbp)
+        dbp[j] = static_cast<float>(sumB[j - begin]);
+    }
+  }
+  dw.commit();
+  if (db)
+    db->commit();
+  return Error::success();
+}
+
+Error layerNormGradKernel(const KernelCall &call) {
+  return normGradKernel(call, /*rms=*/false);
+}
+Error rmsNormGradKernel(const KernelCall &call) {
+  return normGradKernel(call, /*rms=*/true);
+}
+
+//===----------------------------------------------------------------------===//
+// attention_grad
+//===----------------------------------------------------------------------===//
+
+/// A dot product in a fixed (vectorized) order: the same for every thread.
+inline float dot(const float *a, const float *b, int64_t n) {
+  float s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i)
+    s += a[i] * b[i];
+  return s;
+}
+
+/// Flash-attention style backward in two passes, each parallel over the
+/// outputs it writes. Pass 1, per query row (b, h, s): recompute the row's
+/// probabilities, keep its log-sum-exp and delta = sum_t p_t (dy . v_t),
+/// write dq. Pass 2, per key row (b, g, t): recompute p_{s,t} from the
+/// stored statistics for every query row of the group's heads and sum dk,
+/// dv. Nothing of size [s, t] is kept beyond one row of scratch.
+Error attentionGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 4, 3))
+    return err;
+  const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
+                  &dy = call.input(3);
+  for (auto [t, what] : {std::pair{&q, "query"}, std::pair{&k, "key"},
+                         std::pair{&v, "value"}, std::pair{&dy, "grad"}})
+    if (auto err = expectFloat(call, *t, what))
+      return err;
+  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4)
+    return call.error("query, key and value must be [batch, heads, seq, dim]");
+  int64_t B = q.shape[0], H = q.shape[1], S = q.shape[2], D = q.shape[3];
+  int64_t G = k.shape[1], T = k.shape[2], E = v.shape[3];
+  if (k.shape[0] != B || v.shape[0] != B || k.shape[3] != D ||
+      v.shape[1] != G || v.shape[2] != T || G == 0 || H % G != 0)
+    return call.error("query " + shapeString(q.shape) + ", key " +
+                      shapeString(k.shape) + " and value " +
+                      shapeString(v.shape) + " are inconsistent");
+  if (auto err = expectShape(call, dy, {B, H, S, E}, "grad"))
+    return err;
+  const TensorRef *primals[] = {&q, &k, &v};
+  for (size_t i = 0; i < 3; ++i)
+    if (auto err =
+            expectShape(call, call.output(i), primals[i]->shape, "gradient"))
+      return err;
+  bool causal = call.flag("causal");
+  float scale = static_cast<float>(
+      call.optionalF64("scale").value_or(1.0 / std::sqrt(double(D))));
+  int64_t group = H / G;
+  F32In qv(q), kv(k), vv(v), dyv(dy);
+  const float *qp = qv.data(), *kp = kv.data(), *vp = vv.data(),
+              *gp = dyv.data();
+  auto qRow = [&](int64_t b, int64_t h, int64_t s) {
+    return ((b * H + h) * S + s) * D;
+  };
+  auto oRow = [&](int64_t b, int64_t h, int64_t s) {
+    return ((b * H + h) * S + s) * E;
+  };
+  auto kRow = [&](int64_t b, int64_t g, int64_t t) {
+    return ((b * G + g) * T + t) * D;
+  };
+  auto vRow = [&](int64_t b, int64_t g, int64_t t) {
+    return ((b * G + g) * T + t) * E;
+  };
+  // Keys t <= s are visible to query s under the causal mask.
+  auto visible = [&](int64_t s) { return causal ? std::min(T, s + 1) : T; };
+
+  int64_t work = B * H * S * T * (D + E);
+  std::vector<float> lse(B * H * S), delta(B * H * S);
+  F32Out dq(call.output(0));
+  float *dqp = dq.data();
+#pragma omp parallel if (work >= kParallelElements)
+  {
+    std::vector<float> p(T), dp(T);
+#pragma omp for
+    for (int64_t row = 0; row < B * H * S; ++row) {
+      int64_t s = row % S, h = row / S % H, b = row / S / H;
+      int64_t g = h / group, count = visible(s);
+      const float *qr = qp + qRow(b, h, s), *gr = gp + oRow(b, h, s);
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t t = 0; t < count; ++t) {
+        p[t] = scale * dot(qr, kp + kRow(b, g, t), D);
+        mx = std::max(mx, p[t]);
+      }
+      double sum = 0;
+      for (int64_t t = 0; t < count; ++t) {
+        p[t] = std::exp(p[t] - mx);
+        sum += p[t];
+      }
+      float inv = count ? static_cast<float>(1.0 / sum) : 0.0f;
+      double d = 0;
+      for (int64_t t = 0; t < count; ++t) {
+        p[t] *= inv;
+        dp[t] = dot(gr, vp + vRow(b, g, t), E);
+        d += static_cast<double>(p[t]) * dp[t];
+      }
+      lse[row] = count ? mx + static_cast<float>(std::log(sum))
+                       : std::numeric_limits<float>::infinity();
+      delta[row] = static_cast<float>(d);
+      float *out = dqp + qRow(b, h, s);
+      std::fill(out, out + D, 0.0f);
+      for (int64_t t = 0; t < count; ++t) {
+        float ds = p[t] * (dp[t] - delta[row]) * scale;
+        const float *kr = kp + kRow(b, g, t);
+        for (int64_t i = 0; i < D; ++i)
+          out[i] += ds * kr[i];
+      }
+    }
+  }
+  dq.commit();
+
+  F32Out dk(call.output(1)), dv(call.output(2));
+  float *dkp = dk.data(), *dvp = dv.data();
+#pragma omp parallel for if (work >= kParallelElements)
+  for (int64_t keyRow = 0; keyRow < B * G * T; ++keyRow) {
+    int64_t t = keyRow % T, g = keyRow / T % G, b = keyRow / T / G;
+    const float *kr = kp + kRow(b, g, t), *vr = vp + vRow(b, g, t);
+    float *dkr = dkp + kRow(b, g, t), *dvr = dvp + vRow(b, g, t);
+    std::fill(dkr, dkr + D, 0.0f);
+    std::fill(dvr, dvr + E, 0.0f);
+    for (int64_t h = g * group; h < (g + 1) * group; ++h)
+      for (int64_t s = causal ? t : 0; s < S; ++s) {
+        int64_t row = (b * H + h) * S + s;
+        const float *qr = qp + qRow(b, h, s), *gr = gp + oRow(b, h, s);
+        float p = std::exp(scale * dot(qr, kr, D) - lse[row]);
+        float ds = p * (dot(gr, vr, E) - delta[row]) * scale;
+        for (int64_t i = 0; i < D; ++i)
+          dkr[i] += ds * qr[i];
+        for (int64_t i = 0; i < E; ++i)
+          dvr[i] += p * gr[i];
+      }
+  }
+  dk.commit();
+  dv.commit();
+  return Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// embedding_grad
+//===----------------------------------------------------------------------===//
+
+Error embeddingGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &dy = call.input(0), &ids = call.input(1);
+  const TensorRef &out = call.output(0);
+  if (auto err = expectFloat(call, dy, "grad"))
+    return err;
+  if (ids.dtype != DType::I64 && ids.dtype != DType::I32)
+    return call.error("ids must be i64 or i32, got " + dtypeName(ids.dtype));
+  if (dy.rank() != ids.rank() + 1 ||
+      ArrayRef<int64_t>(dy.shape).drop_back() != ArrayRef<int64_t>(ids.shape))
+    return call.error("grad " + shapeString(dy.shape) +
+                      " must be the ids' shape " + shapeString(ids.shape) +
+                      " plus the embedding dim");
+  int64_t d = dy.shape.back();
+  int64_t rows = call.i64("num_rows", out.rank() == 2 ? out.shape[0] : -1);
+  if (auto err = expectShape(call, out, {rows, d}, "result"))
+    return err;
+  int64_t count = ids.numElements();
+  std::vector<int64_t> index(count);
+  for (int64_t i = 0; i < count; ++i) {
+    index[i] = loadAsInt(ids, i);
+    if (index[i] < 0 || index[i] >= rows)
+      return call.error("id " + Twine(index[i]) + " at position " + Twine(i) +
+                        " is out of range [0, " + Twine(rows) + ")");
+  }
+  F32In gv(dy);
+  F32Out table(out);
+  const float *gp = gv.data();
+  float *tp = table.data();
+  std::fill(tp, tp + rows * d, 0.0f);
+  // Each task owns a block of columns and adds the rows in index order.
+  int64_t blocks = (d + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for if (count * d >= kParallelElements)
+  for (int64_t block = 0; block < blocks; ++block) {
+    int64_t begin = block * kColumnBlock,
+            end = std::min(d, begin + kColumnBlock);
+    for (int64_t i = 0; i < count; ++i) {
+      float *dst = tp + index[i] * d;
+      const float *src = gp + i * d;
+      for (int64_t j = begin; j < end; ++j)
+        dst[j] += src[j];
+    }
+  }
+  table.commit();
+  return Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// cross_entropy_grad
+//===----------------------------------------------------------------------===//
+
+Error crossEntropyGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 3, 1))
+    return err;
+  const TensorRef &logits = call.input(0), &labels = call.input(1),
+                  &gradLoss = call.input(2);
+  const TensorRef &out = call.output(0);
+  if (auto err = expectFloat(call, logits, "logits"))
+    return err;
+  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
+    return call.error("labels must be i64 or i32, got " +
+                      dtypeName(labels.dtype));
+  if (logits.rank() < 1 || ArrayRef<int64_t>(logits.shape).drop_back() !=
+                               ArrayRef<int64_t>(labels.shape))
+    return call.error("labels " + shapeString(labels.shape) +
+                      " must be logits " + shapeString(logits.shape) +
+                      " without the last dim");
+  if (!isFloat(gradLoss.dtype) || gradLoss.numElements() != 1)
+    return call.error("grad_loss must be a float scalar");
+  if (auto err = expectShape(call, out, logits.shape, "result"))
+    return err;
+  int64_t ignore = call.i64("ignore_index", -100);
+  int64_t vocab = logits.shape.back();
+  int64_t rows = labels.numElements();
+  std::vector<int64_t> label(rows);
+  int64_t counted = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    label[r] = loadAsInt(labels, r);
+    if (label[r] == ignore)
+      continue;
+    if (label[r] < 0 || label[r] >= vocab)
+      return call.error("label " + Twine(label[r]) + " at position " +
+                        Twine(r) + " is out of range [0, " + Twine(vocab) +
+                        ")");
+    ++counted;
+  }
+  // Every label ignored: the mean has no terms and no gradient.
+  float factor =
+      counted ? loadAsFloat(gradLoss, 0) / static_cast<float>(counted) : 0.0f;
+  F32In lv(logits);
+  F32Out dl(out);
+  const float *lp = lv.data();
+  float *dp = dl.data();
+#pragma omp parallel for if (logits.numElements() >= kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = lp + r * vocab;
+    float *drow = dp + r * vocab;
+    if (label[r] == ignore || counted == 0) {
+      std::fill(drow, drow + vocab, 0.0f);
+      continue;
+    }
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < vocab; ++j)
+      mx = std::max(mx, row[j]);
+    double sum = 0;
+    for (int64_t j = 0; j < vocab; ++j)
+      sum += std::exp(row[j] - mx);
+    float inv = static_cast<float>(1.0 / sum);
+    for (int64_t j = 0; j < vocab; ++j)
+      drow[j] = std::exp(row[j] - mx) * inv * factor;
+    drow[label[r]] -= factor;
+  }
+  dl.commit();
+  return Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// gelu_grad, silu_grad
+//===----------------------------------------------------------------------===//
+
+struct GeluErfGrad {
+  float operator()(float x) const {
+    // d/dx x Phi(x) = Phi(x) + x phi(x).
+    constexpr float invSqrt2Pi = 0.3989422804014327f;
+    return 0.5f * (1.0f + std::erf(x * static_cast<float>(M_SQRT1_2))) +
+           x * invSqrt2Pi * std::exp(-0.5f * x * x);
+  }
+};
+
+struct GeluTanhGrad {
+  float operator()(float x) const {
+    constexpr float k = 0.7978845608028654f; // sqrt(2 / pi)
+    constexpr float c = 0.044715f;
+    float t = std::tanh(k * (x + c * x * x * x));
+    return 0.5f * (1.0f + t) +
+           0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * c * x * x);
+  }
+};
+
+struct SiluGrad {
+  float operator()(float x) const {
+    float s = 1.0f / (1.0f + std::exp(-x));
+    return s * (1.0f + x * (1.0f - s));
+  }
+};
+
+/// dx = dy * f'(x), elementwise.
+template <typename Derivative>
+Error activationGrad(const KernelCall &call, Derivative derivative) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &x = call.input(0), &dy = call.input(1);
+  if (auto err = expectFloat(call, x, "input"))
+    return err;
+  if (auto err = expectFloat(call, dy, "grad"))
+    return err;
+  if (auto err = expectSameShapes(call, {&x, &dy, &call.output(0)}))
+    return err;
+  F32In xv(x), gv(dy);
+  F32Out dx(call.output(0));
+  const float *xp = xv.data(), *gp = gv.data();
+  float *dp = dx.data();
+  int64_t n = x.numElements();
+#pragma omp parallel for if (n >= kParallelElements)
+  for (int64_t i = 0; i < n; ++i)
+    dp[i] = gp[i] * derivative(xp[i]);
+  dx.commit();
+  return Error::success();
+}
+
+Error geluGradKernel(const KernelCall &call) {
+  if (call.flag("approximate_tanh"))
+    return activationGrad(call, GeluTanhGrad());
+  return activationGrad(call, GeluErfGrad());
+}
+
+Error siluGradKernel(const KernelCall &call) {
+  return activationGrad(call, SiluGrad());
+}
+
+//===----------------------------------------------------------------------===//
+// slice_grad
+//===----------------------------------------------------------------------===//
+
+Error sliceGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 1, 1))
+    return err;
+  const TensorRef &dy = call.input(0);
+  const TensorRef &out = call.output(0);
+  int64_t rank = dy.rank();
+  ArrayRef<int64_t> starts = call.ints("starts"),
+                    strides = call.ints("strides");
+  if (dy.dtype != out.dtype)
+    return call.error("grad dtype " + dtypeName(dy.dtype) +
+                      " differs from the result's " + dtypeName(out.dtype));
+  if (out.rank() != rank || static_cast<int64_t>(starts.size()) != rank ||
+      static_cast<int64_t>(strides.size()) != rank)
+    return call.error("result " + shapeString(out.shape) +
+                      ", starts and "
+                      "strides need the grad's rank " +
+                      Twine(rank));
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t extent = dy.shape[i];
+    if (strides[i] < 1 || starts[i] < 0 ||
+        (extent && starts[i] + (extent - 1) * strides[i] >= out.shape[i]))
+      return call.error("grad " + shapeString(dy.shape) + " from starts " +
+                        shapeString(starts) + " by strides " +
+                        shapeString(strides) + " does not fit in " +
+                        shapeString(out.shape));
+  }
+  size_t size = dtypeSize(out.dtype);
+  std::memset(out.data, 0, out.bytes());
+  llvm::SmallVector<int64_t, 6> outStrides = stridesOf(out.shape);
+  int64_t base = 0;
+  for (int64_t i = 0; i < rank; ++i) {
+    base += starts[i] * outStrides[i];
+    outStrides[i] *= strides[i];
+  }
+  int64_t n = dy.numElements();
+  const char *src = dy.as<char>();
+  char *dst = out.as<char>();
+  ArrayRef<int64_t> shape = dy.shape;
+  // The slice is injective (positive strides): each result element is
+  // written at most once.
+#pragma omp parallel for if (n >= kParallelElements)
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(dst + (base + broadcastOffset(i, shape, outStrides)) * size,
+                src + i * size, size);
+  return Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// conv and pool gradients
+//===----------------------------------------------------------------------===//
+
+/// Which input position each (output position, kernel tap) pair reads:
+/// taps[o * numTaps + k] is the flat spatial input index, or -1 where the
+/// tap falls into padding. Taps are in row-major window order.
+struct WindowTaps {
+  int64_t numOut = 0, numTaps = 0, numIn = 0;
+  std::vector<int64_t> taps;
+};
+
+/// Builds the taps of a window over `input` spatial dims, checking that
+/// `output` spatial dims are the ones the attributes give.
+llvm::Expected<WindowTaps> buildTaps(const KernelCall &call,
+                                     ArrayRef<int64_t> input,
+                                     ArrayRef<int64_t> kernel,
+                                     ArrayRef<int64_t> output) {
+  int64_t k = input.size();
+  ArrayRef<int64_t> strides = call.ints("strides"),
+                    dilations = call.ints("dilations"),
+                    pads = call.ints("pads");
+  if (static_cast<int64_t>(kernel.size()) != k ||
+      static_cast<int64_t>(output.size()) != k ||
+      (!strides.empty() && static_cast<int64_t>(strides.size()) != k) ||
+      (!dilations.empty() && static_cast<int64_t>(dilations.size()) != k) ||
+      (!pads.empty() && static_cast<int64_t>(pads.size()) != 2 * k))
+    return call.error("kernel, strides, dilations and pads do not fit " +
+                      Twine(k) + " spatial dims");
+  llvm::SmallVector<int64_t, 4> stride(k, 1), dilation(k, 1), padBegin(k, 0);
+  for (int64_t i = 0; i < k; ++i) {
+    if (!strides.empty())
+      stride[i] = strides[i];
+    if (!dilations.empty())
+      dilation[i] = dilations[i];
+    int64_t end = 0;
+    if (!pads.empty()) {
+      padBegin[i] = pads[i];
+      end = pads[k + i];
+    }
+    int64_t window = dilation[i] * (kernel[i] - 1) + 1;
+    int64_t padded = input[i] + padBegin[i] + end;
+    if (stride[i] < 1 || dilation[i] < 1 || kernel[i] < 1 || padBegin[i] < 0 ||
+        end < 0 || window > padded ||
+        (padded - window) / stride[i] + 1 != output[i])
+      return call.error("spatial dim " + Twine(i) + ": input " +
+                        Twine(input[i]) + ", kernel " + Twine(kernel[i]) +
+                        " and the attributes do not give " + Twine(output[i]) +
+                        " positions");
+  }
+  WindowTaps w;
+  w.numOut = numElements(output);
+  w.numTaps = numElements(kernel);
+  w.numIn = numElements(input);
+  w.taps.assign(w.numOut * w.numTaps, -1);
+  llvm::SmallVector<int64_t, 4> o(k, 0), t(k, 0);
+  for (int64_t oi = 0; oi < w.numOut; ++oi) {
+    for (int64_t d = k - 1, rem = oi; d >= 0; --d) {
+      o[d] = rem % output[d];
+      rem /= output[d];
+    }
+    for (int64_t ti = 0; ti < w.numTaps; ++ti) {
+      for (int64_t d = k - 1, rem = ti; d >= 0; --d) {
+        t[d] = rem % kernel[d];
+        rem /= kernel[d];
+      }
+      int64_t flat = 0;
+      bool inside = true;
+      for (int64_t d = 0; d < k && inside; ++d) {
+        int64_t x = o[d] * stride[d] + t[d] * dilation[d] - padBegin[d];
+        inside = x >= 0 && x < input[d];
+        flat = flat * input[d] + x;
+      }
+      if (inside)
+        w.taps[oi * w.numTaps + ti] = flat;
+    }
+  }
+  return w;
+}
+
+/// Shapes of a conv: input [n, c, x...], weight [f, c/groups, k...],
+/// result [n, f, o...].
+struct ConvShapes {
+  int64_t n, c, f, groups, cPerGroup, fPerGroup;
+};
+
+llvm::Expected<ConvShapes> convShapes(const KernelCall &call,
+                                      ArrayRef<int64_t> input,
+                                      ArrayRef<int64_t> weight,
+                                      ArrayRef<int64_t> result) {
+  int64_t groups = call.i64("groups", 1);
+  if (input.size() < 3 || weight.size() != input.size() ||
+      result.size() != input.size() || groups < 1 || input[1] % groups ||
+      weight[0] % groups || weight[1] * groups != input[1] ||
+      result[0] != input[0] || result[1] != weight[0])
+    return call.error("input " + shapeString(input) + ", weight " +
+                      shapeString(weight) + " and conv result " +
+                      shapeString(result) + " are inconsistent with groups " +
+                      Twine(groups));
+  return ConvShapes{input[0], input[1],          weight[0],
+                    groups,   input[1] / groups, weight[0] / groups};
+}
+
+Error convGradInputKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &dy = call.input(0), &w = call.input(1);
+  const TensorRef &out = call.output(0);
+  if (auto err = expectFloat(call, dy, "grad"))
+    return err;
+  if (auto err = expectFloat(call, w, "weight"))
+    return err;
+  auto shapes = convShapes(call, out.shape, w.shape, dy.shape);
+  if (!shapes)
+    return shapes.takeError();
+  auto taps = buildTaps(call, ArrayRef<int64_t>(out.shape).drop_front(2),
+                        ArrayRef<int64_t>(w.shape).drop_front(2),
+                        ArrayRef<int64_t>(dy.shape).drop_front(2));
+  if (!taps)
+    return taps.takeError();
+  ConvShapes s = *shapes;
+  const WindowTaps &wt = *taps;
+  F32In gv(dy), wv(w);
+  F32Out dx(out);
+  const float *gp = gv.data(), *wp = wv.data();
+  float *dp = dx.data();
+  // One task per (batch, input channel) plane, summing over the group's
+  // output channels and the window in a fixed order.
+#pragma omp parallel for if (out.numElements() * wt.numTaps >=                 \
+                             kParallelElements)
+  for (int64_t plane = 0; plane < s.n * s.c; ++plane) {
+    int64_t b = plane / s.c, c = plane % s.c;
+    int64_t g = c / s.cPerGroup, cg = c % s.cPerGroup;
+    float *dst = dp + plane * wt.numIn;
+    std::fill(dst, dst + wt.numIn, 0.0f);
+    for (int64_t f = g * s.fPerGroup; f < (g + 1) * s.fPerGroup; ++f) {
+      const float *grad = gp + (b * s.f + f) * wt.numOut;
+      const float *kernel = wp + (f * s.cPerGroup + cg) * wt.numTaps;
+      for (int64_t o = 0; o < wt.numOut; ++o) {
+        const int64_t *tap = wt.taps.data() + o * wt.numTaps;
+        for (int64_t t = 0; t < wt.numTaps; ++t)
+          if (tap[t] >= 0)
+            dst[tap[t]] += grad[o] * kernel[t];
+      }
+    }
+  }
+  dx.commit();
+  return Error::success();
+}
+
+Error convGradWeightKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &x = call.input(0), &dy = call.input(1);
+  const TensorRef &out = call.output(0);
+  if (auto err = expectFloat(call, x, "input"))
+    return err;
+  if (auto err = expectFloat(call, dy, "grad"))
+    return err;
+  auto shapes = convShapes(call, x.shape, out.shape, dy.shape);
+  if (!shapes)
+    return shapes.takeError();
+  auto taps = buildTaps(call, ArrayRef<int64_t>(x.shape).drop_front(2),
+                        ArrayRef<int64_t>(out.shape).drop_front(2),
+                        ArrayRef<int64_t>(dy.shape).drop_front(2));
+  if (!taps)
+    return taps.takeError();
+  ConvShapes s = *shapes;
+  const WindowTaps &wt = *taps;
+  F32In xv(x), gv(dy);
+  F32Out dw(out);
+  const float *xp = xv.data(), *gp = gv.data();
+  float *dp = dw.data();
+  // One task per (output channel, input channel of its group) kernel,
+  // summing over the batch and output positions in a fixed order.
+#pragma omp parallel for if (dy.numElements() * wt.numTaps >= kParallelElements)
+  for (int64_t kernelIdx = 0; kernelIdx < s.f * s.cPerGroup; ++kernelIdx) {
+    int64_t f = kernelIdx / s.cPerGroup, cg = kernelIdx % s.cPerGroup;
+    int64_t c = f / s.fPerGroup * s.cPerGroup + cg;
+    std::vector<double> acc(wt.numTaps, 0.0);
+    for (int64_t b = 0; b < s.n; ++b) {
+      const float *input = xp + (b * s.c + c) * wt.numIn;
+      const float *grad = gp + (b * s.f + f) * wt.numOut;
+      for (int64_t o = 0; o < wt.numOut; ++o) {
+        const int64_t *tap = wt.taps.data() + o * wt.numTaps;
+        for (int64_t t = 0; t < wt.numTaps; ++t)
+          if (tap[t] >= 0)
+            acc[t] += static_cast<double>(grad[o]) * input[tap[t]];
+      }
+    }
+    for (int64_t t = 0; t < wt.numTaps; ++t)
+      dp[kernelIdx * wt.numTaps + t] = static_cast<float>(acc[t]);
+  }
+  dw.commit();
+  return Error::success();
+}
+
+Error expectPoolShapes(const KernelCall &call, const TensorRef &input,
+                       const TensorRef &pooled) {
+  if (input.rank() < 3 || pooled.rank() != input.rank() ||
+      pooled.shape[0] != input.shape[0] || pooled.shape[1] != input.shape[1])
+    return call.error("input " + shapeString(input.shape) + " and pooled " +
+                      shapeString(pooled.shape) + " are inconsistent");
+  return Error::success();
+}
+
+Error maxPoolGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &x = call.input(0), &dy = call.input(1);
+  const TensorRef &out = call.output(0);
+  if (auto err = expectFloat(call, x, "input"))
+    return err;
+  if (auto err = expectFloat(call, dy, "grad"))
+    return err;
+  if (auto err = expectShape(call, out, x.shape, "result"))
+    return err;
+  if (auto err = expectPoolShapes(call, x, dy))
+    return err;
+  auto taps = buildTaps(call, ArrayRef<int64_t>(x.shape).drop_front(2),
+                        call.ints("kernel_shape"),
+                        ArrayRef<int64_t>(dy.shape).drop_front(2));
+  if (!taps)
+    return taps.takeError();
+  const WindowTaps &wt = *taps;
+  F32In xv(x), gv(dy);
+  F32Out dx(out);
+  const float *xp = xv.data(), *gp = gv.data();
+  float *dp = dx.data();
+  int64_t planes = x.shape[0] * x.shape[1];
+#pragma omp parallel for if (dy.numElements() * wt.numTaps >= kParallelElements)
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    const float *input = xp + plane * wt.numIn;
+    const float *grad = gp + plane * wt.numOut;
+    float *dst = dp + plane * wt.numIn;
+    std::fill(dst, dst + wt.numIn, 0.0f);
+    for (int64_t o = 0; o < wt.numOut; ++o) {
+      // The first maximum in window order takes the gradient (PyTorch); a
+      // NaN is a maximum, as it is for the forward op's result.
+      const int64_t *tap = wt.taps.data() + o * wt.numTaps;
+      int64_t best = -1;
+      for (int64_t t = 0; t < wt.numTaps; ++t) {
+        if (tap[t] < 0)
+          continue;
+        float value = input[tap[t]];
+        if (best < 0 || value > input[best] ||
+            (std::isnan(value) && !std::isnan(input[best])))
+          best = tap[t];
+      }
+      if (best >= 0)
+        dst[best] += grad[o];
+    }
+  }
+  dx.commit();
+  return Error::success();
+}
+
+Error avgPoolGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 1, 1))
+    return err;
+  const TensorRef &dy = call.input(0);
+  const TensorRef &out = call.output(0);
+  if (auto err = expectFloat(call, dy, "grad"))
+    return err;
+  if (auto err = expectPoolShapes(call, out, dy))
+    return err;
+  auto taps = buildTaps(call, ArrayRef<int64_t>(out.shape).drop_front(2),
+                        call.ints("kernel_shape"),
+                        ArrayRef<int64_t>(dy.shape).drop_front(2));
+  if (!taps)
+    return taps.takeError();
+  const WindowTaps &wt = *taps;
+  bool includePad = call.flag("count_include_pad");
+  // The divisor of each window: its taps inside the input, or all of them.
+  std::vector<float> scale(wt.numOut);
+  for (int64_t o = 0; o < wt.numOut; ++o) {
+    int64_t inside = 0;
+    for (int64_t t = 0; t < wt.numTaps; ++t)
+      inside += wt.taps[o * wt.numTaps + t] >= 0;
+    int64_t divisor = includePad ? wt.numTaps : inside;
+    scale[o] = divisor ? 1.0f / static_cast<float>(divisor) : 0.0f;
+  }
+  F32In gv(dy);
+  F32Out dx(out);
+  const float *gp = gv.data();
+  float *dp = dx.data();
+  int64_t planes = out.shape[0] * out.shape[1];
+#pragma omp parallel for if (dy.numElements() * wt.numTaps >= kParallelElements)
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    const float *grad = gp + plane * wt.numOut;
+    float *dst = dp + plane * wt.numIn;
+    std::fill(dst, dst + wt.numIn, 0.0f);
+    for (int64_t o = 0; o < wt.numOut; ++o) {
+      const int64_t *tap = wt.taps.data() + o * wt.numTaps;
+      float share = grad[o] * scale[o];
+      for (int64_t t = 0; t < wt.numTaps; ++t)
+        if (tap[t] >= 0)
+          dst[tap[t]] += share;
+    }
+  }
+  dx.commit();
+  return Error::success();
+}
+
+} // namespace
+
+void registerGradientKernels(KernelRegistry &registry) {
+  registry.add("dtc.compare", compareKernel);
+  registry.add("dtc.select", selectKernel);
+  registry.add("dtc.softmax_grad", softmaxGradKernel);
+  registry.add("dtc.layer_norm_grad", layerNormGradKernel);
+  registry.add("dtc.rms_norm_grad", rmsNormGradKernel);
+  registry.add("dtc.attention_grad", attentionGradKernel);
+  registry.add("dtc.embedding_grad", embeddingGradKernel);
+  registry.add("dtc.cross_entropy_grad", crossEntropyGradKernel);
+  registry.add("dtc.gelu_grad", geluGradKernel);
+  registry.add("dtc.silu_grad", siluGradKernel);
+  registry.add("dtc.slice_grad", sliceGradKernel);
+  registry.add("dtc.conv_grad_input", convGradInputKernel);
+  registry.add("dtc.conv_grad_weight", convGradWeightKernel);
+  registry.add("dtc.max_pool_grad", maxPoolGradKernel);
+  registry.add("dtc.avg_pool_grad", avgPoolGradKernel);
+}
+
+} // namespace dtc::runtime::cpu

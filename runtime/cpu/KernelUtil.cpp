@@ -1,0 +1,198 @@
+//===- KernelUtil.cpp - Helpers shared by the CPU kernels -----------------===//
+
+#include "runtime/cpu/KernelUtil.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace dtc::runtime::cpu {
+
+llvm::SmallVector<int64_t, 6> stridesOf(llvm::ArrayRef<int64_t> shape) {
+  llvm::SmallVector<int64_t, 6> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+bool broadcastStrides(llvm::ArrayRef<int64_t> operand,
+                      llvm::ArrayRef<int64_t> result,
+                      llvm::SmallVectorImpl<int64_t> &strides) {
+  if (operand.size() > result.size())
+    return false;
+  strides.assign(result.size(), 0);
+  auto own = stridesOf(operand);
+  size_t offset = result.size() - operand.size();
+  for (size_t i = 0; i < operand.size(); ++i) {
+    if (operand[i] == result[offset + i])
+      strides[offset + i] = operand[i] == 1 ? 0 : own[i];
+    else if (operand[i] != 1)
+      return false;
+  }
+  return true;
+}
+
+void loadF32(const TensorRef &t, std::vector<float> &out) {
+  int64_t n = t.numElements();
+  out.resize(n);
+  float *dst = out.data();
+  switch (t.dtype) {
+  case DType::F32:
+    std::memcpy(dst, t.data, n * sizeof(float));
+    return;
+  case DType::BF16: {
+    const uint16_t *src = t.as<uint16_t>();
+#pragma omp parallel for if (n >= kParallelElements)
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = bf16ToFloat(src[i]);
+    return;
+  }
+  case DType::F16: {
+    const uint16_t *src = t.as<uint16_t>();
+#pragma omp parallel for if (n >= kParallelElements)
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = halfToFloat(src[i]);
+    return;
+  }
+  case DType::F64: {
+    const double *src = t.as<double>();
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = static_cast<float>(src[i]);
+    return;
+  }
+  default:
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = static_cast<float>(loadAsInt(t, i));
+    return;
+  }
+}
+
+void storeF32(const float *values, const TensorRef &t) {
+  int64_t n = t.numElements();
+  switch (t.dtype) {
+  case DType::F32:
+    if (values != t.f32())
+      std::memcpy(t.data, values, n * sizeof(float));
+    return;
+  case DType::BF16: {
+    uint16_t *dst = t.as<uint16_t>();
+#pragma omp parallel for if (n >= kParallelElements)
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = floatToBF16(values[i]);
+    return;
+  }
+  case DType::F16: {
+    uint16_t *dst = t.as<uint16_t>();
+#pragma omp parallel for if (n >= kParallelElements)
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = floatToHalf(values[i]);
+    return;
+  }
+  case DType::F64: {
+    double *dst = t.as<double>();
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = values[i];
+    return;
+  }
+  default:
+    return; // float kernels only produce float tensors
+  }
+}
+
+std::string shapeString(llvm::ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+llvm::Error expectFloat(const KernelCall &call, const TensorRef &t,
+                        llvm::StringRef what) {
+  if (isFloat(t.dtype))
+    return llvm::Error::success();
+  return call.error(what + " has unsupported dtype " + dtypeName(t.dtype) +
+                    " (expected a float dtype)");
+}
+
+llvm::Error expectShape(const KernelCall &call, const TensorRef &t,
+                        llvm::ArrayRef<int64_t> shape, llvm::StringRef what) {
+  if (llvm::ArrayRef<int64_t>(t.shape) == shape)
+    return llvm::Error::success();
+  return call.error(what + " has shape " + shapeString(t.shape) +
+                    ", expected " + shapeString(shape));
+}
+
+llvm::Error expectArity(const KernelCall &call, size_t inputs, size_t outputs) {
+  if (call.numInputs() >= inputs && call.numOutputs() >= outputs)
+    return llvm::Error::success();
+  return call.error("expected " + llvm::Twine(inputs) + " inputs and " +
+                    llvm::Twine(outputs) + " outputs, got " +
+                    llvm::Twine(call.numInputs()) + " and " +
+                    llvm::Twine(call.numOutputs()));
+}
+
+void parallelSgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                   float alpha, const float *a, int64_t lda, const float *b,
+                   int64_t ldb, float *c, int64_t ldc) {
+  if (m <= 0 || n <= 0)
+    return;
+  if (k <= 0) {
+    for (int64_t i = 0; i < m; ++i)
+      std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    return;
+  }
+  constexpr int64_t kRowBlock = 128, kColBlock = 256;
+  int64_t rowBlocks = (m + kRowBlock - 1) / kRowBlock;
+  int64_t colBlocks = (n + kColBlock - 1) / kColBlock;
+  int64_t tasks = rowBlocks * colBlocks;
+  bool parallel = tasks > 1 && m * n * k >= (1 << 18) && !omp_in_parallel();
+#pragma omp parallel for schedule(dynamic) if (parallel)
+  for (int64_t task = 0; task < tasks; ++task) {
+    int64_t i0 = (task / colBlocks) * kRowBlock;
+    int64_t j0 = (task % colBlocks) * kColBlock;
+    int64_t rows = std::min(kRowBlock, m - i0);
+    int64_t cols = std::min(kColBlock, n - j0);
+    const float *aTile = transA ? a + i0 : a + i0 * lda;
+    const float *bTile = transB ? b + j0 * ldb : b + j0;
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                transB ? CblasTrans : CblasNoTrans, rows, cols, k, alpha, aTile,
+                lda, bTile, ldb, 0.0f, c + i0 * ldc + j0, ldc);
+  }
+}
+
+void collapseDims(
+    llvm::SmallVectorImpl<int64_t> &shape,
+    llvm::MutableArrayRef<llvm::SmallVector<int64_t, 6>> strides) {
+  // Drop size-1 dimensions: their stride never matters.
+  llvm::SmallVector<int64_t, 6> newShape;
+  llvm::SmallVector<llvm::SmallVector<int64_t, 6>, 4> newStrides(
+      strides.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
+      continue;
+    bool merge = !newShape.empty();
+    for (size_t o = 0; o < strides.size() && merge; ++o)
+      merge = newStrides[o].back() == strides[o][d] * shape[d];
+    if (merge) {
+      newShape.back() *= shape[d];
+      for (size_t o = 0; o < strides.size(); ++o)
+        newStrides[o].back() = strides[o][d];
+      continue;
+    }
+    newShape.push_back(shape[d]);
+    for (size_t o = 0; o < strides.size(); ++o)
+      newStrides[o].push_back(strides[o][d]);
+  }
+  if (newShape.empty()) {
+    newShape.push_back(1);
+    for (auto &s : newStrides)
+      s.push_back(0);
+  }
+  shape.assign(newShape.begin(), newShape.end());
+  for (size_t o = 0; o < strides.size(); ++o)
+    strides[o] = newStrides[o];
+}
+
+} // namespace dtc::runtime::cpu

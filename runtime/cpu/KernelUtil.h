@@ -1,0 +1,186 @@
+//===- KernelUtil.h - Helpers shared by the CPU kernels ---------*- C++ -*-===//
+//
+// Internal to runtime/cpu: strides, numpy broadcasting, dtype conversion of
+// whole tensors to and from f32 work buffers, checks that return KernelCall
+// errors, a vectorizable exp, and the thread-count-independent tiled sgemm
+// every GEMM goes through.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_RUNTIME_CPU_KERNELUTIL_H
+#define DTC_RUNTIME_CPU_KERNELUTIL_H
+
+#include "runtime/core/Kernel.h"
+
+#include "llvm/ADT/SmallVector.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+namespace dtc::runtime::cpu {
+
+/// Tensors with at least this many elements are split across OpenMP
+/// threads; below it the fork costs more than it saves.
+constexpr int64_t kParallelElements = 1 << 15;
+
+/// Row-major strides (in elements) of `shape`.
+llvm::SmallVector<int64_t, 6> stridesOf(llvm::ArrayRef<int64_t> shape);
+
+/// The strides to read an operand of shape `operand` at the indices of a
+/// result of shape `result` under numpy broadcasting: right-aligned, 0 where
+/// the operand's dimension is 1 (or missing). Returns false when the shapes
+/// do not broadcast to `result`.
+bool broadcastStrides(llvm::ArrayRef<int64_t> operand,
+                      llvm::ArrayRef<int64_t> result,
+                      llvm::SmallVectorImpl<int64_t> &strides);
+
+/// Reads any tensor as f32 values into `out` (resized).
+void loadF32(const TensorRef &t, std::vector<float> &out);
+/// Writes f32 values into a float tensor of any float dtype (bf16/f16 round
+/// to nearest even, f64 widens).
+void storeF32(const float *values, const TensorRef &t);
+
+/// An input as a contiguous f32 array: the tensor's own memory when it is
+/// f32, a converted copy otherwise.
+class F32In {
+public:
+  explicit F32In(const TensorRef &t) {
+    if (t.dtype == DType::F32) {
+      ptr_ = t.f32();
+    } else {
+      loadF32(t, copy_);
+      ptr_ = copy_.data();
+    }
+  }
+  const float *data() const { return ptr_; }
+  float operator[](int64_t i) const { return ptr_[i]; }
+
+private:
+  std::vector<float> copy_;
+  const float *ptr_ = nullptr;
+};
+
+/// An output written as f32: the tensor's memory when it is f32, a scratch
+/// buffer converted into the tensor by commit() otherwise.
+class F32Out {
+public:
+  explicit F32Out(const TensorRef &t) : ref_(t) {
+    if (t.dtype == DType::F32) {
+      ptr_ = t.f32();
+    } else {
+      scratch_.assign(t.numElements(), 0.0f);
+      ptr_ = scratch_.data();
+    }
+  }
+  float *data() const { return ptr_; }
+  void commit() const {
+    if (ref_.dtype != DType::F32)
+      storeF32(ptr_, ref_);
+  }
+
+private:
+  const TensorRef &ref_;
+  std::vector<float> scratch_;
+  float *ptr_ = nullptr;
+};
+
+/// Error unless `t` has a float dtype; `what` names the operand.
+llvm::Error expectFloat(const KernelCall &call, const TensorRef &t,
+                        llvm::StringRef what);
+/// Error unless `t` has exactly `shape`.
+llvm::Error expectShape(const KernelCall &call, const TensorRef &t,
+                        llvm::ArrayRef<int64_t> shape, llvm::StringRef what);
+/// Error unless the call has at least `inputs` inputs and `outputs` outputs.
+llvm::Error expectArity(const KernelCall &call, size_t inputs, size_t outputs);
+
+/// "[2, 3, 4]".
+std::string shapeString(llvm::ArrayRef<int64_t> shape);
+
+/// Merges adjacent dimensions that every operand (one stride vector each,
+/// all of the same rank as `shape`) traverses contiguously, so loops run
+/// over as few and as long dimensions as possible. Updates all in place.
+void collapseDims(llvm::SmallVectorImpl<int64_t> &shape,
+                  llvm::MutableArrayRef<llvm::SmallVector<int64_t, 6>> strides);
+
+/// Converts every element of `src` into `dst` (same element count, any
+/// dtype pair): floats to integers truncate toward zero (NaN gives 0, out of
+/// range values saturate), anything to i1 is `!= 0`, bf16/f16 round to
+/// nearest even.
+void castTensor(const TensorRef &src, const TensorRef &dst);
+
+/// exp(x) in f32 within 2 ulp (Cephes' expf polynomial), written so that
+/// loops over it vectorize (glibc's expf does not): softmax, attention and
+/// cross-entropy spend most of their time here. exp(-inf) is exactly 0,
+/// overflow gives +inf, NaN stays NaN.
+inline float fastExp(float x) {
+  const float kLog2e = 1.44269504088896341f;
+  float clamped = std::min(std::max(x, -87.0f), 88.0f);
+  // Round to nearest by adding and removing 1.5 * 2^23 (no branches).
+  float fn = (clamped * kLog2e + 12582912.0f) - 12582912.0f;
+  int32_t n = static_cast<int32_t>(fn);
+  // r = x - n ln2 in two steps (ln2 = 0.693359375 - 2.12194440e-4).
+  float r = clamped - fn * 0.693359375f + fn * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float e = p * r * r + r + 1.0f;
+  int32_t bits = (n + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  float result = e * scale;
+  result = x < -87.0f ? 0.0f : result;
+  result = x > 88.0f ? std::numeric_limits<float>::infinity() : result;
+  return x == x ? result : x;
+}
+
+/// Row-major C[m, n] = alpha * op(A) op(B) (op: optional transpose) through
+/// single-threaded OpenBLAS calls on fixed 128 x 256 tiles of C, the tiles
+/// split across OpenMP threads. The tiling does not depend on the thread
+/// count, so neither do the results.
+void parallelSgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                   float alpha, const float *a, int64_t lda, const float *b,
+                   int64_t ldb, float *c, int64_t ldc);
+
+/// Calls `fn(std::integral_constant<DType, D>{})` for the runtime dtype;
+/// returns false for an unknown dtype.
+template <typename Fn> bool dispatchDType(DType dtype, Fn &&fn) {
+  switch (dtype) {
+  case DType::F32:
+    fn(std::integral_constant<DType, DType::F32>{});
+    return true;
+  case DType::F64:
+    fn(std::integral_constant<DType, DType::F64>{});
+    return true;
+  case DType::BF16:
+    fn(std::integral_constant<DType, DType::BF16>{});
+    return true;
+  case DType::F16:
+    fn(std::integral_constant<DType, DType::F16>{});
+    return true;
+  case DType::I64:
+    fn(std::integral_constant<DType, DType::I64>{});
+    return true;
+  case DType::I32:
+    fn(std::integral_constant<DType, DType::I32>{});
+    return true;
+  case DType::I8:
+    fn(std::integral_constant<DType, DType::I8>{});
+    return true;
+  case DType::BOOL:
+    fn(std::integral_constant<DType, DType::BOOL>{});
+    return true;
+  default:
+    return false;
+  }
+}
+
+} // namespace dtc::runtime::cpu
+
+#endif // DTC_RUNTIME_CPU_KERNELUTIL_H

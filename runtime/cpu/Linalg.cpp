@@ -1,0 +1,293 @@
+//===- Linalg.cpp - Matmul and reduction kernels --------------------------===//
+//
+// dtc.matmul goes through OpenBLAS sgemm: one call when the batch folds into
+// m (a Linear on [b, s, k] activations), else one call per batch matrix.
+// Reductions collapse the shape to [outer, reduced, inner] when the reduced
+// dimensions are adjacent, and walk a general odometer otherwise; each output
+// element is accumulated by one thread in a fixed order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/CpuKernels.h"
+#include "runtime/cpu/KernelUtil.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace dtc::runtime::cpu {
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// matmul
+//===----------------------------------------------------------------------===//
+
+llvm::Error matmulKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &lhs = call.input(0);
+  const TensorRef &rhs = call.input(1);
+  const TensorRef &out = call.output(0);
+  for (auto [t, what] : {std::pair{&lhs, "lhs"}, std::pair{&rhs, "rhs"},
+                         std::pair{&out, "result"}})
+    if (auto err = expectFloat(call, *t, what))
+      return err;
+  if (lhs.rank() < 2 || rhs.rank() < 2 || out.rank() < 2)
+    return call.error("operands must have rank >= 2");
+  bool transLhs = call.flag("transpose_lhs");
+  bool transRhs = call.flag("transpose_rhs");
+  int64_t m = lhs.dim(-2), k = lhs.dim(-1);
+  if (transLhs)
+    std::swap(m, k);
+  int64_t k2 = rhs.dim(-2), n = rhs.dim(-1);
+  if (transRhs)
+    std::swap(k2, n);
+  if (k != k2 || out.dim(-2) != m || out.dim(-1) != n)
+    return call.error("shapes " + shapeString(lhs.shape) + " x " +
+                      shapeString(rhs.shape) + " -> " + shapeString(out.shape) +
+                      " are inconsistent");
+  llvm::ArrayRef<int64_t> batchShape =
+      llvm::ArrayRef<int64_t>(out.shape).drop_back(2);
+  llvm::SmallVector<int64_t, 6> lhsStrides, rhsStrides;
+  if (!broadcastStrides(llvm::ArrayRef<int64_t>(lhs.shape).drop_back(2),
+                        batchShape, lhsStrides) ||
+      !broadcastStrides(llvm::ArrayRef<int64_t>(rhs.shape).drop_back(2),
+                        batchShape, rhsStrides))
+    return call.error("batch dimensions of " + shapeString(lhs.shape) +
+                      " and " + shapeString(rhs.shape) +
+                      " do not broadcast to " + shapeString(out.shape));
+  if (out.numElements() == 0)
+    return llvm::Error::success();
+
+  F32In a(lhs), b(rhs);
+  F32Out c(out);
+  int64_t batches = numElements(batchShape);
+  int64_t lhsBatches = lhs.numElements() / std::max<int64_t>(m * k, 1);
+  int64_t rhsBatches = rhs.numElements() / std::max<int64_t>(k * n, 1);
+  int64_t lda = transLhs ? m : k, ldb = transRhs ? k : n;
+  if (rhsBatches == 1 && !transLhs && lhsBatches == batches) {
+    // [batch * m, k] x [k, n]: the batch folds into m.
+    parallelSgemm(false, transRhs, batches * m, n, k, 1.0f, a.data(), lda,
+                  b.data(), ldb, c.data(), n);
+  } else {
+    // Many small products run one per thread; otherwise each is split into
+    // tiles. Either way every product is computed tile by tile the same way.
+    bool perThread =
+        batches >= omp_get_max_threads() && batches * m * n * k >= (1 << 18);
+#pragma omp parallel for schedule(dynamic) if (perThread)
+    for (int64_t batch = 0; batch < batches; ++batch) {
+      int64_t offA = 0, offB = 0, rest = batch;
+      for (int64_t d = static_cast<int64_t>(batchShape.size()) - 1; d >= 0;
+           --d) {
+        int64_t idx = rest % batchShape[d];
+        rest /= batchShape[d];
+        offA += idx * lhsStrides[d];
+        offB += idx * rhsStrides[d];
+      }
+      parallelSgemm(transLhs, transRhs, m, n, k, 1.0f, a.data() + offA * m * k,
+                    lda, b.data() + offB * k * n, ldb, c.data() + batch * m * n,
+                    n);
+    }
+  }
+  c.commit();
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// reduce_sum / reduce_mean / reduce_max
+//===----------------------------------------------------------------------===//
+
+enum class ReduceKind { Sum, Mean, Max };
+
+template <typename T, typename Acc, ReduceKind Kind> struct Reducer {
+  static Acc init() {
+    if constexpr (Kind == ReduceKind::Max) {
+      if constexpr (std::numeric_limits<Acc>::has_infinity)
+        return -std::numeric_limits<Acc>::infinity();
+      else
+        return std::numeric_limits<Acc>::lowest();
+    } else {
+      return Acc(0);
+    }
+  }
+  static Acc combine(Acc acc, Acc v) {
+    if constexpr (Kind == ReduceKind::Max) {
+      // NaN propagates, as in PyTorch's amax.
+      if constexpr (std::is_floating_point_v<Acc>)
+        if (v != v || acc != acc)
+          return v != v ? v : acc;
+      return v > acc ? v : acc;
+    } else {
+      return acc + v;
+    }
+  }
+  static T finish(Acc acc, int64_t count) {
+    if constexpr (Kind == ReduceKind::Mean)
+      return static_cast<T>(acc / static_cast<Acc>(count));
+    else
+      return static_cast<T>(acc);
+  }
+};
+
+/// Reduces `in` (shape `shape`) over the dimensions flagged in `reduced`
+/// into `out` (the kept dimensions in order).
+template <typename T, typename Acc, ReduceKind Kind>
+void reduceLoop(const T *in, T *out, llvm::ArrayRef<int64_t> shape,
+                llvm::ArrayRef<bool> reduced) {
+  using R = Reducer<T, Acc, Kind>;
+  // Collapse into groups of adjacent dimensions with the same flag.
+  llvm::SmallVector<int64_t, 6> sizes;
+  llvm::SmallVector<bool, 6> flags;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
+      continue;
+    if (!flags.empty() && flags.back() == reduced[d])
+      sizes.back() *= shape[d];
+    else {
+      sizes.push_back(shape[d]);
+      flags.push_back(reduced[d]);
+    }
+  }
+  int64_t total = numElements(shape);
+  int64_t count = 1, outCount = 1;
+  for (size_t g = 0; g < sizes.size(); ++g)
+    (flags[g] ? count : outCount) *= sizes[g];
+  int numReducedGroups = llvm::count(flags, true);
+
+  if (numReducedGroups <= 1) {
+    // [outer, count, inner].
+    int64_t outer = 1, inner = 1;
+    bool seen = false;
+    for (size_t g = 0; g < sizes.size(); ++g) {
+      if (flags[g])
+        seen = true;
+      else
+        (seen ? inner : outer) *= sizes[g];
+    }
+    if (inner == 1) {
+#pragma omp parallel for if (total >= kParallelElements)
+      for (int64_t o = 0; o < outer; ++o) {
+        const T *row = in + o * count;
+        Acc acc = R::init();
+        for (int64_t r = 0; r < count; ++r)
+          acc = R::combine(acc, static_cast<Acc>(row[r]));
+        out[o] = R::finish(acc, count);
+      }
+      return;
+    }
+    // Accumulate whole inner rows: vectorizable, one block per task.
+    constexpr int64_t kBlock = 512;
+    int64_t blocks = (inner + kBlock - 1) / kBlock;
+#pragma omp parallel for if (total >= kParallelElements)
+    for (int64_t task = 0; task < outer * blocks; ++task) {
+      int64_t o = task / blocks, begin = (task % blocks) * kBlock;
+      int64_t end = std::min(inner, begin + kBlock);
+      Acc acc[kBlock];
+      for (int64_t i = begin; i < end; ++i)
+        acc[i - begin] = R::init();
+      for (int64_t r = 0; r < count; ++r) {
+        const T *row = in + (o * count + r) * inner;
+        for (int64_t i = begin; i < end; ++i)
+          acc[i - begin] = R::combine(acc[i - begin], static_cast<Acc>(row[i]));
+      }
+      for (int64_t i = begin; i < end; ++i)
+        out[o * inner + i] = R::finish(acc[i - begin], count);
+    }
+    return;
+  }
+
+  // General: an odometer over the reduced groups for each output element.
+  auto strides = stridesOf(sizes);
+  llvm::SmallVector<int64_t, 6> keptSizes, keptStrides, redSizes, redStrides;
+  for (size_t g = 0; g < sizes.size(); ++g) {
+    (flags[g] ? redSizes : keptSizes).push_back(sizes[g]);
+    (flags[g] ? redStrides : keptStrides).push_back(strides[g]);
+  }
+#pragma omp parallel for if (total >= kParallelElements)
+  for (int64_t o = 0; o < outCount; ++o) {
+    int64_t base = 0, rest = o;
+    for (int64_t d = static_cast<int64_t>(keptSizes.size()) - 1; d >= 0; --d) {
+      base += (rest % keptSizes[d]) * keptStrides[d];
+      rest /= keptSizes[d];
+    }
+    Acc acc = R::init();
+    for (int64_t r = 0; r < count; ++r) {
+      int64_t off = base, rr = r;
+      for (int64_t d = static_cast<int64_t>(redSizes.size()) - 1; d >= 0; --d) {
+        off += (rr % redSizes[d]) * redStrides[d];
+        rr /= redSizes[d];
+      }
+      acc = R::combine(acc, static_cast<Acc>(in[off]));
+    }
+    out[o] = R::finish(acc, count);
+  }
+}
+
+template <ReduceKind Kind> llvm::Error reduceKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 1, 1))
+    return err;
+  const TensorRef &in = call.input(0);
+  const TensorRef &out = call.output(0);
+  llvm::SmallVector<bool, 6> reduced(in.rank(), false);
+  int64_t count = 1;
+  for (int64_t dim : call.ints("dims")) {
+    int64_t d = dim < 0 ? dim + in.rank() : dim;
+    if (d < 0 || d >= in.rank())
+      return call.error("dim " + llvm::Twine(dim) + " out of range for " +
+                        shapeString(in.shape));
+    if (!reduced[d])
+      count *= in.shape[d];
+    reduced[d] = true;
+  }
+  // Reducing a zero-size dim gives the identity (0, -inf; NaN for a mean).
+  if (in.dtype != out.dtype || out.numElements() * count != in.numElements())
+    return call.error("result " + shapeString(out.shape) + " " +
+                      dtypeName(out.dtype) + " does not match reducing " +
+                      shapeString(in.shape) + " " + dtypeName(in.dtype));
+  if (out.numElements() == 0)
+    return llvm::Error::success();
+  switch (in.dtype) {
+  case DType::F64:
+    reduceLoop<double, double, Kind>(in.as<double>(), out.as<double>(),
+                                     in.shape, reduced);
+    break;
+  case DType::I64:
+    reduceLoop<int64_t, int64_t, Kind>(in.as<int64_t>(), out.as<int64_t>(),
+                                       in.shape, reduced);
+    break;
+  case DType::I32:
+    reduceLoop<int32_t, int64_t, Kind>(in.as<int32_t>(), out.as<int32_t>(),
+                                       in.shape, reduced);
+    break;
+  case DType::I8:
+    reduceLoop<int8_t, int64_t, Kind>(in.as<int8_t>(), out.as<int8_t>(),
+                                      in.shape, reduced);
+    break;
+  case DType::F32:
+  case DType::BF16:
+  case DType::F16: {
+    F32In x(in);
+    F32Out y(out);
+    reduceLoop<float, float, Kind>(x.data(), y.data(), in.shape, reduced);
+    y.commit();
+    break;
+  }
+  default:
+    return call.error("unsupported dtype " + dtypeName(in.dtype));
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+void registerLinalgKernels(KernelRegistry &registry) {
+  registry.add("dtc.matmul", matmulKernel);
+  registry.add("dtc.reduce_sum", reduceKernel<ReduceKind::Sum>);
+  registry.add("dtc.reduce_mean", reduceKernel<ReduceKind::Mean>);
+  registry.add("dtc.reduce_max", reduceKernel<ReduceKind::Max>);
+}
+
+} // namespace dtc::runtime::cpu

@@ -1,0 +1,178 @@
+//===- Norm.cpp - Softmax and normalization kernels -----------------------===//
+//
+// All three work on [outer, size, inner] views of their input: rows (inner
+// == 1, the usual case) are split across threads, one row per thread at a
+// time, so every output is computed by one thread in a fixed order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/CpuKernels.h"
+#include "runtime/cpu/KernelUtil.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <vector>
+
+namespace dtc::runtime::cpu {
+
+namespace {
+
+/// Softmax of `size` values spaced `stride` apart, max-subtracted. The
+/// contiguous case vectorizes (the lane order of the sums is fixed at compile
+/// time, so results do not depend on the thread count).
+inline void softmaxRow(const float *in, float *out, int64_t size,
+                       int64_t stride) {
+  float mx = -std::numeric_limits<float>::infinity();
+  float sum = 0;
+  if (stride == 1) {
+#pragma omp simd reduction(max : mx)
+    for (int64_t i = 0; i < size; ++i)
+      mx = std::max(mx, in[i]);
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < size; ++i) {
+      float e = fastExp(in[i] - mx);
+      out[i] = e;
+      sum += e;
+    }
+  } else {
+    for (int64_t i = 0; i < size; ++i)
+      mx = std::max(mx, in[i * stride]);
+    for (int64_t i = 0; i < size; ++i) {
+      float e = fastExp(in[i * stride] - mx);
+      out[i * stride] = e;
+      sum += e;
+    }
+  }
+  float inv = 1.0f / sum;
+  for (int64_t i = 0; i < size; ++i)
+    out[i * stride] *= inv;
+}
+
+llvm::Error softmaxKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 1, 1))
+    return err;
+  const TensorRef &in = call.input(0);
+  const TensorRef &out = call.output(0);
+  if (auto err = expectFloat(call, in, "input"))
+    return err;
+  if (auto err = expectShape(call, out, in.shape, "result"))
+    return err;
+  int64_t axis = call.i64("axis", -1);
+  if (axis < 0)
+    axis += in.rank();
+  if (axis < 0 || axis >= in.rank())
+    return call.error("axis " + llvm::Twine(call.i64("axis", -1)) +
+                      " out of range for " + shapeString(in.shape));
+  int64_t size = in.shape[axis];
+  int64_t inner =
+      numElements(llvm::ArrayRef<int64_t>(in.shape).drop_front(axis + 1));
+  int64_t outer =
+      numElements(llvm::ArrayRef<int64_t>(in.shape).take_front(axis));
+  int64_t total = in.numElements();
+  if (total == 0)
+    return llvm::Error::success();
+  F32In x(in);
+  F32Out y(out);
+  const float *src = x.data();
+  float *dst = y.data();
+#pragma omp parallel for if (total >= kParallelElements)
+  for (int64_t task = 0; task < outer * inner; ++task) {
+    int64_t o = task / inner, i = task % inner;
+    softmaxRow(src + o * size * inner + i, dst + o * size * inner + i, size,
+               inner);
+  }
+  y.commit();
+  return llvm::Error::success();
+}
+
+/// layer_norm (rms == false) and rms_norm over the trailing dims from axis.
+llvm::Error normKernel(const KernelCall &call, bool rms) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &in = call.input(0);
+  const TensorRef &weight = call.input(1);
+  const TensorRef *bias =
+      !rms && call.numInputs() > 2 ? &call.input(2) : nullptr;
+  const TensorRef &out = call.output(0);
+  if (auto err = expectFloat(call, in, "input"))
+    return err;
+  if (auto err = expectShape(call, out, in.shape, "result"))
+    return err;
+  int64_t axis = call.i64("axis", -1);
+  if (axis < 0)
+    axis += in.rank();
+  if (axis < 0 || axis > in.rank())
+    return call.error("axis out of range for " + shapeString(in.shape));
+  int64_t inner =
+      numElements(llvm::ArrayRef<int64_t>(in.shape).drop_front(axis));
+  if (weight.numElements() != inner)
+    return call.error("weight " + shapeString(weight.shape) +
+                      " does not match the normalized dims of " +
+                      shapeString(in.shape));
+  if (bias && bias->numElements() != inner)
+    return call.error("bias " + shapeString(bias->shape) +
+                      " does not match the normalized dims of " +
+                      shapeString(in.shape));
+  double eps = call.f64("epsilon", 1e-5);
+  int64_t total = in.numElements();
+  if (total == 0)
+    return llvm::Error::success();
+  int64_t rows = total / inner;
+  F32In x(in), w(weight);
+  std::vector<float> zeros;
+  std::optional<F32In> b;
+  if (bias)
+    b.emplace(*bias);
+  else
+    zeros.assign(inner, 0.0f);
+  const float *bp = bias ? b->data() : zeros.data();
+  F32Out y(out);
+  const float *src = x.data();
+  const float *wp = w.data();
+  float *dst = y.data();
+#pragma omp parallel for if (total >= kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = src + r * inner;
+    float *o = dst + r * inner;
+    // Two passes in f32 with vectorized (fixed lane order) sums.
+    float mean = 0;
+    if (!rms) {
+#pragma omp simd reduction(+ : mean)
+      for (int64_t i = 0; i < inner; ++i)
+        mean += row[i];
+      mean /= static_cast<float>(inner);
+    }
+    float var = 0;
+#pragma omp simd reduction(+ : var)
+    for (int64_t i = 0; i < inner; ++i) {
+      float c = row[i] - mean;
+      var += c * c;
+    }
+    var /= static_cast<float>(inner);
+    float inv = static_cast<float>(1.0 / std::sqrt(double(var) + eps));
+    float m = mean;
+    for (int64_t i = 0; i < inner; ++i)
+      o[i] = (row[i] - m) * inv * wp[i] + bp[i];
+  }
+  y.commit();
+  return llvm::Error::success();
+}
+
+llvm::Error layerNormKernel(const KernelCall &call) {
+  return normKernel(call, /*rms=*/false);
+}
+llvm::Error rmsNormKernel(const KernelCall &call) {
+  return normKernel(call, /*rms=*/true);
+}
+
+} // namespace
+
+void registerNormKernels(KernelRegistry &registry) {
+  registry.add("dtc.softmax", softmaxKernel);
+  registry.add("dtc.layer_norm", layerNormKernel);
+  registry.add("dtc.rms_norm", rmsNormKernel);
+}
+
+} // namespace dtc::runtime::cpu

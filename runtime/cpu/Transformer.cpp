@@ -1,0 +1,175 @@
+//===- Transformer.cpp - Attention and cross-entropy kernels --------------===//
+//
+// dtc.attention splits (batch, head, block of 64 query rows) across threads:
+// scores = scale * Q K^T for the block through sgemm, a numerically stable
+// (max-subtracted) softmax per row, then P V through sgemm. Each thread holds
+// one [64, t] score block, never a whole [s, t] matrix per head.
+// dtc.cross_entropy computes each position's loss in parallel and sums them in
+// position order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/CpuKernels.h"
+#include "runtime/cpu/KernelUtil.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace dtc::runtime::cpu {
+
+namespace {
+
+llvm::Error attentionKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 3, 1))
+    return err;
+  const TensorRef &q = call.input(0);
+  const TensorRef &k = call.input(1);
+  const TensorRef &v = call.input(2);
+  const TensorRef &out = call.output(0);
+  for (auto [t, what] : {std::pair{&q, "query"}, std::pair{&k, "key"},
+                         std::pair{&v, "value"}, std::pair{&out, "result"}})
+    if (auto err = expectFloat(call, *t, what))
+      return err;
+  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4 || out.rank() != 4)
+    return call.error("query, key, value and result must have rank 4");
+  int64_t batch = q.shape[0], heads = q.shape[1], s = q.shape[2],
+          d = q.shape[3];
+  int64_t groups = k.shape[1], t = k.shape[2], e = v.shape[3];
+  if (k.shape[0] != batch || k.shape[3] != d || v.shape[0] != batch ||
+      v.shape[1] != groups || v.shape[2] != t || groups < 1 ||
+      heads % groups != 0)
+    return call.error("query " + shapeString(q.shape) + ", key " +
+                      shapeString(k.shape) + " and value " +
+                      shapeString(v.shape) + " are inconsistent");
+  if (auto err = expectShape(call, out, {batch, heads, s, e}, "result"))
+    return err;
+  if (out.numElements() == 0)
+    return llvm::Error::success();
+  float scale = static_cast<float>(
+      call.optionalF64("scale").value_or(1.0 / std::sqrt(double(d))));
+  bool causal = call.flag("causal");
+  int64_t headsPerGroup = heads / groups;
+
+  F32In qf(q), kf(k), vf(v);
+  F32Out of(out);
+  // Tasks: (batch, head, block of query rows); each thread holds one
+  // [rows, keys] score block at a time. A causal block only needs the keys
+  // up to its last row.
+  constexpr int64_t kRowBlock = 64;
+  int64_t rowBlocks = (s + kRowBlock - 1) / kRowBlock;
+  int64_t tasks = batch * heads * rowBlocks;
+  bool parallel = tasks > 1 && batch * heads * s * t * (d + e) >= (1 << 16);
+#pragma omp parallel if (parallel)
+  {
+    std::vector<float> scores(std::min(s, kRowBlock) * t);
+    float *p = scores.data();
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < tasks; ++task) {
+      int64_t bh = task / rowBlocks, r0 = (task % rowBlocks) * kRowBlock;
+      int64_t b = bh / heads, h = bh % heads, g = h / headsPerGroup;
+      int64_t rows = std::min(kRowBlock, s - r0);
+      int64_t keys = causal ? std::min(t, r0 + rows) : t;
+      const float *qh = qf.data() + ((b * heads + h) * s + r0) * d;
+      const float *kh = kf.data() + (b * groups + g) * t * d;
+      const float *vh = vf.data() + (b * groups + g) * t * e;
+      float *oh = of.data() + ((b * heads + h) * s + r0) * e;
+      parallelSgemm(false, true, rows, keys, d, scale, qh, d, kh, d, p, keys);
+      for (int64_t row = 0; row < rows; ++row) {
+        float *r = p + row * keys;
+        // Causal: key positions after the query position get weight 0.
+        int64_t visible = causal ? std::min(keys, r0 + row + 1) : keys;
+        float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+        for (int64_t j = 0; j < visible; ++j)
+          mx = std::max(mx, r[j]);
+        float sum = 0;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < visible; ++j) {
+          r[j] = fastExp(r[j] - mx);
+          sum += r[j];
+        }
+        float inv = 1.0f / sum;
+        for (int64_t j = 0; j < visible; ++j)
+          r[j] *= inv;
+        for (int64_t j = visible; j < keys; ++j)
+          r[j] = 0.0f;
+      }
+      parallelSgemm(false, false, rows, e, keys, 1.0f, p, keys, vh, e, oh, e);
+    }
+  }
+  of.commit();
+  return llvm::Error::success();
+}
+
+// The mean over positions whose label is not ignore_index. When every label
+// is ignored this is 0/0 = NaN, exactly what PyTorch's
+// F.cross_entropy(reduction="mean") returns; the loss is not silently 0.
+llvm::Error crossEntropyKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &logits = call.input(0);
+  const TensorRef &labels = call.input(1);
+  const TensorRef &out = call.output(0);
+  if (auto err = expectFloat(call, logits, "logits"))
+    return err;
+  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
+    return call.error("labels have unsupported dtype " +
+                      dtypeName(labels.dtype) + " (expected i64 or i32)");
+  if (logits.rank() < 1 || out.numElements() != 1 || !isFloat(out.dtype))
+    return call.error("logits " + shapeString(logits.shape) + " and result " +
+                      shapeString(out.shape) + " are inconsistent");
+  int64_t vocab = logits.dim(-1);
+  int64_t positions = labels.numElements();
+  if (llvm::ArrayRef<int64_t>(logits.shape).drop_back() !=
+      llvm::ArrayRef<int64_t>(labels.shape))
+    return call.error("labels " + shapeString(labels.shape) +
+                      " do not match logits " + shapeString(logits.shape));
+  int64_t ignore = call.i64("ignore_index", -100);
+  for (int64_t i = 0; i < positions; ++i) {
+    int64_t label = loadAsInt(labels, i);
+    if (label != ignore && (label < 0 || label >= vocab))
+      return call.error("label " + llvm::Twine(label) + " at position " +
+                        llvm::Twine(i) + " is out of range [0, " +
+                        llvm::Twine(vocab) + ")");
+  }
+  F32In x(logits);
+  std::vector<double> losses(positions, 0.0);
+#pragma omp parallel for if (positions * vocab >= kParallelElements)
+  for (int64_t i = 0; i < positions; ++i) {
+    int64_t label = loadAsInt(labels, i);
+    if (label == ignore)
+      continue;
+    const float *row = x.data() + i * vocab;
+    float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+    for (int64_t j = 0; j < vocab; ++j)
+      mx = std::max(mx, row[j]);
+    float sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < vocab; ++j)
+      sum += fastExp(row[j] - mx);
+    losses[i] = mx + std::log(static_cast<double>(sum)) - row[label];
+  }
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t i = 0; i < positions; ++i) {
+    if (loadAsInt(labels, i) == ignore)
+      continue;
+    total += losses[i];
+    ++count;
+  }
+  double loss = count ? total / count : std::nan("");
+  float value = static_cast<float>(loss);
+  storeF32(&value, out);
+  return llvm::Error::success();
+}
+
+} // namespace
+
+void registerTransformerKernels(KernelRegistry &registry) {
+  registry.add("dtc.attention", attentionKernel);
+  registry.add("dtc.cross_entropy", crossEntropyKernel);
+}
+
+} // namespace dtc::runtime::cpu

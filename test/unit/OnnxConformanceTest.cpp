@@ -1,0 +1,293 @@
+//===- OnnxConformanceTest.cpp - ONNX node tests through the CPU runtime --===//
+//
+// Every single-node ONNX backend test (Debian's libonnx-testdata) of an op
+// docs/onnx-ops.md lists as lowered is imported, lowered to a runtime
+// program and executed by the CPU backend; its outputs must match
+// test_data_set_0 within |a - b| <= 1e-4 + 1e-3 |b|.
+//
+// N counts the tests the importer accepts: a refusal (uint8 or string
+// tensors, opsets before 13, training-mode Dropout, ...) is a clean error
+// that OnnxImporterTest checks, not something the runtime can run; refusals
+// are printed and counted separately. At least 95% of N must pass, and every
+// failure must be listed with its reason in
+// test/models/onnx-conformance-known-failures.txt (a listed test that now
+// passes fails too, so the list stays honest). Each test runs in a child
+// process so that a crash fails that test, not the whole run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "OnnxNodeTests.h"
+#include "RuntimeTestUtil.h"
+
+#include "compiler/support/Error.h"
+#include "frontends/onnx/OnnxImporter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace rt = ::dtc::runtime;
+namespace dx = ::dtc::onnx;
+
+namespace {
+
+const std::string kKnownFailures =
+    std::string(DTC_TEST_MODELS_DIR) + "/onnx-conformance-known-failures.txt";
+
+/// `name: reason` lines; blank lines and `#` comments are skipped.
+std::map<std::string, std::string> readKnownFailures(const std::string &path) {
+  std::map<std::string, std::string> known;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    llvm::StringRef text = llvm::StringRef(line).trim();
+    if (text.empty() || text.starts_with("#"))
+      continue;
+    auto [name, reason] = text.split(':');
+    known[name.trim().str()] = reason.trim().str();
+  }
+  return known;
+}
+
+/// The runtime dtype of an MLIR element type ("f32", "i64", "i1", ...).
+rt::DType dtypeOf(mlir::Type type) {
+  std::string name;
+  llvm::raw_string_ostream os(name);
+  os << mlir::cast<mlir::RankedTensorType>(type).getElementType();
+  return rt::parseDType(name);
+}
+
+/// `host` converted to a runtime tensor of `dtype` (the argument's type).
+rt::Tensor toRuntime(const dx::HostTensor &host, rt::DType dtype) {
+  rt::Tensor t(dtype, host.shape);
+  for (int64_t i = 0, e = host.size(); i < e; ++i) {
+    double v = host.getDouble(i);
+    int64_t n = host.getInt(i);
+    switch (dtype) {
+    case rt::DType::F32:
+      t.as<float>()[i] = static_cast<float>(v);
+      break;
+    case rt::DType::F64:
+      t.as<double>()[i] = v;
+      break;
+    case rt::DType::F16:
+      t.as<uint16_t>()[i] = rt::floatToHalf(static_cast<float>(v));
+      break;
+    case rt::DType::BF16:
+      t.as<uint16_t>()[i] = rt::floatToBF16(static_cast<float>(v));
+      break;
+    case rt::DType::I64:
+      t.as<int64_t>()[i] = n;
+      break;
+    case rt::DType::I32:
+      t.as<int32_t>()[i] = static_cast<int32_t>(n);
+      break;
+    case rt::DType::I8:
+      t.as<int8_t>()[i] = static_cast<int8_t>(n);
+      break;
+    case rt::DType::BOOL:
+      t.as<uint8_t>()[i] = n != 0;
+      break;
+    default:
+      break;
+    }
+  }
+  return t;
+}
+
+/// Element `i` of a runtime tensor, exact for f64 and integers.
+double elementAt(const rt::Tensor &t, int64_t i) {
+  switch (t.dtype()) {
+  case rt::DType::F64:
+    return t.as<double>()[i];
+  case rt::DType::I64:
+  case rt::DType::I32:
+  case rt::DType::I8:
+  case rt::DType::BOOL:
+    return static_cast<double>(rt::loadAsInt(t.ref(), i));
+  default:
+    return rt::loadAsFloat(t.ref(), i);
+  }
+}
+
+/// The prefix of runNodeTest's answer when the importer refuses the model.
+const std::string kRefused = "import refused: ";
+
+/// Imports, lowers and runs one node test; "" when it matches, else why not.
+std::string runNodeTest(const ::dtc::test::NodeTest &test) {
+  mlir::MLIRContext ctx;
+  auto module = dx::importOnnxFile(test.modelPath, {}, ctx);
+  if (!module) {
+    std::string message;
+    llvm::handleAllErrors(
+        module.takeError(),
+        [&](const ::dtc::DtcError &e) { message = e.getMessage(); },
+        [&](const llvm::ErrorInfoBase &e) { message = e.message(); });
+    return kRefused + message;
+  }
+  auto main = (*module)->lookupSymbol<mlir::func::FuncOp>("main");
+  if (!main)
+    return "no main function";
+  auto files = test.argumentFiles();
+  if (files.size() != main.getNumArguments())
+    return "main takes " + std::to_string(main.getNumArguments()) +
+           " arguments, the test feeds " + std::to_string(files.size());
+  std::vector<rt::Tensor> args;
+  for (size_t i = 0; i < files.size(); ++i) {
+    auto host = ::dtc::test::readNodeTensor(files[i].first, files[i].second);
+    if (!host)
+      return "cannot read " + files[i].first;
+    rt::DType dtype = dtypeOf(main.getArgumentTypes()[i]);
+    if (dtype == rt::DType::DTYPE_UNSPECIFIED)
+      return "argument " + std::to_string(i) + " has no runtime dtype";
+    args.push_back(toRuntime(*host, dtype));
+  }
+  auto outputs = ::dtc::test::runOnCpu(**module, "main", args);
+  if (!outputs)
+    return "runtime error: " + llvm::toString(outputs.takeError());
+  auto expectedFiles = test.outputFiles();
+  if (outputs->size() != expectedFiles.size())
+    return std::to_string(outputs->size()) + " outputs, expected " +
+           std::to_string(expectedFiles.size());
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    auto expected = ::dtc::test::readNodeTensor(expectedFiles[i].first,
+                                                expectedFiles[i].second);
+    if (!expected)
+      return "cannot read " + expectedFiles[i].first;
+    const rt::Tensor &got = (*outputs)[i];
+    if (got.shape() != llvm::ArrayRef<int64_t>(expected->shape))
+      return "output " + std::to_string(i) + " has shape " +
+             dx::shapeString(got.shape()) + ", expected " +
+             dx::shapeString(expected->shape);
+    for (int64_t j = 0; j < expected->size(); ++j) {
+      double a = elementAt(got, j), b = expected->getDouble(j);
+      if ((std::isnan(a) && std::isnan(b)) || a == b)
+        continue;
+      if (!(std::fabs(a - b) <= 1e-4 + 1e-3 * std::fabs(b)))
+        return "output " + std::to_string(i) + "[" + std::to_string(j) +
+               "] = " + std::to_string(a) + ", expected " + std::to_string(b);
+    }
+  }
+  return "";
+}
+
+/// runNodeTest in a child process, so that a crash fails one test instead
+/// of ending the run. The parent never runs a kernel (OpenMP's thread pool
+/// does not survive fork), so every child starts clean.
+std::string runIsolated(const ::dtc::test::NodeTest &test) {
+  int fds[2];
+  if (pipe(fds) != 0)
+    return runNodeTest(test);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return runNodeTest(test);
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    std::string why = runNodeTest(test);
+    for (size_t done = 0; done < why.size();) {
+      ssize_t n = write(fds[1], why.data() + done, why.size() - done);
+      if (n <= 0)
+        break;
+      done += n;
+    }
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string why;
+  char buffer[4096];
+  for (ssize_t n; (n = read(fds[0], buffer, sizeof(buffer))) > 0;)
+    why.append(buffer, n);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFSIGNALED(status))
+    return "crashed with signal " + std::to_string(WTERMSIG(status)) +
+           (why.empty() ? "" : " (" + why + ")");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return "child exited abnormally";
+  return why;
+}
+
+TEST(OnnxConformance, NodeTestsRunOnTheCpuRuntime) {
+  std::map<std::string, std::string> known = readKnownFailures(kKnownFailures);
+  std::map<std::string, std::pair<int, int>> perOp; // op -> (passed, total)
+  std::vector<std::string> unexpected, nowPassing;
+  std::set<std::string> seen;
+  int passed = 0, total = 0, refused = 0;
+  bool found =
+      ::dtc::test::forEachNodeTest([&](const ::dtc::test::NodeTest &test) {
+        // Every node test of a supported op counts, including the ones the
+        // importer test skips as known differences: they are listed with their
+        // reason when they fail.
+        seen.insert(test.name);
+        // DTC_CONFORMANCE_TRACE=1 names each test before it runs.
+        if (getenv("DTC_CONFORMANCE_TRACE"))
+          std::cout << "[ conformance ] run " << test.name << std::endl;
+        std::string why = runIsolated(test);
+        if (llvm::StringRef(why).starts_with(kRefused)) {
+          ++refused;
+          std::cout << "[ conformance ] refused at import: " << test.name
+                    << ": " << why.substr(kRefused.size()) << "\n";
+          return;
+        }
+        ++total;
+        ++perOp[test.opType].second;
+        bool listed = known.count(test.name) != 0;
+        if (why.empty()) {
+          ++passed;
+          ++perOp[test.opType].first;
+          if (listed)
+            nowPassing.push_back(test.name);
+          return;
+        }
+        std::cout << "[ conformance ] FAIL " << test.name << ": " << why
+                  << (listed ? " (known: " + known[test.name] + ")" : "")
+                  << "\n";
+        if (!listed)
+          unexpected.push_back(test.name + ": " + why);
+      });
+  if (!found)
+    GTEST_SKIP() << ::dtc::test::kNodeTestDir
+                 << " missing (apt install libonnx-testdata)";
+  for (const auto &[op, counts] : perOp)
+    std::cout << "[ conformance ] " << op << ": " << counts.first << " of "
+              << counts.second << "\n";
+  ASSERT_GT(total, 0);
+  double rate = 100.0 * passed / total;
+  char percent[16];
+  std::snprintf(percent, sizeof(percent), "%.1f", rate);
+  std::cout << "[ conformance ] passed " << passed << " of " << total << " ("
+            << percent << "%)\n";
+  std::cout << "[ conformance ] " << refused
+            << " more tests are refused at import (not counted)\n";
+  EXPECT_GE(passed, 0.95 * total);
+  for (const std::string &failure : unexpected)
+    ADD_FAILURE() << "not in onnx-conformance-known-failures.txt: " << failure;
+  for (const std::string &name : nowPassing)
+    ADD_FAILURE() << name
+                  << " now passes: remove it from "
+                     "onnx-conformance-known-failures.txt";
+  for (const auto &[name, reason] : known)
+    if (!seen.count(name))
+      ADD_FAILURE() << name
+                    << " is listed in onnx-conformance-known-failures.txt but "
+                       "is no node test of a supported op";
+}
+
+} // namespace
