@@ -22,7 +22,7 @@ trap 'rm -rf "$tmp"' EXIT
 python3 test/cli/Inputs/make_tokens.py "$tmp/tokens.bin" 200000 50304
 "$dtc" run "$tmp/gpt.dtc" --steps "$steps" --data "$tmp/tokens.bin" \
   --log-json >"$tmp/log.json"
-"$build/bin/bench-sgemm" >"$tmp/sgemm.txt"
+"$build/bench/runtime/bench-sgemm" >"$tmp/sgemm.txt"
 
 python3 - "$tmp" <<'PY'
 import json, re, statistics, sys

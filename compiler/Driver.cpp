@@ -365,10 +365,6 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
     (*module)->print(out);
     return llvm::Error::success();
   }
-  if (o.emit == "partitioned")
-    return badInput("--emit partitioned: per-rank partitioning is not built "
-                    "yet (issue 7); --emit imported, sharded and program "
-                    "are available");
 
   std::string modelName = llvm::sys::path::stem(o.modelPath).str();
   ModelSummary summary = summarizeModel(**module, modelName);
@@ -394,12 +390,24 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
     planMissing = llvm::toString(spec.takeError());
   }
 
-  if (o.emit == "sharded") {
+  if (o.emit == "sharded" || o.emit == "partitioned") {
     if (!planResult)
-      return badInput("--emit sharded: {0}", planMissing);
+      return badInput("--emit {0}: {1}", o.emit, planMissing);
     auto sharded = shardForPlan(o, planResult->best.plan, context, diagnostics);
     if (!sharded)
       return sharded.takeError();
+    // --emit partitioned (issue 7): the per-rank SPMD program with its
+    // collectives, over the same mesh as the shardings.
+    if (o.emit == "partitioned") {
+      mlir::dtc::DtcPartitionOptions options;
+      options.mesh = llvm::formatv("dp:{0},tp:{1}", planResult->best.plan.dp,
+                                   planResult->best.plan.tp)
+                         .str();
+      mlir::PassManager pm(&context);
+      pm.addPass(mlir::dtc::createDtcPartition(options));
+      if (mlir::failed(pm.run(**sharded)))
+        return diagnostics.takeError(o.modelPath);
+    }
     (*sharded)->print(out);
     return llvm::Error::success();
   }
@@ -425,6 +433,13 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
     build.modelPath = std::string(absolute);
     build.training.gradAccum = gradAccum;
     build.training.optimizer = o.optimizer;
+    // Recompute hook (docs/recompute.md): the plan's choice (which honours
+    // a --recompute pin), or the pin when no plan was searched.
+    std::string recompute =
+        planResult ? recomputeName(planResult->best.plan.recompute).str()
+                   : o.recompute.value_or("none");
+    build.training.recompute =
+        parseRecomputeMode(recompute).value_or(RecomputeMode::None);
     auto built = buildSingleRankProgram(**runModule, build);
     if (!built)
       return built.takeError();

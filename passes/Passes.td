@@ -94,4 +94,56 @@ def DtcAutodiff : Pass<"dtc-autodiff", "::mlir::ModuleOp"> {
   ];
 }
 
+def DtcPartition : Pass<"dtc-partition", "::mlir::ModuleOp"> {
+  let summary = "Rewrite sharded functions into per-rank SPMD functions";
+  let description = [{
+    Reads the `dtc.sharding` annotations of `dtc-propagate-sharding` over the
+    mesh `mesh` and rewrites every annotated function into the program one
+    rank runs: every tensor type becomes its local shape, parameters their
+    local shards (same name, `dtc.shard` and `dtc.global_type` describe the
+    shard), and collectives are inserted where a value's sharding changes
+    between producer and consumer: all-reduce for a partial sum read whole,
+    reduce-scatter for a partial sum read split, all-gather for a split read
+    replicated, all-to-all for a split that moves to another dim, and a
+    local `dtc.shard_slice` for a replicated value read split. Collectives
+    are `dtc.*_start` + `dtc.wait` pairs, groups named by mesh axes; the
+    function gets `dtc.mesh`. See docs/partition.md.
+  }];
+  let dependentDialects = ["::mlir::dtc::DtcDialect",
+                           "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
+           "Device mesh as name:size pairs, outermost first (dp:2,tp:4); "
+           "the same as propagation's">,
+  ];
+}
+
+def DtcRecompute : Pass<"dtc-recompute", "::mlir::ModuleOp"> {
+  let summary = "Activation recompute (checkpointing) in gradient functions";
+  let description = [{
+    For every function whose result `loss-index` is a 0-d float tensor, the
+    ops up to the one defining the loss are the forward part and the rest
+    the backward part (as buildGradientFunction emits them). `mode=full`
+    keeps only checkpoints alive across the boundary (the inputs of
+    `dtc.layer_norm`/`dtc.rms_norm`, arguments, parameters, constants);
+    `mode=selective` recomputes the values of cheap ops (elementwise,
+    softmax, data movement, reductions, the Q K^T score matmul of unfused
+    attention) that are computable from values saved anyway; `mode=none` changes
+    nothing. Backward reads of a recomputed value go to clones of the
+    forward ops (attribute `dtc.recomputed`), emitted once each, right
+    before their first backward use. See docs/recompute.md.
+  }];
+  let dependentDialects = ["::mlir::dtc::DtcDialect",
+                           "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"full\"",
+           "none, selective or full">,
+    Option<"lossIndex", "loss-index", "unsigned", /*default=*/"0",
+           "Index of the result that is the loss (ends the forward part)">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Emit a remark per function: values saved and recomputed, bytes, "
+           "ops cloned">,
+  ];
+}
+
 #endif // DTC_PASSES_TD

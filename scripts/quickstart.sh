@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The README's first command: installs, builds, and compiles the bundled
-# example (a small GPT exported from PyTorch) for 8 GPUs.
+# The README's first command: installs, builds, compiles the bundled example
+# (a small GPT exported from PyTorch) for 8 GPUs and shows the plan, then
+# compiles it for one device and trains it for 50 steps on the CPU runtime.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -8,3 +9,8 @@ scripts/build.sh
 build="${DTC_BUILD_DIR:-build}"
 "$build/bin/dtc" compile test/models/tiny-gpt.onnx --gpus 8 --seq-len 32 \
   -o "$build/tiny-gpt.dtc"
+"$build/bin/dtc" plan show "$build/tiny-gpt.dtc"
+"$build/bin/dtc" compile test/models/tiny-gpt.onnx --gpus 1 --global-batch 8 \
+  --micro-batch 4 --lr 1e-3 --warmup-steps 5 -o "$build/tiny-gpt-1.dtc"
+python3 test/cli/Inputs/make_tokens.py "$build/tokens.bin" 20000 256
+"$build/bin/dtc" run "$build/tiny-gpt-1.dtc" --steps 50 --data "$build/tokens.bin"

@@ -93,6 +93,8 @@ constexpr double kScaleOutEfficiency = 0.80;
 constexpr double kMemoryEfficiency = 0.85;
 constexpr double kNvlinkLatencyUs = 3;
 constexpr double kScaleOutLatencyUs = 8;
+// FlashAttention-2's backward runs five GEMMs against the forward's two.
+constexpr double kAttentionBackwardRatio = 2.5;
 } // namespace
 
 // From data/hardware.csv: dense peaks, HBM, NVLink (per GPU, both
@@ -145,6 +147,8 @@ static Cluster fromPreset(const Preset &preset, int64_t gpus) {
   cluster.gemmPeakEfficiency = kGemmPeakEfficiency;
   cluster.gemmHalfSize = kGemmHalfSize;
   cluster.memoryEfficiency = kMemoryEfficiency;
+  cluster.attentionEfficiency = 1;
+  cluster.attentionBackwardRatio = kAttentionBackwardRatio;
   return cluster;
 }
 
@@ -375,6 +379,12 @@ llvm::Expected<Cluster> dtc::parseClusterJson(llvm::StringRef text,
     r.number("peak", cluster.gemmPeakEfficiency, ObjectReader::Range::Fraction);
     r.number("half_size", cluster.gemmHalfSize,
              ObjectReader::Range::NonNegative);
+    r.rejectUnknownKeys();
+  }
+  if (const llvm::json::Object *attention = top.child("attention")) {
+    ObjectReader r(*attention, "attention", source, error);
+    r.number("efficiency", cluster.attentionEfficiency);
+    r.number("backward_ratio", cluster.attentionBackwardRatio);
     r.rejectUnknownKeys();
   }
   top.rejectUnknownKeys();

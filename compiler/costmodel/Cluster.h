@@ -61,6 +61,12 @@ struct Cluster {
   double gemmHalfSize = 0;
   /// Achievable fraction of HBM bandwidth for streaming kernels.
   double memoryEfficiency = 1;
+  /// Fused attention: a factor on its efficiency curve, and the time of its
+  /// backward kernel over its forward (FlashAttention-2: five GEMMs against
+  /// two, 2.5). Both differ between attention kernels and machines; `dtc
+  /// calibrate` measures them.
+  double attentionEfficiency = 1;
+  double attentionBackwardRatio = 2.5;
 
   /// Dense peak FLOP/s (not TFLOP/s) for `type`; 0 if unsupported.
   double peakFlops(DType type) const;

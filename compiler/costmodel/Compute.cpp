@@ -18,7 +18,7 @@ double dtc::fusedAttentionEfficiency(double queries, double keys,
                                      double headDim, const Cluster &cluster) {
   if (queries <= 0 || keys <= 0 || headDim <= 0)
     return cluster.gemmPeakEfficiency;
-  return cluster.gemmPeakEfficiency /
+  return cluster.attentionEfficiency * cluster.gemmPeakEfficiency /
          (1 + cluster.gemmHalfSize * (1 / queries + 1 / keys)) * headDim /
          (headDim + 32);
 }

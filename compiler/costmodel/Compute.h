@@ -23,8 +23,9 @@ double gemmEfficiency(double m, double n, double k, const Cluster &cluster);
 /// Fraction of peak a fused (FlashAttention-style) attention kernel reaches:
 /// the GEMM curve over the two sequence lengths, times hd / (hd + 32) for
 /// the head dimension, which sets its inner loops' length (FlashAttention-2
-/// reports 50-73% of A100 peak from head dim 64 to 128). Not calibrated: no
-/// calibration row used a fused kernel.
+/// reports 50-73% of A100 peak from head dim 64 to 128), times the
+/// cluster's attentionEfficiency (1 on the presets; `dtc calibrate` measures
+/// it). Not calibrated on GPUs: no calibration row used a fused kernel.
 double fusedAttentionEfficiency(double queries, double keys, double headDim,
                                 const Cluster &cluster);
 

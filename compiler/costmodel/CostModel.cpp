@@ -257,8 +257,9 @@ static BlockCost blockCost(const Context &c, const LayerParams &params) {
     double rate = cluster.peakFlops(c.type) *
                   fusedAttentionEfficiency(c.sq, c.s, hd, cluster);
     coreForward = flops / rate;
-    // The backward re-forms the scores: five GEMMs against two.
-    coreBackward = 2.5 * coreForward;
+    // The backward re-forms the scores: five GEMMs against two on a GPU
+    // (the cluster's attentionBackwardRatio).
+    coreBackward = cluster.attentionBackwardRatio * coreForward;
   } else {
     LinearTimes scores = linearTimes(c.sq, c.s, hd, heads, c.type, cluster);
     LinearTimes values = linearTimes(c.sq, hd, c.s, heads, c.type, cluster);

@@ -67,43 +67,6 @@ llvm::Expected<program::Program> loadProgram(llvm::StringRef bundle) {
   return p;
 }
 
-/// The runtime tensor of `dtype` holding `host`'s values.
-rt::Tensor toRuntime(const onnx::HostTensor &host, rt::DType dtype) {
-  rt::Tensor t(dtype, host.shape);
-  int64_t n = t.numElements();
-  for (int64_t i = 0; i < n; ++i) {
-    double v =
-        host.isFloat() ? host.floats[i] : static_cast<double>(host.ints[i]);
-    switch (dtype) {
-    case rt::DType::F32:
-      t.as<float>()[i] = static_cast<float>(v);
-      break;
-    case rt::DType::F64:
-      t.as<double>()[i] = v;
-      break;
-    case rt::DType::BF16:
-      t.as<uint16_t>()[i] = rt::floatToBF16(static_cast<float>(v));
-      break;
-    case rt::DType::F16:
-      t.as<uint16_t>()[i] = rt::floatToHalf(static_cast<float>(v));
-      break;
-    case rt::DType::I64:
-      t.as<int64_t>()[i] = static_cast<int64_t>(v);
-      break;
-    case rt::DType::I32:
-      t.as<int32_t>()[i] = static_cast<int32_t>(v);
-      break;
-    case rt::DType::I8:
-      t.as<int8_t>()[i] = static_cast<int8_t>(v);
-      break;
-    default:
-      t.as<uint8_t>()[i] = v != 0;
-      break;
-    }
-  }
-  return t;
-}
-
 std::string shapeText(llvm::ArrayRef<int64_t> shape, rt::DType dtype) {
   std::string s = "[";
   for (auto [i, d] : llvm::enumerate(shape))
@@ -158,7 +121,7 @@ llvm::Error initializeVariables(const program::Program &p,
                         p.model_path(), v.parameter(),
                         shapeText(host->shape, t->dtype()),
                         shapeText(t->shape(), t->dtype()));
-      rt::Tensor value = toRuntime(*host, t->dtype());
+      rt::Tensor value = toRuntimeTensor(*host, t->dtype());
       std::memcpy(t->data(), value.data(), t->bytes());
       continue;
     }
@@ -252,7 +215,7 @@ llvm::Error runInference(const program::Program &p, rt::Executor &executor,
                       what, shapeText(shape, type.dtype()),
                       onnx::shapeString(host->shape),
                       onnx::dataTypeName(host->dataType));
-    args.push_back(toRuntime(*host, type.dtype()));
+    args.push_back(toRuntimeTensor(*host, type.dtype()));
   }
   auto results = executor.run(fn->name(), args);
   if (!results)
@@ -454,6 +417,41 @@ llvm::Error runTraining(const program::Program &p, rt::Executor &executor,
 }
 
 } // namespace
+
+rt::Tensor toRuntimeTensor(const onnx::HostTensor &host, rt::DType dtype) {
+  rt::Tensor t(dtype, host.shape);
+  for (int64_t i = 0, e = host.size(); i < e; ++i) {
+    double v = host.getDouble(i);
+    int64_t n = host.getInt(i);
+    switch (dtype) {
+    case rt::DType::F32:
+      t.as<float>()[i] = static_cast<float>(v);
+      break;
+    case rt::DType::F64:
+      t.as<double>()[i] = v;
+      break;
+    case rt::DType::F16:
+      t.as<uint16_t>()[i] = rt::floatToHalf(static_cast<float>(v));
+      break;
+    case rt::DType::BF16:
+      t.as<uint16_t>()[i] = rt::floatToBF16(static_cast<float>(v));
+      break;
+    case rt::DType::I64:
+      t.as<int64_t>()[i] = n;
+      break;
+    case rt::DType::I32:
+      t.as<int32_t>()[i] = static_cast<int32_t>(n);
+      break;
+    case rt::DType::I8:
+      t.as<int8_t>()[i] = static_cast<int8_t>(n);
+      break;
+    default:
+      t.as<uint8_t>()[i] = n != 0;
+      break;
+    }
+  }
+  return t;
+}
 
 llvm::Error runBundle(const RunOptions &o, llvm::raw_ostream &out) {
   if (!o.backend.empty() && o.backend != "cpu" && o.backend != "cuda")

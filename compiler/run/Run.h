@@ -11,6 +11,8 @@
 #ifndef DTC_COMPILER_RUN_RUN_H
 #define DTC_COMPILER_RUN_RUN_H
 
+#include "runtime/core/Tensor.h"
+
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -19,6 +21,9 @@
 #include <string>
 
 namespace dtc {
+namespace onnx {
+struct HostTensor;
+} // namespace onnx
 
 struct RunOptions {
   std::string bundle;
@@ -33,6 +38,11 @@ struct RunOptions {
   /// Show a progress line ("auto": when stdout is a terminal).
   std::optional<bool> progress;
 };
+
+/// `host` (an ONNX tensor decoded by the frontend) as a runtime tensor of
+/// `dtype`: floats rounded to nearest, integers exact where they fit.
+runtime::Tensor toRuntimeTensor(const onnx::HostTensor &host,
+                                runtime::DType dtype);
 
 /// Runs the bundle; progress and results go to `out`.
 llvm::Error runBundle(const RunOptions &options, llvm::raw_ostream &out);

@@ -24,9 +24,12 @@ def Dtc_Dialect : Dialect {
   }];
   let hasConstantMaterializer = 1;
   let useDefaultAttributePrinterParser = 1;
+  let useDefaultTypePrinterParser = 1;
   let extraClassDeclaration = [{
     /// Registers the attributes of DtcAttrs.td (defined in DtcAttrs.cpp).
     void registerAttributes();
+    /// Registers the types of DtcCollectiveOps.td (DtcCollectiveOps.cpp).
+    void registerTypes();
   }];
 }
 

@@ -10,6 +10,7 @@ using namespace mlir::dtc;
 
 void DtcDialect::initialize() {
   registerAttributes();
+  registerTypes();
   addOperations<
 #define GET_OP_LIST
 #include "dialects/dtc/DtcOps.cpp.inc"

@@ -3,6 +3,7 @@
 #ifndef DTC_DIALECTS_DTC_DTCOPS_H
 #define DTC_DIALECTS_DTC_DTCOPS_H
 
+#include "dialects/dtc/DtcCollectiveOps.h"
 #include "dialects/dtc/DtcDialect.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"

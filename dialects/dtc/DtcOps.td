@@ -428,5 +428,6 @@ def Dtc_CrossEntropyOp : Dtc_ShapedOp<"cross_entropy"> {
 }
 
 include "dialects/dtc/DtcGradOps.td"
+include "dialects/dtc/DtcCollectiveOps.td"
 
 #endif // DTC_OPS_TD

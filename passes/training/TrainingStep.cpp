@@ -269,6 +269,12 @@ buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options) {
     return failure("training step: the model cannot be differentiated (see "
                    "the error above)");
   forward.erase();
+  // Recompute hook (docs/recompute.md): the loss (result 0) ends the
+  // forward part of the gradient function.
+  if (mlir::failed(applyRecompute(*grad, 0, options.recompute)))
+    return failure("training step: {0} recompute failed (see the error "
+                   "above)",
+                   recomputeModeName(options.recompute));
   llvm::SmallVector<GradientResult> params;
   accumulateGradients(*grad, params);
   if (params.empty())

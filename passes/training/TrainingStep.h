@@ -16,6 +16,8 @@
 #ifndef DTC_PASSES_TRAINING_TRAININGSTEP_H
 #define DTC_PASSES_TRAINING_TRAININGSTEP_H
 
+#include "passes/recompute/Recompute.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 
@@ -37,6 +39,9 @@ struct OptimizerConfig {
 struct TrainingStepOptions {
   int64_t gradAccum = 1;
   OptimizerConfig optimizer;
+  // Recompute hook (docs/recompute.md): activation recompute applied to
+  // `micro_step` right after the autodiff.
+  RecomputeMode recompute = RecomputeMode::None;
 };
 
 /// What the step functions need from the runtime.

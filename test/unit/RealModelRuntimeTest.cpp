@@ -17,6 +17,7 @@
 
 #include "RuntimeTestUtil.h"
 
+#include "compiler/run/Run.h"
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/OnnxImporter.h"
 
@@ -73,43 +74,6 @@ rt::DType dtypeOf(mlir::Type type) {
   return rt::parseDType(name);
 }
 
-rt::Tensor toRuntime(const dx::HostTensor &host, rt::DType dtype) {
-  rt::Tensor t(dtype, host.shape);
-  for (int64_t i = 0, e = host.size(); i < e; ++i) {
-    double v = host.getDouble(i);
-    int64_t n = host.getInt(i);
-    switch (dtype) {
-    case rt::DType::F32:
-      t.as<float>()[i] = static_cast<float>(v);
-      break;
-    case rt::DType::F64:
-      t.as<double>()[i] = v;
-      break;
-    case rt::DType::F16:
-      t.as<uint16_t>()[i] = rt::floatToHalf(static_cast<float>(v));
-      break;
-    case rt::DType::BF16:
-      t.as<uint16_t>()[i] = rt::floatToBF16(static_cast<float>(v));
-      break;
-    case rt::DType::I64:
-      t.as<int64_t>()[i] = n;
-      break;
-    case rt::DType::I32:
-      t.as<int32_t>()[i] = static_cast<int32_t>(n);
-      break;
-    case rt::DType::I8:
-      t.as<int8_t>()[i] = static_cast<int8_t>(n);
-      break;
-    case rt::DType::BOOL:
-      t.as<uint8_t>()[i] = n != 0;
-      break;
-    default:
-      break;
-    }
-  }
-  return t;
-}
-
 std::optional<dx::HostTensor> readTensorPb(const std::string &path) {
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
@@ -134,7 +98,8 @@ std::map<std::string, rt::Tensor> readParameters(const std::string &path) {
     auto tensor = dx::decodeTensor(init, "", error);
     EXPECT_TRUE(tensor.has_value()) << init.name() << ": " << error;
     if (tensor && tensor->isFloat())
-      params[init.name()] = toRuntime(*tensor, dtypeOfOnnx(tensor->dataType));
+      params[init.name()] =
+          dtc::toRuntimeTensor(*tensor, dtypeOfOnnx(tensor->dataType));
   }
   return params;
 }
@@ -174,7 +139,8 @@ double runCase(const ModelCase &c, bool raise) {
       ADD_FAILURE() << c.name << ": cannot read " << file;
       return INFINITY;
     }
-    args.push_back(toRuntime(*host, dtypeOf(main.getArgumentTypes()[i])));
+    args.push_back(
+        dtc::toRuntimeTensor(*host, dtypeOf(main.getArgumentTypes()[i])));
   }
   auto outputs =
       ::dtc::test::runOnCpu(**module, "main", args, readParameters(c.path));

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Driver.h"
+#include "compiler/calibrate/Calibrate.h"
 #include "compiler/inspect/Inspect.h"
 #include "compiler/run/Run.h"
 #include "compiler/support/Error.h"
@@ -369,6 +370,28 @@ void addModelgen(CLI::App &app, ModelgenArgs &a, Action &action) {
   gen->callback([&] { action = [&a] { return runModelgen(a); }; });
 }
 
+/// `dtc calibrate`: measures this machine and writes a cluster file.
+struct CalibrateArgs {
+  std::string output = "calibrated.json";
+  bool quick = false;
+};
+
+void addCalibrate(CLI::App &app, CalibrateArgs &a, Action &action) {
+  CLI::App *cmd = app.add_subcommand(
+      "calibrate", "Measure this machine (CPU runtime kernels) and write a "
+                   "cluster file for --cluster");
+  cmd->add_option("-o", a.output, "Cluster file to write (.json)")
+      ->capture_default_str();
+  cmd->add_flag("--quick", a.quick, "Fewer, smaller benchmarks (seconds)");
+  cmd->callback([&a, &action] {
+    action = [&a] {
+      dtc::calibrate::Options options;
+      options.quick = a.quick;
+      return dtc::calibrate::runCalibrate(options, a.output, llvm::outs());
+    };
+  });
+}
+
 /// One `dtc: error:` line for a parse error, naming the command to ask for
 /// help.
 int reportParseError(const CLI::App &app, const CLI::Error &e) {
@@ -400,11 +423,13 @@ int main(int argc, char **argv) {
   dtc::RunOptions runOptions;
   PendingArgs pending;
   ModelgenArgs modelgenArgs;
+  CalibrateArgs calibrateArgs;
   addCompile(app, compileOptions, action);
   addPlan(app, pending, action);
   addRun(app, runOptions, pending, action);
   addCkpt(app, pending, action);
   addModelgen(app, modelgenArgs, action);
+  addCalibrate(app, calibrateArgs, action);
 
   // CLI11 reports an unknown command as a missing one; name it instead.
   if (argc > 1 && argv[1][0] != '-') {

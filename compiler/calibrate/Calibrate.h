@@ -1,0 +1,112 @@
+//===- Calibrate.h - dtc calibrate: measure this machine --------*- C++ -*-===//
+//
+// Measures the present machine by running the CPU runtime's own kernels
+// (dtc.matmul over several GEMM shapes, dtc.add for memory bandwidth,
+// dtc.attention and its gradient) and fits the cost model's few constants,
+// so that `dtc compile --cluster FILE.json` predicts CPU-backend step times
+// (docs/cost-model.md, "Calibrating on this machine"). The machine is
+// described as one "GPU".
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_COMPILER_CALIBRATE_CALIBRATE_H
+#define DTC_COMPILER_CALIBRATE_CALIBRATE_H
+
+#include "compiler/costmodel/Cluster.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtc::calibrate {
+
+/// One timed GEMM C[M,N] = A[M,K] B[K,N].
+struct GemmSample {
+  int64_t m = 0, n = 0, k = 0;
+  double seconds = 0;
+  double flops() const { return 2.0 * m * n * k; }
+};
+
+/// The cost model's GEMM curve fitted to measurements: a GEMM of shape
+/// (M, N, K) runs at peakFlops / (1 + halfSize (1/M + 1/N + 1/K)).
+struct GemmFit {
+  double peakFlops = 0;
+  double halfSize = 0;
+  /// |predicted / measured - 1| of the samples' times under the fit.
+  double medianError = 0;
+  double worstError = 0;
+};
+
+/// Fits the curve by weighted least squares on seconds per FLOP, which is
+/// linear in x = 1/M + 1/N + 1/K: y = (1 + H x) / R. Weights 1/y^2 make the
+/// residuals relative, so small and large GEMMs count alike. A negative
+/// slope (small shapes no slower) fits H = 0. Needs two samples with
+/// different x.
+llvm::Expected<GemmFit> fitGemmCurve(llvm::ArrayRef<GemmSample> samples);
+
+/// Seconds the fitted curve predicts for one GEMM.
+double gemmSeconds(const GemmFit &fit, int64_t m, int64_t n, int64_t k);
+
+/// Fused attention forward and backward of one shape, timed.
+struct AttentionSample {
+  int64_t batch = 0, heads = 0, seq = 0, headDim = 0;
+  bool causal = true;
+  double forwardSeconds = 0, backwardSeconds = 0;
+  /// Forward FLOPs as the cost model counts them (4 b a s^2 d, halved when
+  /// causal).
+  double forwardFlops() const {
+    return 4.0 * batch * heads * seq * seq * headDim * (causal ? 0.5 : 1);
+  }
+};
+
+/// Everything `dtc calibrate` measured.
+struct Measurements {
+  std::string cpu;     ///< Model name from /proc/cpuinfo, or "CPU".
+  int threads = 1;     ///< OpenMP threads the kernels ran on.
+  double memoryBytes = 0;
+  std::vector<GemmSample> gemms;
+  double streamBytes = 0, streamSeconds = 0; ///< dtc.add, a + b -> c.
+  double copyBytes = 0, copySeconds = 0;     ///< memcpy, read + write.
+  AttentionSample attention;
+  double perOpSeconds = 0; ///< dtc.add on one element: the call overhead.
+
+  double streamBytesPerSecond() const {
+    return streamSeconds > 0 ? streamBytes / streamSeconds : 0;
+  }
+};
+
+struct Options {
+  /// Fewer, smaller shapes and repetitions: a second or two.
+  bool quick = false;
+};
+
+/// Runs the micro-benchmarks; progress lines go to `log` if given.
+llvm::Expected<Measurements> measure(const Options &options,
+                                     llvm::raw_ostream *log = nullptr);
+
+/// This machine as a one-GPU cluster: every peak (bf16, fp16, tf32; the CPU
+/// computes all of them in fp32) is the fitted GEMM rate with
+/// gemm_efficiency.peak = 1, the "HBM" is main memory at the bandwidth
+/// dtc.add reaches with memory_efficiency = 1, and both links are memory
+/// copies (the multi-rank CPU runtime does not exist yet to measure
+/// collectives).
+Cluster clusterFromMeasurements(const Measurements &m, const GemmFit &fit,
+                                llvm::StringRef name);
+
+/// `cluster` as a complete `dtc.cluster/1` document (every key, so nothing
+/// falls back to a GPU default).
+std::string clusterToJson(const Cluster &cluster);
+
+/// `dtc calibrate`: measure, fit, print what was measured and fitted, and
+/// write the cluster file to `outputPath` atomically (a temporary file
+/// renamed into place).
+llvm::Error runCalibrate(const Options &options, llvm::StringRef outputPath,
+                         llvm::raw_ostream &out);
+
+} // namespace dtc::calibrate
+
+#endif // DTC_COMPILER_CALIBRATE_CALIBRATE_H

@@ -1,0 +1,326 @@
+//===- DtcCollectiveOps.cpp - collectives, wait, async handles ------------===//
+//
+// Verifiers and shape rules of the ops in DtcCollectiveOps.td. A collective's
+// group is named by mesh axes; its size is the product of their sizes in the
+// mesh of the enclosing function or module (`dtc.mesh`), which is what the
+// local-shape rules need.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/dtc/DtcCollectiveOps.h"
+#include "dialects/dtc/DtcOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::dtc;
+
+#define GET_TYPEDEF_CLASSES
+#include "dialects/dtc/DtcCollectiveTypes.cpp.inc"
+
+void DtcDialect::registerTypes() {
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "dialects/dtc/DtcCollectiveTypes.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// DeviceMesh
+//===----------------------------------------------------------------------===//
+
+std::optional<DeviceMesh> DeviceMesh::parse(StringRef text,
+                                            std::string &error) {
+  DeviceMesh mesh;
+  for (StringRef item : llvm::split(text, ',')) {
+    item = item.trim();
+    if (item.empty())
+      continue;
+    auto [name, size] = item.split(':');
+    Axis axis{name.trim().str(), 0};
+    if (axis.name.empty() || size.trim().getAsInteger(10, axis.size) ||
+        axis.size < 1) {
+      error = ("invalid mesh \"" + text +
+               "\": expected name:size pairs such as dp:2,tp:4")
+                  .str();
+      return std::nullopt;
+    }
+    if (mesh.find(axis.name)) {
+      error = "mesh axis \"" + axis.name + "\" appears twice";
+      return std::nullopt;
+    }
+    mesh.axes.push_back(std::move(axis));
+  }
+  return mesh;
+}
+
+std::optional<DeviceMesh> DeviceMesh::lookup(Operation *op) {
+  for (; op; op = op->getParentOp())
+    if (auto text = op->getAttrOfType<StringAttr>(kMeshAttrName)) {
+      std::string error;
+      return parse(text.getValue(), error);
+    }
+  return std::nullopt;
+}
+
+std::optional<size_t> DeviceMesh::find(StringRef name) const {
+  for (auto [i, axis] : llvm::enumerate(axes))
+    if (axis.name == name)
+      return i;
+  return std::nullopt;
+}
+
+int64_t DeviceMesh::numRanks() const {
+  int64_t n = 1;
+  for (const Axis &axis : axes)
+    n *= axis.size;
+  return n;
+}
+
+std::string DeviceMesh::str() const {
+  std::string text;
+  for (auto [i, axis] : llvm::enumerate(axes))
+    text += (i ? "," : "") + axis.name + ":" + std::to_string(axis.size);
+  return text;
+}
+
+//===----------------------------------------------------------------------===//
+// AsyncType
+//===----------------------------------------------------------------------===//
+
+LogicalResult AsyncType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                Type valueType) {
+  if (isa<NoneType>(valueType))
+    return success();
+  auto tensor = dyn_cast<RankedTensorType>(valueType);
+  if (!tensor || !tensor.hasStaticShape())
+    return emitError() << "!dtc.async holds a static tensor or none, got "
+                       << valueType;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shared checks
+//===----------------------------------------------------------------------===//
+
+/// The number of ranks in the group named by `axes`, from the enclosing mesh.
+static FailureOr<int64_t> groupSize(Operation *op, ArrayAttr axes) {
+  if (axes.empty())
+    return op->emitOpError("needs at least one mesh axis");
+  std::optional<DeviceMesh> mesh = DeviceMesh::lookup(op);
+  if (!mesh)
+    return op->emitOpError("needs a valid `dtc.mesh` attribute on its "
+                           "function or module to size its group");
+  int64_t size = 1;
+  llvm::SmallVector<StringRef> seen;
+  for (Attribute attr : axes) {
+    StringRef name = cast<StringAttr>(attr).getValue();
+    if (llvm::is_contained(seen, name))
+      return op->emitOpError("names mesh axis \"") << name << "\" twice";
+    seen.push_back(name);
+    std::optional<size_t> index = mesh->find(name);
+    if (!index)
+      return op->emitOpError("uses mesh axis \"")
+             << name << "\", which is not in the mesh (" << mesh->str() << ")";
+    size *= mesh->axes[*index].size;
+  }
+  return size;
+}
+
+static LogicalResult verifyReduction(Operation *op, StringRef reduction) {
+  if (reduction != "sum" && reduction != "max" && reduction != "min")
+    return op->emitOpError("reduction must be sum, max or min, got \"")
+           << reduction << "\"";
+  return success();
+}
+
+/// A start's handle is waited exactly once, by a `dtc.wait` in its block.
+static LogicalResult verifyHandleUse(Operation *op, Value handle) {
+  if (!handle.hasOneUse())
+    return op->emitOpError("handle must have exactly one use, a dtc.wait");
+  Operation *user = *handle.getUsers().begin();
+  if (!isa<WaitOp>(user) || user->getBlock() != op->getBlock())
+    return op->emitOpError("handle must be used by a dtc.wait in the same "
+                           "block");
+  return success();
+}
+
+/// The tensor a start's handle carries.
+static FailureOr<RankedTensorType> handleTensor(Operation *op, Value handle) {
+  auto tensor = dyn_cast<RankedTensorType>(
+      cast<AsyncType>(handle.getType()).getValueType());
+  if (!tensor)
+    return op->emitOpError("handle must carry a tensor, got ")
+           << handle.getType();
+  return tensor;
+}
+
+/// `whole` is `part` with dim `dim` `n` times larger; `block` (0: whole dim)
+/// must split into `n` runs.
+static LogicalResult verifySplitDim(Operation *op, RankedTensorType whole,
+                                    RankedTensorType part, int64_t dim,
+                                    int64_t block, int64_t n,
+                                    StringRef wholeName, StringRef partName) {
+  if (whole.getElementType() != part.getElementType())
+    return op->emitOpError("element types differ: ")
+           << whole.getElementType() << " vs " << part.getElementType();
+  if (whole.getRank() != part.getRank())
+    return op->emitOpError("ranks differ: ")
+           << whole.getRank() << " vs " << part.getRank();
+  if (dim < 0 || dim >= whole.getRank())
+    return op->emitOpError("dim ")
+           << dim << " is out of range for rank " << whole.getRank();
+  int64_t size = whole.getDimSize(dim);
+  int64_t run = block ? block : size;
+  if (block < 0 || size % run || run % n)
+    return op->emitOpError("dim ")
+           << dim << " of size " << size
+           << (block ? " (block " + std::to_string(block) + ")" : "")
+           << " does not split over a group of " << n;
+  for (int64_t d = 0; d < whole.getRank(); ++d) {
+    int64_t expected = d == dim ? size / n : whole.getDimSize(d);
+    if (part.getDimSize(d) != expected)
+      return op->emitOpError("the ")
+             << partName << " must have size " << expected << " in dim " << d
+             << " (the " << wholeName << " divided over a group of " << n
+             << "), got " << part.getDimSize(d);
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Starts
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllReduceStartOp::verify() {
+  FailureOr<int64_t> n = groupSize(*this, getMeshAxes());
+  if (failed(n) || failed(verifyReduction(*this, getReduction())) ||
+      failed(verifyHandleUse(*this, getHandle())))
+    return failure();
+  FailureOr<RankedTensorType> result = handleTensor(*this, getHandle());
+  if (failed(result))
+    return failure();
+  if (*result != getInput().getType())
+    return emitOpError("handle must carry the input type ")
+           << getInput().getType() << ", got " << *result;
+  return success();
+}
+
+LogicalResult AllGatherStartOp::verify() {
+  FailureOr<int64_t> n = groupSize(*this, getMeshAxes());
+  if (failed(n) || failed(verifyHandleUse(*this, getHandle())))
+    return failure();
+  FailureOr<RankedTensorType> result = handleTensor(*this, getHandle());
+  if (failed(result))
+    return failure();
+  return verifySplitDim(*this, *result, getInput().getType(), getDim(),
+                        getBlock(), *n, "result", "input");
+}
+
+LogicalResult ReduceScatterStartOp::verify() {
+  FailureOr<int64_t> n = groupSize(*this, getMeshAxes());
+  if (failed(n) || failed(verifyReduction(*this, getReduction())) ||
+      failed(verifyHandleUse(*this, getHandle())))
+    return failure();
+  FailureOr<RankedTensorType> result = handleTensor(*this, getHandle());
+  if (failed(result))
+    return failure();
+  return verifySplitDim(*this, getInput().getType(), *result, getDim(),
+                        getBlock(), *n, "input", "result");
+}
+
+LogicalResult AllToAllStartOp::verify() {
+  FailureOr<int64_t> n = groupSize(*this, getMeshAxes());
+  if (failed(n) || failed(verifyHandleUse(*this, getHandle())))
+    return failure();
+  FailureOr<RankedTensorType> result = handleTensor(*this, getHandle());
+  if (failed(result))
+    return failure();
+  RankedTensorType input = getInput().getType();
+  int64_t rank = input.getRank();
+  int64_t split = getSplitDim(), concat = getConcatDim();
+  if (split < 0 || split >= rank || concat < 0 || concat >= rank)
+    return emitOpError("split_dim and concat_dim must be in [0, ")
+           << rank << ")";
+  if (split == concat)
+    return emitOpError("split_dim and concat_dim must differ");
+  if (input.getDimSize(split) % *n)
+    return emitOpError("split_dim ")
+           << split << " of size " << input.getDimSize(split)
+           << " does not split over a group of " << *n;
+  SmallVector<int64_t> shape(input.getShape());
+  shape[split] /= *n;
+  shape[concat] *= *n;
+  auto expected = RankedTensorType::get(shape, input.getElementType());
+  if (*result != expected)
+    return emitOpError("handle must carry ")
+           << expected << " (split_dim divided, concat_dim multiplied by " << *n
+           << "), got " << *result;
+  return success();
+}
+
+/// Send and receive: one axis, a peer that exists on it.
+static LogicalResult verifyPeer(Operation *op, ArrayAttr axes, int64_t offset) {
+  if (axes.size() != 1)
+    return op->emitOpError("needs exactly one mesh axis, got ") << axes.size();
+  FailureOr<int64_t> n = groupSize(op, axes);
+  if (failed(n))
+    return failure();
+  if (offset == 0 || std::abs(offset) >= *n)
+    return op->emitOpError("peer_offset must be non-zero and within the "
+                           "axis of size ")
+           << *n << ", got " << offset;
+  return success();
+}
+
+LogicalResult SendStartOp::verify() {
+  if (failed(verifyPeer(*this, getMeshAxes(), getPeerOffset())) ||
+      failed(verifyHandleUse(*this, getHandle())))
+    return failure();
+  if (!isa<NoneType>(getHandle().getType().getValueType()))
+    return emitOpError("handle must be !dtc.async<none>, got ")
+           << getHandle().getType();
+  return success();
+}
+
+LogicalResult RecvStartOp::verify() {
+  if (failed(verifyPeer(*this, getMeshAxes(), getPeerOffset())) ||
+      failed(verifyHandleUse(*this, getHandle())))
+    return failure();
+  return handleTensor(*this, getHandle());
+}
+
+//===----------------------------------------------------------------------===//
+// Wait and shard_slice
+//===----------------------------------------------------------------------===//
+
+LogicalResult WaitOp::inferReturnTypes(MLIRContext *,
+                                       std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
+  auto handle = dyn_cast<AsyncType>(adaptor.getHandle().getType());
+  if (!handle)
+    return emitOptionalError(loc, "dtc.wait needs a !dtc.async handle");
+  if (!isa<NoneType>(handle.getValueType()))
+    types.push_back(handle.getValueType());
+  return success();
+}
+
+LogicalResult WaitOp::verify() {
+  Operation *start = getHandle().getDefiningOp();
+  if (!start || !isa<AllReduceStartOp, AllGatherStartOp, ReduceScatterStartOp,
+                     AllToAllStartOp, SendStartOp, RecvStartOp>(start))
+    return emitOpError("handle must be the result of a dtc.*_start op");
+  return success();
+}
+
+LogicalResult ShardSliceOp::verify() {
+  FailureOr<int64_t> n = groupSize(*this, getMeshAxes());
+  if (failed(n))
+    return failure();
+  return verifySplitDim(*this, getInput().getType(), getOutput().getType(),
+                        getDim(), getBlock(), *n, "input", "result");
+}

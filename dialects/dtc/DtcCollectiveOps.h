@@ -1,0 +1,54 @@
+//===- DtcCollectiveOps.h - async handle type and device meshes -*- C++ -*-===//
+//
+// The `!dtc.async<T>` handle of the collective ops (DtcCollectiveOps.td) and
+// the device mesh their groups are named in.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_DIALECTS_DTC_DTCCOLLECTIVEOPS_H
+#define DTC_DIALECTS_DTC_DTCCOLLECTIVEOPS_H
+
+#include "dialects/dtc/DtcDialect.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <optional>
+#include <string>
+
+#define GET_TYPEDEF_CLASSES
+#include "dialects/dtc/DtcCollectiveTypes.h.inc"
+
+namespace mlir::dtc {
+
+/// Named axes of a device grid, outermost first: "dp:2,tp:4" is 8 ranks,
+/// rank = dp * 4 + tp.
+struct DeviceMesh {
+  struct Axis {
+    std::string name;
+    int64_t size;
+  };
+  llvm::SmallVector<Axis, 4> axes;
+
+  /// Parses "name:size,..." (empty text: no axes); on failure `error` says
+  /// why.
+  static std::optional<DeviceMesh> parse(llvm::StringRef text,
+                                         std::string &error);
+  /// The mesh of the nearest op enclosing (or being) `op` that has a
+  /// `dtc.mesh` string attribute; none when there is none or it is invalid.
+  static std::optional<DeviceMesh> lookup(Operation *op);
+
+  std::optional<size_t> find(llvm::StringRef name) const;
+  int64_t numRanks() const;
+  /// "dp:2,tp:4".
+  std::string str() const;
+};
+
+/// Name of the attribute that holds the mesh text on a function or module.
+inline constexpr llvm::StringLiteral kMeshAttrName = "dtc.mesh";
+
+} // namespace mlir::dtc
+
+#endif // DTC_DIALECTS_DTC_DTCCOLLECTIVEOPS_H

@@ -1,0 +1,177 @@
+//===- DtcCollectiveOps.td - dtc collectives and async handles -*- tablegen -*-//
+//
+// The ops that partitioning (dtc-partition) inserts into per-rank SPMD
+// functions: collectives over groups named by mesh axes, split into a start
+// that returns an async handle and a `dtc.wait` that yields the result, so a
+// scheduling pass can move the start early and the wait late. Included from
+// DtcOps.td; verifiers and shape rules in DtcCollectiveOps.cpp.
+//
+// Group sizes come from the mesh of the enclosing function or module (a
+// `dtc.mesh = "dp:2,tp:4"` attribute, outermost axis first), so one program
+// text serves every rank: a group is "the ranks that differ from me only in
+// these axes", never a list of rank numbers. See docs/partition.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_COLLECTIVE_OPS_TD
+#define DTC_COLLECTIVE_OPS_TD
+
+include "dialects/dtc/DtcBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// The async handle type
+//===----------------------------------------------------------------------===//
+
+def Dtc_AsyncType : TypeDef<Dtc_Dialect, "Async"> {
+  let mnemonic = "async";
+  let summary = "A communication in flight; `dtc.wait` yields its result";
+  let description = [{
+    `!dtc.async<tensor<8x64xf32>>` is the handle of a started collective
+    whose result is that tensor; `!dtc.async<none>` the handle of a send,
+    which has no result. A handle is waited exactly once.
+  }];
+  let parameters = (ins "::mlir::Type":$valueType);
+  let assemblyFormat = "`<` $valueType `>`";
+  let genVerifyDecl = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Collective starts
+//===----------------------------------------------------------------------===//
+
+// A started communication: it reads and writes memory no other op sees (the
+// network), so nothing may delete, merge or reorder it across other
+// collectives; every rank issues the same collectives in the same order.
+class Dtc_StartOp<string mnemonic, list<Trait> traits = []>
+    : Dtc_Op<mnemonic, !listconcat(traits,
+                                   [MemoryEffects<[MemRead, MemWrite]>])> {
+  let results = (outs Dtc_AsyncType:$handle);
+  let hasVerifier = 1;
+}
+
+def Dtc_AllReduceStartOp : Dtc_StartOp<"all_reduce_start"> {
+  let summary = "Start an all-reduce over the ranks of mesh axes";
+  let description = [{
+    Every rank of the group (the ranks that differ only in `mesh_axes`)
+    receives the elementwise `reduction` (`sum`, `max` or `min`) of the
+    group's inputs; the result has the input's type.
+
+    ```mlir
+    %h = dtc.all_reduce_start %x {mesh_axes = ["tp"]} : tensor<2x8x64xf32> -> !dtc.async<tensor<2x8x64xf32>>
+    %y = dtc.wait %h : !dtc.async<tensor<2x8x64xf32>>
+    ```
+  }];
+  let arguments = (ins Dtc_Tensor:$input, StrArrayAttr:$mesh_axes,
+                   DefaultValuedStrAttr<StrAttr, "sum">:$reduction);
+  let assemblyFormat =
+      "$input attr-dict `:` type($input) `->` qualified(type($handle))";
+}
+
+def Dtc_AllGatherStartOp : Dtc_StartOp<"all_gather_start"> {
+  let summary = "Start an all-gather along one dimension";
+  let description = [{
+    Concatenates the group's inputs along `dim` in the order of the ranks'
+    coordinates on `mesh_axes` (outermost first): the result's `dim` is
+    `n` times the input's, `n` the group size. With `block = B` the
+    dimension is interleaved (`#dtc.sharding`'s `:B`): the result's `dim` is
+    read as `[size / B, B]` and each run of `B` is gathered from the runs of
+    `B / n` of the inputs.
+  }];
+  let arguments = (ins Dtc_Tensor:$input, StrArrayAttr:$mesh_axes,
+                   I64Attr:$dim, DefaultValuedAttr<I64Attr, "0">:$block);
+  let assemblyFormat =
+      "$input attr-dict `:` type($input) `->` qualified(type($handle))";
+}
+
+def Dtc_ReduceScatterStartOp : Dtc_StartOp<"reduce_scatter_start"> {
+  let summary = "Start a reduce-scatter along one dimension";
+  let description = [{
+    The `reduction` of the group's inputs, of which each rank keeps the
+    part of `dim` at its coordinate on `mesh_axes`: the result's `dim` is
+    the input's divided by the group size (`block` as for all-gather).
+  }];
+  let arguments = (ins Dtc_Tensor:$input, StrArrayAttr:$mesh_axes,
+                   I64Attr:$dim, DefaultValuedAttr<I64Attr, "0">:$block,
+                   DefaultValuedStrAttr<StrAttr, "sum">:$reduction);
+  let assemblyFormat =
+      "$input attr-dict `:` type($input) `->` qualified(type($handle))";
+}
+
+def Dtc_AllToAllStartOp : Dtc_StartOp<"all_to_all_start"> {
+  let summary = "Start an all-to-all: move a split from one dim to another";
+  let description = [{
+    Each rank splits its input along `split_dim` into `n` parts, sends part
+    `i` to the rank at coordinate `i` and concatenates what it receives
+    along `concat_dim`: `split_dim` shrinks by `n`, `concat_dim` grows by
+    `n`.
+  }];
+  let arguments = (ins Dtc_Tensor:$input, StrArrayAttr:$mesh_axes,
+                   I64Attr:$split_dim, I64Attr:$concat_dim);
+  let assemblyFormat =
+      "$input attr-dict `:` type($input) `->` qualified(type($handle))";
+}
+
+def Dtc_SendStartOp : Dtc_StartOp<"send_start"> {
+  let summary = "Start sending a tensor to a peer along one mesh axis";
+  let description = [{
+    The peer is the rank whose coordinate on the single axis of
+    `mesh_axes` is this rank's plus `peer_offset`, all other coordinates
+    equal (a pipeline neighbour). The handle is `!dtc.async<none>`: its wait
+    says the buffer may be reused. Only ranks that have such a peer may run
+    it (pipeline stages are separate functions).
+  }];
+  let arguments = (ins Dtc_Tensor:$input, StrArrayAttr:$mesh_axes,
+                   I64Attr:$peer_offset);
+  let assemblyFormat =
+      "$input attr-dict `:` type($input) `->` qualified(type($handle))";
+}
+
+def Dtc_RecvStartOp : Dtc_StartOp<"recv_start"> {
+  let summary = "Start receiving a tensor from a peer along one mesh axis";
+  let description = [{
+    The matching half of `dtc.send_start`: receives the tensor of the
+    handle's type from the rank at `peer_offset` along the axis.
+  }];
+  let arguments = (ins StrArrayAttr:$mesh_axes, I64Attr:$peer_offset);
+  let assemblyFormat = "attr-dict `:` qualified(type($handle))";
+}
+
+//===----------------------------------------------------------------------===//
+// Wait and local slicing
+//===----------------------------------------------------------------------===//
+
+def Dtc_WaitOp : Dtc_Op<"wait", [MemoryEffects<[MemRead, MemWrite]>,
+                                 InferTypeOpAdaptor]> {
+  let summary = "Wait for a started communication; yields its result";
+  let description = [{
+    Blocks until the communication of `handle` (the result of a
+    `dtc.*_start` in the same block) is complete and yields its tensor
+    (nothing for a send).
+  }];
+  let arguments = (ins Dtc_AsyncType:$handle);
+  let results = (outs Optional<Dtc_Tensor>:$output);
+  let assemblyFormat = "$handle attr-dict `:` qualified(type($handle))";
+  let hasVerifier = 1;
+}
+
+def Dtc_ShardSliceOp : Dtc_Op<"shard_slice", [Pure]> {
+  let summary = "This rank's part of a replicated value (no communication)";
+  let description = [{
+    Keeps the part of `dim` at this rank's coordinate on `mesh_axes`
+    (outermost first): the result's `dim` is the input's divided by the
+    group size (`block` as for all-gather). Turns a replicated value into a
+    split one without moving data.
+  }];
+  let arguments = (ins Dtc_Tensor:$input, StrArrayAttr:$mesh_axes,
+                   I64Attr:$dim, DefaultValuedAttr<I64Attr, "0">:$block);
+  let results = (outs Dtc_Tensor:$output);
+  let assemblyFormat =
+      "$input attr-dict `:` type($input) `->` type($output)";
+  let hasVerifier = 1;
+}
+
+#endif // DTC_COLLECTIVE_OPS_TD

@@ -1,0 +1,841 @@
+//===- Partition.cpp - sharded functions to per-rank SPMD functions ------===//
+//
+// dtc-partition: reads the `dtc.sharding` annotations that
+// dtc-propagate-sharding wrote and rebuilds each annotated function as the
+// program one rank runs. Ops are copied in order into a new body whose types
+// are local shapes; before each op, every operand is brought from the layout
+// its producer left it in to the layout the op reads it in, with
+// collectives (`dtc.*_start` + `dtc.wait`) or a local `dtc.shard_slice`.
+// The layouts an op reads follow from its sharding rule (loops + indexing
+// maps) and the annotated shardings of its results, so the pass needs no
+// per-op pattern. docs/partition.md explains the design.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/dtc/DtcAttrs.h"
+#include "dialects/dtc/DtcCollectiveOps.h"
+#include "dialects/dtc/DtcOps.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <map>
+
+namespace mlir::dtc {
+#define GEN_PASS_DEF_DTCPARTITION
+#include "passes/Passes.h.inc"
+} // namespace mlir::dtc
+
+using namespace mlir;
+using namespace mlir::dtc;
+using utils::IteratorType;
+
+namespace {
+
+constexpr StringLiteral kShardingAttr = "dtc.sharding";
+
+/// A value's layout over the mesh, per axis: the dim it splits (-1: none),
+/// that dim's interleave block (0: whole dim) and whether the value is a
+/// partial sum over the axis. One axis per dim at most.
+struct Layout {
+  SmallVector<int64_t, 4> dim;
+  SmallVector<int64_t, 4> block;
+  SmallVector<bool, 4> partial;
+
+  static Layout replicated(size_t numAxes) {
+    return Layout{SmallVector<int64_t, 4>(numAxes, -1),
+                  SmallVector<int64_t, 4>(numAxes, 0),
+                  SmallVector<bool, 4>(numAxes, false)};
+  }
+  bool splits(size_t a) const { return dim[a] >= 0; }
+  bool isPartial() const { return llvm::is_contained(partial, true); }
+  Layout dimsOnly() const {
+    Layout l = *this;
+    l.partial.assign(l.partial.size(), false);
+    return l;
+  }
+  bool operator==(const Layout &o) const {
+    return dim == o.dim && block == o.block && partial == o.partial;
+  }
+  std::string key() const {
+    std::string k;
+    for (size_t a = 0; a < dim.size(); ++a)
+      k += std::to_string(dim[a]) + ":" + std::to_string(block[a]) +
+           (partial[a] ? "p," : ",");
+    return k;
+  }
+};
+
+/// `d` or `d + c` with `d` a loop.
+bool matchShifted(AffineExpr expr, int64_t &loop, int64_t &offset) {
+  offset = 0;
+  if (auto bin = dyn_cast<AffineBinaryOpExpr>(expr);
+      bin && bin.getKind() == AffineExprKind::Add) {
+    auto c = dyn_cast<AffineConstantExpr>(bin.getRHS());
+    if (!c)
+      return false;
+    offset = c.getValue();
+    expr = bin.getLHS();
+  }
+  auto d = dyn_cast<AffineDimExpr>(expr);
+  if (!d)
+    return false;
+  loop = d.getPosition();
+  return true;
+}
+
+/// Gradient ops whose weight-like results sum over a parallel loop they do
+/// not index (as in propagation).
+bool sumsOverParallelLoops(Operation *op) {
+  return isa<LayerNormGradOp, RmsNormGradOp, AttentionGradOp>(op);
+}
+
+class Partitioner {
+public:
+  Partitioner(const DeviceMesh &mesh, MLIRContext *ctx)
+      : mesh(mesh), builder(ctx) {}
+  LogicalResult run(func::FuncOp func);
+
+private:
+  const DeviceMesh &mesh;
+  OpBuilder builder;
+  /// Global types of the original values (the new body holds local ones).
+  DenseMap<Value, RankedTensorType> globalType;
+  /// Per original value: the local value and the layout it is in.
+  DenseMap<Value, std::pair<Value, Layout>> current;
+  /// Per original value and layout: a local value already resharded.
+  DenseMap<Value, std::map<std::string, Value>> resharded;
+
+  size_t numAxes() const { return mesh.axes.size(); }
+  int64_t axisSize(size_t a) const { return mesh.axes[a].size; }
+  StringAttr axisName(size_t a) {
+    return builder.getStringAttr(mesh.axes[a].name);
+  }
+
+  FailureOr<Layout> fromAttr(Attribute attr, RankedTensorType type,
+                             Location loc);
+  Attribute toAttr(const Layout &layout, RankedTensorType type);
+  RankedTensorType localType(RankedTensorType global, const Layout &layout);
+  FailureOr<Value> reshard(Value original, const Layout &to, Location loc);
+  Value startAndWait(Operation *start);
+  FailureOr<SmallVector<Layout>> resultLayouts(Operation *op);
+  LogicalResult partitionRuleOp(ShardingRuleOpInterface rule);
+  LogicalResult partitionReshape(ReshapeOp op);
+  LogicalResult partitionOther(Operation *op, const Layout *operandLayout);
+  LogicalResult copyOp(Operation *op, ArrayRef<Layout> operandLayouts,
+                       ArrayRef<Layout> results);
+  void scaleResult(Operation *newOp, unsigned index, int64_t divisor);
+};
+
+FailureOr<Layout> Partitioner::fromAttr(Attribute attr, RankedTensorType type,
+                                        Location loc) {
+  auto sharding = dyn_cast_or_null<ShardingAttr>(attr);
+  if (!sharding)
+    return emitError(loc) << "expected a #dtc.sharding, got " << attr;
+  if (sharding.getDims().size() != static_cast<size_t>(type.getRank()))
+    return emitError(loc) << "sharding has " << sharding.getDims().size()
+                          << " dims for a value of rank " << type.getRank();
+  Layout layout = Layout::replicated(numAxes());
+  auto lookup = [&](StringRef name) -> FailureOr<size_t> {
+    if (std::optional<size_t> a = mesh.find(name))
+      return *a;
+    return emitError(loc) << "sharding uses mesh axis \"" << name
+                          << "\", which is not in the mesh (" << mesh.str()
+                          << ")";
+  };
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    SmallVector<StringRef> names = sharding.getDimAxes(d);
+    if (names.size() > 1)
+      return emitError(loc) << "dimension " << d
+                            << " is split over several mesh axes, which "
+                               "dtc-partition does not support yet";
+    for (StringRef name : names) {
+      FailureOr<size_t> a = lookup(name);
+      if (failed(a))
+        return failure();
+      int64_t size = type.getDimSize(d), block = sharding.getBlocks()[d];
+      int64_t run = block ? block : size;
+      if (size % run || run % axisSize(*a))
+        return emitError(loc)
+               << "dimension " << d << " of size " << size
+               << (block ? " (interleave block " + std::to_string(block) + ")"
+                         : std::string())
+               << " is not divisible by " << axisSize(*a)
+               << ", the size of mesh axis \"" << name << "\"";
+      layout.dim[*a] = d;
+      layout.block[*a] = block;
+    }
+  }
+  for (StringRef name : sharding.getPartialAxes()) {
+    FailureOr<size_t> a = lookup(name);
+    if (failed(a))
+      return failure();
+    layout.partial[*a] = true;
+  }
+  return layout;
+}
+
+Attribute Partitioner::toAttr(const Layout &layout, RankedTensorType type) {
+  SmallVector<SmallVector<Attribute>> dims(type.getRank());
+  SmallVector<int64_t> blocks(type.getRank(), 0);
+  SmallVector<Attribute> partial;
+  for (size_t a = 0; a < numAxes(); ++a) {
+    if (layout.splits(a)) {
+      dims[layout.dim[a]].push_back(axisName(a));
+      blocks[layout.dim[a]] = layout.block[a];
+    }
+    if (layout.partial[a])
+      partial.push_back(axisName(a));
+  }
+  SmallVector<Attribute> dimAttrs;
+  for (auto &d : dims)
+    dimAttrs.push_back(builder.getArrayAttr(d));
+  return ShardingAttr::get(builder.getContext(), builder.getArrayAttr(dimAttrs),
+                           blocks, builder.getArrayAttr(partial));
+}
+
+RankedTensorType Partitioner::localType(RankedTensorType global,
+                                        const Layout &layout) {
+  SmallVector<int64_t> shape(global.getShape());
+  for (size_t a = 0; a < numAxes(); ++a)
+    if (layout.splits(a))
+      shape[layout.dim[a]] /= axisSize(a);
+  return RankedTensorType::get(shape, global.getElementType());
+}
+
+Value Partitioner::startAndWait(Operation *start) {
+  return WaitOp::create(builder, start->getLoc(), start->getResult(0))
+      .getOutput();
+}
+
+// From the layout the producer left `original` in to `to`: partial sums
+// first (reduce-scatter where the target splits that axis, else all-reduce),
+// then splits that go (all-gather) or move (all-to-all), then new splits
+// of replicated data (local slices).
+FailureOr<Value> Partitioner::reshard(Value original, const Layout &to,
+                                      Location loc) {
+  auto [value, from] = current.lookup(original);
+  if (from == to)
+    return value;
+  auto &cache = resharded[original];
+  if (auto it = cache.find(to.key()); it != cache.end())
+    return it->second;
+  RankedTensorType global = globalType.lookup(original);
+  Layout layout = from;
+  auto handleType = [&](const Layout &next) {
+    return AsyncType::get(builder.getContext(), localType(global, next));
+  };
+
+  SmallVector<Attribute> reduceAxes;
+  for (size_t a = 0; a < numAxes(); ++a) {
+    if (to.partial[a] && !from.partial[a])
+      return emitError(loc) << "cannot turn a value into a partial sum over \""
+                            << mesh.axes[a].name << "\"";
+    if (!from.partial[a] || to.partial[a])
+      continue;
+    if (to.splits(a) && !from.splits(a)) {
+      Layout next = layout;
+      next.partial[a] = false;
+      next.dim[a] = to.dim[a];
+      next.block[a] = to.block[a];
+      auto start = ReduceScatterStartOp::create(
+          builder, loc, handleType(next), value,
+          builder.getArrayAttr({axisName(a)}), to.dim[a], to.block[a], "sum");
+      value = startAndWait(start);
+      layout = next;
+    } else {
+      reduceAxes.push_back(axisName(a));
+      layout.partial[a] = false;
+    }
+  }
+  if (!reduceAxes.empty()) {
+    auto start =
+        AllReduceStartOp::create(builder, loc, handleType(layout), value,
+                                 builder.getArrayAttr(reduceAxes), "sum");
+    value = startAndWait(start);
+  }
+
+  for (size_t a = 0; a < numAxes(); ++a) {
+    if (!layout.splits(a) ||
+        (layout.dim[a] == to.dim[a] && layout.block[a] == to.block[a]))
+      continue;
+    bool moves = to.splits(a) && !layout.block[a] && !to.block[a] &&
+                 llvm::none_of(llvm::seq<size_t>(0, numAxes()), [&](size_t b) {
+                   return b != a && layout.dim[b] == to.dim[a];
+                 });
+    Layout next = layout;
+    if (moves) {
+      next.dim[a] = to.dim[a];
+      auto start = AllToAllStartOp::create(
+          builder, loc, handleType(next), value,
+          builder.getArrayAttr({axisName(a)}), to.dim[a], layout.dim[a]);
+      value = startAndWait(start);
+    } else {
+      next.dim[a] = -1;
+      next.block[a] = 0;
+      auto start = AllGatherStartOp::create(
+          builder, loc, handleType(next), value,
+          builder.getArrayAttr({axisName(a)}), layout.dim[a], layout.block[a]);
+      value = startAndWait(start);
+    }
+    layout = next;
+  }
+
+  for (size_t a = 0; a < numAxes(); ++a) {
+    if (!to.splits(a) || layout.splits(a))
+      continue;
+    for (size_t b = 0; b < numAxes(); ++b)
+      if (layout.dim[b] == to.dim[a])
+        return emitError(loc) << "cannot split dimension " << to.dim[a]
+                              << " over two mesh axes";
+    Layout next = layout;
+    next.dim[a] = to.dim[a];
+    next.block[a] = to.block[a];
+    value = ShardSliceOp::create(builder, loc, localType(global, next), value,
+                                 builder.getArrayAttr({axisName(a)}), to.dim[a],
+                                 to.block[a]);
+    layout = next;
+  }
+  assert(layout == to && "resharding must reach the target layout");
+  cache[to.key()] = value;
+  return value;
+}
+
+FailureOr<SmallVector<Layout>> Partitioner::resultLayouts(Operation *op) {
+  auto attrs = op->getAttrOfType<ArrayAttr>(kShardingAttr);
+  if (!attrs)
+    return op->emitOpError("has no dtc.sharding annotation; run "
+                           "dtc-propagate-sharding first");
+  if (attrs.size() != op->getNumResults())
+    return op->emitOpError("has ") << attrs.size() << " shardings for "
+                                   << op->getNumResults() << " results";
+  SmallVector<Layout> layouts;
+  for (auto [attr, result] : llvm::zip(attrs, op->getResults())) {
+    FailureOr<Layout> layout =
+        fromAttr(attr, globalType.lookup(result), op->getLoc());
+    if (failed(layout))
+      return failure();
+    layouts.push_back(*layout);
+  }
+  return layouts;
+}
+
+// Copies `op` into the new body reading each operand in its layout; its
+// results take their local types and are recorded in `results`' layouts.
+LogicalResult Partitioner::copyOp(Operation *op,
+                                  ArrayRef<Layout> operandLayouts,
+                                  ArrayRef<Layout> results) {
+  SmallVector<Value> operands;
+  for (auto [operand, layout] : llvm::zip(op->getOperands(), operandLayouts)) {
+    FailureOr<Value> local = reshard(operand, layout, op->getLoc());
+    if (failed(local))
+      return failure();
+    operands.push_back(*local);
+  }
+  Operation *copy = builder.clone(*op);
+  copy->setOperands(operands);
+  copy->removeAttr(kShardingAttr);
+  for (auto [i, result] : llvm::enumerate(op->getResults())) {
+    copy->getResult(i).setType(
+        localType(globalType.lookup(result), results[i]));
+    current[result] = {copy->getResult(i), results[i]};
+  }
+  return success();
+}
+
+// A partial result of a mean (reduce_mean, the loss and its gradient over
+// split positions) holds the local mean; dividing by the group makes the
+// sum over the group the global mean.
+void Partitioner::scaleResult(Operation *newOp, unsigned index,
+                              int64_t divisor) {
+  Value result = newOp->getResult(index);
+  auto type = cast<RankedTensorType>(result.getType());
+  auto scalarType = RankedTensorType::get({}, type.getElementType());
+  auto factor = DenseElementsAttr::get(
+      scalarType, builder.getFloatAttr(type.getElementType(), 1.0 / divisor));
+  Value constant = ConstantOp::create(builder, newOp->getLoc(), factor);
+  Value scaled = MulOp::create(builder, newOp->getLoc(), result, constant);
+  for (auto &[original, entry] : current)
+    if (entry.first == result)
+      entry.first = scaled;
+}
+
+// An op with a sharding rule: the loop split of each mesh axis follows from
+// the annotated result shardings (a split result dim, or a partial result
+// over a reduction loop); the operand layouts follow from the loops.
+LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
+  Operation *op = rule.getOperation();
+  FailureOr<SmallVector<Layout>> results = resultLayouts(op);
+  if (failed(results))
+    return failure();
+  SmallVector<IteratorType> iterators = rule.getLoopIteratorTypes();
+  SmallVector<AffineMap> maps = rule.getIndexingMaps();
+  size_t numOperands = op->getNumOperands();
+  int64_t numLoops = iterators.size();
+  SmallVector<Value> values(op->getOperands());
+  llvm::append_range(values, op->getResults());
+  // A loop's extent: the smallest dim it indexes plainly (a slice's input
+  // and a slice gradient's result are larger than the loop).
+  SmallVector<int64_t> extent(numLoops, 0);
+  for (auto [i, map] : llvm::enumerate(maps))
+    for (auto [d, expr] : llvm::enumerate(map.getResults()))
+      if (auto dimExpr = dyn_cast<AffineDimExpr>(expr)) {
+        int64_t &e = extent[dimExpr.getPosition()];
+        int64_t size = globalType.lookup(values[i]).getDimSize(d);
+        e = e ? std::min(e, size) : size;
+      }
+
+  // Per axis: the loop it splits (-1: none) and the loop's block.
+  SmallVector<int64_t> loopOf(numAxes(), -1), blockOf(numAxes(), 0);
+  for (size_t a = 0; a < numAxes(); ++a) {
+    for (auto [r, layout] : llvm::enumerate(*results)) {
+      if (!layout.splits(a))
+        continue;
+      int64_t loop, offset;
+      if (!matchShifted(maps[numOperands + r].getResult(layout.dim[a]), loop,
+                        offset))
+        return op->emitOpError("result ")
+               << r << " is split on dimension " << layout.dim[a]
+               << ", which is not a loop of its sharding rule";
+      // The loop is split in runs of its whole extent, or of the block.
+      int64_t size =
+          globalType.lookup(op->getResult(r)).getDimSize(layout.dim[a]);
+      int64_t run = layout.block[a] ? layout.block[a] : size;
+      int64_t block = run == extent[loop] ? 0 : run;
+      if (loopOf[a] >= 0 && (loopOf[a] != loop || blockOf[a] != block))
+        return op->emitOpError("results disagree on the loop mesh axis \"")
+               << mesh.axes[a].name << "\" splits";
+      loopOf[a] = loop;
+      blockOf[a] = block;
+    }
+    if (loopOf[a] >= 0)
+      continue;
+    auto partialResult = llvm::find_if(
+        *results, [&](const Layout &layout) { return layout.partial[a]; });
+    if (partialResult == results->end())
+      continue;
+    // The reduction loop split: the one whose operand dims the producers
+    // already split over this axis, else the first one that may be split.
+    AffineMap resultMap =
+        maps[numOperands + (partialResult - results->begin())];
+    SmallVector<int64_t> candidates;
+    for (int64_t l = 0; l < numLoops; ++l)
+      if (!resultMap.isFunctionOfDim(l) &&
+          (iterators[l] == IteratorType::reduction ||
+           sumsOverParallelLoops(op)))
+        candidates.push_back(l);
+    if (candidates.empty())
+      return op->emitOpError("result is partial over \"")
+             << mesh.axes[a].name << "\" but no loop of the op can be split";
+    loopOf[a] = candidates.front();
+    for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+      const Layout &have = current.lookup(operand).second;
+      if (!have.splits(a))
+        continue;
+      int64_t loop, offset;
+      if (matchShifted(maps[i].getResult(have.dim[a]), loop, offset) &&
+          llvm::is_contained(candidates, loop)) {
+        int64_t size = globalType.lookup(operand).getDimSize(have.dim[a]);
+        int64_t run = have.block[a] ? have.block[a] : size;
+        loopOf[a] = loop;
+        blockOf[a] = run == extent[loop] ? 0 : run;
+        break;
+      }
+    }
+  }
+
+  // Every result must agree with the split loops: split where it indexes a
+  // split loop, partial where it does not (else the local op would compute
+  // something else than the annotation says).
+  for (size_t a = 0; a < numAxes(); ++a)
+    for (auto [r, layout] : llvm::enumerate(*results)) {
+      AffineMap map = maps[numOperands + r];
+      bool indexed = loopOf[a] >= 0 && map.isFunctionOfDim(loopOf[a]);
+      bool consistent = loopOf[a] < 0
+                            ? !layout.splits(a) && !layout.partial[a]
+                            : (indexed ? layout.splits(a) && !layout.partial[a]
+                                       : layout.partial[a]);
+      if (!consistent)
+        return op->emitOpError("sharding of result ")
+               << r << " does not match the loops its other results split "
+               << "over mesh axis \"" << mesh.axes[a].name << "\"";
+    }
+
+  // The layout each operand is read in.
+  SmallVector<Layout> operandLayouts;
+  for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+    RankedTensorType type = globalType.lookup(operand);
+    Layout layout = Layout::replicated(numAxes());
+    for (size_t a = 0; a < numAxes(); ++a) {
+      int64_t l = loopOf[a];
+      if (l < 0)
+        continue;
+      int64_t n = axisSize(a);
+      for (auto [d, expr] : llvm::enumerate(maps[i].getResults())) {
+        if (!expr.isFunctionOfDim(l))
+          continue;
+        int64_t loop, offset;
+        if (matchShifted(expr, loop, offset)) {
+          // A slice reads from `offset`: a split of the loop is an
+          // interleaved split of the input in runs of the loop's extent.
+          int64_t run = blockOf[a] ? blockOf[a] : extent[l];
+          if (offset % run || type.getDimSize(d) % run || run % n)
+            return op->emitOpError("operand ")
+                   << i << " dimension " << d << " cannot be split like loop "
+                   << l << " over \"" << mesh.axes[a].name << "\"";
+          layout.dim[a] = d;
+          layout.block[a] = run == type.getDimSize(d) ? 0 : run;
+          continue;
+        }
+        auto bin = dyn_cast<AffineBinaryOpExpr>(expr);
+        if (bin && bin.getKind() == AffineExprKind::FloorDiv &&
+            isa<AffineDimExpr>(bin.getLHS()) && !blockOf[a]) {
+          if (type.getDimSize(d) % n)
+            return op->emitOpError("grouped-query attention with query heads "
+                                   "split over \"")
+                   << mesh.axes[a].name
+                   << "\" and key/value heads that do not divide it is not "
+                      "supported yet";
+          layout.dim[a] = d;
+          continue;
+        }
+        return op->emitOpError("operand ")
+               << i << " dimension " << d
+               << " is not a plain loop and cannot be split over \""
+               << mesh.axes[a].name << "\"";
+      }
+    }
+    operandLayouts.push_back(layout);
+  }
+
+  // Ops whose local computation needs more than local shapes.
+  for (size_t a = 0; a < numAxes(); ++a) {
+    if (loopOf[a] < 0)
+      continue;
+    if (auto attention = dyn_cast<AttentionOp>(op);
+        attention && attention.getCausal() && (*results)[0].dim[a] == 2)
+      return op->emitOpError("causal attention with query positions split "
+                             "over \"")
+             << mesh.axes[a].name
+             << "\" needs a position offset, which is not supported yet";
+    if ((isa<EmbeddingOp>(op) && operandLayouts[0].dim[a] == 0) ||
+        (isa<EmbeddingGradOp>(op) && (*results)[0].dim[a] == 0))
+      return op->emitOpError("a vocabulary-parallel embedding (table rows "
+                             "split over \"")
+             << mesh.axes[a].name
+             << "\") needs a masked lookup, which is not supported yet";
+  }
+
+  if (failed(copyOp(op, operandLayouts, *results)))
+    return failure();
+  Operation *copy = current.lookup(op->getResult(0)).first.getDefiningOp();
+
+  // Attributes that hold global positions.
+  if (auto slice = dyn_cast<SliceOp>(copy)) {
+    SmallVector<int64_t> starts(slice.getStarts()), limits(slice.getLimits());
+    for (size_t a = 0; a < numAxes(); ++a) {
+      int64_t d = (*results)[0].dim[a];
+      if (d < 0)
+        continue;
+      if (slice.getStrides()[d] != 1)
+        return op->emitOpError("a strided slice of a split dimension is not "
+                               "supported");
+      int64_t n = axisSize(a), length = (limits[d] - starts[d]) / n;
+      starts[d] /= n;
+      limits[d] = starts[d] + length;
+    }
+    slice.setStarts(starts);
+    slice.setLimits(limits);
+  }
+  if (auto sliceGrad = dyn_cast<SliceGradOp>(copy)) {
+    SmallVector<int64_t> starts(sliceGrad.getStarts());
+    for (size_t a = 0; a < numAxes(); ++a) {
+      int64_t d = (*results)[0].dim[a];
+      if (d < 0)
+        continue;
+      if (sliceGrad.getStrides()[d] != 1)
+        return op->emitOpError("a strided slice of a split dimension is not "
+                               "supported");
+      starts[d] /= axisSize(a);
+    }
+    sliceGrad.setStarts(starts);
+  }
+  // Shape attributes of gradient ops describe their result: local now.
+  for (StringRef name : {"input_shape", "weight_shape"})
+    if (copy->getAttrOfType<DenseI64ArrayAttr>(name))
+      copy->setAttr(
+          name,
+          builder.getDenseI64ArrayAttr(
+              cast<RankedTensorType>(copy->getResult(0).getType()).getShape()));
+  if (auto attention = dyn_cast<AttentionOp>(copy);
+      attention && !attention.getScale())
+    attention.setScaleAttr(
+        builder.getF64FloatAttr(cast<AttentionOp>(op).getEffectiveScale()));
+
+  // Means over split positions.
+  int64_t divisor = 1;
+  for (size_t a = 0; a < numAxes(); ++a)
+    if (loopOf[a] >= 0 && (((isa<ReduceMeanOp, CrossEntropyOp>(op)) &&
+                            (*results)[0].partial[a]) ||
+                           (isa<CrossEntropyGradOp>(op) &&
+                            iterators[loopOf[a]] == IteratorType::parallel)))
+      divisor *= axisSize(a);
+  if (divisor > 1)
+    scaleResult(copy, 0, divisor);
+  return success();
+}
+
+// A reshape keeps the row-major order: a split is a digit of the flat index
+// (stride U, n values); the result keeps it where one of its dims holds that
+// digit whole, else the input is gathered along that axis first. The local
+// reshape of the remaining digits is then the same reshape of local shapes.
+LogicalResult Partitioner::partitionReshape(ReshapeOp op) {
+  const Layout &input = current.lookup(op.getInput()).second;
+  auto inShape = globalType.lookup(op.getInput()).getShape();
+  auto outShape = globalType.lookup(op.getOutput()).getShape();
+  auto trailing = [](ArrayRef<int64_t> shape) {
+    SmallVector<int64_t> t(shape.size(), 1);
+    for (int64_t i = shape.size() - 2; i >= 0; --i)
+      t[i] = t[i + 1] * shape[i + 1];
+    return t;
+  };
+  SmallVector<int64_t> inT = trailing(inShape), outT = trailing(outShape);
+  Layout required = input, result = Layout::replicated(numAxes());
+  result.partial = input.partial;
+  for (size_t a = 0; a < numAxes(); ++a) {
+    if (!input.splits(a))
+      continue;
+    int64_t n = axisSize(a), d = input.dim[a];
+    int64_t run = input.block[a] ? input.block[a] : inShape[d];
+    int64_t stride = inT[d] * run / n;
+    bool mapped = false;
+    for (size_t j = 0; j < outShape.size(); ++j) {
+      if (stride % outT[j] || stride * n > outT[j] * outShape[j] ||
+          (outT[j] * outShape[j]) % (stride * n) ||
+          llvm::is_contained(result.dim, static_cast<int64_t>(j)))
+        continue;
+      int64_t outRun = stride * n / outT[j];
+      result.dim[a] = j;
+      result.block[a] = outRun == outShape[j] ? 0 : outRun;
+      mapped = true;
+      break;
+    }
+    if (!mapped) {
+      required.dim[a] = -1;
+      required.block[a] = 0;
+    }
+  }
+  return copyOp(op, {required}, {result});
+}
+
+// Ops without a rule read their operands in `operandLayout` (replicated
+// when null) and produce what their annotation says.
+LogicalResult Partitioner::partitionOther(Operation *op,
+                                          const Layout *operandLayout) {
+  FailureOr<SmallVector<Layout>> results = resultLayouts(op);
+  if (failed(results))
+    return failure();
+  Layout replicated = Layout::replicated(numAxes());
+  SmallVector<Layout> operands(op->getNumOperands(),
+                               operandLayout ? *operandLayout : replicated);
+  for (const Layout &layout : *results)
+    if (!operandLayout && !(layout == replicated))
+      return op->emitOpError("has no sharding rule, so its results must be "
+                             "replicated");
+  if (operandLayout)
+    results->assign(op->getNumResults(), *operandLayout);
+  return copyOp(op, operands, *results);
+}
+
+LogicalResult Partitioner::run(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  MLIRContext *ctx = func.getContext();
+  for (BlockArgument arg : body.getArguments())
+    if (auto type = dyn_cast<RankedTensorType>(arg.getType());
+        type && type.hasStaticShape())
+      globalType[arg] = type;
+    else
+      return emitError(arg.getLoc())
+             << "dtc-partition handles static tensors only, got "
+             << arg.getType();
+  for (Operation &op : body)
+    for (Value result : op.getResults())
+      if (auto type = dyn_cast<RankedTensorType>(result.getType());
+          type && type.hasStaticShape())
+        globalType[result] = type;
+      else
+        return op.emitOpError("dtc-partition handles static tensors only, "
+                              "got ")
+               << result.getType();
+
+  // The new body: local arguments in the layouts of their annotations.
+  auto *newBody = new Block();
+  SmallVector<Layout> argLayouts;
+  for (BlockArgument arg : body.getArguments()) {
+    Layout layout = Layout::replicated(numAxes());
+    if (Attribute attr = func.getArgAttr(arg.getArgNumber(), kShardingAttr)) {
+      FailureOr<Layout> parsed =
+          fromAttr(attr, globalType.lookup(arg), arg.getLoc());
+      if (failed(parsed)) {
+        delete newBody;
+        return failure();
+      }
+      layout = *parsed;
+    }
+    Value local = newBody->addArgument(
+        localType(globalType.lookup(arg), layout), arg.getLoc());
+    current[arg] = {local, layout};
+    argLayouts.push_back(layout);
+  }
+  builder.setInsertionPointToEnd(newBody);
+
+  auto fail = [&]() {
+    newBody->dropAllDefinedValueUses();
+    for (Operation &op : llvm::reverse(*newBody))
+      op.dropAllReferences();
+    delete newBody;
+    return failure();
+  };
+  SmallVector<Attribute> resultShardings;
+  for (Operation &op : body) {
+    LogicalResult ok = success();
+    if (auto param = dyn_cast<ParameterOp>(&op)) {
+      // Stored as its first user reads it: the local shard, named globally.
+      FailureOr<SmallVector<Layout>> layouts = resultLayouts(&op);
+      if (failed(layouts))
+        return fail();
+      RankedTensorType global = globalType.lookup(param.getOutput());
+      Layout layout = (*layouts)[0].dimsOnly();
+      auto copy = cast<ParameterOp>(builder.clone(op));
+      copy->removeAttr(kShardingAttr);
+      copy.getOutput().setType(localType(global, layout));
+      copy->setAttr("dtc.shard", toAttr(layout, global));
+      copy->setAttr("dtc.global_type", TypeAttr::get(global));
+      current[param.getOutput()] = {copy.getOutput(), layout};
+    } else if (auto constant = dyn_cast<ConstantOp>(&op)) {
+      // A splat is the same on every rank; other constants stay whole and
+      // are sliced where they are read split.
+      FailureOr<SmallVector<Layout>> layouts = resultLayouts(&op);
+      if (failed(layouts))
+        return fail();
+      RankedTensorType global = globalType.lookup(constant.getOutput());
+      auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+      Layout layout = (*layouts)[0].dimsOnly();
+      if (!dense || !dense.isSplat())
+        layout = Layout::replicated(numAxes());
+      RankedTensorType local = localType(global, layout);
+      Value value =
+          local == global
+              ? ConstantOp::create(builder, op.getLoc(), constant.getValue())
+                    .getOutput()
+              : ConstantOp::create(builder, op.getLoc(),
+                                   dense.resizeSplat(local))
+                    .getOutput();
+      current[constant.getOutput()] = {value, layout};
+    } else if (auto rule = dyn_cast<ShardingRuleOpInterface>(&op)) {
+      ok = partitionRuleOp(rule);
+    } else if (auto reshape = dyn_cast<ReshapeOp>(&op)) {
+      ok = partitionReshape(reshape);
+    } else if (auto concat = dyn_cast<ConcatOp>(&op)) {
+      // Every input read like the first, minus the concatenated dim.
+      Layout layout = current.lookup(concat.getOperand(0)).second.dimsOnly();
+      for (size_t a = 0; a < numAxes(); ++a)
+        if (layout.dim[a] == static_cast<int64_t>(concat.getAxis())) {
+          layout.dim[a] = -1;
+          layout.block[a] = 0;
+        }
+      ok = partitionOther(&op, &layout);
+    } else if (auto ret = dyn_cast<func::ReturnOp>(&op)) {
+      // Results are whole values: partial sums are reduced, splits kept.
+      SmallVector<Value> operands;
+      for (Value operand : ret.getOperands()) {
+        Layout layout = current.lookup(operand).second.dimsOnly();
+        FailureOr<Value> local = reshard(operand, layout, op.getLoc());
+        if (failed(local))
+          return fail();
+        operands.push_back(*local);
+        resultShardings.push_back(toAttr(layout, globalType.lookup(operand)));
+      }
+      func::ReturnOp::create(builder, op.getLoc(), operands);
+    } else {
+      ok = partitionOther(&op, nullptr);
+    }
+    if (failed(ok))
+      return fail();
+  }
+
+  for (Operation &op : llvm::reverse(body))
+    op.dropAllReferences();
+  body.dropAllDefinedValueUses();
+  body.erase();
+  func.getBody().push_back(newBody);
+  func.setFunctionType(
+      FunctionType::get(ctx, newBody->getArgumentTypes(),
+                        newBody->getTerminator()->getOperandTypes()));
+  for (auto [i, layout] : llvm::enumerate(argLayouts))
+    func.setArgAttr(
+        i, kShardingAttr,
+        toAttr(layout, cast<RankedTensorType>(func.getArgumentTypes()[i])));
+  for (auto [i, attr] : llvm::enumerate(resultShardings))
+    func.setResultAttr(i, kShardingAttr, attr);
+  func->setAttr(kMeshAttrName, builder.getStringAttr(mesh.str()));
+  func->removeAttr("dtc.sharding_cost");
+  // Each copy checks its local shapes (the collectives need the mesh
+  // above), so a partitioning mistake points at its op.
+  for (Operation &op : *newBody)
+    if (failed(verify(&op, /*verifyRecursively=*/false)))
+      return failure();
+  return success();
+}
+
+bool isAnnotated(func::FuncOp func) {
+  if (func.isExternal())
+    return false;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (func.getArgAttr(i, kShardingAttr))
+      return true;
+  bool any = false;
+  func.walk([&](Operation *op) {
+    if (op->hasAttr(kShardingAttr))
+      any = true;
+  });
+  return any;
+}
+
+struct DtcPartitionPass : mlir::dtc::impl::DtcPartitionBase<DtcPartitionPass> {
+  using DtcPartitionBase::DtcPartitionBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::string error;
+    std::optional<DeviceMesh> parsed = DeviceMesh::parse(mesh, error);
+    if (!parsed) {
+      module.emitError(error);
+      return signalPassFailure();
+    }
+    if (parsed->axes.empty()) {
+      module.emitError("dtc-partition needs a mesh, such as mesh=dp:2,tp:4");
+      return signalPassFailure();
+    }
+    SmallVector<func::FuncOp> funcs;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (isAnnotated(func))
+        funcs.push_back(func);
+    for (func::FuncOp func : funcs) {
+      if (!func.getBody().hasOneBlock()) {
+        func.emitError("dtc-partition needs a single-block body");
+        return signalPassFailure();
+      }
+      Partitioner partitioner(*parsed, &getContext());
+      if (failed(partitioner.run(func)))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,55 @@
+//===- RecomputePass.cpp - dtc-recompute: activation recompute ------------===//
+//
+// Applies applyRecompute to every function whose result `loss-index` is a
+// 0-d float tensor (gradient functions; on a plain forward function nothing
+// follows the loss, so nothing changes).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "passes/recompute/Recompute.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace mlir::dtc {
+#define GEN_PASS_DEF_DTCRECOMPUTE
+#include "passes/Passes.h.inc"
+} // namespace mlir::dtc
+
+namespace {
+struct DtcRecomputePass : mlir::dtc::impl::DtcRecomputeBase<DtcRecomputePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    auto mode = ::dtc::parseRecomputeMode(this->mode);
+    if (!mode) {
+      getOperation().emitError("dtc-recompute: mode must be none, selective "
+                               "or full, got '")
+          << this->mode << "'";
+      return signalPassFailure();
+    }
+    for (auto func : getOperation().getOps<mlir::func::FuncOp>()) {
+      if (func.isExternal() || lossIndex >= func.getNumResults())
+        continue;
+      auto type = mlir::dyn_cast<mlir::RankedTensorType>(
+          func.getResultTypes()[lossIndex]);
+      if (!type || type.getRank() != 0 ||
+          !mlir::isa<mlir::FloatType>(type.getElementType()))
+        continue;
+      auto stats = ::dtc::applyRecompute(func, lossIndex, *mode);
+      if (mlir::failed(stats))
+        return signalPassFailure();
+      if (report)
+        func.emitRemark(llvm::formatv(
+            "@{6}: recompute {0}: {1} values saved ({2} bytes), {3} recomputed "
+            "({4} "
+            "bytes), {5} ops cloned",
+            ::dtc::recomputeModeName(*mode), stats->savedValues,
+            stats->savedBytes, stats->recomputedValues, stats->recomputedBytes,
+            stats->clonedOps, func.getSymName()));
+    }
+  }
+};
+} // namespace
