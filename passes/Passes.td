@@ -125,7 +125,8 @@ def DtcRecompute : Pass<"dtc-recompute", "::mlir::ModuleOp"> {
     ops up to the one defining the loss are the forward part and the rest
     the backward part (as buildGradientFunction emits them). `mode=full`
     keeps only checkpoints alive across the boundary (the inputs of
-    `dtc.layer_norm`/`dtc.rms_norm`, arguments, parameters, constants);
+    `dtc.layer_norm`/`dtc.rms_norm`, arguments, parameters, constants, the
+    loss op's operands);
     `mode=selective` recomputes the values of cheap ops (elementwise,
     softmax, data movement, reductions, the Q K^T score matmul of unfused
     attention) that are computable from values saved anyway; `mode=none` changes

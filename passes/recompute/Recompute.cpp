@@ -13,8 +13,9 @@
 // Which values are kept:
 //  - full: the checkpoints. Inputs of dtc.layer_norm / dtc.rms_norm (the
 //    residual stream where each block and each sub-block starts), plus
-//    function arguments, parameters, constants, values the function returns
-//    and results of ops that cannot be cloned (not dtc, or with effects).
+//    function arguments, parameters, constants, the loss op's operands (the
+//    logits, alive at the boundary anyway), values the function returns and
+//    results of ops that cannot be cloned (not dtc, or with effects).
 //  - selective: every saved value except those of cheap ops computable,
 //    through cheap ops only, from values that are kept anyway; recomputing
 //    them adds no saved value, so the saved bytes only go down.
@@ -201,6 +202,10 @@ void Recompute::choose(RecomputeMode mode) {
   }
 
   if (mode == RecomputeMode::Full) {
+    // The loss op's operands (the logits) are alive at the boundary anyway
+    // and the backward reads them first: recomputing them would repeat the
+    // LM-head GEMM for no saving.
+    kept.insert(lastForwardOp->operand_begin(), lastForwardOp->operand_end());
     for (Operation *op : forwardOps) {
       if (mlir::isa<d::LayerNormOp, d::RmsNormOp>(op))
         kept.insert(op->getOperand(0));

@@ -32,7 +32,8 @@ enum class RecomputeMode {
   /// that are saved anyway are recomputed; everything else stays saved.
   Selective,
   /// Only checkpoints stay alive: the inputs of the norms (the residual
-  /// stream at each block boundary), arguments, parameters and constants.
+  /// stream at each block boundary), arguments, parameters, constants and
+  /// the loss op's operands (the logits, alive at the boundary anyway).
   /// Everything else the backward reads is recomputed from them.
   Full,
 };

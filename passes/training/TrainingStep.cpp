@@ -141,6 +141,11 @@ void accumulateGradients(mlir::func::FuncOp grad,
     grad.setArgAttr(numArgs + i - 1, "dtc.state", b.getStringAttr(state));
     grad.setArgAttr(numArgs + i - 1, "dtc.state_role", b.getStringAttr("grad"));
     grad.setArgAttr(numArgs + i - 1, "dtc.state_of", of);
+    // Accumulate as soon as the gradient exists, so it dies there instead
+    // of every gradient staying alive until the end of the backward pass.
+    mlir::OpBuilder::InsertionGuard guard(b);
+    if (mlir::Operation *def = g.getDefiningOp())
+      b.setInsertionPointAfter(def);
     results.push_back(b.create<d::AddOp>(loc, acc, g));
     resultAttrs.push_back(b.getDictionaryAttr(
         b.getNamedAttr("dtc.state", b.getStringAttr(state))));

@@ -171,10 +171,12 @@ void checkBitIdenticalGradients(bool raiseIdioms) {
     }
     if (mode == RecomputeMode::Full) {
       // The checkpoints: the inputs of the 5 layer norms (2 per block and
-      // the final one), [4, 32, 64] f32 each; everything else the backward
-      // reads is recomputed.
-      EXPECT_EQ(stats->savedValues, 5);
-      EXPECT_EQ(stats->savedBytes, 5 * kBatch * kSeq * 64 * 4);
+      // the final one), [4, 32, 64] f32 each, and the logits the loss reads
+      // at the boundary, [4, 32, 256]; everything else the backward reads
+      // is recomputed.
+      EXPECT_EQ(stats->savedValues, 6);
+      EXPECT_EQ(stats->savedBytes,
+                5 * kBatch * kSeq * 64 * 4 + kBatch * kSeq * kVocab * 4);
       // Each block's attention runs again in the backward.
       if (raiseIdioms) {
         EXPECT_EQ(countOps(*module, "main_grad", "dtc.attention", true), 2);
