@@ -246,8 +246,8 @@ static void printRank(const PlanView &v, int64_t rank, llvm::raw_ostream &out) {
   llvm::sys::path::append(program, "program.pb");
   if (!llvm::sys::fs::exists(program)) {
     out << "program   the per-rank program summary needs program.pb, which "
-           "this bundle does not have yet (dtc compile writes it once "
-           "lowering to the runtime lands)\n";
+           "dtc compile writes for one-GPU plans today (per-rank programs of "
+           "multi-GPU plans come with the partitioner, issue 7)\n";
     return;
   }
   printProgram(program, rank, out);
