@@ -2,6 +2,7 @@
 
 #include "runtime/core/Executor.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cstring>
@@ -134,9 +135,22 @@ llvm::Error Executor::prepare() {
           return programError(inst.op() + " writes an unknown value");
       prepared.kernels.push_back(fn);
     }
-    for (const program::Argument &a : f.arguments())
-      if (!validId(a.value()))
+    llvm::DenseMap<int, int> argumentIndex; // Value.argument -> position
+    for (auto [index, a] : llvm::enumerate(f.arguments())) {
+      if (!validId(a.value()) || !f.values(a.value()).has_argument())
         return programError("function '" + f.name() + "': bad argument");
+      argumentIndex[f.values(a.value()).argument()] = index;
+    }
+    for (const program::Value &v : f.values()) {
+      if (!v.has_argument())
+        continue;
+      auto it = argumentIndex.find(v.argument());
+      if (it == argumentIndex.end())
+        return programError("function '" + f.name() + "': value " +
+                            std::to_string(v.id()) +
+                            " reads an argument the function does not have");
+      prepared.argumentViews.emplace_back(v.id(), it->second);
+    }
     for (const program::Result &r : f.results()) {
       if (!validId(r.value()))
         return programError("function '" + f.name() + "': bad result");
@@ -193,15 +207,9 @@ llvm::Expected<std::vector<Tensor>> Executor::run(llvm::StringRef name,
     }
     view.data = given.data();
   }
-  // Other values stored in an argument (reshape views of it) read the bytes
-  // bound to that argument.
-  for (const program::Value &v : f.values()) {
-    if (v.storage_case() != program::Value::kArgument)
-      continue;
-    for (auto [index, arg] : llvm::enumerate(f.arguments()))
-      if (f.values(arg.value()).argument() == v.argument())
-        prepared.views[v.id()].data = args[index].data();
-  }
+  // Views of an argument (reshapes) read the bytes bound to it.
+  for (auto [valueId, argIndex] : prepared.argumentViews)
+    prepared.views[valueId].data = args[argIndex].data();
 
   llvm::SmallVector<TensorRef, 8> inputs, outputs;
   for (auto [index, inst] : llvm::enumerate(f.instructions())) {

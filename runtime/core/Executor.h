@@ -48,6 +48,8 @@ private:
     const program::Function *function = nullptr;
     std::vector<KernelFn> kernels;
     std::vector<TensorRef> views; // by value id; arguments patched per call
+    /// (value id, argument position) of every value stored in an argument.
+    std::vector<std::pair<int, int>> argumentViews;
     Tensor arena;
   };
 
