@@ -9,12 +9,16 @@
 
 #include "compiler/calibrate/Calibrate.h"
 
+#include "compiler/Driver.h"
 #include "compiler/costmodel/Compute.h"
+#include "compiler/run/Run.h"
 #include "compiler/support/Error.h"
+#include "frontends/modelgen/ModelGen.h"
 #include "runtime/core/Kernel.h"
 #include "runtime/cpu/CpuKernels.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -46,8 +50,7 @@ static double gemmX(int64_t m, int64_t n, int64_t k) {
 
 double calibrate::gemmSeconds(const GemmFit &fit, int64_t m, int64_t n,
                               int64_t k) {
-  return 2.0 * m * n * k * (1 + fit.halfSize * gemmX(m, n, k)) /
-         fit.peakFlops;
+  return 2.0 * m * n * k * (1 + fit.halfSize * gemmX(m, n, k)) / fit.peakFlops;
 }
 
 llvm::Expected<GemmFit>
@@ -89,14 +92,12 @@ calibrate::fitGemmCurve(llvm::ArrayRef<GemmSample> samples) {
   fit.halfSize = b / a;
   std::vector<double> errors;
   for (const GemmSample &s : samples)
-    errors.push_back(
-        std::abs(gemmSeconds(fit, s.m, s.n, s.k) / s.seconds - 1));
+    errors.push_back(std::abs(gemmSeconds(fit, s.m, s.n, s.k) / s.seconds - 1));
   llvm::sort(errors);
   fit.worstError = errors.back();
   size_t mid = errors.size() / 2;
-  fit.medianError = errors.size() % 2
-                        ? errors[mid]
-                        : (errors[mid - 1] + errors[mid]) / 2;
+  fit.medianError =
+      errors.size() % 2 ? errors[mid] : (errors[mid - 1] + errors[mid]) / 2;
   return fit;
 }
 
@@ -128,8 +129,7 @@ struct KernelRun {
   llvm::Error run() const {
     rt::KernelFn fn = registry().lookup(inst.op());
     if (!fn)
-      return failure("calibrate: the CPU backend has no {0} kernel",
-                     inst.op());
+      return failure("calibrate: the CPU backend has no {0} kernel", inst.op());
     std::vector<rt::TensorRef> in, out;
     for (const rt::Tensor &t : inputs)
       in.push_back(t.ref());
@@ -155,8 +155,7 @@ rt::Tensor randomTensor(llvm::ArrayRef<int64_t> shape, uint32_t seed) {
 double median(std::vector<double> values) {
   llvm::sort(values);
   size_t mid = values.size() / 2;
-  return values.size() % 2 ? values[mid]
-                           : (values[mid - 1] + values[mid]) / 2;
+  return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
 }
 
 /// Median seconds of `reps` calls of `body` after one warm-up call.
@@ -167,9 +166,9 @@ llvm::Expected<double> timeMedian(int reps, Body body) {
     auto start = std::chrono::steady_clock::now();
     if (llvm::Error err = body())
       return std::move(err);
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     if (i > 0)
       times.push_back(seconds);
   }
@@ -186,18 +185,17 @@ struct GemmShape {
 /// a short reduction) for the half size.
 llvm::ArrayRef<GemmShape> gemmShapes(bool quick) {
   static const GemmShape full[] = {
-      {128, 128, 128, false},  {256, 256, 256, false},
-      {512, 512, 512, false},  {1024, 1024, 1024, false},
-      {2048, 768, 768, false}, {2048, 3072, 768, false},
+      {128, 128, 128, false},   {256, 256, 256, false},
+      {512, 512, 512, false},   {1024, 1024, 1024, false},
+      {2048, 768, 768, false},  {2048, 3072, 768, false},
       {2048, 768, 3072, false}, {768, 3072, 2048, true},
       {1024, 8192, 512, false}, {64, 1024, 1024, false},
-      {1024, 64, 1024, false}, {1024, 1024, 64, false},
-      {2048, 256, 32, false},  {4096, 512, 512, false},
+      {1024, 64, 1024, false},  {1024, 1024, 64, false},
+      {2048, 256, 32, false},   {4096, 512, 512, false},
   };
   static const GemmShape fast[] = {
-      {64, 64, 64, false},     {128, 128, 128, false},
-      {256, 256, 256, false},  {512, 512, 512, false},
-      {512, 1024, 256, false}, {256, 1024, 512, true},
+      {64, 64, 64, false},    {128, 128, 128, false},  {256, 256, 256, false},
+      {512, 512, 512, false}, {512, 1024, 256, false}, {256, 1024, 512, true},
       {1024, 256, 32, false},
   };
   if (quick)
@@ -225,7 +223,8 @@ llvm::Error measureGemms(bool quick, Measurements &m, llvm::raw_ostream *log) {
     m.gemms.push_back({shape.m, shape.n, shape.k, *seconds});
     if (log)
       *log << llvm::formatv("  gemm {0}x{1}x{2}{3}: {4:F1} GFLOP/s\n", shape.m,
-                            shape.n, shape.k, shape.transposeLhs ? " (A^T)" : "",
+                            shape.n, shape.k,
+                            shape.transposeLhs ? " (A^T)" : "",
                             m.gemms.back().flops() / *seconds / 1e9);
   }
   return llvm::Error::success();
@@ -335,9 +334,8 @@ llvm::Expected<Measurements> calibrate::measure(const Options &options,
   m.cpu = cpuName();
   m.threads = omp_get_max_threads();
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
-  m.memoryBytes = pages > 0 && pageSize > 0
-                      ? static_cast<double>(pages) * pageSize
-                      : 16e9;
+  m.memoryBytes =
+      pages > 0 && pageSize > 0 ? static_cast<double>(pages) * pageSize : 16e9;
   if (llvm::Error err = measureGemms(options.quick, m, log))
     return std::move(err);
   if (llvm::Error err = measureMemory(options.quick, m))
@@ -346,6 +344,156 @@ llvm::Expected<Measurements> calibrate::measure(const Options &options,
     return std::move(err);
   return m;
 }
+
+//===----------------------------------------------------------------------===//
+// The end-to-end step
+//===----------------------------------------------------------------------===//
+
+double calibrate::fitMemoryEfficiency(double measured, double predictedFull,
+                                      double predictedHalf) {
+  double streaming = predictedHalf - predictedFull;
+  double rest = predictedFull - streaming;
+  if (!(streaming > 0) || measured <= predictedFull)
+    return 1;
+  return std::clamp(streaming / (measured - rest), 0.01, 1.0);
+}
+
+namespace {
+
+llvm::Expected<double> predictedStepTime(llvm::StringRef bundle) {
+  llvm::SmallString<256> path(bundle);
+  llvm::sys::path::append(path, "plan.json");
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return failure("calibrate: cannot read {0}", path);
+  auto json = llvm::json::parse((*buffer)->getBuffer());
+  if (!json)
+    return failure("calibrate: {0}: {1}", path,
+                   llvm::toString(json.takeError()));
+  const llvm::json::Object *predicted =
+      json->getAsObject() ? json->getAsObject()->getObject("predicted")
+                          : nullptr;
+  std::optional<double> seconds =
+      predicted ? predicted->getNumber("step_time_s") : std::nullopt;
+  if (!seconds)
+    return failure("calibrate: {0} has no predicted.step_time_s", path);
+  return *seconds;
+}
+
+/// Compiles and runs a small GPT (shapes other than bench/cpu_predict.sh's)
+/// in a temporary directory; `cluster` is the calibration so far.
+llvm::Error fitStep(bool quick, Cluster cluster, StepFit &fit) {
+  llvm::SmallString<128> dir;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueDirectory("dtc-calibrate", dir))
+    return failure("calibrate: cannot create a temporary directory: {0}",
+                   ec.message());
+  auto cleanup =
+      llvm::make_scope_exit([&] { llvm::sys::fs::remove_directories(dir); });
+  auto file = [&](llvm::StringRef name) {
+    llvm::SmallString<128> path(dir);
+    llvm::sys::path::append(path, name);
+    return std::string(path);
+  };
+
+  int64_t layers = quick ? 1 : 2, hidden = quick ? 128 : 384,
+          heads = quick ? 2 : 6, vocab = quick ? 1024 : 4096,
+          seq = quick ? 64 : 128, batch = 4, steps = quick ? 4 : 5;
+  fit.model = llvm::formatv("{0}/{1}/{2}/{3}/{4}/{5}", layers, hidden, heads,
+                            vocab, seq, batch)
+                  .str();
+  modelgen::ModelConfig config = *modelgen::preset("tiny-gpt");
+  config.name = "calibrate-gpt";
+  config.layers = layers;
+  config.hidden = hidden;
+  config.heads = heads;
+  config.vocab = vocab;
+  config.maxPositions = seq;
+  modelgen::GenOptions gen;
+  gen.shapeOnly = true;
+  gen.externalDataFile = "gpt.weights";
+  if (llvm::Error err = modelgen::generate(config, gen, file("gpt.onnx")))
+    return err;
+
+  // The prediction at memory efficiency 1 and 0.5 separates the streaming
+  // kernels from the rest.
+  llvm::raw_null_ostream quiet;
+  double predicted[2];
+  for (int i = 0; i < 2; ++i) {
+    cluster.memoryEfficiency = i == 0 ? 1 : 0.5;
+    std::string clusterPath = file(i == 0 ? "full.json" : "half.json");
+    std::error_code ec;
+    llvm::raw_fd_ostream os(clusterPath, ec);
+    if (ec)
+      return failure("calibrate: cannot write {0}", clusterPath);
+    os << clusterToJson(cluster);
+    os.close();
+    CompileOptions compile;
+    compile.modelPath = file("gpt.onnx");
+    compile.gpus = 1;
+    compile.cluster = clusterPath;
+    compile.globalBatch = batch;
+    compile.microBatch = batch;
+    compile.seqLen = seq;
+    compile.dtype = "fp32";
+    compile.recompute = "none";
+    compile.outputDir = file(i == 0 ? "full.dtc" : "half.dtc");
+    if (llvm::Error err = runCompile(compile, quiet))
+      return err;
+    auto seconds = predictedStepTime(compile.outputDir);
+    if (!seconds)
+      return seconds.takeError();
+    predicted[i] = *seconds;
+  }
+  fit.predictedFull = predicted[0];
+  fit.predictedHalf = predicted[1];
+
+  // Token ids spread over the vocabulary (uint16, nanoGPT's layout).
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(file("tokens.bin"), ec);
+    if (ec)
+      return failure("calibrate: cannot write {0}", file("tokens.bin"));
+    for (int64_t i = 0; i < 8 * seq * batch; ++i) {
+      uint16_t id = static_cast<uint16_t>((i * 7919) % vocab);
+      os.write(reinterpret_cast<const char *>(&id), sizeof(id));
+    }
+  }
+  RunOptions run;
+  run.bundle = file("full.dtc");
+  run.steps = steps;
+  run.data = file("tokens.bin");
+  run.init = true;
+  run.logJson = true;
+  run.progress = false;
+  std::string log;
+  llvm::raw_string_ostream logStream(log);
+  if (llvm::Error err = runBundle(run, logStream))
+    return err;
+  std::vector<double> times;
+  llvm::SmallVector<llvm::StringRef> lines;
+  llvm::StringRef(log).split(lines, '\n', -1, false);
+  for (llvm::StringRef line : lines.size() > 1
+                                  ? llvm::ArrayRef(lines).drop_front()
+                                  : llvm::ArrayRef(lines)) {
+    auto json = llvm::json::parse(line);
+    if (!json) {
+      llvm::consumeError(json.takeError());
+      continue;
+    }
+    if (auto *object = json->getAsObject())
+      if (auto seconds = object->getNumber("step_time_s"))
+        times.push_back(*seconds);
+  }
+  if (times.empty())
+    return failure("calibrate: the calibration GPT's run logged no steps");
+  fit.measuredSeconds = median(times);
+  fit.memoryEfficiency = fitMemoryEfficiency(
+      fit.measuredSeconds, fit.predictedFull, fit.predictedHalf);
+  return llvm::Error::success();
+}
+
+} // namespace
 
 //===----------------------------------------------------------------------===//
 // The cluster file
@@ -366,7 +514,9 @@ Cluster calibrate::clusterFromMeasurements(const Measurements &m,
   c.gemmHalfSize = fit.halfSize;
   c.hbmBytes = m.memoryBytes;
   c.hbmBytesPerSecond = m.streamBytesPerSecond();
-  c.memoryEfficiency = 1; // The bandwidth is what dtc.add reaches.
+  // dtc.add's bandwidth, at the efficiency the runtime's unfused
+  // memory-bound kernels reach on a real step (1 until the step is fitted).
+  c.memoryEfficiency = m.step.memoryEfficiency;
   // Ranks on one machine exchange data by memory copies; one "node".
   double copy = m.copySeconds > 0 ? m.copyBytes / m.copySeconds / 2
                                   : c.hbmBytesPerSecond / 3;
@@ -379,10 +529,9 @@ Cluster calibrate::clusterFromMeasurements(const Measurements &m,
   // take the measured time, and the measured backward / forward ratio.
   const AttentionSample &a = m.attention;
   if (a.forwardSeconds > 0 && a.backwardSeconds > 0) {
-    double modelled =
-        a.forwardFlops() /
-        (c.peakFlops(DType::F32) *
-         fusedAttentionEfficiency(a.seq, a.seq, a.headDim, c));
+    double modelled = a.forwardFlops() /
+                      (c.peakFlops(DType::F32) *
+                       fusedAttentionEfficiency(a.seq, a.seq, a.headDim, c));
     c.attentionEfficiency = modelled / a.forwardSeconds;
     c.attentionBackwardRatio = a.backwardSeconds / a.forwardSeconds;
   }
@@ -406,14 +555,13 @@ std::string calibrate::clusterToJson(const Cluster &c) {
       {"gpu", c.gpu},
       {"gpus_per_node", c.gpusPerNode},
       {"peak_tflops", std::move(peaks)},
-      {"hbm",
-       llvm::json::Object{{"capacity_gbytes", c.hbmBytes / 1e9},
-                          {"bandwidth_tbytes_per_s",
-                           c.hbmBytesPerSecond / 1e12}}},
-      {"intra_node", link(c.intraNodeGBps, c.intraNodeLatencyUs,
-                          c.intraNodeEfficiency)},
-      {"inter_node", link(c.interNodeGBps, c.interNodeLatencyUs,
-                          c.interNodeEfficiency)},
+      {"hbm", llvm::json::Object{{"capacity_gbytes", c.hbmBytes / 1e9},
+                                 {"bandwidth_tbytes_per_s",
+                                  c.hbmBytesPerSecond / 1e12}}},
+      {"intra_node",
+       link(c.intraNodeGBps, c.intraNodeLatencyUs, c.intraNodeEfficiency)},
+      {"inter_node",
+       link(c.interNodeGBps, c.interNodeLatencyUs, c.interNodeEfficiency)},
       {"gemm_efficiency", llvm::json::Object{{"peak", c.gemmPeakEfficiency},
                                              {"half_size", c.gemmHalfSize}}},
       {"memory_efficiency", c.memoryEfficiency},
@@ -427,8 +575,7 @@ std::string calibrate::clusterToJson(const Cluster &c) {
   return text;
 }
 
-static llvm::Error writeAtomically(llvm::StringRef path,
-                                   llvm::StringRef text) {
+static llvm::Error writeAtomically(llvm::StringRef path, llvm::StringRef text) {
   llvm::SmallString<256> tmp(path);
   tmp += ".partial";
   std::error_code ec;
@@ -466,6 +613,11 @@ llvm::Error calibrate::runCalibrate(const Options &options,
   auto fit = fitGemmCurve(m->gemms);
   if (!fit)
     return fit.takeError();
+  if (options.step)
+    if (llvm::Error err = fitStep(
+            options.quick, clusterFromMeasurements(*m, *fit, "calibrated-cpu"),
+            m->step))
+      return err;
   Cluster cluster = clusterFromMeasurements(*m, *fit, "calibrated-cpu");
 
   out << llvm::formatv("machine   {0}, {1} threads, {2:F1} GB memory, load "
@@ -492,6 +644,13 @@ llvm::Error calibrate::runCalibrate(const Options &options,
       cluster.attentionEfficiency, cluster.attentionBackwardRatio);
   out << llvm::formatv("overhead  {0:F2} us per kernel call\n",
                        1e6 * m->perOpSeconds);
+  if (options.step)
+    out << llvm::formatv(
+        "step      GPT {0} (layers/hidden/heads/vocab/seq/batch): measured "
+        "{1:F3} s, predicted {2:F3} s at full bandwidth; memory efficiency "
+        "{3:F3}\n",
+        m->step.model, m->step.measuredSeconds, m->step.predictedFull,
+        m->step.memoryEfficiency);
 
   if (llvm::Error err = writeAtomically(outputPath, clusterToJson(cluster)))
     return err;

@@ -2,8 +2,9 @@
 //
 // Measures the present machine by running the CPU runtime's own kernels
 // (dtc.matmul over several GEMM shapes, dtc.add for memory bandwidth,
-// dtc.attention and its gradient) and fits the cost model's few constants,
-// so that `dtc compile --cluster FILE.json` predicts CPU-backend step times
+// dtc.attention and its gradient) and then a small GPT training step
+// end to end, and fits the cost model's few constants, so that
+// `dtc compile --cluster FILE.json` predicts CPU-backend step times
 // (docs/cost-model.md, "Calibrating on this machine"). The machine is
 // described as one "GPU".
 //
@@ -63,16 +64,35 @@ struct AttentionSample {
   }
 };
 
+/// A small GPT's training step, compiled for this machine with the kernel
+/// constants above and run by `dtc run`: what fixes memory_efficiency.
+struct StepFit {
+  std::string model; ///< "layers/hidden/heads/vocab/seq/batch".
+  double measuredSeconds = 0;
+  /// plan.json's predicted step time at memory_efficiency 1 and 0.5.
+  double predictedFull = 0, predictedHalf = 0;
+  double memoryEfficiency = 1;
+};
+
+/// The memory efficiency that makes the prediction meet the measured step.
+/// Streaming kernels cost S/mu and the rest A, so predictedFull = A + S and
+/// predictedHalf = A + 2S; then mu = S / (measured - A), clamped to
+/// [0.01, 1] (1 when the model already predicts the step or more).
+double fitMemoryEfficiency(double measured, double predictedFull,
+                           double predictedHalf);
+
 /// Everything `dtc calibrate` measured.
 struct Measurements {
-  std::string cpu;     ///< Model name from /proc/cpuinfo, or "CPU".
-  int threads = 1;     ///< OpenMP threads the kernels ran on.
+  std::string cpu; ///< Model name from /proc/cpuinfo, or "CPU".
+  int threads = 1; ///< OpenMP threads the kernels ran on.
   double memoryBytes = 0;
   std::vector<GemmSample> gemms;
   double streamBytes = 0, streamSeconds = 0; ///< dtc.add, a + b -> c.
   double copyBytes = 0, copySeconds = 0;     ///< memcpy, read + write.
   AttentionSample attention;
   double perOpSeconds = 0; ///< dtc.add on one element: the call overhead.
+  /// A small GPT training step run end to end (StepFit).
+  StepFit step;
 
   double streamBytesPerSecond() const {
     return streamSeconds > 0 ? streamBytes / streamSeconds : 0;
@@ -82,6 +102,8 @@ struct Measurements {
 struct Options {
   /// Fewer, smaller shapes and repetitions: a second or two.
   bool quick = false;
+  /// Also compile and run a small GPT step to fit memory_efficiency.
+  bool step = true;
 };
 
 /// Runs the micro-benchmarks; progress lines go to `log` if given.
@@ -91,8 +113,8 @@ llvm::Expected<Measurements> measure(const Options &options,
 /// This machine as a one-GPU cluster: every peak (bf16, fp16, tf32; the CPU
 /// computes all of them in fp32) is the fitted GEMM rate with
 /// gemm_efficiency.peak = 1, the "HBM" is main memory at the bandwidth
-/// dtc.add reaches with memory_efficiency = 1, and both links are memory
-/// copies (the multi-rank CPU runtime does not exist yet to measure
+/// dtc.add reaches with memory_efficiency from the step fit, and both links are
+/// memory copies (the multi-rank CPU runtime does not exist yet to measure
 /// collectives).
 Cluster clusterFromMeasurements(const Measurements &m, const GemmFit &fit,
                                 llvm::StringRef name);

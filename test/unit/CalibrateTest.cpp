@@ -1,0 +1,182 @@
+//===- CalibrateTest.cpp - dtc calibrate's fitting and cluster file -------===//
+//
+// The GEMM curve fit recovers known constants from timings generated here
+// from them; the cluster file `dtc calibrate` writes reads back as a cluster
+// with the measured values (worked out by hand below); the memory
+// efficiency meets a measured step; the attention constants reach the cost
+// model.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/calibrate/Calibrate.h"
+#include "compiler/costmodel/Compute.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+using namespace dtc;
+using namespace dtc::calibrate;
+
+namespace {
+
+/// Seconds of a GEMM at rate / (1 + half (1/M + 1/N + 1/K)), written out
+/// here independently of the fitting code.
+double curveSeconds(double rate, double half, int64_t m, int64_t n, int64_t k) {
+  double flops = 2.0 * m * n * k;
+  return flops * (1 + half * (1.0 / m + 1.0 / n + 1.0 / k)) / rate;
+}
+
+const int64_t kShapes[][3] = {{128, 128, 128},    {256, 256, 256},
+                              {1024, 1024, 1024}, {64, 1024, 1024},
+                              {2048, 768, 32},    {512, 3072, 768}};
+
+TEST(CalibrateTest, FitRecoversExactCurve) {
+  std::vector<GemmSample> samples;
+  for (auto &s : kShapes)
+    samples.push_back(
+        {s[0], s[1], s[2], curveSeconds(50e9, 40, s[0], s[1], s[2])});
+  auto fit = fitGemmCurve(samples);
+  ASSERT_TRUE(static_cast<bool>(fit)) << llvm::toString(fit.takeError());
+  EXPECT_NEAR(fit->peakFlops, 50e9, 50e9 * 1e-9);
+  EXPECT_NEAR(fit->halfSize, 40, 1e-6);
+  EXPECT_LT(fit->worstError, 1e-9);
+  // 512^3 at 50 GFLOP/s / (1 + 40 * 3/512): 268435456 / 50e9 * 1.234375.
+  EXPECT_NEAR(gemmSeconds(*fit, 512, 512, 512), 0.00662700032, 1e-11);
+}
+
+TEST(CalibrateTest, FitToleratesNoise) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> noise(0.95, 1.05);
+  std::vector<GemmSample> samples;
+  for (int rep = 0; rep < 4; ++rep)
+    for (auto &s : kShapes)
+      samples.push_back(
+          {s[0], s[1], s[2],
+           curveSeconds(80e9, 12, s[0], s[1], s[2]) * noise(rng)});
+  auto fit = fitGemmCurve(samples);
+  ASSERT_TRUE(static_cast<bool>(fit)) << llvm::toString(fit.takeError());
+  EXPECT_NEAR(fit->peakFlops, 80e9, 80e9 * 0.05);
+  EXPECT_NEAR(fit->halfSize, 12, 4);
+  EXPECT_LT(fit->worstError, 0.11);
+  EXPECT_LT(fit->medianError, 0.05);
+}
+
+TEST(CalibrateTest, SmallShapesNoSlowerGiveAFlatCurve) {
+  // The same 30 GFLOP/s at every size, and then small shapes faster: the
+  // half size cannot go negative.
+  std::vector<GemmSample> flat, faster;
+  for (auto &s : kShapes) {
+    double seconds = 2.0 * s[0] * s[1] * s[2] / 30e9;
+    flat.push_back({s[0], s[1], s[2], seconds});
+    double x = 1.0 / s[0] + 1.0 / s[1] + 1.0 / s[2];
+    faster.push_back({s[0], s[1], s[2], seconds * (1 - 5 * x)});
+  }
+  auto fit = fitGemmCurve(flat);
+  ASSERT_TRUE(static_cast<bool>(fit)) << llvm::toString(fit.takeError());
+  EXPECT_NEAR(fit->peakFlops, 30e9, 30e9 * 1e-9);
+  EXPECT_NEAR(fit->halfSize, 0, 1e-9);
+  fit = fitGemmCurve(faster);
+  ASSERT_TRUE(static_cast<bool>(fit)) << llvm::toString(fit.takeError());
+  EXPECT_EQ(fit->halfSize, 0);
+}
+
+TEST(CalibrateTest, FitRejectsTooFewOrBadSamples) {
+  auto one = fitGemmCurve({GemmSample{256, 256, 256, 1e-3}});
+  ASSERT_FALSE(static_cast<bool>(one));
+  EXPECT_NE(llvm::toString(one.takeError()).find("two shapes"),
+            std::string::npos);
+  // Two samples of one shape do not determine a curve.
+  auto same = fitGemmCurve(
+      {GemmSample{256, 256, 256, 1e-3}, GemmSample{256, 256, 256, 2e-3}});
+  ASSERT_FALSE(static_cast<bool>(same));
+  llvm::consumeError(same.takeError());
+  auto zero = fitGemmCurve(
+      {GemmSample{256, 256, 256, 0}, GemmSample{512, 512, 512, 1e-3}});
+  ASSERT_FALSE(static_cast<bool>(zero));
+  EXPECT_NE(llvm::toString(zero.takeError()).find("not positive"),
+            std::string::npos);
+}
+
+TEST(CalibrateTest, MemoryEfficiencyMeetsTheMeasuredStep) {
+  // 2 s at full bandwidth and 2.5 s at half: 0.5 s of streaming, 1.5 s of
+  // the rest. A 3 s step leaves 1.5 s for streaming: a third of the bandwidth.
+  EXPECT_NEAR(fitMemoryEfficiency(3, 2, 2.5), 1.0 / 3, 1e-12);
+  // A step the model already reaches or overestimates keeps efficiency 1.
+  EXPECT_EQ(fitMemoryEfficiency(1.9, 2, 2.5), 1);
+  // A step far slower than any bandwidth explains is clamped.
+  EXPECT_EQ(fitMemoryEfficiency(1000, 2, 2.5), 0.01);
+  // No streaming at all: nothing to fit.
+  EXPECT_EQ(fitMemoryEfficiency(3, 2, 2), 1);
+}
+
+Measurements handMeasurements() {
+  Measurements m;
+  m.cpu = "Test CPU";
+  m.threads = 2;
+  m.memoryBytes = 16e9;
+  m.streamBytes = 12e9; // 12 GB/s through dtc.add.
+  m.streamSeconds = 1;
+  m.copyBytes = 16e9; // memcpy: 8 GB/s read + 8 GB/s written.
+  m.copySeconds = 1;
+  m.attention = {1, 1, 128, 64, true, 0, 0};
+  // Forward FLOPs 4 * 128^2 * 64 / 2 = 2097152; at 50 GFLOP/s times the
+  // head-dim term 64/96 that takes 6.291456e-5 s, so twice that is an
+  // efficiency factor of 0.5. The backward takes 4x the forward.
+  m.attention.forwardSeconds = 1.2582912e-4;
+  m.attention.backwardSeconds = 4 * 1.2582912e-4;
+  m.step.memoryEfficiency = 0.25;
+  return m;
+}
+
+TEST(CalibrateTest, ClusterFileReadsBack) {
+  GemmFit fit;
+  fit.peakFlops = 50e9;
+  fit.halfSize = 0;
+  Cluster written =
+      clusterFromMeasurements(handMeasurements(), fit, "test-cpu");
+  std::string json = clusterToJson(written);
+  auto read = parseClusterJson(json, "cpu.json", 1);
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->name, "test-cpu");
+  EXPECT_EQ(read->gpu, "Test CPU (2 threads)");
+  EXPECT_EQ(read->gpusPerNode, 1);
+  EXPECT_DOUBLE_EQ(read->peakTf32Tflops, 0.05);
+  EXPECT_DOUBLE_EQ(read->peakBf16Tflops, 0.05);
+  EXPECT_DOUBLE_EQ(read->peakFp16Tflops, 0.05);
+  EXPECT_EQ(read->peakFp8Tflops, 0);
+  EXPECT_DOUBLE_EQ(read->peakFlops(DType::F32), 50e9);
+  EXPECT_DOUBLE_EQ(read->hbmBytes, 16e9);
+  EXPECT_DOUBLE_EQ(read->hbmBytesPerSecond, 12e9);
+  EXPECT_DOUBLE_EQ(read->memoryEfficiency, 0.25);
+  EXPECT_DOUBLE_EQ(read->gemmPeakEfficiency, 1);
+  EXPECT_DOUBLE_EQ(read->gemmHalfSize, 0);
+  EXPECT_DOUBLE_EQ(read->intraNodeGBps, 8);
+  EXPECT_DOUBLE_EQ(read->interNodeGBps, 8);
+  EXPECT_NEAR(read->attentionEfficiency, 0.5, 1e-9);
+  EXPECT_NEAR(read->attentionBackwardRatio, 4, 1e-9);
+}
+
+TEST(CalibrateTest, AttentionConstantsReachTheCostModel) {
+  auto preset = lookupClusterPreset("h100", 1);
+  ASSERT_TRUE(static_cast<bool>(preset));
+  // The presets keep FlashAttention's figures.
+  EXPECT_EQ(preset->attentionEfficiency, 1);
+  EXPECT_EQ(preset->attentionBackwardRatio, 2.5);
+  auto file = parseClusterJson(
+      R"({"base": "h100", "attention": {"efficiency": 0.5,
+          "backward_ratio": 10}})",
+      "a.json", 1);
+  ASSERT_TRUE(static_cast<bool>(file)) << llvm::toString(file.takeError());
+  EXPECT_EQ(file->attentionBackwardRatio, 10);
+  EXPECT_DOUBLE_EQ(fusedAttentionEfficiency(4096, 4096, 128, *file),
+                   0.5 * fusedAttentionEfficiency(4096, 4096, 128, *preset));
+  auto bad = parseClusterJson(R"({"base": "h100", "attention": {"efficiency":
+      0}})",
+                              "a.json", 1);
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("attention.efficiency"),
+            std::string::npos);
+}
+
+} // namespace
