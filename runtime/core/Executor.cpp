@@ -4,6 +4,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cstring>
 
@@ -31,6 +32,20 @@ std::string shapeString(llvm::ArrayRef<int64_t> shape, DType dtype) {
   return s + dtypeName(dtype).str();
 }
 
+/// The bytes a tensor of `type` occupies, or an error when its dtype is
+/// unknown, a dimension is negative or the size overflows: kernels and
+/// allocations trust these sizes.
+llvm::Expected<int64_t> bytesOf(const program::TensorType &type,
+                                const llvm::Twine &what) {
+  int64_t bytes = static_cast<int64_t>(dtypeSize(type.dtype()));
+  if (bytes == 0)
+    return programError(what + " has no dtype");
+  for (int64_t d : type.shape())
+    if (d < 0 || llvm::MulOverflow(bytes, d, bytes))
+      return programError(what + " has an invalid shape");
+  return bytes;
+}
+
 } // namespace
 
 llvm::Expected<std::unique_ptr<Executor>>
@@ -44,13 +59,17 @@ Executor::create(const program::RankProgram &program,
 
 llvm::Error Executor::prepare() {
   for (const program::Variable &v : program_.variables()) {
-    if (dtypeSize(v.type().dtype()) == 0)
-      return programError("variable '" + v.name() + "' has no dtype");
+    if (llvm::Expected<int64_t> bytes =
+            bytesOf(v.type(), "variable '" + v.name() + "'");
+        !bytes)
+      return bytes.takeError();
     variables_[v.name()] = Tensor(
         v.type().dtype(), llvm::ArrayRef<int64_t>(v.type().shape().data(),
                                                   v.type().shape_size()));
   }
   for (const program::Constant &c : program_.constants()) {
+    if (llvm::Expected<int64_t> bytes = bytesOf(c.type(), "a constant"); !bytes)
+      return bytes.takeError();
     llvm::ArrayRef<int64_t> shape(c.type().shape().data(),
                                   c.type().shape_size());
     Tensor t(c.type().dtype(), shape);
@@ -72,19 +91,26 @@ llvm::Error Executor::prepare() {
   for (const program::Function &f : program_.functions()) {
     PreparedFunction &prepared = functions_[f.name()];
     prepared.function = &f;
+    if (f.arena_bytes() < 0)
+      return programError("function '" + f.name() + "' has a negative arena");
     prepared.arena = Tensor(DType::I8, {std::max<int64_t>(f.arena_bytes(), 1)});
     auto *arena = static_cast<char *>(prepared.arena.data());
     for (const program::Value &v : f.values()) {
       if (v.id() != static_cast<int>(prepared.views.size()))
         return programError("function '" + f.name() +
                             "': value ids are not dense");
-      int64_t bytes = numElements(llvm::ArrayRef<int64_t>(
-                          v.type().shape().data(), v.type().shape_size())) *
-                      dtypeSize(v.type().dtype());
+      llvm::Expected<int64_t> checkedBytes =
+          bytesOf(v.type(), "function '" + f.name() + "': value " +
+                                std::to_string(v.id()));
+      if (!checkedBytes)
+        return checkedBytes.takeError();
+      int64_t bytes = *checkedBytes;
       void *data = nullptr;
       switch (v.storage_case()) {
       case program::Value::kArenaOffset:
-        if (v.arena_offset() < 0 || v.arena_offset() + bytes > f.arena_bytes())
+        // Written so that no sum overflows: both sizes are >= 0.
+        if (v.arena_offset() < 0 || bytes > f.arena_bytes() ||
+            v.arena_offset() > f.arena_bytes() - bytes)
           return programError("function '" + f.name() + "': value " +
                               std::to_string(v.id()) +
                               " lies outside the arena");
@@ -149,14 +175,27 @@ llvm::Error Executor::prepare() {
         return programError("function '" + f.name() + "': value " +
                             std::to_string(v.id()) +
                             " reads an argument the function does not have");
+      // A view (reshape) of an argument reads exactly the argument's bytes.
+      int argumentValue = f.arguments(it->second).value();
+      if (prepared.views[v.id()].bytes() !=
+          prepared.views[argumentValue].bytes())
+        return programError("function '" + f.name() + "': value " +
+                            std::to_string(v.id()) +
+                            " views an argument of another size");
       prepared.argumentViews.emplace_back(v.id(), it->second);
     }
     for (const program::Result &r : f.results()) {
       if (!validId(r.value()))
         return programError("function '" + f.name() + "': bad result");
-      if (!r.state().empty() && !variable(r.state()))
+      if (r.state().empty())
+        continue;
+      Tensor *var = variable(r.state());
+      if (!var)
         return programError("function '" + f.name() +
                             "' writes unknown variable '" + r.state() + "'");
+      if (var->bytes() != prepared.views[r.value()].bytes())
+        return programError("function '" + f.name() + "' writes variable '" +
+                            r.state() + "' with a value of another size");
     }
   }
   return llvm::Error::success();

@@ -133,9 +133,13 @@ llvm::Error convKernel(const KernelCall &call) {
         std::pair{&out, "result"}})
     if (auto err = expectFloat(call, *t, what))
       return err;
-  if (weight.rank() != input.rank())
-    return call.error("weight " + shapeString(weight.shape) + " and input " +
-                      shapeString(input.shape) + " have different ranks");
+  // Batch, channels and at least one spatial dim, read below before
+  // readWindow checks the spatial ranks.
+  if (input.rank() < 3 || weight.rank() != input.rank() ||
+      out.rank() != input.rank())
+    return call.error("input " + shapeString(input.shape) + ", weight " +
+                      shapeString(weight.shape) + " and result " +
+                      shapeString(out.shape) + " need one rank of at least 3");
   int64_t groups = call.i64("groups", 1);
   int64_t n = input.shape[0], c = input.shape[1];
   int64_t f = weight.shape[0], cPerGroup = weight.shape[1];
@@ -212,8 +216,8 @@ template <PoolKind Kind> llvm::Error poolKernel(const KernelCall &call) {
   const TensorRef &out = call.output(0);
   if (auto err = expectFloat(call, input, "input"))
     return err;
-  if (out.rank() != input.rank() || out.shape[0] != input.shape[0] ||
-      out.shape[1] != input.shape[1])
+  if (input.rank() < 3 || out.rank() != input.rank() ||
+      out.shape[0] != input.shape[0] || out.shape[1] != input.shape[1])
     return call.error("result " + shapeString(out.shape) +
                       " does not match input " + shapeString(input.shape));
   Window w;
