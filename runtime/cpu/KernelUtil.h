@@ -119,9 +119,10 @@ void castTensor(const TensorRef &src, const TensorRef &dst);
 inline float fastExp(float x) {
   const float kLog2e = 1.44269504088896341f;
   float clamped = std::min(std::max(x, -87.0f), 88.0f);
-  // Round to nearest by adding and removing 1.5 * 2^23 (no branches).
-  float fn = (clamped * kLog2e + 12582912.0f) - 12582912.0f;
-  int32_t n = static_cast<int32_t>(fn);
+  // Round to nearest by adding and removing 1.5 * 2^23 (no branches); the
+  // biased sum holds n = round(x log2(e)) in its low mantissa bits.
+  float biased = clamped * kLog2e + 12582912.0f;
+  float fn = biased - 12582912.0f;
   // r = x - n ln2 in two steps (ln2 = 0.693359375 - 2.12194440e-4).
   float r = clamped - fn * 0.693359375f + fn * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -131,7 +132,12 @@ inline float fastExp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   float e = p * r * r + r + 1.0f;
-  int32_t bits = (n + 127) << 23;
+  // 2^n from those bits in unsigned arithmetic: NaN reaches here unclamped
+  // (its result is discarded below), and converting it to int32_t or
+  // shifting a negative int would be undefined behaviour.
+  uint32_t bits;
+  std::memcpy(&bits, &biased, sizeof(bits));
+  bits = (bits + 127u) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof(scale));
   float result = e * scale;
