@@ -254,8 +254,7 @@ TEST(OnnxConformance, NodeTestsRunOnTheCpuRuntime) {
             << " more tests are refused at import with a clean error (types, "
                "opsets or modes outside dtc's supported list); counting them "
                "too: passed "
-            << passed << " of " << total + refused << " (" << overall
-            << "%)\n";
+            << passed << " of " << total + refused << " (" << overall << "%)\n";
   EXPECT_GE(passed, 0.95 * total);
   for (const std::string &failure : unexpected)
     ADD_FAILURE() << "not in onnx-conformance-known-failures.txt: " << failure;
