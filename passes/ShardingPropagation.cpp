@@ -12,6 +12,7 @@
 
 #include "dialects/dtc/DtcAttrs.h"
 #include "dialects/dtc/DtcOps.h"
+#include "passes/AffineMatch.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -105,34 +106,6 @@ int64_t bytesOf(Type type) {
     return 0;
   int64_t bits = tensor.getElementType().getIntOrFloatBitWidth();
   return tensor.getNumElements() * std::max<int64_t>(bits / 8, 1);
-}
-
-/// `d`, `d + c`, `d * s + c` with `d` a loop: sets loop, stride, offset.
-bool matchStrided(AffineExpr expr, int64_t &loop, int64_t &stride,
-                  int64_t &offset) {
-  stride = 1;
-  offset = 0;
-  if (auto bin = dyn_cast<AffineBinaryOpExpr>(expr);
-      bin && bin.getKind() == AffineExprKind::Add) {
-    auto c = dyn_cast<AffineConstantExpr>(bin.getRHS());
-    if (!c)
-      return false;
-    offset = c.getValue();
-    expr = bin.getLHS();
-  }
-  if (auto bin = dyn_cast<AffineBinaryOpExpr>(expr);
-      bin && bin.getKind() == AffineExprKind::Mul) {
-    auto c = dyn_cast<AffineConstantExpr>(bin.getRHS());
-    if (!c)
-      return false;
-    stride = c.getValue();
-    expr = bin.getLHS();
-  }
-  auto d = dyn_cast<AffineDimExpr>(expr);
-  if (!d)
-    return false;
-  loop = d.getPosition();
-  return true;
 }
 
 /// Loops whose split may leave partial sums (the op is linear in them).

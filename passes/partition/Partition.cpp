@@ -15,6 +15,7 @@
 #include "dialects/dtc/DtcAttrs.h"
 #include "dialects/dtc/DtcCollectiveOps.h"
 #include "dialects/dtc/DtcOps.h"
+#include "passes/AffineMatch.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -70,24 +71,6 @@ struct Layout {
     return k;
   }
 };
-
-/// `d` or `d + c` with `d` a loop.
-bool matchShifted(AffineExpr expr, int64_t &loop, int64_t &offset) {
-  offset = 0;
-  if (auto bin = dyn_cast<AffineBinaryOpExpr>(expr);
-      bin && bin.getKind() == AffineExprKind::Add) {
-    auto c = dyn_cast<AffineConstantExpr>(bin.getRHS());
-    if (!c)
-      return false;
-    offset = c.getValue();
-    expr = bin.getLHS();
-  }
-  auto d = dyn_cast<AffineDimExpr>(expr);
-  if (!d)
-    return false;
-  loop = d.getPosition();
-  return true;
-}
 
 /// Gradient ops whose weight-like results sum over a parallel loop they do
 /// not index (as in propagation).
