@@ -50,8 +50,9 @@ llvm::Expected<int64_t> bytesOf(const program::TensorType &type,
 
 llvm::Expected<std::unique_ptr<Executor>>
 Executor::create(const program::RankProgram &program,
-                 const KernelRegistry &kernels) {
+                 const KernelRegistry &kernels, Communicator *communicator) {
   std::unique_ptr<Executor> executor(new Executor(program, kernels));
+  executor->context_.communicator = communicator;
   if (llvm::Error e = executor->prepare())
     return std::move(e);
   return std::move(executor);
@@ -258,10 +259,14 @@ llvm::Expected<std::vector<Tensor>> Executor::run(llvm::StringRef name,
       inputs.push_back(prepared.views[id]);
     for (int id : inst.outputs())
       outputs.push_back(prepared.views[id]);
-    KernelCall call(inst, inputs, outputs);
+    KernelCall call(inst, inputs, outputs, &context_);
     if (llvm::Error e = prepared.kernels[index](call))
       return std::move(e);
   }
+  if (!context_.pending.empty())
+    return programError("function '" + f.name() + "' ends with " +
+                        std::to_string(context_.pending.size()) +
+                        " communication(s) started and never waited");
 
   std::vector<Tensor> results;
   for (const program::Result &r : f.results()) {

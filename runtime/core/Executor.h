@@ -21,8 +21,11 @@ class Executor {
 public:
   /// Checks that every instruction has a kernel and every value a valid
   /// storage, allocates variables (zeros) and materializes constants.
+  /// `communicator` serves the collective instructions; it may be null for
+  /// a program without any.
   static llvm::Expected<std::unique_ptr<Executor>>
-  create(const program::RankProgram &program, const KernelRegistry &kernels);
+  create(const program::RankProgram &program, const KernelRegistry &kernels,
+         Communicator *communicator = nullptr);
 
   const program::RankProgram &program() const { return program_; }
 
@@ -55,6 +58,7 @@ private:
 
   const program::RankProgram &program_;
   const KernelRegistry &kernels_;
+  ExecutionContext context_;
   llvm::StringMap<Tensor> variables_;
   std::vector<Tensor> constants_;
   llvm::StringMap<PreparedFunction> functions_;

@@ -57,6 +57,13 @@ llvm::StringRef KernelCall::str(llvm::StringRef attr) const {
                                                        : llvm::StringRef();
 }
 
+std::vector<std::string> KernelCall::strings(llvm::StringRef attr) const {
+  const program::Attribute *a = findAttr(inst_, attr);
+  if (!a || a->kind_case() != program::Attribute::kStrings)
+    return {};
+  return {a->strings().values().begin(), a->strings().values().end()};
+}
+
 llvm::Error KernelCall::error(const llvm::Twine &message) const {
   std::string where = inst_.loc().empty() ? "" : " at '" + inst_.loc() + "'";
   return llvm::createStringError(llvm::inconvertibleErrorCode(),

@@ -14,8 +14,10 @@
 #ifndef DTC_RUNTIME_CORE_KERNEL_H
 #define DTC_RUNTIME_CORE_KERNEL_H
 
+#include "runtime/core/Communicator.h"
 #include "runtime/core/Tensor.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
@@ -23,11 +25,21 @@
 
 namespace dtc::runtime {
 
+/// What kernels beyond pure compute need from the rank that runs them: its
+/// communicator (null in a single-rank run) and the requests of the
+/// collectives started and not yet waited, by the instructions' `request`
+/// attribute.
+struct ExecutionContext {
+  Communicator *communicator = nullptr;
+  llvm::DenseMap<int64_t, Request> pending;
+};
+
 class KernelCall {
 public:
   KernelCall(const program::Instruction &inst, llvm::ArrayRef<TensorRef> inputs,
-             llvm::MutableArrayRef<TensorRef> outputs)
-      : inst_(inst), inputs_(inputs), outputs_(outputs) {}
+             llvm::MutableArrayRef<TensorRef> outputs,
+             ExecutionContext *context = nullptr)
+      : inst_(inst), inputs_(inputs), outputs_(outputs), context_(context) {}
 
   llvm::StringRef op() const { return inst_.op(); }
   const program::Instruction &instruction() const { return inst_; }
@@ -45,6 +57,11 @@ public:
   std::optional<double> optionalF64(llvm::StringRef attr) const;
   llvm::ArrayRef<int64_t> ints(llvm::StringRef attr) const;
   llvm::StringRef str(llvm::StringRef attr) const;
+  /// A string-array attribute (a collective's `mesh_axes`).
+  std::vector<std::string> strings(llvm::StringRef attr) const;
+
+  /// The rank's execution context, or null (kernel unit tests).
+  ExecutionContext *context() const { return context_; }
 
   /// An error naming the op and its source location: "dtc.matmul at
   /// 'node_3': <message>".
@@ -54,6 +71,7 @@ private:
   const program::Instruction &inst_;
   llvm::ArrayRef<TensorRef> inputs_;
   llvm::MutableArrayRef<TensorRef> outputs_;
+  ExecutionContext *context_;
 };
 
 using KernelFn = llvm::Error (*)(const KernelCall &call);

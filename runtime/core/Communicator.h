@@ -1,0 +1,123 @@
+//===- Communicator.h - How a rank talks to the others ----------*- C++ -*-===//
+//
+// The runtime's view of communication, shared by every backend: the device
+// mesh of a program (which ranks form the group of a set of mesh axes) and
+// the Communicator interface that the collective kernels call. The MPI
+// backend (runtime/mpi) implements it on host memory, the NCCL backend
+// (runtime/cuda) on device memory.
+//
+// Every operation is asynchronous: it is started in program order and
+// completes in the background (overlapping the compute that follows); its
+// buffers must stay untouched until wait(). All ranks of a group start the
+// same operations in the same order, so implementations may match them by
+// order alone.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_RUNTIME_CORE_COMMUNICATOR_H
+#define DTC_RUNTIME_CORE_COMMUNICATOR_H
+
+#include "runtime/core/Tensor.h"
+
+#include "llvm/Support/Error.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtc::runtime {
+
+/// The device mesh: named axes, outermost first. Rank r sits at the
+/// row-major coordinates of r (the last axis varies fastest).
+class Mesh {
+public:
+  struct Axis {
+    std::string name;
+    int64_t size = 1;
+  };
+
+  Mesh() = default;
+  explicit Mesh(std::vector<Axis> axes) : axes_(std::move(axes)) {}
+  /// "dp:2,tp:4" (the dtc.mesh attribute's syntax); "" is one rank.
+  static llvm::Expected<Mesh> parse(llvm::StringRef text);
+  std::string str() const;
+
+  llvm::ArrayRef<Axis> axes() const { return axes_; }
+  int worldSize() const;
+  /// The index of `name` in axes(), or -1.
+  int axisIndex(llvm::StringRef name) const;
+
+  std::vector<int64_t> coordinates(int rank) const;
+  int rankAt(llvm::ArrayRef<int64_t> coordinates) const;
+
+  /// The ranks that differ from `rank` only in `axes`, ordered by their
+  /// coordinates on those axes (mesh order, outermost first): the order of
+  /// gathers and scatters. Errors on an unknown axis.
+  llvm::Expected<std::vector<int>>
+  group(int rank, llvm::ArrayRef<std::string> axes) const;
+
+  /// The rank whose coordinate on `axis` is `rank`'s plus `offset`, all
+  /// others equal; nullopt past either end of the axis.
+  std::optional<int> peer(int rank, llvm::StringRef axis,
+                          int64_t offset) const;
+
+private:
+  std::vector<Axis> axes_;
+};
+
+enum class Reduction { Sum, Max, Min };
+
+/// "sum", "max" or "min".
+llvm::Expected<Reduction> parseReduction(llvm::StringRef name);
+
+/// An operation in flight, valid until waited.
+using Request = int64_t;
+
+/// One rank's endpoint. Group semantics are those of the dtc collective ops
+/// (dialects/dtc/DtcCollectiveOps.td, docs/partition.md):
+///  - allReduce: every rank of the group gets the reduction of the inputs.
+///  - allGather(dim, block): the inputs concatenated along `dim` in group
+///    order; with block = B > 0 the output's `dim` is read as [size/B, B]
+///    and each run of B is gathered from the runs of B/n of the inputs.
+///  - reduceScatter(dim, block): the reduction, of which each rank keeps
+///    its part of `dim` (the inverse layout of allGather).
+///  - allToAll(splitDim, concatDim): input split along splitDim into n
+///    parts, part i to group rank i, received parts concatenated along
+///    concatDim in group order.
+///  - send/recv: to/from the peer at `peerOffset` along one axis.
+/// Input and output never alias. Errors name the operation and the peer.
+class Communicator {
+public:
+  virtual ~Communicator();
+
+  virtual int rank() const = 0;
+  virtual const Mesh &mesh() const = 0;
+
+  virtual llvm::Expected<Request>
+  allReduce(llvm::ArrayRef<std::string> axes, const TensorRef &input,
+            const TensorRef &output, Reduction reduction) = 0;
+  virtual llvm::Expected<Request>
+  allGather(llvm::ArrayRef<std::string> axes, const TensorRef &input,
+            const TensorRef &output, int64_t dim, int64_t block) = 0;
+  virtual llvm::Expected<Request>
+  reduceScatter(llvm::ArrayRef<std::string> axes, const TensorRef &input,
+                const TensorRef &output, int64_t dim, int64_t block,
+                Reduction reduction) = 0;
+  virtual llvm::Expected<Request>
+  allToAll(llvm::ArrayRef<std::string> axes, const TensorRef &input,
+           const TensorRef &output, int64_t splitDim, int64_t concatDim) = 0;
+  virtual llvm::Expected<Request> send(llvm::StringRef axis,
+                                       int64_t peerOffset,
+                                       const TensorRef &input) = 0;
+  virtual llvm::Expected<Request> recv(llvm::StringRef axis,
+                                       int64_t peerOffset,
+                                       const TensorRef &output) = 0;
+
+  /// Blocks until the operation is complete (its output written, its input
+  /// free to reuse).
+  virtual llvm::Error wait(Request request) = 0;
+};
+
+} // namespace dtc::runtime
+
+#endif // DTC_RUNTIME_CORE_COMMUNICATOR_H
