@@ -91,6 +91,12 @@ public:
     return failure("{0}: {1}", what,
                    message.empty() ? std::string("unknown error") : message);
   }
+  bool hasError() const { return !message.empty(); }
+  /// A pass that refused the model (partitioning an op the plan cannot
+  /// split): bad input, with the pass's own message.
+  llvm::Error takeRefusal(llvm::StringRef what) {
+    return badInput("{0}: {1}", what, message);
+  }
 
 private:
   std::string message;
@@ -180,6 +186,8 @@ static PlanRequest makePlanRequest(const CompileOptions &o,
   if (o.zero)
     pins.zero = static_cast<int>(*o.zero);
   pins.microBatch = o.microBatch;
+  if (o.sequenceParallel)
+    pins.sequenceParallel = *o.sequenceParallel == "on";
   if (o.recompute)
     pins.recompute = parseRecompute(*o.recompute);
   return request;
@@ -315,7 +323,8 @@ static void addStageDetails(llvm::json::Object &plan,
 
 static void printSummary(llvm::raw_ostream &out, const ModelSummary &m,
                          const Cluster &c, const PlanResult *plan,
-                         llvm::StringRef planMissing, llvm::StringRef bundleDir,
+                         llvm::StringRef planMissing,
+                         llvm::StringRef programLine, llvm::StringRef bundleDir,
                          double seconds) {
   out << "model    " << m.name << ": " << m.params << " parameters in "
       << m.parameterTensors << " tensors, "
@@ -337,8 +346,32 @@ static void printSummary(llvm::raw_ostream &out, const ModelSummary &m,
   } else {
     out << "plan     not planned: " << planMissing << "\n";
   }
+  out << "program  " << programLine << "\n";
   out << "bundle   " << bundleDir << "  (" << llvm::format("%.2f", seconds)
       << " s)\n";
+}
+
+/// Why the partitioner cannot lower `plan` to runtime programs yet (empty
+/// when it can): data and tensor parallelism (with sequence parallelism),
+/// ZeRO 1-3 and pipeline stages (GPipe, 1F1B) are lowered; interleaved
+/// schedules, context and expert parallelism are not (docs/partition.md).
+/// Parameter bytes (fp32) up to which a multi-rank bundle carries the
+/// single-device reference program of `dtc verify`.
+constexpr int64_t kVerifiableBytes = int64_t(1) << 30;
+
+static std::string unsupportedForPrograms(const ParallelPlan &plan) {
+  llvm::SmallVector<std::string> missing;
+  if (plan.pp > 1 && plan.schedule == Schedule::Interleaved)
+    missing.push_back(
+        llvm::formatv("interleaved pipeline schedule (vpp={0})", plan.vpp));
+  if (plan.cp > 1)
+    missing.push_back(llvm::formatv("context parallelism (cp={0})", plan.cp));
+  if (plan.ep > 1)
+    missing.push_back(llvm::formatv("expert parallelism (ep={0})", plan.ep));
+  if (missing.empty())
+    return "";
+  return "no runtime program yet for this plan's " + llvm::join(missing, ", ") +
+         "; pin a lowered plan (--vpp 1 --cp 1 --ep 1) to run it";
 }
 
 llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
@@ -412,18 +445,25 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
     return llvm::Error::success();
   }
 
-  // One device: the runtime program (training step or forward), built
-  // from the model bound to the plan's micro-batch. Multi-rank programs
-  // come with the partitioner (issue 7).
+  // The runtime program (training step or forward) of the plan: the model
+  // bound to the micro-batch of the whole data-parallel group, partitioned
+  // over the plan's mesh when it has more than one rank.
   std::vector<std::pair<std::string, std::string>> files;
-  if (o.gpus == 1) {
-    int64_t microBatch = planResult ? planResult->best.plan.microBatch
-                                    : o.microBatch.value_or(1);
-    int64_t gradAccum =
-        planResult ? std::max<int64_t>(1, planResult->best.plan.microBatches())
-                   : std::max<int64_t>(1, o.globalBatch.value_or(microBatch) /
-                                              microBatch);
-    auto runModule = importAndSimplify(o, microBatch, context, diagnostics);
+  std::string programMissing, programLine;
+  if (o.noProgram && o.emit != "program")
+    programMissing = "--no-program";
+  else if (o.gpus > 1 && !planResult)
+    programMissing = "no plan: " + planMissing;
+  else if (planResult)
+    programMissing = unsupportedForPrograms(planResult->best.plan);
+  if (programMissing.empty()) {
+    ParallelPlan single;
+    single.microBatch = o.microBatch.value_or(1);
+    single.globalBatch = o.globalBatch.value_or(single.microBatch);
+    const ParallelPlan &plan = planResult ? planResult->best.plan : single;
+    int64_t gradAccum = std::max<int64_t>(1, plan.microBatches());
+    auto runModule =
+        importAndSimplify(o, plan.microBatch * plan.dp, context, diagnostics);
     if (!runModule)
       return runModule.takeError();
     ProgramBuildOptions build;
@@ -433,26 +473,87 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
     build.modelPath = std::string(absolute);
     build.training.gradAccum = gradAccum;
     build.training.optimizer = o.optimizer;
+    if (plan.gpus() > 1) {
+      // Axes of size 1 would only add collectives over one rank.
+      llvm::SmallVector<std::string> axes;
+      if (plan.pp > 1)
+        axes.push_back(llvm::formatv("pp:{0}", plan.pp));
+      if (plan.dp > 1)
+        axes.push_back(llvm::formatv("dp:{0}", plan.dp));
+      if (plan.tp > 1)
+        axes.push_back(llvm::formatv("tp:{0}", plan.tp));
+      build.mesh = llvm::join(axes, ",");
+      build.sequenceParallel = plan.sequenceParallel && plan.tp > 1;
+      build.zeroStage = plan.dp > 1 ? plan.zero : 0;
+      build.pipelineStages = plan.pp;
+      build.schedule = plan.schedule == Schedule::GPipe ? "gpipe" : "1f1b";
+    }
     // Recompute hook (docs/recompute.md): the plan's choice (which honours
     // a --recompute pin), or the pin when no plan was searched.
-    std::string recompute =
-        planResult ? recomputeName(planResult->best.plan.recompute).str()
-                   : o.recompute.value_or("none");
+    std::string recompute = planResult ? recomputeName(plan.recompute).str()
+                                       : o.recompute.value_or("none");
     build.training.recompute =
         parseRecomputeMode(recompute).value_or(RecomputeMode::None);
-    auto built = buildSingleRankProgram(**runModule, build);
-    if (!built)
-      return built.takeError();
-    if (o.emit == "program") {
-      printProgram(*built, out);
-      return llvm::Error::success();
+    std::string stagesText;
+    auto built = buildProgram(**runModule, build, &stagesText);
+    llvm::Error buildError = llvm::Error::success();
+    if (!built) {
+      if (diagnostics.hasError()) {
+        llvm::consumeError(built.takeError());
+        buildError = diagnostics.takeRefusal(o.modelPath);
+      } else {
+        buildError = built.takeError();
+      }
     }
-    program.clear();
-    (*runModule)->print(programOs);
-    files.emplace_back("program.pb", built->SerializeAsString());
+    // A multi-rank plan the partitioner cannot lower yet keeps its plan; the
+    // bundle says why it has no program. One device must always run.
+    if (buildError && (o.gpus == 1 || o.emit == "program"))
+      return buildError;
+    if (buildError) {
+      programLine = "none: " + llvm::toString(std::move(buildError));
+    } else {
+      if (o.emit == "program") {
+        printProgram(*built, out);
+        return llvm::Error::success();
+      }
+      program.clear();
+      if (stagesText.empty())
+        (*runModule)->print(programOs);
+      else
+        programOs << stagesText;
+      files.emplace_back("program.pb", built->SerializeAsString());
+      programLine =
+          llvm::formatv("{0} rank{1}{2}", built->world_size(),
+                        built->world_size() > 1 ? "s" : "",
+                        built->mesh().empty() ? std::string()
+                                              : " over mesh " + built->mesh())
+              .str();
+      // `dtc verify` compares a multi-rank plan with one device running the
+      // same global micro-batch: the bundle carries that program too, for
+      // models small enough to run on a CPU.
+      if (built->world_size() > 1 && summary.params * 4 <= kVerifiableBytes) {
+        auto refModule = importAndSimplify(o, plan.microBatch * plan.dp,
+                                           context, diagnostics);
+        if (!refModule)
+          return refModule.takeError();
+        ProgramBuildOptions single = build;
+        single.mesh.clear();
+        single.pipelineStages = 1;
+        single.zeroStage = 0;
+        auto reference = buildProgram(**refModule, single);
+        if (reference) {
+          files.emplace_back("reference.pb", reference->SerializeAsString());
+          programLine += ", single-device reference for dtc verify";
+        } else {
+          programLine += ", no single-device reference: " +
+                         llvm::toString(reference.takeError());
+        }
+      }
+    }
   } else if (o.emit == "program") {
-    return badInput("--emit program: programs of multi-GPU plans need the "
-                    "partitioner (issue 7); use --gpus 1");
+    return badInput("--emit program: {0}", programMissing);
+  } else {
+    programLine = "none: " + programMissing;
   }
 
   double seconds =
@@ -490,7 +591,7 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
     return llvm::Error::success();
   }
   printSummary(out, summary, *cluster, planResult ? &*planResult : nullptr,
-               planMissing, bundleDir, seconds);
+               planMissing, programLine, bundleDir, seconds);
   if (o.explain && planResult)
     out << formatExplanation(*planResult);
   return llvm::Error::success();

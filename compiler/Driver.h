@@ -30,7 +30,11 @@ struct CompileOptions {
   std::string dtype = "bf16";
   std::optional<int64_t> tp, pp, dp, cp, ep, vpp, zero, microBatch;
   std::optional<std::string> recompute;
+  std::optional<std::string> sequenceParallel; ///< "on" or "off"
   bool noSearch = false;
+  /// Plan only: skip building the runtime program (seconds to a minute for
+  /// a 70B model; the plan itself takes well under a second).
+  bool noProgram = false;
   std::string outputDir; ///< Empty: `<model>.dtc` next to the model.
   bool json = false;
   std::optional<int64_t> explain;

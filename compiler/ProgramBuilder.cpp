@@ -5,52 +5,129 @@
 #include "compiler/support/Error.h"
 #include "passes/lowering/ProgramLowering.h"
 
+#include "passes/Passes.h"
+#include "runtime/core/Communicator.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace dtc {
 
+static void setTraining(program::Program &p, const TrainingStepInfo &info,
+                        const TrainingStepOptions &options,
+                        llvm::StringRef stepFunction, int64_t callsPerStep) {
+  program::Training *t = p.mutable_training();
+  t->set_micro_step(stepFunction.str());
+  t->set_apply("apply");
+  t->set_grad_accum(callsPerStep);
+  t->set_micro_batches_per_call(info.microBatchesPerCall);
+  t->set_micro_batch(info.microBatch);
+  t->set_seq_len(info.seqLen);
+  t->set_vocab(info.vocab);
+  const OptimizerConfig &c = options.optimizer;
+  program::Optimizer *opt = t->mutable_optimizer();
+  opt->set_name("adamw");
+  opt->set_lr(c.lr);
+  opt->set_min_lr(c.minLr);
+  opt->set_warmup_steps(c.warmupSteps);
+  opt->set_decay_steps(c.decaySteps);
+  opt->set_schedule(c.schedule);
+  opt->set_beta1(c.beta1);
+  opt->set_beta2(c.beta2);
+  opt->set_eps(c.epsilon);
+  opt->set_weight_decay(c.weightDecay);
+  opt->set_grad_clip(c.gradClip);
+}
+
 llvm::Expected<program::Program>
-buildSingleRankProgram(mlir::ModuleOp module,
-                       const ProgramBuildOptions &options) {
+buildProgram(mlir::ModuleOp module, const ProgramBuildOptions &options,
+             std::string *stagesText) {
+  auto mesh = runtime::Mesh::parse(options.mesh);
+  if (!mesh)
+    return mesh.takeError();
   program::Program p;
   p.set_schema("dtc.program/1");
   p.set_mode(options.mode);
   p.set_model_path(options.modelPath);
-  p.set_world_size(1);
-  if (options.mode == "train") {
-    auto info = buildTrainingStep(module, options.training);
+  p.set_world_size(mesh->worldSize());
+  p.set_mesh(mesh->str());
+  bool partitioned = mesh->worldSize() > 1;
+  TrainingStepOptions training = options.training;
+  if (partitioned) {
+    training.mesh = mesh->str();
+    training.sequenceParallel = options.sequenceParallel;
+    training.zeroStage = options.zeroStage;
+    training.pipelineStages = options.pipelineStages;
+    training.schedule = options.schedule;
+  }
+
+  if (options.pipelineStages > 1) {
+    if (options.mode != "train")
+      return badInput("pipeline stages are lowered for training only; "
+                      "compile inference plans with --pp 1");
+    llvm::SmallVector<mlir::OwningOpRef<mlir::ModuleOp>> stages;
+    auto info = buildPipelineStep(module, training, stages);
     if (!info)
       return info.takeError();
-    program::Training *t = p.mutable_training();
-    t->set_micro_step("micro_step");
-    t->set_apply("apply");
-    t->set_grad_accum(options.training.gradAccum);
-    t->set_micro_batch(info->microBatch);
-    t->set_seq_len(info->seqLen);
-    t->set_vocab(info->vocab);
-    const OptimizerConfig &c = options.training.optimizer;
-    program::Optimizer *opt = t->mutable_optimizer();
-    opt->set_name("adamw");
-    opt->set_lr(c.lr);
-    opt->set_min_lr(c.minLr);
-    opt->set_warmup_steps(c.warmupSteps);
-    opt->set_decay_steps(c.decaySteps);
-    opt->set_schedule(c.schedule);
-    opt->set_beta1(c.beta1);
-    opt->set_beta2(c.beta2);
-    opt->set_eps(c.epsilon);
-    opt->set_weight_decay(c.weightDecay);
-    opt->set_grad_clip(c.gradClip);
+    setTraining(p, *info, training, "pipeline_step", 1);
+    int ppAxis = mesh->axisIndex("pp");
+    for (auto [s, stage] : llvm::enumerate(stages)) {
+      auto rank = lowerToRankProgram(*stage);
+      if (!rank)
+        return rank.takeError();
+      bool firstRank = true;
+      for (int r = 0; r < mesh->worldSize(); ++r)
+        if (mesh->coordinates(r)[ppAxis] == static_cast<int64_t>(s)) {
+          if (firstRank)
+            rank->set_rank(r);
+          firstRank = false;
+          rank->add_ranks(r);
+        }
+      *p.add_ranks() = std::move(*rank);
+      if (stagesText) {
+        llvm::raw_string_ostream os(*stagesText);
+        os << "// pipeline stage " << s << "\n";
+        (*stage)->print(os);
+      }
+    }
+    return p;
+  }
+
+  if (options.mode == "train") {
+    auto info = buildTrainingStep(module, training);
+    if (!info)
+      return info.takeError();
+    setTraining(p, *info, training, "micro_step", training.gradAccum);
   } else {
     auto funcs = llvm::to_vector(module.getOps<mlir::func::FuncOp>());
     if (funcs.size() != 1)
       return failure("expected one forward function, found {0}", funcs.size());
     p.set_infer_function(funcs.front().getSymName().str());
+    if (partitioned) {
+      mlir::PassManager pm(module.getContext());
+      mlir::dtc::DtcPropagateShardingOptions propagate;
+      propagate.mesh = mesh->str();
+      propagate.sequenceParallel = options.sequenceParallel;
+      pm.addPass(mlir::dtc::createDtcPropagateSharding(propagate));
+      mlir::dtc::DtcPartitionOptions partition;
+      partition.mesh = mesh->str();
+      pm.addPass(mlir::dtc::createDtcPartition(partition));
+      if (mlir::failed(pm.run(module)))
+        return failure("partitioning over mesh {0} failed (see the error "
+                       "above)",
+                       mesh->str());
+    }
   }
   auto rank = lowerToRankProgram(module);
   if (!rank)
     return rank.takeError();
+  // SPMD: every rank runs the same program; its mesh coordinates select
+  // its data, its shards and its collective groups at run time.
+  rank->set_rank(0);
+  for (int r = 0; partitioned && r < mesh->worldSize(); ++r)
+    rank->add_ranks(r);
   *p.add_ranks() = std::move(*rank);
   return p;
 }
@@ -88,13 +165,31 @@ static std::string valueText(const program::Function &f, int id) {
 
 void printProgram(const program::Program &p, llvm::raw_ostream &os) {
   os << "program " << p.schema() << " mode " << p.mode() << " ranks "
-     << p.world_size() << "\n";
+     << p.world_size() << (p.mesh().empty() ? "" : " mesh " + p.mesh()) << "\n";
   for (const program::RankProgram &rank : p.ranks()) {
-    os << "rank " << rank.rank() << ": " << rank.variables_size()
-       << " variables, " << rank.constants_size() << " constants\n";
-    for (const program::Variable &v : rank.variables())
+    std::string ranks = std::to_string(rank.rank());
+    if (rank.ranks_size() > 1)
+      ranks = llvm::formatv("{0}-{1}", rank.ranks(0),
+                            rank.ranks(rank.ranks_size() - 1));
+    os << "rank " << ranks << ": " << rank.variables_size() << " variables, "
+       << rank.constants_size() << " constants\n";
+    for (const program::Variable &v : rank.variables()) {
       os << "  var \"" << v.name() << "\" " << typeText(v.type()) << " "
-         << v.role() << " init " << v.init() << "\n";
+         << v.role() << " init " << v.init();
+      if (v.shard_size()) {
+        os << " shard of ";
+        for (int64_t d : v.global_shape())
+          os << d << "x";
+        os << " [";
+        for (auto [i, dim] : llvm::enumerate(v.shard())) {
+          os << (i ? ", " : "") << "[" << llvm::join(dim.axes(), ",") << "]";
+          if (dim.block())
+            os << ":" << dim.block();
+        }
+        os << "]";
+      }
+      os << "\n";
+    }
     for (const program::Function &f : rank.functions()) {
       os << "  func " << f.name() << ": " << f.instructions_size()
          << " instructions, arena " << f.arena_bytes() << " bytes (live peak "
@@ -107,10 +202,16 @@ void printProgram(const program::Program &p, llvm::raw_ostream &os) {
         os << "    ";
         for (auto [i, id] : llvm::enumerate(inst.outputs()))
           os << (i ? ", " : "") << valueText(f, id);
-        os << " = " << inst.op() << "(";
+        os << (inst.outputs_size() ? " = " : "") << inst.op() << "(";
         for (auto [i, id] : llvm::enumerate(inst.inputs()))
           os << (i ? ", " : "") << "%" << id;
-        os << ")\n";
+        os << ")";
+        // Communication: the group and the request pairing start and wait.
+        if (auto it = inst.attrs().find("mesh_axes"); it != inst.attrs().end())
+          os << " over " << llvm::join(it->second.strings().values(), ",");
+        if (auto it = inst.attrs().find("request"); it != inst.attrs().end())
+          os << " #" << it->second.i();
+        os << "\n";
       }
       for (const program::Result &r : f.results())
         os << "    result " << valueText(f, r.value())

@@ -2,7 +2,8 @@
 //
 // From the imported model (bound to the plan's micro-batch) to program.pb:
 // the training step (passes/training) or the forward function, lowered by
-// passes/lowering. One rank for now; per-rank partitioning is issue 7.
+// passes/lowering. Multi-rank plans are partitioned over their device mesh
+// first: SPMD ranks share one RankProgram (docs/partition.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,13 +23,24 @@ struct ProgramBuildOptions {
   std::string mode = "train"; ///< "train" or "infer"
   std::string modelPath;      ///< absolute; initial weights come from it
   TrainingStepOptions training;
+  /// The device mesh ("dp:2,tp:2", outermost first); empty: one device.
+  /// `module` is bound to the micro-batch of the whole mesh (dp times the
+  /// per-rank micro-batch).
+  std::string mesh;
+  bool sequenceParallel = false;
+  int zeroStage = 0;
+  /// Pipeline stages (the mesh's "pp" axis) and schedule.
+  int64_t pipelineStages = 1;
+  std::string schedule = "1f1b";
 };
 
-/// Builds the one-rank program; `module` is rewritten into the functions the
-/// program runs (print it as the bundle's program.mlir).
+/// Builds the program of every rank; `module` is rewritten into the
+/// functions the program runs, or for a pipeline into the forward function,
+/// with the stages' functions printed to `stagesText` (together they are the
+/// bundle's program.mlir).
 llvm::Expected<program::Program>
-buildSingleRankProgram(mlir::ModuleOp module,
-                       const ProgramBuildOptions &options);
+buildProgram(mlir::ModuleOp module, const ProgramBuildOptions &options,
+             std::string *stagesText = nullptr);
 
 /// A readable listing of a program (`dtc compile --emit program`).
 void printProgram(const program::Program &program, llvm::raw_ostream &os);

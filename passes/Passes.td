@@ -115,6 +115,10 @@ def DtcPartition : Pass<"dtc-partition", "::mlir::ModuleOp"> {
     Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
            "Device mesh as name:size pairs, outermost first (dp:2,tp:4); "
            "the same as propagation's">,
+    Option<"deferGradientSync", "defer-gradient-sync", "bool",
+           /*default=*/"false",
+           "Return parameter gradients as partial sums (their dtc.sharding "
+           "lists the axes) for the training step to reduce once per step">,
   ];
 }
 

@@ -14,6 +14,7 @@
 #include "dialects/dtc/DtcOps.h"
 #include "passes/AffineMatch.h"
 #include "passes/Passes.h"
+#include "passes/ShardingRules.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -106,24 +107,6 @@ int64_t bytesOf(Type type) {
     return 0;
   int64_t bits = tensor.getElementType().getIntOrFloatBitWidth();
   return tensor.getNumElements() * std::max<int64_t>(bits / 8, 1);
-}
-
-/// Loops whose split may leave partial sums (the op is linear in them).
-bool isSumLikeReduction(Operation *op, int64_t loop, int64_t numLoops) {
-  if (isa<MatmulOp, ConvOp, EmbeddingOp, ReduceSumOp, ReduceMeanOp,
-          EmbeddingGradOp, ConvGradInputOp, ConvGradWeightOp>(op))
-    return true;
-  // Positions of the loss average linearly; the vocabulary is a log-sum-exp.
-  if (isa<CrossEntropyOp>(op))
-    return loop != numLoops - 1;
-  return false;
-}
-
-/// Gradient ops with a result that sums over a parallel loop it does not
-/// index (weight gradients over the rows, key and value gradients over the
-/// queries): splitting that loop leaves that result a partial sum.
-bool sumsOverParallelLoops(Operation *op) {
-  return isa<LayerNormGradOp, RmsNormGradOp, AttentionGradOp>(op);
 }
 
 class Propagation {
@@ -760,12 +743,24 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis) {
     fixed[arg] = sh;
   }
 
+  // A parameter already annotated keeps its sharding (the training step
+  // pins the layout chosen on the forward pass when it shards the gradient
+  // function); other parameters and constants take their first user's.
   unsigned next = 0;
   for (Operation &op : body) {
     for (Value result : op.getResults()) {
       number[result] = next++;
-      if (isa<ParameterOp, ConstantOp>(&op))
+      auto pinned = isa<ParameterOp>(&op)
+                        ? op.getAttrOfType<ArrayAttr>("dtc.sharding")
+                        : ArrayAttr();
+      if (pinned && pinned.size() == 1 && isa<ShardingAttr>(pinned[0])) {
+        auto parsed = fromAttr(cast<ShardingAttr>(pinned[0]), op.getLoc());
+        if (!parsed || failed(checkSharding(result, *parsed, op.getLoc())))
+          return failure();
+        fixed[result] = *parsed;
+      } else if (isa<ParameterOp, ConstantOp>(&op)) {
         free.insert(result);
+      }
     }
   }
   unsigned index = 0;
@@ -784,7 +779,8 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis) {
 
   std::vector<State> states(1);
   for (Operation &op : body) {
-    if (free.contains(op.getNumResults() ? op.getResult(0) : Value()))
+    Value first = op.getNumResults() ? op.getResult(0) : Value();
+    if (free.contains(first) || (isa<ParameterOp>(&op) && fixed.count(first)))
       continue;
     unsigned pos = position[&op];
     std::map<std::string, State> merged;
@@ -891,7 +887,10 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis) {
     SmallVector<Attribute> attrs;
     for (Value result : op.getResults()) {
       auto it = chosen.find(result);
-      Sh sh = it != chosen.end() ? it->second : Sh::replicated(numAxes());
+      auto pinned = fixed.find(result);
+      Sh sh = it != chosen.end()      ? it->second
+              : pinned != fixed.end() ? pinned->second
+                                      : Sh::replicated(numAxes());
       attrs.push_back(toAttr(ctx, sh, result.getType()));
     }
     op.setAttr("dtc.sharding", b.getArrayAttr(attrs));

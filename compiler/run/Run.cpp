@@ -2,11 +2,15 @@
 
 #include "compiler/run/Run.h"
 
+#include "compiler/run/Launch.h"
 #include "compiler/support/Error.h"
 #include "frontends/onnx/HostTensor.h"
 #include "runtime/core/Executor.h"
+#include "runtime/core/Shard.h"
 #include "runtime/cpu/CpuKernels.h"
+#include "runtime/mpi/MpiCommunicator.h"
 
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -28,6 +32,41 @@ namespace {
 
 namespace rt = runtime;
 
+/// Where this process sits in the plan: its rank, the mesh, its program
+/// and its part of the data.
+struct RankContext {
+  int rank = 0;
+  rt::Mesh mesh;
+  const program::RankProgram *program = nullptr;
+  int64_t dpIndex = 0; ///< coordinate on the "dp" axis
+  /// Rank 0 prints progress, logs and results; the others stay quiet.
+  bool reports() const { return rank == 0; }
+};
+
+llvm::Expected<RankContext> rankContext(const program::Program &p, int rank) {
+  RankContext context;
+  context.rank = rank;
+  auto mesh = rt::Mesh::parse(p.mesh());
+  if (!mesh)
+    return badInput("program.pb: {0}; recompile the bundle",
+                    llvm::toString(mesh.takeError()));
+  context.mesh = std::move(*mesh);
+  if (context.mesh.worldSize() != p.world_size())
+    return badInput("program.pb: mesh '{0}' has {1} ranks, the program {2}; "
+                    "recompile the bundle",
+                    p.mesh(), context.mesh.worldSize(), p.world_size());
+  for (const program::RankProgram &r : p.ranks())
+    if (r.rank() == rank || llvm::is_contained(r.ranks(), rank))
+      context.program = &r;
+  if (!context.program)
+    return badInput("program.pb: no program for rank {0}; recompile the "
+                    "bundle",
+                    rank);
+  if (int dp = context.mesh.axisIndex("dp"); dp >= 0)
+    context.dpIndex = context.mesh.coordinates(rank)[dp];
+  return context;
+}
+
 /// splitmix64: a well-mixed 64-bit hash, so that every (seed, index) pair
 /// gets its own stream regardless of how many ranks or steps came before.
 uint64_t mix(uint64_t x) {
@@ -44,18 +83,19 @@ uint64_t hashName(llvm::StringRef name) {
   return h;
 }
 
-llvm::Expected<program::Program> loadProgram(llvm::StringRef bundle) {
+llvm::Expected<program::Program>
+loadProgram(llvm::StringRef bundle, llvm::StringRef file = "program.pb") {
   llvm::SmallString<256> path(bundle);
-  llvm::sys::path::append(path, "program.pb");
+  llvm::sys::path::append(path, file);
   if (!llvm::sys::fs::is_directory(bundle))
     return badInput("{0}: no such bundle directory; create it with 'dtc "
                     "compile MODEL --gpus 1 -o {0}'",
                     bundle);
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
-    return badInput("{0}: missing; this bundle has no runtime program "
-                    "(multi-GPU plans are lowered by issue 7; compile with "
-                    "--gpus 1 to run on one device)",
+    return badInput("{0}: missing; this bundle has no runtime program (the "
+                    "'program' line of dtc compile says why: pin a plan the "
+                    "partitioner lowers, or compile with --gpus 1)",
                     path);
   program::Program p;
   if (!p.ParseFromArray((*buffer)->getBufferStart(),
@@ -77,8 +117,9 @@ std::string shapeText(llvm::ArrayRef<int64_t> shape, rt::DType dtype) {
 /// Initial values: the model file's initializers, or with --init a seeded
 /// draw per variable (its own stream, keyed by name).
 llvm::Error initializeVariables(const program::Program &p,
+                                const RankContext &context,
                                 rt::Executor &executor, const RunOptions &o) {
-  const program::RankProgram &rank = p.ranks(0);
+  const program::RankProgram &rank = *context.program;
   std::map<std::string, const ::onnx::TensorProto *> initializers;
   ::onnx::ModelProto model;
   bool needModel = !o.init && llvm::any_of(rank.variables(), [](auto &v) {
@@ -99,7 +140,23 @@ llvm::Error initializeVariables(const program::Program &p,
   }
   std::string baseDir = llvm::sys::path::parent_path(p.model_path()).str();
   for (const program::Variable &v : rank.variables()) {
-    rt::Tensor *t = executor.variable(v.name());
+    rt::Tensor *local = executor.variable(v.name());
+    // A shard is cut from the whole tensor, so that every plan starts from
+    // the weights one device would.
+    auto layout = rt::ShardLayout::of(v, context.mesh, context.rank);
+    if (!layout)
+      return badInput("program.pb: {0}; recompile the bundle",
+                      llvm::toString(layout.takeError()));
+    rt::Tensor whole;
+    rt::Tensor *t = local;
+    if (!layout->isWhole()) {
+      whole = rt::Tensor(local->dtype(), layout->globalShape());
+      t = &whole;
+    }
+    auto keepShard = [&] {
+      if (t != local)
+        layout->extract(t->ref(), local->ref());
+    };
     std::string how = v.init();
     if (how == "model" && o.init)
       how = v.fallback_init();
@@ -123,6 +180,7 @@ llvm::Error initializeVariables(const program::Program &p,
                         shapeText(t->shape(), t->dtype()));
       rt::Tensor value = toRuntimeTensor(*host, t->dtype());
       std::memcpy(t->data(), value.data(), t->bytes());
+      keepShard();
       continue;
     }
     int64_t n = t->numElements();
@@ -142,6 +200,7 @@ llvm::Error initializeVariables(const program::Program &p,
     } else {
       std::memset(t->data(), 0, t->bytes()); // "zeros"
     }
+    keepShard();
   }
   return llvm::Error::success();
 }
@@ -176,9 +235,10 @@ llvm::Error writeTensorProto(const rt::Tensor &tensor, llvm::StringRef name,
   return llvm::Error::success();
 }
 
-llvm::Error runInference(const program::Program &p, rt::Executor &executor,
-                         const RunOptions &o, llvm::raw_ostream &out) {
-  const program::RankProgram &rank = p.ranks(0);
+llvm::Error runInference(const program::Program &p, const RankContext &context,
+                         rt::Executor &executor, const RunOptions &o,
+                         llvm::raw_ostream &out) {
+  const program::RankProgram &rank = *context.program;
   const program::Function *fn = nullptr;
   for (const program::Function &f : rank.functions())
     if (f.name() == p.infer_function())
@@ -220,6 +280,10 @@ llvm::Error runInference(const program::Program &p, rt::Executor &executor,
   auto results = executor.run(fn->name(), args);
   if (!results)
     return failure("{0}", llvm::toString(results.takeError()));
+  // Every rank holds the whole outputs (the partitioner returns whole
+  // values); rank 0 reports them.
+  if (!context.reports())
+    return llvm::Error::success();
   if (!o.outputs.empty()) {
     // Written next to the target, then renamed: no half-written outputs.
     std::string tmp = o.outputs + ".partial";
@@ -324,37 +388,70 @@ rt::Tensor scalarF32(float value) {
   return t;
 }
 
-llvm::Error runTraining(const program::Program &p, rt::Executor &executor,
-                        const RunOptions &o, llvm::raw_ostream &out) {
+/// The shape of the tokens this rank trains on per call: [rows, seq] or,
+/// for a pipeline step, [micro-batches, rows, seq] (the data-parallel group
+/// splits the rows of each micro-batch).
+llvm::Expected<llvm::SmallVector<int64_t, 3>>
+localTokensShape(const program::Program &p, const RankContext &context) {
+  for (const program::Function &f : context.program->functions())
+    if (f.name() == p.training().micro_step())
+      for (const program::Argument &a : f.arguments()) {
+        const auto &shape = f.values(a.value()).type().shape();
+        if (a.feed() == "tokens" && (shape.size() == 2 || shape.size() == 3))
+          return llvm::SmallVector<int64_t, 3>(shape.begin(), shape.end());
+      }
+  return badInput("program.pb: '{0}' has no tokens argument; recompile the "
+                  "bundle",
+                  p.training().micro_step());
+}
+
+llvm::Error runTraining(const program::Program &p, const RankContext &context,
+                        rt::Executor &executor, const RunOptions &o,
+                        llvm::raw_ostream &out) {
   const program::Training &train = p.training();
   if (!o.steps)
     return badInput("--steps N is required for training");
   auto data = loadTokens(o, train.seq_len(), train.vocab());
   if (!data)
     return data.takeError();
+  auto tokensShape = localTokensShape(p, context);
+  if (!tokensShape)
+    return tokensShape.takeError();
+  // `mb` rows of the global micro-batch, of which this rank trains rows
+  // [first, first + rows).
   const int64_t mb = train.micro_batch(), seq = train.seq_len();
+  const int64_t rows = (*tokensShape)[tokensShape->size() - 2];
+  const int64_t first = context.dpIndex * rows;
+  const int64_t perCall = tokensShape->size() == 3 ? (*tokensShape)[0] : 1;
+  const int64_t microPerStep = train.grad_accum() * perCall;
   const int64_t windows = data->count - seq; // valid window starts
-  bool terminal = o.progress.value_or(
-      llvm::sys::Process::StandardErrIsDisplayed() && !o.logJson);
+  bool reports = context.reports();
+  bool terminal = reports && o.progress.value_or(
+                                 llvm::sys::Process::StandardErrIsDisplayed() &&
+                                 !o.logJson);
   int64_t logEvery = std::max<int64_t>(1, *o.steps / 10);
   auto start = std::chrono::steady_clock::now();
   double firstLoss = 0, lastLoss = 0;
   for (int64_t step = 1; step <= *o.steps; ++step) {
     auto stepStart = std::chrono::steady_clock::now();
     double lossSum = 0;
-    for (int64_t micro = 0; micro < train.grad_accum(); ++micro) {
-      rt::Tensor tokens(rt::DType::I64, {mb, seq}),
-          labels(rt::DType::I64, {mb, seq});
-      for (int64_t row = 0; row < mb; ++row) {
-        // The global sample index decides the window, so the sequence of
-        // samples does not depend on how the batch is split.
-        uint64_t sample = static_cast<uint64_t>(
-            ((step - 1) * train.grad_accum() + micro) * mb + row);
-        int64_t begin = static_cast<int64_t>(mix(mix(o.seed) ^ sample) %
-                                             static_cast<uint64_t>(windows));
-        for (int64_t j = 0; j < seq; ++j) {
-          tokens.as<int64_t>()[row * seq + j] = data->at(begin + j);
-          labels.as<int64_t>()[row * seq + j] = data->at(begin + j + 1);
+    for (int64_t call = 0; call < train.grad_accum(); ++call) {
+      const llvm::SmallVector<int64_t, 3> &shape = *tokensShape;
+      rt::Tensor tokens(rt::DType::I64, shape), labels(rt::DType::I64, shape);
+      for (int64_t part = 0; part < perCall; ++part) {
+        int64_t micro = call * perCall + part; // of this optimizer step
+        for (int64_t row = 0; row < rows; ++row) {
+          // The global sample index decides the window, so the sequence of
+          // samples does not depend on how the batch is split.
+          uint64_t sample = static_cast<uint64_t>(
+              ((step - 1) * microPerStep + micro) * mb + first + row);
+          int64_t begin = static_cast<int64_t>(mix(mix(o.seed) ^ sample) %
+                                               static_cast<uint64_t>(windows));
+          int64_t at = (part * rows + row) * seq;
+          for (int64_t j = 0; j < seq; ++j) {
+            tokens.as<int64_t>()[at + j] = data->at(begin + j);
+            labels.as<int64_t>()[at + j] = data->at(begin + j + 1);
+          }
         }
       }
       auto loss = executor.run(train.micro_step(), {tokens, labels});
@@ -381,11 +478,12 @@ llvm::Error runTraining(const program::Program &p, rt::Executor &executor,
     auto now = std::chrono::steady_clock::now();
     double stepS = std::chrono::duration<double>(now - stepStart).count();
     double elapsed = std::chrono::duration<double>(now - start).count();
-    double tokensPerS =
-        static_cast<double>(train.grad_accum() * mb * seq) / stepS;
+    double tokensPerS = static_cast<double>(microPerStep * mb * seq) / stepS;
     if (step == 1)
       firstLoss = loss;
     lastLoss = loss;
+    if (!reports)
+      continue;
     if (o.logJson) {
       llvm::json::Object line{{"step", step},
                               {"loss", loss},
@@ -410,9 +508,125 @@ llvm::Error runTraining(const program::Program &p, rt::Executor &executor,
       llvm::errs() << progress << "\n";
     }
   }
-  if (!o.logJson)
+  if (reports && !o.logJson)
     out << llvm::formatv("trained {0} steps: loss {1:f4} -> {2:f4}\n", *o.steps,
                          firstLoss, lastLoss);
+  return llvm::Error::success();
+}
+
+/// Writes this rank's parameters (its shards) as the initializers of an
+/// ONNX GraphProto, for `dtc verify` to gather and compare.
+llvm::Error dumpParameters(const RankContext &context, rt::Executor &executor,
+                           llvm::StringRef dir) {
+  ::onnx::GraphProto graph;
+  for (const program::Variable &v : context.program->variables()) {
+    if (v.role() != "parameter")
+      continue;
+    const rt::Tensor *t = executor.variable(v.name());
+    ::onnx::TensorProto *proto = graph.add_initializer();
+    proto->set_name(v.name());
+    for (int64_t d : t->shape())
+      proto->add_dims(d);
+    proto->set_data_type(::onnx::TensorProto::FLOAT);
+    if (t->dtype() != rt::DType::F32)
+      return failure("--dump-state: parameter '{0}' is {1}; f32 only", v.name(),
+                     rt::dtypeName(t->dtype()));
+    proto->set_raw_data(t->data(), t->bytes());
+  }
+  std::string path = (dir + "/rank-" + llvm::Twine(context.rank) + ".pb").str();
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (!ec) {
+    os << graph.SerializeAsString();
+    os.close();
+    ec = os.error();
+  }
+  if (ec)
+    return failure("cannot write {0}: {1}", path, ec.message());
+  return llvm::Error::success();
+}
+
+const rt::KernelRegistry &cpuKernels() {
+  static const rt::KernelRegistry kernels = [] {
+    rt::KernelRegistry registry;
+    rt::cpu::registerCpuKernels(registry);
+    return registry;
+  }();
+  return kernels;
+}
+
+/// Runs this process's rank of `p` (with `communicator` for a multi-rank
+/// program) to the end.
+llvm::Error runRank(const program::Program &p, const RankContext &context,
+                    rt::Communicator *communicator, const RunOptions &o,
+                    llvm::raw_ostream &out,
+                    std::unique_ptr<rt::Executor> *keep = nullptr) {
+  auto executor =
+      rt::Executor::create(*context.program, cpuKernels(), communicator);
+  if (!executor)
+    return badInput("{0}: {1}", o.bundle, llvm::toString(executor.takeError()));
+  auto keepExecutor = llvm::make_scope_exit([&] {
+    if (keep)
+      *keep = std::move(*executor);
+  });
+  if (llvm::Error e = initializeVariables(p, context, **executor, o))
+    return e;
+  llvm::Error e = p.mode() == "train"
+                      ? runTraining(p, context, **executor, o, out)
+                      : runInference(p, context, **executor, o, out);
+  if (e)
+    return e;
+  if (!o.dumpState.empty())
+    return dumpParameters(context, **executor, o.dumpState);
+  return llvm::Error::success();
+}
+
+/// Checks what can be checked before ranks start, so that bad input is
+/// reported once, by the launcher.
+llvm::Error preflight(const program::Program &p, const RunOptions &o) {
+  if (p.mode() != "train")
+    return llvm::Error::success();
+  if (!o.steps)
+    return badInput("--steps N is required for training");
+  return loadTokens(o, p.training().seq_len(), p.training().vocab())
+      .takeError();
+}
+
+/// One rank of a job started by mpirun/srun (or by runBundle itself).
+llvm::Error runMpiRank(const program::Program &p, const RunOptions &o,
+                       llvm::raw_ostream &out) {
+  if (llvm::Error e = rt::mpi::initializeMpi(nullptr, nullptr))
+    return failure("{0}", llvm::toString(std::move(e)));
+  auto mesh = rt::Mesh::parse(p.mesh());
+  if (!mesh)
+    return badInput("program.pb: {0}; recompile the bundle",
+                    llvm::toString(mesh.takeError()));
+  auto communicator = rt::mpi::MpiCommunicator::create(*mesh);
+  if (!communicator)
+    return failure("{0}", llvm::toString(communicator.takeError()));
+  int rank = (*communicator)->rank();
+  auto context = rankContext(p, rank);
+  llvm::Error e = context ? runRank(p, *context, communicator->get(), o, out)
+                          : context.takeError();
+  if (e) {
+    // Peers may be blocked in a collective with this rank: do not wait for
+    // them (no communicator teardown, no MPI_Finalize); exiting non-zero
+    // makes the launcher stop every rank.
+    (void)communicator->release();
+    ErrorKind kind = ErrorKind::Failure;
+    std::string message;
+    llvm::handleAllErrors(
+        std::move(e),
+        [&](const DtcError &err) {
+          kind = err.getKind();
+          message = err.getMessage();
+        },
+        [&](const llvm::ErrorInfoBase &err) { message = err.message(); });
+    return llvm::make_error<DtcError>(
+        kind, llvm::formatv("rank {0}: {1}", rank, message).str());
+  }
+  communicator->reset();
+  rt::mpi::finalizeMpi();
   return llvm::Error::success();
 }
 
@@ -462,23 +676,272 @@ llvm::Error runBundle(const RunOptions &o, llvm::raw_ostream &out) {
   auto p = loadProgram(o.bundle);
   if (!p)
     return p.takeError();
-  if (p->world_size() > 1)
-    return badInput("{0}: a plan of {1} ranks; multi-rank execution is built "
-                    "by issue 8 (compile with --gpus 1 to run here)",
-                    o.bundle, p->world_size());
-  static const rt::KernelRegistry kernels = [] {
-    rt::KernelRegistry registry;
-    rt::cpu::registerCpuKernels(registry);
-    return registry;
-  }();
-  auto executor = rt::Executor::create(p->ranks(0), kernels);
-  if (!executor)
-    return badInput("{0}: {1}", o.bundle, llvm::toString(executor.takeError()));
-  if (llvm::Error e = initializeVariables(*p, **executor, o))
+  if (p->world_size() > 1 || rt::mpi::launchedByMpi()) {
+    if (rt::mpi::launchedByMpi())
+      return runMpiRank(*p, o, out);
+    // Started by hand: check the input once, then start one process per
+    // rank (each re-runs this command under mpirun).
+    if (llvm::Error e = preflight(*p, o))
+      return e;
+    LaunchOptions launch;
+    launch.ranks = p->world_size();
+    launch.command = o.command;
+    return launchRanks(launch);
+  }
+  auto context = rankContext(*p, 0);
+  if (!context)
+    return context.takeError();
+  return runRank(*p, *context, nullptr, o, out);
+}
+
+} // namespace dtc
+
+namespace dtc {
+namespace {
+
+/// The per-step losses of a `--log-json` stream.
+llvm::Expected<std::vector<double>> parseLosses(llvm::StringRef text,
+                                                llvm::StringRef what) {
+  std::vector<double> losses;
+  llvm::SmallVector<llvm::StringRef> lines;
+  text.split(lines, '\n', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef line : lines) {
+    auto json = llvm::json::parse(line);
+    if (!json) {
+      llvm::consumeError(json.takeError());
+      return failure("verify: {0} printed a line that is not JSON: {1}", what,
+                     line);
+    }
+    auto loss = json->getAsObject() ? json->getAsObject()->getNumber("loss")
+                                    : std::nullopt;
+    if (!loss)
+      return failure("verify: {0} logged a step without a loss", what);
+    losses.push_back(*loss);
+  }
+  return losses;
+}
+
+/// A small token file for `dtc verify` without --data: ids drawn from the
+/// seed, below the model's vocabulary.
+llvm::Error writeSyntheticTokens(llvm::StringRef path, int64_t count,
+                                 int64_t vocab, uint64_t seed) {
+  std::string bytes(count * 2, '\0');
+  for (int64_t i = 0; i < count; ++i) {
+    uint16_t id = static_cast<uint16_t>(mix(seed ^ mix(i)) %
+                                        static_cast<uint64_t>(vocab));
+    std::memcpy(&bytes[2 * i], &id, 2);
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (!ec) {
+    os << bytes;
+    os.close();
+    ec = os.error();
+  }
+  if (ec)
+    return failure("cannot write {0}: {1}", path, ec.message());
+  return llvm::Error::success();
+}
+
+/// Reassembles every parameter of the multi-rank run from the shards the
+/// ranks dumped into `dir` (rank-R.pb).
+llvm::Expected<std::map<std::string, rt::Tensor>>
+gatherParameters(const program::Program &p, llvm::StringRef dir) {
+  auto mesh = rt::Mesh::parse(p.mesh());
+  if (!mesh)
+    return mesh.takeError();
+  std::map<std::string, rt::Tensor> whole;
+  for (int rank = 0; rank < p.world_size(); ++rank) {
+    auto context = rankContext(p, rank);
+    if (!context)
+      return context.takeError();
+    std::string path = (dir + "/rank-" + llvm::Twine(rank) + ".pb").str();
+    auto buffer = llvm::MemoryBuffer::getFile(path);
+    ::onnx::GraphProto graph;
+    if (!buffer ||
+        !graph.ParseFromArray((*buffer)->getBufferStart(),
+                              static_cast<int>((*buffer)->getBufferSize())))
+      return failure("verify: rank {0} left no parameters ({1})", rank, path);
+    std::map<std::string, const ::onnx::TensorProto *> shards;
+    for (const ::onnx::TensorProto &t : graph.initializer())
+      shards[t.name()] = &t;
+    for (const program::Variable &v : context->program->variables()) {
+      if (v.role() != "parameter")
+        continue;
+      auto it = shards.find(v.name());
+      if (it == shards.end())
+        return failure("verify: rank {0} did not dump parameter '{1}'", rank,
+                       v.name());
+      auto layout = rt::ShardLayout::of(v, context->mesh, rank);
+      if (!layout)
+        return layout.takeError();
+      rt::Tensor shard(rt::DType::F32, layout->localShape());
+      if (it->second->raw_data().size() != shard.bytes())
+        return failure("verify: rank {0} dumped '{1}' with the wrong size",
+                       rank, v.name());
+      std::memcpy(shard.data(), it->second->raw_data().data(), shard.bytes());
+      auto [slot, inserted] = whole.try_emplace(v.name());
+      if (inserted)
+        slot->second = rt::Tensor(rt::DType::F32, layout->globalShape());
+      layout->insert(shard.ref(), slot->second.ref());
+    }
+  }
+  return whole;
+}
+
+} // namespace
+
+llvm::Error verifyBundle(const VerifyOptions &v, llvm::raw_ostream &out) {
+  auto p = loadProgram(v.bundle);
+  if (!p)
+    return p.takeError();
+  if (p->world_size() < 2)
+    return badInput("{0}: a one-rank plan; dtc verify compares a multi-rank "
+                    "plan with one device",
+                    v.bundle);
+  if (p->mode() != "train")
+    return badInput("{0}: dtc verify checks training bundles; compile with "
+                    "--mode train",
+                    v.bundle);
+  llvm::SmallString<256> refPath(v.bundle);
+  llvm::sys::path::append(refPath, "reference.pb");
+  if (!llvm::sys::fs::exists(refPath))
+    return badInput("{0}: missing; the model is too large to run on a CPU "
+                    "(over 1 GiB of parameters) or the bundle predates dtc "
+                    "verify (recompile it)",
+                    refPath);
+  auto reference = loadProgram(v.bundle, "reference.pb");
+  if (!reference)
+    return reference.takeError();
+
+  llvm::SmallString<128> dir;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueDirectory("dtc-verify", dir))
+    return failure("verify: cannot create a temporary directory: {0}",
+                   ec.message());
+  auto cleanup =
+      llvm::make_scope_exit([&] { llvm::sys::fs::remove_directories(dir); });
+  std::string data = v.data;
+  const program::Training &train = p->training();
+  if (data.empty()) {
+    data = (dir + "/tokens.bin").str();
+    int64_t count = std::max<int64_t>(8192, 16 * (train.seq_len() + 1));
+    if (llvm::Error e = writeSyntheticTokens(
+            data, count, train.vocab() > 0 ? train.vocab() : 256, v.seed))
+      return e;
+  }
+
+  // The plan at its rank count, one process per rank.
+  LaunchOptions launch;
+  launch.ranks = p->world_size();
+  launch.command = {v.executable,
+                    "run",
+                    v.bundle,
+                    "--steps",
+                    std::to_string(v.steps),
+                    "--data",
+                    data,
+                    "--seed",
+                    std::to_string(v.seed),
+                    "--log-json",
+                    "--dump-state",
+                    std::string(dir)};
+  if (v.init)
+    launch.command.push_back("--init");
+  launch.stdoutPath = (dir + "/ranks.jsonl").str();
+  auto runStart = std::chrono::steady_clock::now();
+  if (llvm::Error e = launchRanks(launch))
     return e;
-  if (p->mode() == "train")
-    return runTraining(*p, **executor, o, out);
-  return runInference(*p, **executor, o, out);
+  double planSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart)
+          .count();
+  auto planLog = llvm::MemoryBuffer::getFile(launch.stdoutPath);
+  if (!planLog)
+    return failure("verify: the ranks wrote no log");
+  auto planLosses = parseLosses((*planLog)->getBuffer(), "the multi-rank run");
+  if (!planLosses)
+    return planLosses.takeError();
+
+  // One device on the same data: the same global micro-batches.
+  RunOptions single;
+  single.bundle = v.bundle;
+  single.steps = v.steps;
+  single.data = data;
+  single.seed = v.seed;
+  single.init = v.init;
+  single.logJson = true;
+  single.progress = false;
+  auto context = rankContext(*reference, 0);
+  if (!context)
+    return context.takeError();
+  std::string refLog;
+  llvm::raw_string_ostream refOs(refLog);
+  std::unique_ptr<rt::Executor> refExecutor;
+  if (llvm::Error e =
+          runRank(*reference, *context, nullptr, single, refOs, &refExecutor))
+    return failure("verify: the single-device run failed: {0}",
+                   llvm::toString(std::move(e)));
+  auto refLosses = parseLosses(refLog, "the single-device run");
+  if (!refLosses)
+    return refLosses.takeError();
+  if (refLosses->size() != planLosses->size())
+    return failure("verify: {0} losses from the plan, {1} from one device",
+                   planLosses->size(), refLosses->size());
+
+  double worstLoss = 0;
+  int64_t worstStep = 0;
+  for (size_t i = 0; i < refLosses->size(); ++i) {
+    double rel = std::abs((*planLosses)[i] - (*refLosses)[i]) /
+                 std::max(std::abs((*refLosses)[i]), 1e-12);
+    if (!(rel <= worstLoss)) {
+      worstLoss = rel;
+      worstStep = static_cast<int64_t>(i) + 1;
+    }
+  }
+  auto gathered = gatherParameters(*p, dir);
+  if (!gathered)
+    return gathered.takeError();
+  double worstAbs = -1, worstRel = 0;
+  std::string worstParam;
+  for (auto &[name, tensor] : *gathered) {
+    rt::Tensor *ref = refExecutor->variable(name);
+    if (!ref || ref->shape() != tensor.shape() ||
+        ref->dtype() != rt::DType::F32)
+      return failure("verify: parameter '{0}' has no counterpart of its shape "
+                     "on one device",
+                     name);
+    double scale = 0, maxDiff = 0;
+    for (int64_t i = 0; i < ref->numElements(); ++i) {
+      double a = tensor.as<float>()[i], b = ref->as<float>()[i];
+      scale = std::max(scale, std::abs(b));
+      double diff = std::abs(a - b);
+      maxDiff = std::isnan(diff) ? INFINITY : std::max(maxDiff, diff);
+    }
+    if (!(maxDiff <= worstAbs)) {
+      worstAbs = maxDiff;
+      worstParam = name;
+    }
+    worstRel = std::max(worstRel, maxDiff / std::max(scale, 1e-12));
+  }
+
+  bool pass = worstLoss <= v.lossTolerance && worstAbs <= v.paramTolerance;
+  out << llvm::formatv("verify   {0} ranks (mesh {1}) vs one device, {2} "
+                       "steps, {3} parameters ({4:f1} s)\n",
+                       p->world_size(), p->mesh(), v.steps, gathered->size(),
+                       planSeconds);
+  out << llvm::formatv("loss     {0:f6} -> {1:f6}; worst relative error "
+                       "{2:e2} at step {3} (tolerance {4:e1})\n",
+                       refLosses->front(), refLosses->back(), worstLoss,
+                       worstStep, v.lossTolerance);
+  out << llvm::formatv("params   worst absolute error {0:e2} in '{1}' "
+                       "(tolerance {2:e1}); worst relative to the tensor's "
+                       "largest value {3:e2}\n",
+                       worstAbs, worstParam, v.paramTolerance, worstRel);
+  out << "result   " << (pass ? "PASS" : "FAIL") << "\n";
+  if (!pass)
+    return failure("verify: the plan does not compute what one device "
+                   "computes (errors above the tolerance)");
+  return llvm::Error::success();
 }
 
 } // namespace dtc

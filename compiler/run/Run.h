@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dtc {
 namespace onnx {
@@ -37,6 +38,12 @@ struct RunOptions {
   bool logJson = false;
   /// Show a progress line ("auto": when stdout is a terminal).
   std::optional<bool> progress;
+  /// This command line (the dtc executable first): what each rank of a
+  /// multi-rank plan runs, under mpirun.
+  std::vector<std::string> command;
+  /// Where each rank writes its final parameters (rank-R.pb) for `dtc
+  /// verify`; empty: nowhere.
+  std::string dumpState;
 };
 
 /// `host` (an ONNX tensor decoded by the frontend) as a runtime tensor of
@@ -46,6 +53,22 @@ runtime::Tensor toRuntimeTensor(const onnx::HostTensor &host,
 
 /// Runs the bundle; progress and results go to `out`.
 llvm::Error runBundle(const RunOptions &options, llvm::raw_ostream &out);
+
+struct VerifyOptions {
+  std::string bundle;
+  std::string executable; ///< the dtc binary the ranks run
+  int64_t steps = 10;
+  std::string data; ///< empty: synthetic tokens from the seed
+  uint64_t seed = 0;
+  bool init = false;
+  /// Per-step loss, relative; final parameters, absolute.
+  double lossTolerance = 1e-5, paramTolerance = 1e-4;
+};
+
+/// `dtc verify`: trains the plan at its rank count and the bundle's
+/// single-device reference program on the same data, and compares the
+/// per-step losses and the final parameters; an error past tolerance.
+llvm::Error verifyBundle(const VerifyOptions &options, llvm::raw_ostream &out);
 
 } // namespace dtc
 

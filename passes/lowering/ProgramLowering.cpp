@@ -3,6 +3,7 @@
 #include "passes/lowering/ProgramLowering.h"
 
 #include "compiler/support/Error.h"
+#include "dialects/dtc/DtcAttrs.h"
 #include "dialects/dtc/DtcOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -62,8 +63,23 @@ int64_t elementBytes(program::DType dtype) {
   }
 }
 
+/// The handle of a send (`!dtc.async<none>`): no bytes, so no value.
+bool isNoneHandle(mlir::Value value) {
+  auto async = llvm::dyn_cast<d::AsyncType>(value.getType());
+  return async && llvm::isa<mlir::NoneType>(async.getValueType());
+}
+
+bool isCommunicationStart(mlir::Operation *op) {
+  return llvm::isa<d::AllReduceStartOp, d::AllGatherStartOp,
+                   d::ReduceScatterStartOp, d::AllToAllStartOp, d::SendStartOp,
+                   d::RecvStartOp>(op);
+}
+
 llvm::Error setType(program::TensorType &out, mlir::Type type,
                     mlir::Location loc) {
+  // A communication handle is stored as the buffer its wait yields.
+  if (auto async = llvm::dyn_cast<d::AsyncType>(type))
+    type = async.getValueType();
   auto tensor = llvm::dyn_cast<mlir::RankedTensorType>(type);
   std::optional<program::DType> dtype = tensor && tensor.hasStaticShape()
                                             ? dtypeOf(tensor.getElementType())
@@ -127,6 +143,14 @@ bool convertAttribute(mlir::Attribute attr, program::Attribute &out) {
     out.set_s(names[*dtype]);
   } else if (auto str = llvm::dyn_cast<mlir::StringAttr>(attr)) {
     out.set_s(str.getValue().str());
+  } else if (auto array = llvm::dyn_cast<mlir::ArrayAttr>(attr);
+             array && !array.empty() && llvm::isa<mlir::StringAttr>(array[0])) {
+    for (mlir::Attribute element : array) {
+      auto str = llvm::dyn_cast<mlir::StringAttr>(element);
+      if (!str)
+        return false;
+      out.mutable_strings()->add_values(str.getValue().str());
+    }
   } else if (auto array = llvm::dyn_cast<mlir::ArrayAttr>(attr)) {
     for (mlir::Attribute element : array) {
       auto i = llvm::dyn_cast<mlir::IntegerAttr>(element);
@@ -234,6 +258,8 @@ public:
 
 private:
   llvm::Expected<int> addValue(mlir::Value value, program::Function &out);
+  /// The value ids of `values`, without send handles (which have none).
+  llvm::SmallVector<int> idsOf(mlir::ValueRange values) const;
   llvm::Error addVariable(llvm::StringRef name, mlir::Type type,
                           llvm::StringRef role, llvm::StringRef parameter,
                           mlir::Location loc);
@@ -255,6 +281,43 @@ llvm::Expected<int> FunctionLowering::addValue(mlir::Value value,
     return std::move(e);
   ids_[value] = id;
   return id;
+}
+
+llvm::SmallVector<int> FunctionLowering::idsOf(mlir::ValueRange values) const {
+  llvm::SmallVector<int> ids;
+  for (mlir::Value v : values)
+    if (!isNoneHandle(v))
+      ids.push_back(ids_.lookup(v));
+  return ids;
+}
+
+/// Records how a partitioned parameter's variable is a shard of the whole
+/// tensor (dtc-partition's `dtc.shard` and `dtc.global_type`).
+llvm::Error setShard(program::Variable &var, mlir::Operation *parameterOp) {
+  auto shard = parameterOp->getAttrOfType<d::ShardingAttr>("dtc.shard");
+  auto global = parameterOp->getAttrOfType<mlir::TypeAttr>("dtc.global_type");
+  if (!shard && !global)
+    return llvm::Error::success();
+  auto globalType =
+      global ? llvm::dyn_cast<mlir::RankedTensorType>(global.getValue())
+             : nullptr;
+  if (!shard || !globalType ||
+      globalType.getRank() != static_cast<int64_t>(shard.getDims().size()))
+    return failure("program lowering: parameter '{0}' has an inconsistent "
+                   "dtc.shard / dtc.global_type",
+                   var.name());
+  for (int64_t dim : globalType.getShape())
+    var.add_global_shape(dim);
+  for (unsigned dim = 0; dim < shard.getDims().size(); ++dim) {
+    program::DimShard *d = var.add_shard();
+    for (llvm::StringRef axis : shard.getDimAxes(dim))
+      d->add_axes(axis.str());
+    d->set_block(shard.getBlocks()[dim]);
+  }
+  if (auto flat = parameterOp->getAttrOfType<mlir::ArrayAttr>("dtc.flat_shard"))
+    for (mlir::Attribute axis : flat)
+      var.add_flat_axes(llvm::cast<mlir::StringAttr>(axis).getValue().str());
+  return llvm::Error::success();
 }
 
 /// What `dtc run --init` gives a parameter of a model without weight data:
@@ -360,6 +423,8 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
             *program_.mutable_variables(variableIndex_[name]);
         var.set_fallback_init(fallbackInit(&op));
         var.set_init_std(0.02);
+        if (llvm::Error e = setShard(var, &op))
+          return e;
       }
       out.mutable_values(*id)->set_state(name.str());
       continue;
@@ -369,7 +434,9 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
                      "runtime executes flat dtc programs only",
                      op.getName().getStringRef(), locationName(op.getLoc()));
     for (mlir::Value result : op.getResults())
-      if (auto id = addValue(result, out); !id)
+      if (isNoneHandle(result))
+        continue;
+      else if (auto id = addValue(result, out); !id)
         return id.takeError();
     computeOps.push_back(&op);
   }
@@ -378,11 +445,23 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
   // returned by the function live to the end.
   const int end = static_cast<int>(computeOps.size());
   std::vector<int> lastUse(out.values_size(), -1), defAt(out.values_size(), -1);
+  llvm::DenseMap<mlir::Operation *, int> indexOf;
+  for (int i = 0; i < end; ++i)
+    indexOf[computeOps[i]] = i;
   for (int i = 0; i < end; ++i) {
-    for (mlir::Value operand : computeOps[i]->getOperands())
-      lastUse[ids_.lookup(operand)] = i;
-    for (mlir::Value result : computeOps[i]->getResults())
-      defAt[ids_.lookup(result)] = i;
+    for (int id : idsOf(computeOps[i]->getOperands()))
+      lastUse[id] = i;
+    for (int id : idsOf(computeOps[i]->getResults()))
+      defAt[id] = i;
+  }
+  // A communication reads its input until its wait: the bytes stay
+  // reserved while the network reads them.
+  for (int i = 0; i < end; ++i) {
+    if (!isCommunicationStart(computeOps[i]))
+      continue;
+    for (mlir::Operation *wait : computeOps[i]->getResult(0).getUsers())
+      for (int id : idsOf(computeOps[i]->getOperands()))
+        lastUse[id] = std::max(lastUse[id], indexOf.lookup(wait));
   }
   auto *terminator = body.getTerminator();
   for (mlir::Value operand : terminator->getOperands())
@@ -404,8 +483,10 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
   auto isTemporary = [&](int id) {
     return out.values(id).storage_case() == program::Value::STORAGE_NOT_SET;
   };
+  // A wait yields the buffer its start received into: the same storage.
   for (mlir::Operation *op : computeOps)
-    if (llvm::isa<d::ReshapeOp>(op))
+    if (llvm::isa<d::ReshapeOp>(op) ||
+        (llvm::isa<d::WaitOp>(op) && op->getNumResults() == 1))
       parent[ids_.lookup(op->getResult(0))] =
           find(ids_.lookup(op->getOperand(0)));
   std::vector<int> groupEnd(numValues, -1);
@@ -483,7 +564,7 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
         continue;
       int64_t bytes =
           alignUp(std::max<int64_t>(bytesOf(out.values(id).type()), 1));
-      if (!llvm::isa<d::ReshapeOp>(computeOps[i]))
+      if (!llvm::isa<d::ReshapeOp, d::WaitOp>(computeOps[i]))
         temporaries += bytes;
       if (find(id) != id)
         continue;
@@ -504,17 +585,31 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
   out.set_temporaries_bytes(temporaries);
   out.set_live_bytes_peak(livePeak);
 
-  // Instructions (reshapes of views emit nothing).
+  // Instructions (reshapes of views emit nothing). A start and its wait
+  // share a `request` number and run on the communication stream.
+  llvm::DenseMap<mlir::Operation *, int64_t> requestOf;
   for (mlir::Operation *op : computeOps) {
     if (llvm::isa<d::ReshapeOp>(op))
       continue;
     program::Instruction *inst = out.add_instructions();
     inst->set_op(op->getName().getStringRef().str());
     inst->set_loc(locationName(op->getLoc()));
-    for (mlir::Value operand : op->getOperands())
-      inst->add_inputs(ids_.lookup(operand));
-    for (mlir::Value result : op->getResults())
-      inst->add_outputs(ids_.lookup(result));
+    for (int id : idsOf(op->getOperands()))
+      inst->add_inputs(id);
+    for (int id : idsOf(op->getResults()))
+      inst->add_outputs(id);
+    if (isCommunicationStart(op) || llvm::isa<d::WaitOp>(op)) {
+      mlir::Operation *start =
+          llvm::isa<d::WaitOp>(op) ? op->getOperand(0).getDefiningOp() : op;
+      if (!start)
+        return failure("program lowering: dtc.wait at '{0}' waits on a "
+                       "handle no start in this function made",
+                       locationName(op->getLoc()));
+      auto [it, inserted] = requestOf.try_emplace(start, requestOf.size());
+      (void)inserted;
+      (*inst->mutable_attrs())["request"].set_i(it->second);
+      inst->set_stream(1);
+    }
     for (mlir::NamedAttribute attr : op->getAttrDictionary()) {
       llvm::StringRef name = attr.getName().getValue();
       if (name.contains('.') || name == "operandSegmentSizes")
@@ -562,6 +657,20 @@ llvm::Expected<program::RankProgram> lowerToRankProgram(mlir::ModuleOp module) {
     FunctionLowering lowering(func, program, variableIndex);
     if (llvm::Error e = lowering.lower(*program.add_functions()))
       return std::move(e);
+  }
+  // A gradient accumulator or optimizer moment of the parameter's shape is
+  // sharded like it.
+  for (program::Variable &var : *program.mutable_variables()) {
+    auto it = variableIndex.find(var.parameter());
+    if (var.role() == "parameter" || it == variableIndex.end())
+      continue;
+    const program::Variable &param = program.variables(it->second);
+    if (param.shard_size() &&
+        param.type().SerializeAsString() == var.type().SerializeAsString()) {
+      *var.mutable_global_shape() = param.global_shape();
+      *var.mutable_shard() = param.shard();
+      *var.mutable_flat_axes() = param.flat_axes();
+    }
   }
   return program;
 }

@@ -17,6 +17,8 @@
 #include "dialects/dtc/DtcOps.h"
 #include "passes/AffineMatch.h"
 #include "passes/Passes.h"
+#include "passes/ShardingRules.h"
+#include "passes/autodiff/Autodiff.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -72,21 +74,21 @@ struct Layout {
   }
 };
 
-/// Gradient ops whose weight-like results sum over a parallel loop they do
-/// not index (as in propagation).
-bool sumsOverParallelLoops(Operation *op) {
-  return isa<LayerNormGradOp, RmsNormGradOp, AttentionGradOp>(op);
-}
-
 class Partitioner {
 public:
-  Partitioner(const DeviceMesh &mesh, MLIRContext *ctx)
-      : mesh(mesh), builder(ctx) {}
+  Partitioner(const DeviceMesh &mesh, bool deferGradientSync, MLIRContext *ctx)
+      : mesh(mesh), deferGradientSync(deferGradientSync), builder(ctx) {}
   LogicalResult run(func::FuncOp func);
 
 private:
   const DeviceMesh &mesh;
+  /// Gradient results stay partial sums (the training step reduces the
+  /// accumulated gradients once per step).
+  bool deferGradientSync;
   OpBuilder builder;
+  /// The layout each parameter is stored in, by name: its gradient is
+  /// returned in the same layout so the optimizer update is local.
+  llvm::StringMap<Layout> parameterLayouts;
   /// Global types of the original values (the new body holds local ones).
   DenseMap<Value, RankedTensorType> globalType;
   /// Per original value: the local value and the layout it is in.
@@ -409,7 +411,8 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
     SmallVector<int64_t> candidates;
     for (int64_t l = 0; l < numLoops; ++l)
       if (!resultMap.isFunctionOfDim(l) &&
-          (iterators[l] == IteratorType::reduction ||
+          ((iterators[l] == IteratorType::reduction &&
+            isSumLikeReduction(op, l, numLoops)) ||
            sumsOverParallelLoops(op)))
         candidates.push_back(l);
     if (candidates.empty())
@@ -700,6 +703,7 @@ LogicalResult Partitioner::run(func::FuncOp func) {
       copy->setAttr("dtc.shard", toAttr(layout, global));
       copy->setAttr("dtc.global_type", TypeAttr::get(global));
       current[param.getOutput()] = {copy.getOutput(), layout};
+      parameterLayouts[param.getName()] = layout;
     } else if (auto constant = dyn_cast<ConstantOp>(&op)) {
       // A splat is the same on every rank; other constants stay whole and
       // are sliced where they are read split.
@@ -734,10 +738,31 @@ LogicalResult Partitioner::run(func::FuncOp func) {
         }
       ok = partitionOther(&op, &layout);
     } else if (auto ret = dyn_cast<func::ReturnOp>(&op)) {
-      // Results are whole values: partial sums are reduced, splits kept.
+      // Results are whole values: partial sums are reduced, splits kept. A
+      // parameter's gradient takes the parameter's layout, and stays a
+      // partial sum when the training step reduces it later.
       SmallVector<Value> operands;
-      for (Value operand : ret.getOperands()) {
-        Layout layout = current.lookup(operand).second.dimsOnly();
+      for (auto [index, operand] : llvm::enumerate(ret.getOperands())) {
+        const Layout &produced = current.lookup(operand).second;
+        Layout layout = produced.dimsOnly();
+        if (auto of = func.getResultAttrOfType<StringAttr>(
+                index, ::dtc::kGradOfAttrName))
+          if (auto it = parameterLayouts.find(of.getValue());
+              it != parameterLayouts.end()) {
+            layout = it->second;
+            if (deferGradientSync)
+              layout.partial = produced.partial;
+          }
+        // A result annotated before partitioning is returned in that layout
+        // (a pipeline stage's activation, read by the next stage's
+        // argument of the same layout).
+        if (Attribute wanted = func.getResultAttr(index, kShardingAttr)) {
+          FailureOr<Layout> parsed =
+              fromAttr(wanted, globalType.lookup(operand), op.getLoc());
+          if (failed(parsed))
+            return fail();
+          layout = *parsed;
+        }
         FailureOr<Value> local = reshard(operand, layout, op.getLoc());
         if (failed(local))
           return fail();
@@ -814,7 +839,7 @@ struct DtcPartitionPass : mlir::dtc::impl::DtcPartitionBase<DtcPartitionPass> {
         func.emitError("dtc-partition needs a single-block body");
         return signalPassFailure();
       }
-      Partitioner partitioner(*parsed, &getContext());
+      Partitioner partitioner(*parsed, deferGradientSync, &getContext());
       if (failed(partitioner.run(func)))
         return signalPassFailure();
     }

@@ -1,9 +1,13 @@
 //===- TrainingStep.cpp - The training step as dtc functions --------------===//
 
 #include "passes/training/TrainingStep.h"
+#include "passes/training/StepParts.h"
 
 #include "compiler/support/Error.h"
+#include "dialects/dtc/DtcAttrs.h"
+#include "dialects/dtc/DtcCollectiveOps.h"
 #include "dialects/dtc/DtcOps.h"
+#include "passes/Passes.h"
 #include "passes/autodiff/Autodiff.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -11,15 +15,17 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
 
-namespace d = mlir::dtc;
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <map>
 
 namespace dtc {
-namespace {
+namespace training {
 
-mlir::RankedTensorType tensorType(mlir::Value v) {
-  return llvm::cast<mlir::RankedTensorType>(v.getType());
-}
+constexpr llvm::StringLiteral kForwardEndAttr = "dtc.forward_end";
 
 bool isTokenTensor(mlir::Type type) {
   auto t = llvm::dyn_cast<mlir::RankedTensorType>(type);
@@ -28,7 +34,6 @@ bool isTokenTensor(mlir::Type type) {
          !t.getElementType().isInteger(1);
 }
 
-/// A 0-d f32 constant.
 mlir::Value scalar(mlir::OpBuilder &b, mlir::Location loc, float value) {
   auto type = mlir::RankedTensorType::get({}, b.getF32Type());
   return b.create<d::ConstantOp>(loc,
@@ -43,8 +48,7 @@ int64_t vocabOfTokens(mlir::Value tokens) {
   return 0;
 }
 
-/// Makes `forward` return only its training loss, binding the data
-/// arguments (`dtc.feed`); appends next-token cross-entropy to logits.
+/// Appends next-token cross-entropy to logits when the model has no loss.
 llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward) {
   mlir::Block &body = forward.getBody().front();
   auto ret = llvm::cast<mlir::func::ReturnOp>(body.getTerminator());
@@ -114,13 +118,56 @@ llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward) {
   return info;
 }
 
-struct GradientResult {
-  std::string parameter;
-  mlir::RankedTensorType type;
-};
-
 /// Turns the gradient function into `micro_step`: every gradient is added
 /// to its accumulator (a `dtc.state` argument updated in place).
+GradientResult describeGradient(mlir::func::FuncOp grad, unsigned index) {
+  auto ret =
+      llvm::cast<mlir::func::ReturnOp>(grad.getBody().front().getTerminator());
+  GradientResult p;
+  p.parameter =
+      grad.getResultAttrOfType<mlir::StringAttr>(index, kGradOfAttrName)
+          .getValue()
+          .str();
+  p.type = tensorType(ret.getOperand(index));
+  if (auto sharding =
+          grad.getResultAttrOfType<d::ShardingAttr>(index, "dtc.sharding")) {
+    for (llvm::StringRef axis : sharding.getPartialAxes())
+      p.syncAxes.push_back(axis.str());
+    for (unsigned dim = 0; dim < sharding.getDims().size(); ++dim)
+      for (llvm::StringRef axis : sharding.getDimAxes(dim))
+        p.splitAxes.push_back(axis.str());
+    llvm::sort(p.splitAxes);
+  }
+  grad.walk([&](d::ParameterOp op) {
+    if (op.getName() == p.parameter)
+      for (llvm::StringRef name : {"dtc.shard", "dtc.global_type"})
+        if (mlir::Attribute attr = op->getAttr(name))
+          p.shardAttrs.set(name, attr);
+  });
+  return p;
+}
+
+llvm::Error shardFunctions(mlir::ModuleOp module,
+                           const TrainingStepOptions &options, bool partition,
+                           bool deferGradientSync) {
+  mlir::PassManager pm(module.getContext());
+  mlir::dtc::DtcPropagateShardingOptions propagate;
+  propagate.mesh = options.mesh;
+  propagate.sequenceParallel = options.sequenceParallel;
+  pm.addPass(mlir::dtc::createDtcPropagateSharding(propagate));
+  if (partition) {
+    mlir::dtc::DtcPartitionOptions partitionOptions;
+    partitionOptions.mesh = options.mesh;
+    partitionOptions.deferGradientSync = deferGradientSync;
+    pm.addPass(mlir::dtc::createDtcPartition(partitionOptions));
+  }
+  if (mlir::failed(pm.run(module)))
+    return failure("training step: {0} over mesh {1} failed (see the error "
+                   "above)",
+                   partition ? "partitioning" : "sharding", options.mesh);
+  return llvm::Error::success();
+}
+
 void accumulateGradients(mlir::func::FuncOp grad,
                          llvm::SmallVectorImpl<GradientResult> &params) {
   mlir::Block &body = grad.getBody().front();
@@ -134,7 +181,7 @@ void accumulateGradients(mlir::func::FuncOp grad,
   for (unsigned i = 1; i < ret.getNumOperands(); ++i) {
     auto of = grad.getResultAttrOfType<mlir::StringAttr>(i, kGradOfAttrName);
     mlir::Value g = ret.getOperand(i);
-    params.push_back({of.getValue().str(), tensorType(g)});
+    params.push_back(describeGradient(grad, i));
     std::string state = "grad:" + of.getValue().str();
     (void)grad.insertArgument(numArgs + i - 1, g.getType(), {}, loc);
     mlir::Value acc = body.getArgument(numArgs + i - 1);
@@ -157,14 +204,89 @@ void accumulateGradients(mlir::func::FuncOp grad,
   grad.setAllResultAttrs(resultAttrs);
 }
 
-/// Builds `apply`: global-norm clipping of the averaged gradient, AdamW on
-/// every parameter, gradients zeroed for the next step.
+ZeroLayout zeroLayoutOf(const TrainingStepOptions &options,
+                        llvm::ArrayRef<GradientResult> params) {
+  ZeroLayout layout;
+  if (options.zeroStage == 0)
+    return layout;
+  for (llvm::StringRef item : llvm::split(options.mesh, ',')) {
+    auto [name, size] = item.trim().split(':');
+    if (name == layout.axis)
+      (void)size.getAsInteger(10, layout.parts);
+  }
+  for (const GradientResult &p : params)
+    if (layout.parts > 1 && p.type.getNumElements() % layout.parts == 0)
+      layout.sharded.insert(p.parameter);
+  return layout;
+}
+
+mlir::Value flatten(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v) {
+  auto type = tensorType(v);
+  auto flat = mlir::RankedTensorType::get({type.getNumElements()},
+                                          type.getElementType());
+  return b.create<d::ReshapeOp>(loc, flat, v);
+}
+
+/// Builds `apply`: the data-parallel gradient sync, global-norm clipping of
+/// the averaged gradient, AdamW on every parameter, gradients zeroed for
+/// the next step. With ZeRO (docs/partition.md) each data-parallel rank
+/// owns 1/dp of every parameter's optimizer state (the flattened local
+/// tensor, cut in equal parts): stage 1 all-reduces the gradient and keeps
+/// its part, stage 2 reduce-scatters it, and both all-gather the updated
+/// parameter; stage 3 keeps only the part of the parameter too.
+/// ZeRO-3: a sharded parameter is stored as its flat 1/dp part and
+/// all-gathered right before its first use in the forward pass and again
+/// before its first use in the backward pass, so the whole tensor lives only
+/// while the pass that reads it runs.
+void gatherParametersForUse(mlir::func::FuncOp step, const ZeroLayout &layout) {
+  mlir::Block &body = step.getBody().front();
+  llvm::DenseMap<mlir::Operation *, unsigned> position;
+  unsigned forwardEnd = ~0u;
+  for (auto [i, op] : llvm::enumerate(body)) {
+    position[&op] = i;
+    if (op.hasAttr(kForwardEndAttr))
+      forwardEnd = i;
+  }
+  mlir::OpBuilder b(step.getContext());
+  Collectives comm(b, step.getLoc());
+  for (d::ParameterOp param :
+       llvm::make_early_inc_range(body.getOps<d::ParameterOp>())) {
+    if (!layout.shards(param.getName()))
+      continue;
+    auto local = tensorType(param.getOutput());
+    llvm::SmallVector<mlir::OpOperand *> passes[2];
+    for (mlir::OpOperand &use : param->getUses())
+      passes[position.lookup(use.getOwner()) > forwardEnd].push_back(&use);
+    param.getOutput().setType(mlir::RankedTensorType::get(
+        {local.getNumElements() / layout.parts}, local.getElementType()));
+    param->setAttr("dtc.flat_shard", b.getStrArrayAttr({layout.axis}));
+    for (auto &uses : passes) {
+      if (uses.empty())
+        continue;
+      mlir::Operation *first = uses.front()->getOwner();
+      for (mlir::OpOperand *use : uses)
+        if (position.lookup(use->getOwner()) < position.lookup(first))
+          first = use->getOwner();
+      b.setInsertionPoint(first);
+      mlir::Value whole = b.create<d::ReshapeOp>(
+          param.getLoc(), local,
+          comm.allGather(param, layout.axis, layout.parts));
+      for (mlir::OpOperand *use : uses)
+        use->set(whole);
+    }
+  }
+}
+
 void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
-                const TrainingStepOptions &options) {
+                const TrainingStepOptions &options,
+                const ZeroLayout &zeroLayout,
+                llvm::ArrayRef<std::string> extraNormAxes) {
   mlir::OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToEnd(module.getBody());
   mlir::Location loc = module.getLoc();
   auto f32Scalar = mlir::RankedTensorType::get({}, b.getF32Type());
+  const std::string &dpAxis = zeroLayout.axis;
+  const int64_t dp = zeroLayout.parts;
 
   llvm::SmallVector<mlir::Type> argTypes{f32Scalar, f32Scalar};
   llvm::SmallVector<mlir::DictionaryAttr> argAttrs{
@@ -180,29 +302,77 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
          b.getNamedAttr("dtc.state_of", b.getStringAttr(param))}));
   };
   for (const GradientResult &p : params) {
+    // Optimizer moments of a ZeRO-sharded parameter: its flat part.
+    mlir::Type stateType = p.type;
+    if (zeroLayout.shards(p.parameter))
+      stateType = mlir::RankedTensorType::get({p.type.getNumElements() / dp},
+                                              p.type.getElementType());
     stateArg(p.type, "grad", p.parameter);
-    stateArg(p.type, "exp_avg", p.parameter);
-    stateArg(p.type, "exp_avg_sq", p.parameter);
+    stateArg(stateType, "exp_avg", p.parameter);
+    stateArg(stateType, "exp_avg_sq", p.parameter);
   }
   auto apply = b.create<mlir::func::FuncOp>(loc, "apply",
                                             b.getFunctionType(argTypes, {}));
   mlir::Block *body = apply.addEntryBlock();
   b.setInsertionPointToStart(body);
   mlir::Value lr = body->getArgument(0), step = body->getArgument(1);
+  if (!options.mesh.empty())
+    apply->setAttr("dtc.mesh", b.getStringAttr(options.mesh));
+  Collectives comm(b, loc);
 
-  // ||g / A|| over all parameters, and the factor AdamW applies to g.
-  double inverseAccum = 1.0 / static_cast<double>(options.gradAccum);
-  mlir::Value sumSquares;
+  // The gradient sync: each accumulated gradient is reduced over the axes
+  // it is a partial sum over, once per step. All-reduces start before the
+  // first wait, so the norm of one gradient is computed while the next is
+  // on the wire. A ZeRO-2/3 gradient is reduce-scattered over dp instead
+  // (after an all-reduce over any other axis it is partial over).
+  llvm::SmallVector<mlir::Value> grads;
+  llvm::SmallVector<d::AllReduceStartOp> syncs(params.size());
+  llvm::SmallVector<llvm::SmallVector<std::string>> normAxes;
   for (auto [i, p] : llvm::enumerate(params)) {
     mlir::Value g = body->getArgument(2 + 3 * i);
+    llvm::SmallVector<std::string> axes = p.syncAxes;
+    if (zeroLayout.shards(p.parameter) && options.zeroStage >= 2)
+      llvm::erase(axes, dpAxis);
+    if (!axes.empty())
+      syncs[i] = comm.startAllReduce(g, axes);
+    grads.push_back(g);
+  }
+  for (auto [i, p] : llvm::enumerate(params)) {
+    if (syncs[i])
+      grads[i] = comm.wait(syncs[i]);
+    normAxes.push_back(p.splitAxes);
+    llvm::append_range(normAxes.back(), extraNormAxes);
+    llvm::sort(normAxes.back());
+    if (!zeroLayout.shards(p.parameter))
+      continue;
+    mlir::Value flat = flatten(b, loc, grads[i]);
+    grads[i] = options.zeroStage >= 2 ? comm.reduceScatter(flat, dpAxis, dp)
+                                      : comm.slice(flat, dpAxis, dp);
+    normAxes.back().push_back(dpAxis);
+    llvm::sort(normAxes.back());
+  }
+
+  // ||g / A|| over all parameters, and the factor AdamW applies to g. A
+  // split gradient's local sum of squares is summed over its split axes
+  // (once per distinct set of axes); a replicated one counts once.
+  double inverseAccum = 1.0 / static_cast<double>(options.gradAccum);
+  std::map<llvm::SmallVector<std::string>, mlir::Value> sumSquaresByAxes;
+  for (auto [i, p] : llvm::enumerate(params)) {
+    mlir::Value g = grads[i];
     llvm::SmallVector<int64_t> all;
-    for (int64_t dim = 0; dim < p.type.getRank(); ++dim)
+    for (int64_t dim = 0; dim < tensorType(g).getRank(); ++dim)
       all.push_back(dim);
     mlir::Value squares = b.create<d::MulOp>(loc, g, g);
     mlir::Value s =
         b.create<d::ReduceSumOp>(loc, squares, b.getDenseI64ArrayAttr(all));
     if (!p.type.getElementType().isF32())
       s = b.create<d::CastOp>(loc, s, mlir::TypeAttr::get(b.getF32Type()));
+    mlir::Value &partial = sumSquaresByAxes[normAxes[i]];
+    partial = partial ? b.create<d::AddOp>(loc, partial, s) : s;
+  }
+  mlir::Value sumSquares;
+  for (auto &[axes, partial] : sumSquaresByAxes) {
+    mlir::Value s = axes.empty() ? partial : comm.allReduce(partial, axes);
     sumSquares = sumSquares ? b.create<d::AddOp>(loc, sumSquares, s) : s;
   }
   mlir::Value norm =
@@ -228,22 +398,37 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
   };
   const OptimizerConfig &opt = options.optimizer;
   for (auto [i, p] : llvm::enumerate(params)) {
-    mlir::Value g = body->getArgument(2 + 3 * i);
+    mlir::Value g = grads[i];
     mlir::Value m = body->getArgument(3 + 3 * i);
     mlir::Value v = body->getArgument(4 + 3 * i);
-    mlir::Value param =
-        b.create<d::ParameterOp>(loc, p.type, b.getStringAttr(p.parameter));
+    bool sharded = zeroLayout.shards(p.parameter);
+    bool stage3 = sharded && options.zeroStage >= 3;
+    mlir::Type storedType = stage3 ? tensorType(g) : mlir::Type(p.type);
+    auto parameterOp =
+        b.create<d::ParameterOp>(loc, storedType, b.getStringAttr(p.parameter));
+    for (const mlir::NamedAttribute &attr : p.shardAttrs)
+      parameterOp->setAttr(attr.getName(), attr.getValue());
+    if (stage3)
+      parameterOp->setAttr("dtc.flat_shard", b.getStrArrayAttr({dpAxis}));
+    mlir::Value param = parameterOp;
+    if (sharded && !stage3)
+      param = comm.slice(flatten(b, loc, param), dpAxis, dp);
     // Megatron and nanoGPT decay matrices only, not biases and norm scales.
     double decay = p.type.getRank() >= 2 ? opt.weightDecay : 0.0;
+    mlir::Type type = param.getType();
     mlir::OperationState state(loc, "dtc.adamw");
     state.addOperands({param, g, m, v, lr, step, gradScale});
-    state.addTypes({p.type, p.type, p.type});
+    state.addTypes({type, type, type});
     state.addAttribute("beta1", b.getF64FloatAttr(opt.beta1));
     state.addAttribute("beta2", b.getF64FloatAttr(opt.beta2));
     state.addAttribute("epsilon", b.getF64FloatAttr(opt.epsilon));
     state.addAttribute("weight_decay", b.getF64FloatAttr(decay));
     mlir::Operation *adamw = b.create(state);
-    writes(adamw->getResult(0), p.parameter);
+    mlir::Value updated = adamw->getResult(0);
+    if (sharded && !stage3)
+      updated = b.create<d::ReshapeOp>(loc, p.type,
+                                       comm.allGather(updated, dpAxis, dp));
+    writes(updated, p.parameter);
     writes(adamw->getResult(1), "exp_avg:" + p.parameter);
     writes(adamw->getResult(2), "exp_avg_sq:" + p.parameter);
     auto zero = mlir::DenseElementsAttr::get(
@@ -257,7 +442,9 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
   apply.setAllResultAttrs(resultAttrs);
 }
 
-} // namespace
+} // namespace training
+
+using namespace training;
 
 llvm::Expected<TrainingStepInfo>
 buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options) {
@@ -269,23 +456,48 @@ buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options) {
   auto info = bindLoss(forward);
   if (!info)
     return info.takeError();
+  // Multi-rank: shard the forward pass first (the model propagation is
+  // built for: it prices each forward choice with its backward), so that
+  // the gradient function, whose parameters keep these annotations, is
+  // sharded around the same parameter layouts.
+  if (!options.mesh.empty())
+    if (llvm::Error e = shardFunctions(module, options, /*partition=*/false,
+                                       /*deferGradientSync=*/false))
+      return std::move(e);
   auto grad = buildGradientFunction(forward, 0, "micro_step");
   if (mlir::failed(grad))
     return failure("training step: the model cannot be differentiated (see "
                    "the error above)");
   forward.erase();
+  // The loss ends the forward pass (ZeRO-3 gathers parameters again after
+  // it); the mark survives recompute and partitioning.
+  if (mlir::Operation *lossOp = grad->getBody()
+                                    .front()
+                                    .getTerminator()
+                                    ->getOperand(0)
+                                    .getDefiningOp())
+    lossOp->setAttr(kForwardEndAttr, mlir::UnitAttr::get(module.getContext()));
   // Recompute hook (docs/recompute.md): the loss (result 0) ends the
   // forward part of the gradient function.
   if (mlir::failed(applyRecompute(*grad, 0, options.recompute)))
     return failure("training step: {0} recompute failed (see the error "
                    "above)",
                    recomputeModeName(options.recompute));
+  // Partitioned after recompute, so that recomputed forward ops are
+  // partitioned like the originals.
+  if (!options.mesh.empty())
+    if (llvm::Error e = shardFunctions(module, options, /*partition=*/true,
+                                       /*deferGradientSync=*/true))
+      return std::move(e);
   llvm::SmallVector<GradientResult> params;
   accumulateGradients(*grad, params);
   if (params.empty())
     return badInput("the model has no trainable parameters (no float "
                     "initializer reaches the loss)");
-  buildApply(module, params, options);
+  ZeroLayout zero = zeroLayoutOf(options, params);
+  if (options.zeroStage >= 3)
+    gatherParametersForUse(*grad, zero);
+  buildApply(module, params, options, zero);
   if (mlir::failed(mlir::verify(module)))
     return failure("training step: the built functions do not verify (see "
                    "the error above)");

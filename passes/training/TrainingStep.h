@@ -19,6 +19,7 @@
 #include "passes/recompute/Recompute.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/Error.h"
 
 #include <string>
@@ -42,12 +43,27 @@ struct TrainingStepOptions {
   // Recompute hook (docs/recompute.md): activation recompute applied to
   // `micro_step` right after the autodiff.
   RecomputeMode recompute = RecomputeMode::None;
+  // Multi-rank plans: the device mesh ("dp:2,tp:2", outermost first; empty
+  // for one device). `micro_step` is sharded and partitioned over it right
+  // after the autodiff; its gradients stay partial sums, accumulated
+  // locally and reduced once per step in `apply` (docs/partition.md).
+  std::string mesh;
+  bool sequenceParallel = false;
+  /// ZeRO stage 0-3 over the mesh's "dp" axis (docs/partition.md).
+  int zeroStage = 0;
+  /// Pipeline stages over the mesh's "pp" axis (docs/pipeline.md) and
+  /// their schedule: "1f1b" or "gpipe".
+  int64_t pipelineStages = 1;
+  std::string schedule = "1f1b";
 };
 
 /// What the step functions need from the runtime.
 struct TrainingStepInfo {
   int64_t microBatch = 0, seqLen = 0;
   int64_t vocab = 0; ///< 0 when the token range cannot be read off the graph
+  /// Micro-batches one call of the step function trains on (a pipeline
+  /// step runs all of them; `micro_step` one).
+  int64_t microBatchesPerCall = 1;
 };
 
 /// Replaces the functions of `module` (one forward function, `main`) by
@@ -57,6 +73,15 @@ struct TrainingStepInfo {
 /// appended). Anything else is a bad-input error.
 llvm::Expected<TrainingStepInfo>
 buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options);
+
+/// The pipeline-parallel step: the forward function of `module` is cut
+/// into options.pipelineStages stages, and `stages` receives one module per
+/// stage with `pipeline_step` (one optimizer step's schedule over
+/// options.gradAccum micro-batches, tokens and labels [micro, rows, seq])
+/// and `apply`. `module` is left with the loss-bound forward function.
+llvm::Expected<TrainingStepInfo> buildPipelineStep(
+    mlir::ModuleOp module, const TrainingStepOptions &options,
+    llvm::SmallVectorImpl<mlir::OwningOpRef<mlir::ModuleOp>> &stages);
 
 } // namespace dtc
 

@@ -51,7 +51,14 @@ llvm::Expected<int64_t> bytesOf(const program::TensorType &type,
 llvm::Expected<std::unique_ptr<Executor>>
 Executor::create(const program::RankProgram &program,
                  const KernelRegistry &kernels, Communicator *communicator) {
-  std::unique_ptr<Executor> executor(new Executor(program, kernels));
+  return create(program, kernels, communicator, hostMemory());
+}
+
+llvm::Expected<std::unique_ptr<Executor>>
+Executor::create(const program::RankProgram &program,
+                 const KernelRegistry &kernels, Communicator *communicator,
+                 MemorySpace &memory) {
+  std::unique_ptr<Executor> executor(new Executor(program, kernels, memory));
   executor->context_.communicator = communicator;
   if (llvm::Error e = executor->prepare())
     return std::move(e);
@@ -64,9 +71,15 @@ llvm::Error Executor::prepare() {
             bytesOf(v.type(), "variable '" + v.name() + "'");
         !bytes)
       return bytes.takeError();
-    variables_[v.name()] = Tensor(
-        v.type().dtype(), llvm::ArrayRef<int64_t>(v.type().shape().data(),
-                                                  v.type().shape_size()));
+    llvm::Expected<Tensor> t = Tensor::allocate(
+        v.type().dtype(),
+        llvm::ArrayRef<int64_t>(v.type().shape().data(), v.type().shape_size()),
+        memory_);
+    if (!t)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "variable '" + v.name() +
+                                         "': " + llvm::toString(t.takeError()));
+    variables_[v.name()] = std::move(*t);
   }
   for (const program::Constant &c : program_.constants()) {
     if (llvm::Expected<int64_t> bytes = bytesOf(c.type(), "a constant"); !bytes)
@@ -86,6 +99,16 @@ llvm::Error Executor::prepare() {
         std::memcpy(dst + i * width, c.data().data(), width);
     else
       std::memcpy(dst, c.data().data(), expected);
+    if (!memory_.isHost()) {
+      llvm::Expected<Tensor> device =
+          Tensor::allocate(t.dtype(), t.shape(), memory_);
+      if (!device)
+        return device.takeError();
+      if (llvm::Error e =
+              memory_.copyToDevice(device->data(), t.data(), t.bytes()))
+        return e;
+      t = std::move(*device);
+    }
     constants_.push_back(std::move(t));
   }
 
@@ -94,7 +117,14 @@ llvm::Error Executor::prepare() {
     prepared.function = &f;
     if (f.arena_bytes() < 0)
       return programError("function '" + f.name() + "' has a negative arena");
-    prepared.arena = Tensor(DType::I8, {std::max<int64_t>(f.arena_bytes(), 1)});
+    llvm::Expected<Tensor> arenaTensor = Tensor::allocate(
+        DType::I8, {std::max<int64_t>(f.arena_bytes(), 1)}, memory_);
+    if (!arenaTensor)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "arena of function '" + f.name() +
+              "': " + llvm::toString(arenaTensor.takeError()));
+    prepared.arena = std::move(*arenaTensor);
     auto *arena = static_cast<char *>(prepared.arena.data());
     for (const program::Value &v : f.values()) {
       if (v.id() != static_cast<int>(prepared.views.size()))
@@ -118,7 +148,7 @@ llvm::Error Executor::prepare() {
         data = arena + v.arena_offset();
         break;
       case program::Value::kState: {
-        Tensor *var = variable(v.state());
+        Tensor *var = storage(v.state());
         if (!var)
           return programError("function '" + f.name() +
                               "' reads unknown variable '" + v.state() + "'");
@@ -152,7 +182,8 @@ llvm::Error Executor::prepare() {
       if (!fn)
         return llvm::createStringError(
             llvm::inconvertibleErrorCode(),
-            "the CPU backend has no kernel for " + inst.op() +
+            "the " + llvm::Twine(memory_.isHost() ? "CPU" : memory_.name()) +
+                " backend has no kernel for " + inst.op() +
                 (inst.loc().empty() ? "" : " (at '" + inst.loc() + "')"));
       for (int id : inst.inputs())
         if (!validId(id))
@@ -167,6 +198,14 @@ llvm::Error Executor::prepare() {
       if (!validId(a.value()) || !f.values(a.value()).has_argument())
         return programError("function '" + f.name() + "': bad argument");
       argumentIndex[f.values(a.value()).argument()] = index;
+      if (memory_.isHost())
+        continue;
+      const TensorRef &view = prepared.views[a.value()];
+      llvm::Expected<Tensor> buffer =
+          Tensor::allocate(view.dtype, view.shape, memory_);
+      if (!buffer)
+        return buffer.takeError();
+      prepared.arguments.push_back(std::move(*buffer));
     }
     for (const program::Value &v : f.values()) {
       if (!v.has_argument())
@@ -190,7 +229,7 @@ llvm::Error Executor::prepare() {
         return programError("function '" + f.name() + "': bad result");
       if (r.state().empty())
         continue;
-      Tensor *var = variable(r.state());
+      Tensor *var = storage(r.state());
       if (!var)
         return programError("function '" + f.name() +
                             "' writes unknown variable '" + r.state() + "'");
@@ -202,9 +241,41 @@ llvm::Error Executor::prepare() {
   return llvm::Error::success();
 }
 
-Tensor *Executor::variable(llvm::StringRef name) {
+Tensor *Executor::storage(llvm::StringRef name) {
   auto it = variables_.find(name);
   return it == variables_.end() ? nullptr : &it->second;
+}
+
+Tensor *Executor::variable(llvm::StringRef name) {
+  return memory_.isHost() ? storage(name) : nullptr;
+}
+
+llvm::Expected<Tensor> Executor::readVariable(llvm::StringRef name) {
+  Tensor *var = storage(name);
+  if (!var)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "the program has no variable '" + name +
+                                       "'");
+  Tensor host(var->dtype(), var->shape());
+  if (llvm::Error e =
+          memory_.copyToHost(host.data(), var->data(), var->bytes()))
+    return std::move(e);
+  return host;
+}
+
+llvm::Error Executor::writeVariable(llvm::StringRef name, const Tensor &host) {
+  Tensor *var = storage(name);
+  if (!var)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "the program has no variable '" + name +
+                                       "'");
+  if (host.dtype() != var->dtype() || host.shape() != var->shape())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "variable '" + name + "' is " +
+                                       shapeString(var->shape(), var->dtype()) +
+                                       ", got " +
+                                       shapeString(host.shape(), host.dtype()));
+  return memory_.copyToDevice(var->data(), host.data(), var->bytes());
 }
 
 int64_t Executor::variableBytes() const {
@@ -245,11 +316,21 @@ llvm::Expected<std::vector<Tensor>> Executor::run(llvm::StringRef name,
           what + " must be " + shapeString(view.shape, view.dtype) + ", got " +
               shapeString(given.shape(), given.dtype()));
     }
-    view.data = given.data();
+    if (memory_.isHost()) {
+      view.data = given.data();
+      continue;
+    }
+    const Tensor &buffer = prepared.arguments[index];
+    if (llvm::Error e =
+            memory_.copyToDevice(buffer.data(), given.data(), given.bytes()))
+      return std::move(e);
+    view.data = buffer.data();
   }
   // Views of an argument (reshapes) read the bytes bound to it.
   for (auto [valueId, argIndex] : prepared.argumentViews)
-    prepared.views[valueId].data = args[argIndex].data();
+    prepared.views[valueId].data = memory_.isHost()
+                                       ? args[argIndex].data()
+                                       : prepared.arguments[argIndex].data();
 
   llvm::SmallVector<TensorRef, 8> inputs, outputs;
   for (auto [index, inst] : llvm::enumerate(f.instructions())) {
@@ -272,15 +353,21 @@ llvm::Expected<std::vector<Tensor>> Executor::run(llvm::StringRef name,
   for (const program::Result &r : f.results()) {
     const TensorRef &view = prepared.views[r.value()];
     if (!r.state().empty()) {
-      Tensor *var = variable(r.state());
+      Tensor *var = storage(r.state());
       if (var->data() != view.data)
-        std::memcpy(var->data(), view.data, var->bytes());
+        if (llvm::Error e =
+                memory_.copyOnDevice(var->data(), view.data, var->bytes()))
+          return std::move(e);
       continue;
     }
     Tensor out(view.dtype, view.shape);
-    std::memcpy(out.data(), view.data, out.bytes());
+    if (llvm::Error e = memory_.copyToHost(out.data(), view.data, out.bytes()))
+      return std::move(e);
     results.push_back(std::move(out));
   }
+  // Device kernels run asynchronously: their failures surface here.
+  if (llvm::Error e = memory_.synchronize())
+    return std::move(e);
   return results;
 }
 

@@ -2,7 +2,10 @@
 //
 // Runs the functions of a RankProgram on one backend's kernels: variables
 // persist across calls, each function's temporaries live in its own arena
-// (placed by the compiler), constants are materialized once.
+// (placed by the compiler), constants are materialized once. All of them
+// live in the executor's MemorySpace: the host (the CPU backend; kernels see
+// the tensors themselves) or a device (arguments are copied in and results
+// out around each call).
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,15 +29,27 @@ public:
   static llvm::Expected<std::unique_ptr<Executor>>
   create(const program::RankProgram &program, const KernelRegistry &kernels,
          Communicator *communicator = nullptr);
+  /// The same on `memory` (which must outlive the executor); the kernels
+  /// must read and write that memory.
+  static llvm::Expected<std::unique_ptr<Executor>>
+  create(const program::RankProgram &program, const KernelRegistry &kernels,
+         Communicator *communicator, MemorySpace &memory);
 
   const program::RankProgram &program() const { return program_; }
+  MemorySpace &memory() const { return memory_; }
 
-  /// The variable's tensor, or nullptr.
+  /// The variable's host tensor (written in place), or nullptr when there
+  /// is no such variable or the executor's memory is not the host's.
   Tensor *variable(llvm::StringRef name);
 
-  /// Runs `function` on `args` (one per Argument, in order; dtype and shape
-  /// checked) and returns its results that do not write a variable, in
-  /// order. Results that write a variable update it.
+  /// A host copy of the variable, in any memory space.
+  llvm::Expected<Tensor> readVariable(llvm::StringRef name);
+  /// Overwrites the variable with `host` (same dtype and shape).
+  llvm::Error writeVariable(llvm::StringRef name, const Tensor &host);
+
+  /// Runs `function` on host `args` (one per Argument, in order; dtype and
+  /// shape checked) and returns its results that do not write a variable,
+  /// in order, as host tensors. Results that write a variable update it.
   llvm::Expected<std::vector<Tensor>> run(llvm::StringRef function,
                                           llvm::ArrayRef<Tensor> args);
 
@@ -43,9 +58,12 @@ public:
   int64_t arenaBytes(llvm::StringRef function) const;
 
 private:
-  Executor(const program::RankProgram &program, const KernelRegistry &kernels)
-      : program_(program), kernels_(kernels) {}
+  Executor(const program::RankProgram &program, const KernelRegistry &kernels,
+           MemorySpace &memory)
+      : program_(program), kernels_(kernels), memory_(memory) {}
   llvm::Error prepare();
+  /// The variable's tensor in the executor's memory, or nullptr.
+  Tensor *storage(llvm::StringRef name);
 
   struct PreparedFunction {
     const program::Function *function = nullptr;
@@ -54,10 +72,13 @@ private:
     /// (value id, argument position) of every value stored in an argument.
     std::vector<std::pair<int, int>> argumentViews;
     Tensor arena;
+    /// Device memory only: where each argument is copied, by position.
+    std::vector<Tensor> arguments;
   };
 
   const program::RankProgram &program_;
   const KernelRegistry &kernels_;
+  MemorySpace &memory_;
   ExecutionContext context_;
   llvm::StringMap<Tensor> variables_;
   std::vector<Tensor> constants_;

@@ -4,6 +4,7 @@
 
 #include "llvm/ADT/StringSwitch.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -87,6 +88,59 @@ Tensor::Tensor(DType dtype, llvm::ArrayRef<int64_t> shape) {
   std::memset(p, 0, rounded);
   storage_ = std::shared_ptr<void>(p, Free());
   ref_.data = p;
+}
+
+llvm::Expected<Tensor> Tensor::allocate(DType dtype,
+                                        llvm::ArrayRef<int64_t> shape,
+                                        MemorySpace &memory) {
+  if (memory.isHost())
+    return Tensor(dtype, shape);
+  Tensor t;
+  t.ref_.dtype = dtype;
+  t.ref_.shape.assign(shape.begin(), shape.end());
+  size_t bytes = std::max<size_t>(t.ref_.bytes(), 1);
+  void *p = memory.allocate(bytes);
+  if (!p)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "out of " + memory.name() +
+                                       " memory allocating " +
+                                       std::to_string(bytes) + " bytes");
+  MemorySpace *space = &memory;
+  t.storage_ =
+      std::shared_ptr<void>(p, [space](void *q) { space->release(q); });
+  t.ref_.data = p;
+  return t;
+}
+
+MemorySpace::~MemorySpace() = default;
+
+void *HostMemory::allocate(size_t bytes) {
+  size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  void *p = std::aligned_alloc(64, rounded);
+  if (p)
+    std::memset(p, 0, rounded);
+  return p;
+}
+
+void HostMemory::release(void *pointer) { std::free(pointer); }
+
+llvm::Error HostMemory::copyToDevice(void *dst, const void *src, size_t bytes) {
+  if (dst != src && bytes)
+    std::memmove(dst, src, bytes);
+  return llvm::Error::success();
+}
+
+llvm::Error HostMemory::copyToHost(void *dst, const void *src, size_t bytes) {
+  return copyToDevice(dst, src, bytes);
+}
+
+llvm::Error HostMemory::copyOnDevice(void *dst, const void *src, size_t bytes) {
+  return copyToDevice(dst, src, bytes);
+}
+
+HostMemory &hostMemory() {
+  static HostMemory memory;
+  return memory;
 }
 
 uint16_t floatToBF16(float value) {

@@ -1,7 +1,9 @@
 //===- Tensor.h - Runtime tensors -------------------------------*- C++ -*-===//
 //
 // The runtime's tensors: a non-owning view (what kernels see) and an owning
-// host tensor (inputs, outputs, variables). Row-major, contiguous.
+// tensor (inputs, outputs, variables; host memory unless a MemorySpace made
+// it). Row-major, contiguous. MemorySpace is where a backend's executor keeps
+// its buffers: the host (no copies) or a device.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +15,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -47,11 +50,18 @@ struct TensorRef {
   float *f32() const { return as<float>(); }
 };
 
-/// An owning host tensor, 64-byte aligned.
+class MemorySpace;
+
+/// An owning tensor: host memory (zeroed, 64-byte aligned) from the
+/// constructor, or memory of a MemorySpace from allocate().
 class Tensor {
 public:
   Tensor() = default;
   Tensor(DType dtype, llvm::ArrayRef<int64_t> shape);
+  /// A zeroed tensor in `memory` (a host Tensor for host memory); fails when
+  /// the space is out of memory.
+  static llvm::Expected<Tensor>
+  allocate(DType dtype, llvm::ArrayRef<int64_t> shape, MemorySpace &memory);
 
   DType dtype() const { return ref_.dtype; }
   llvm::ArrayRef<int64_t> shape() const { return ref_.shape; }
@@ -69,6 +79,45 @@ private:
   std::shared_ptr<void> storage_;
   TensorRef ref_;
 };
+
+/// Where an executor keeps variables, constants, arenas and arguments.
+/// Device implementations copy through the backend's compute stream, so a
+/// copy is ordered with the kernels around it; copyToHost returns once the
+/// bytes are on the host.
+class MemorySpace {
+public:
+  virtual ~MemorySpace();
+  /// Host memory: kernels read host pointers, nothing is copied.
+  virtual bool isHost() const { return false; }
+  /// "host", "cuda", ...: for messages.
+  virtual llvm::StringRef name() const = 0;
+  /// `bytes` (>= 1) of zeroed memory, or nullptr when out of memory.
+  virtual void *allocate(size_t bytes) = 0;
+  virtual void release(void *pointer) = 0;
+  virtual llvm::Error copyToDevice(void *dst, const void *src,
+                                   size_t bytes) = 0;
+  virtual llvm::Error copyToHost(void *dst, const void *src, size_t bytes) = 0;
+  virtual llvm::Error copyOnDevice(void *dst, const void *src,
+                                   size_t bytes) = 0;
+  /// Waits for the work queued so far; reports what failed in it (a kernel
+  /// fault, an out-of-range id a kernel flagged).
+  virtual llvm::Error synchronize() { return llvm::Error::success(); }
+};
+
+/// The host: copies are memcpy.
+class HostMemory final : public MemorySpace {
+public:
+  bool isHost() const override { return true; }
+  llvm::StringRef name() const override { return "host"; }
+  void *allocate(size_t bytes) override;
+  void release(void *pointer) override;
+  llvm::Error copyToDevice(void *dst, const void *src, size_t bytes) override;
+  llvm::Error copyToHost(void *dst, const void *src, size_t bytes) override;
+  llvm::Error copyOnDevice(void *dst, const void *src, size_t bytes) override;
+};
+
+/// The process's host memory space.
+HostMemory &hostMemory();
 
 /// Reads a float tensor of any float dtype as f32 values (bf16/f16/f64
 /// converted); integer tensors are converted exactly where representable.

@@ -1,6 +1,7 @@
 //===- CpuKernels.cpp - The CPU backend's kernel table --------------------===//
 
 #include "runtime/cpu/CpuKernels.h"
+#include "runtime/core/CollectiveKernels.h"
 
 #include <cblas.h>
 
@@ -19,6 +20,9 @@ void registerCpuKernels(KernelRegistry &registry) {
   registerTransformerKernels(registry);
   registerGradientKernels(registry);
   registerOptimizerKernels(registry);
+  registerShardSliceKernel(registry);
+  // The collectives work on host memory through the rank's communicator.
+  runtime::registerCollectiveKernels(registry);
 }
 
 } // namespace dtc::runtime::cpu

@@ -26,6 +26,8 @@ void registerConvPoolKernels(KernelRegistry &registry);
 void registerTransformerKernels(KernelRegistry &registry);
 void registerGradientKernels(KernelRegistry &registry);
 void registerOptimizerKernels(KernelRegistry &registry);
+/// dtc.shard_slice (runtime/cpu/Collective.cpp).
+void registerShardSliceKernel(KernelRegistry &registry);
 
 } // namespace dtc::runtime::cpu
 

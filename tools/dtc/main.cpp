@@ -15,6 +15,7 @@
 #include "frontends/modelgen/ModelGen.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -69,6 +70,12 @@ void addCompile(CLI::App &app, dtc::CompileOptions &o, Action &action) {
   cmd->add_option("--micro-batch", o.microBatch, "Pin the micro-batch size");
   cmd->add_option("--recompute", o.recompute,
                   "Pin activation recompute: none, selective or full");
+  cmd->add_option("--sequence-parallel", o.sequenceParallel,
+                  "Pin Megatron sequence parallelism with tp > 1: on or off")
+      ->transform(CLI::IsMember({"on", "off"}));
+  cmd->add_flag(
+      "--no-program", o.noProgram,
+      "Plan only: write no runtime program (faster for large models)");
   cmd->add_flag("--no-search", o.noSearch,
                 "All degrees are pinned; only predict");
   cmd->add_option("-o", o.outputDir, "Bundle directory (default <model>.dtc)");
@@ -205,7 +212,8 @@ void addPlan(CLI::App &app, PendingArgs &a, Action &action) {
   });
 }
 
-void addRun(CLI::App &app, dtc::RunOptions &o, PendingArgs &a, Action &action) {
+void addRun(CLI::App &app, dtc::RunOptions &o, dtc::VerifyOptions &v,
+            PendingArgs &a, Action &action) {
   CLI::App *run = app.add_subcommand(
       "run", "Execute a compiled plan with the bundled runtime");
   run->add_option("BUNDLE", o.bundle, "Plan bundle directory")->required();
@@ -225,6 +233,8 @@ void addRun(CLI::App &app, dtc::RunOptions &o, PendingArgs &a, Action &action) {
   run->add_flag("--init", o.init,
                 "Start from seeded random weights, not the model's");
   run->add_flag("--log-json", o.logJson, "One JSON object per step on stdout");
+  // For `dtc verify`: each rank writes its final parameters here.
+  run->add_option("--dump-state", o.dumpState)->group("");
   run->add_option("--ckpt-dir", a.ckptDir, "Checkpoint directory (issue 9)");
   run->add_option("--save-every", a.saveEvery, "Save every K steps (issue 9)");
   run->add_flag("--resume", a.resume,
@@ -237,11 +247,30 @@ void addRun(CLI::App &app, dtc::RunOptions &o, PendingArgs &a, Action &action) {
     action = [&o] { return dtc::runBundle(o, llvm::outs()); };
   });
 
-  CLI::App *verify =
-      addPending(app, "verify", "verify",
-                 "Run the plan on CPU and compare with single-device execution",
-                 8, action);
-  verify->add_option("BUNDLE", a.bundle, "Plan bundle directory")->required();
+  CLI::App *verify = app.add_subcommand(
+      "verify", "Run the plan on CPU at its rank count and compare with "
+                "single-device execution");
+  verify->add_option("BUNDLE", v.bundle, "Plan bundle directory")->required();
+  verify->add_option("--steps", v.steps, "Training steps to compare")
+      ->capture_default_str();
+  verify->add_option("--data", v.data,
+                     "Token file (default: synthetic tokens from --seed)");
+  verify->add_option("--seed", v.seed, "Random seed (data order, --init)")
+      ->capture_default_str();
+  verify->add_flag("--init", v.init,
+                   "Seeded random weights instead of the model's");
+  verify
+      ->add_option("--loss-tolerance", v.lossTolerance,
+                   "Per-step loss, relative")
+      ->capture_default_str();
+  verify
+      ->add_option("--param-tolerance", v.paramTolerance,
+                   "Final parameters, absolute")
+      ->capture_default_str();
+  verify->callback([&v, &o, &action] {
+    v.executable = o.command.empty() ? "dtc" : o.command.front();
+    action = [&v] { return dtc::verifyBundle(v, llvm::outs()); };
+  });
 }
 
 void addCkpt(CLI::App &app, PendingArgs &a, Action &action) {
@@ -421,15 +450,21 @@ int main(int argc, char **argv) {
   Action action;
   dtc::CompileOptions compileOptions;
   dtc::RunOptions runOptions;
+  dtc::VerifyOptions verifyOptions;
   PendingArgs pending;
   ModelgenArgs modelgenArgs;
   CalibrateArgs calibrateArgs;
   addCompile(app, compileOptions, action);
   addPlan(app, pending, action);
-  addRun(app, runOptions, pending, action);
+  addRun(app, runOptions, verifyOptions, pending, action);
   addCkpt(app, pending, action);
   addModelgen(app, modelgenArgs, action);
   addCalibrate(app, calibrateArgs, action);
+  // The ranks of a multi-rank plan re-run this command line under mpirun.
+  runOptions.command.push_back(llvm::sys::fs::getMainExecutable(
+      argv[0], reinterpret_cast<void *>(&reportParseError)));
+  for (int i = 1; i < argc; ++i)
+    runOptions.command.push_back(argv[i]);
 
   // CLI11 reports an unknown command as a missing one; name it instead.
   if (argc > 1 && argv[1][0] != '-') {

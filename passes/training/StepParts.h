@@ -1,0 +1,138 @@
+//===- StepParts.h - Pieces of the training step builders -------*- C++ -*-===//
+//
+// Shared by the data/tensor-parallel step (TrainingStep.cpp) and the
+// pipeline step (Pipeline.cpp): gradient bookkeeping, ZeRO layout, the
+// collectives the step functions emit, and `apply`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_PASSES_TRAINING_STEPPARTS_H
+#define DTC_PASSES_TRAINING_STEPPARTS_H
+
+#include "passes/training/TrainingStep.h"
+
+#include "dialects/dtc/DtcCollectiveOps.h"
+#include "dialects/dtc/DtcOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace dtc::training {
+
+namespace d = mlir::dtc;
+
+inline mlir::RankedTensorType tensorType(mlir::Value v) {
+  return llvm::cast<mlir::RankedTensorType>(v.getType());
+}
+
+struct GradientResult {
+  std::string parameter;
+  mlir::RankedTensorType type; ///< local (per-rank) type
+  /// Mesh axes the gradient is a partial sum over (reduced in `apply`) and
+  /// those its parameter is split over (its norm is summed over them).
+  llvm::SmallVector<std::string> syncAxes, splitAxes;
+  /// The partitioned parameter's `dtc.shard` / `dtc.global_type`, if any.
+  mlir::NamedAttrList shardAttrs;
+};
+
+/// Which parameters ZeRO shards over the data-parallel axis: every one whose
+/// local element count the dp degree divides (the others stay replicated
+/// and are updated whole on every rank).
+struct ZeroLayout {
+  std::string axis = "dp";
+  int64_t parts = 1;
+  llvm::StringSet<> sharded;
+  bool shards(llvm::StringRef parameter) const {
+    return parts > 1 && sharded.contains(parameter);
+  }
+};
+
+/// Communication ops of the step functions (a start and its wait).
+class Collectives {
+public:
+  Collectives(mlir::OpBuilder &b, mlir::Location loc) : b(b), loc(loc) {}
+
+  mlir::Value allReduce(mlir::Value v, llvm::ArrayRef<std::string> axes) {
+    return wait(b.create<d::AllReduceStartOp>(loc, handle(v.getType()), v,
+                                              names(axes), "sum"));
+  }
+  /// Started now, waited by the caller: lets independent reductions overlap.
+  d::AllReduceStartOp startAllReduce(mlir::Value v,
+                                     llvm::ArrayRef<std::string> axes) {
+    return b.create<d::AllReduceStartOp>(loc, handle(v.getType()), v,
+                                         names(axes), "sum");
+  }
+  mlir::Value wait(mlir::Operation *start) {
+    return b.create<d::WaitOp>(loc, start->getResult(0)).getOutput();
+  }
+  /// This rank's contiguous part of a 1-d value over `axis`.
+  mlir::Value slice(mlir::Value v, llvm::StringRef axis, int64_t parts) {
+    return b.create<d::ShardSliceOp>(loc, divided(v, parts), v,
+                                     names({axis.str()}), 0, 0);
+  }
+  mlir::Value reduceScatter(mlir::Value v, llvm::StringRef axis,
+                            int64_t parts) {
+    return wait(b.create<d::ReduceScatterStartOp>(
+        loc, handle(divided(v, parts)), v, names({axis.str()}), 0, 0, "sum"));
+  }
+  mlir::Value allGather(mlir::Value v, llvm::StringRef axis, int64_t parts) {
+    auto type = tensorType(v);
+    auto whole = mlir::RankedTensorType::get({type.getDimSize(0) * parts},
+                                             type.getElementType());
+    return wait(b.create<d::AllGatherStartOp>(loc, handle(whole), v,
+                                              names({axis.str()}), 0, 0));
+  }
+
+private:
+  mlir::Type handle(mlir::Type type) {
+    return d::AsyncType::get(b.getContext(), type);
+  }
+  mlir::ArrayAttr names(llvm::ArrayRef<std::string> axes) {
+    llvm::SmallVector<llvm::StringRef> refs(axes.begin(), axes.end());
+    return b.getStrArrayAttr(refs);
+  }
+  static mlir::RankedTensorType divided(mlir::Value v, int64_t parts) {
+    auto type = tensorType(v);
+    return mlir::RankedTensorType::get({type.getDimSize(0) / parts},
+                                       type.getElementType());
+  }
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+};
+
+/// Marks the op that computes the loss: the end of the forward pass.
+
+/// A 0-d f32 constant.
+mlir::Value scalar(mlir::OpBuilder &b, mlir::Location loc, float value);
+/// `v` as a 1-d tensor.
+mlir::Value flatten(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v);
+
+/// Makes `forward` return only its training loss, binding the data
+/// arguments (`dtc.feed`).
+llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward);
+
+/// What one gradient result `index` of a (partitioned) gradient function
+/// is: its parameter, local type and layout.
+GradientResult describeGradient(mlir::func::FuncOp grad, unsigned index);
+
+ZeroLayout zeroLayoutOf(const TrainingStepOptions &options,
+                        llvm::ArrayRef<GradientResult> params);
+
+/// Builds `apply` in `module`; `normAxes` are added to every gradient's
+/// axes of the global norm (the pipeline axis: each stage holds its own
+/// parameters).
+void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
+                const TrainingStepOptions &options,
+                const ZeroLayout &zeroLayout,
+                llvm::ArrayRef<std::string> normAxes = {});
+
+/// dtc-propagate-sharding, then (with `partition`) dtc-partition over
+/// options.mesh, on every function of `module`.
+llvm::Error shardFunctions(mlir::ModuleOp module,
+                           const TrainingStepOptions &options, bool partition,
+                           bool deferGradientSync);
+
+} // namespace dtc::training
+
+#endif // DTC_PASSES_TRAINING_STEPPARTS_H

@@ -1,0 +1,1216 @@
+//===- CudaKernels.cpp - KernelCall adapters of the CUDA backend ----------===//
+//
+// Checks each call's operands as the CPU kernel does (same messages where it
+// matters), turns shapes into the flat sizes and strides the device
+// functions take (runtime/cuda/CudaOps.h) and queues them. Compiled by the
+// host compiler: LLVM and protobuf stay out of nvcc.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/core/CollectiveKernels.h"
+#include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/CudaOps.h"
+
+#include "llvm/ADT/SmallVector.h"
+
+#include <cmath>
+
+namespace dtc::runtime::cuda {
+
+namespace ops = ::dtc::cuda;
+
+namespace {
+
+using llvm::ArrayRef;
+using llvm::Error;
+using llvm::Expected;
+using llvm::SmallVector;
+using llvm::Twine;
+
+int code(DType dtype) { return static_cast<int>(dtype); }
+
+Error cudaError(const std::string &failure) {
+  if (failure.empty())
+    return Error::success();
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "cuda: " + failure);
+}
+
+Error check(const KernelCall &call, const std::string &failure) {
+  if (failure.empty())
+    return Error::success();
+  return call.error(failure);
+}
+
+std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+Error expectArity(const KernelCall &call, size_t inputs, size_t outputs) {
+  if (call.numInputs() < inputs || call.numOutputs() < outputs)
+    return call.error("expects " + Twine(inputs) + " operands and " +
+                      Twine(outputs) + " results, got " +
+                      Twine(call.numInputs()) + " and " +
+                      Twine(call.numOutputs()));
+  return Error::success();
+}
+
+Error expectFloat(const KernelCall &call, const TensorRef &t,
+                  llvm::StringRef what) {
+  if (isFloat(t.dtype))
+    return Error::success();
+  return call.error(what + " has unsupported dtype " + dtypeName(t.dtype) +
+                    " (expected a float type)");
+}
+
+Error expectShape(const KernelCall &call, const TensorRef &t,
+                  ArrayRef<int64_t> shape, llvm::StringRef what) {
+  if (ArrayRef<int64_t>(t.shape) == shape)
+    return Error::success();
+  return call.error(what + " is " + shapeStr(t.shape) + ", expected " +
+                    shapeStr(shape));
+}
+
+SmallVector<int64_t, 6> stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t, 6> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+/// numpy broadcasting of `operand` to `result`; false when it does not.
+bool broadcastStrides(ArrayRef<int64_t> operand, ArrayRef<int64_t> result,
+                      SmallVector<int64_t, 6> &strides) {
+  if (operand.size() > result.size())
+    return false;
+  strides.assign(result.size(), 0);
+  SmallVector<int64_t, 6> own = stridesOf(operand);
+  size_t lead = result.size() - operand.size();
+  for (size_t d = 0; d < operand.size(); ++d) {
+    if (operand[d] == result[lead + d])
+      strides[lead + d] = operand[d] == 1 ? 0 : own[d];
+    else if (operand[d] == 1)
+      strides[lead + d] = 0;
+    else
+      return false;
+  }
+  return true;
+}
+
+/// A Layout over `shape` with up to three operands' strides, size-1 dims
+/// dropped and contiguous runs merged; false past kMaxRank dims.
+bool makeLayout(ArrayRef<int64_t> shape,
+                ArrayRef<SmallVector<int64_t, 6>> strides, ops::Layout &out) {
+  SmallVector<int64_t, 8> dims;
+  SmallVector<SmallVector<int64_t, 8>, 3> st(strides.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
+      continue;
+    bool merge = !dims.empty();
+    for (size_t o = 0; merge && o < strides.size(); ++o)
+      merge = st[o].back() == strides[o][d] * shape[d];
+    if (merge) {
+      dims.back() *= shape[d];
+      for (size_t o = 0; o < strides.size(); ++o)
+        st[o].back() = strides[o][d];
+      continue;
+    }
+    dims.push_back(shape[d]);
+    for (size_t o = 0; o < strides.size(); ++o)
+      st[o].push_back(strides[o][d]);
+  }
+  if (dims.empty()) {
+    dims.push_back(1);
+    for (size_t o = 0; o < strides.size(); ++o)
+      st[o].push_back(0);
+  }
+  if (dims.size() > static_cast<size_t>(ops::kMaxRank))
+    return false;
+  out = ops::Layout();
+  out.rank = static_cast<int>(dims.size());
+  for (size_t d = 0; d < dims.size(); ++d) {
+    out.shape[d] = dims[d];
+    for (size_t o = 0; o < strides.size(); ++o)
+      out.strides[o][d] = st[o][d];
+  }
+  return true;
+}
+
+Error layoutError(const KernelCall &call, ArrayRef<int64_t> shape) {
+  return call.error("the CUDA kernels take at most " + Twine(ops::kMaxRank) +
+                    " non-contiguous dims, got " + shapeStr(shape));
+}
+
+/// Stream-ordered device scratch, released at scope exit.
+class Scratch {
+public:
+  explicit Scratch(size_t bytes) : ptr_(ops::scratchAllocate(bytes)) {}
+  ~Scratch() { ops::scratchRelease(ptr_); }
+  Scratch(const Scratch &) = delete;
+  Scratch &operator=(const Scratch &) = delete;
+  void *get() const { return ptr_; }
+
+private:
+  void *ptr_;
+};
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <ops::Unary Op> Error unaryKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 1, 1))
+    return err;
+  const TensorRef &in = call.input(0), &out = call.output(0);
+  if (auto err = expectFloat(call, in, "input"))
+    return err;
+  if (in.dtype != out.dtype || in.numElements() != out.numElements())
+    return call.error("output " + shapeStr(out.shape) + " " +
+                      dtypeName(out.dtype) + " does not match input " +
+                      shapeStr(in.shape) + " " + dtypeName(in.dtype));
+  return check(call, ops::unary(Op, code(in.dtype), in.data, out.data,
+                                in.numElements()));
+}
+
+Error geluKernel(const KernelCall &call) {
+  if (call.flag("approximate_tanh"))
+    return unaryKernel<ops::Unary::GeluTanh>(call);
+  return unaryKernel<ops::Unary::GeluErf>(call);
+}
+
+Error castKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 1, 1))
+    return err;
+  const TensorRef &in = call.input(0), &out = call.output(0);
+  if (in.numElements() != out.numElements())
+    return call.error("output " + shapeStr(out.shape) +
+                      " does not match input " + shapeStr(in.shape));
+  if (dtypeSize(in.dtype) == 0 || dtypeSize(out.dtype) == 0)
+    return call.error("unsupported dtype " + dtypeName(in.dtype) + " -> " +
+                      dtypeName(out.dtype));
+  return check(call, ops::cast(code(in.dtype), in.data, code(out.dtype),
+                               out.data, in.numElements()));
+}
+
+/// The broadcast layout of `n` operands onto `out`.
+Error broadcastLayout(const KernelCall &call, ArrayRef<const TensorRef *> in,
+                      const TensorRef &out, ops::Layout &layout) {
+  SmallVector<SmallVector<int64_t, 6>, 3> strides(in.size());
+  for (size_t i = 0; i < in.size(); ++i)
+    if (!broadcastStrides(in[i]->shape, out.shape, strides[i]))
+      return call.error(
+          "operand " + Twine(i) + " of shape " + shapeStr(in[i]->shape) +
+          " does not broadcast to the result " + shapeStr(out.shape));
+  if (!makeLayout(out.shape, strides, layout))
+    return layoutError(call, out.shape);
+  return Error::success();
+}
+
+template <ops::Binary Op> Error binaryKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &a = call.input(0), &b = call.input(1), &out = call.output(0);
+  ops::Layout layout;
+  if (auto err = broadcastLayout(call, {&a, &b}, out, layout))
+    return err;
+  if (out.numElements() == 0)
+    return Error::success();
+  if (dtypeSize(out.dtype) == 0 || dtypeSize(a.dtype) == 0 ||
+      dtypeSize(b.dtype) == 0)
+    return call.error("unsupported dtype " + dtypeName(out.dtype));
+  return check(call, ops::binary(Op, code(out.dtype), a.data, code(a.dtype),
+                                 b.data, code(b.dtype), out.data, layout));
+}
+
+Error compareKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &a = call.input(0), &b = call.input(1), &out = call.output(0);
+  llvm::StringRef name = call.str("predicate");
+  ops::Predicate pred;
+  if (name == "eq")
+    pred = ops::Predicate::Eq;
+  else if (name == "ne")
+    pred = ops::Predicate::Ne;
+  else if (name == "lt")
+    pred = ops::Predicate::Lt;
+  else if (name == "le")
+    pred = ops::Predicate::Le;
+  else if (name == "gt")
+    pred = ops::Predicate::Gt;
+  else if (name == "ge")
+    pred = ops::Predicate::Ge;
+  else
+    return call.error("unknown predicate '" + name + "'");
+  if (a.dtype != b.dtype)
+    return call.error("operand dtypes " + dtypeName(a.dtype) + " and " +
+                      dtypeName(b.dtype) + " differ");
+  if (out.dtype != DType::BOOL)
+    return call.error("result must be i1, got " + dtypeName(out.dtype));
+  ops::Layout layout;
+  if (auto err = broadcastLayout(call, {&a, &b}, out, layout))
+    return err;
+  if (out.numElements() == 0)
+    return Error::success();
+  return check(call, ops::compare(pred, code(a.dtype), a.data, b.data,
+                                  out.as<uint8_t>(), layout));
+}
+
+Error selectKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 3, 1))
+    return err;
+  const TensorRef &cond = call.input(0), &t = call.input(1), &f = call.input(2),
+                  &out = call.output(0);
+  if (cond.dtype != DType::BOOL)
+    return call.error("condition must be i1, got " + dtypeName(cond.dtype));
+  if (t.dtype != out.dtype || f.dtype != out.dtype)
+    return call.error("value dtypes " + dtypeName(t.dtype) + ", " +
+                      dtypeName(f.dtype) + " differ from the result's " +
+                      dtypeName(out.dtype));
+  ops::Layout layout;
+  if (auto err = broadcastLayout(call, {&t, &f, &cond}, out, layout))
+    return err;
+  if (out.numElements() == 0)
+    return Error::success();
+  return check(call,
+               ops::select(cond.as<uint8_t>(), t.data, f.data, out.data,
+                           static_cast<int>(dtypeSize(out.dtype)), layout));
+}
+
+template <ops::ActivationGrad Op>
+Error activationGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &x = call.input(0), &dy = call.input(1),
+                  &out = call.output(0);
+  if (auto err = expectFloat(call, x, "input"))
+    return err;
+  if (auto err = expectFloat(call, dy, "grad"))
+    return err;
+  if (auto err = expectFloat(call, out, "result"))
+    return err;
+  if (x.shape != dy.shape || x.shape != out.shape)
+    return call.error("shapes " + shapeStr(x.shape) + ", " +
+                      shapeStr(dy.shape) + " and " + shapeStr(out.shape) +
+                      " differ");
+  return check(call, ops::activationGrad(
+                         Op, code(x.dtype), x.data, code(dy.dtype), dy.data,
+                         code(out.dtype), out.data, x.numElements()));
+}
+
+Error geluGradKernel(const KernelCall &call) {
+  if (call.flag("approximate_tanh"))
+    return activationGradKernel<ops::ActivationGrad::GeluTanh>(call);
+  return activationGradKernel<ops::ActivationGrad::GeluErf>(call);
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+Error reshapeKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 1, 1))
+    return err;
+  const TensorRef &in = call.input(0), &out = call.output(0);
+  if (in.dtype != out.dtype || in.numElements() != out.numElements())
+    return call.error("cannot reshape " + shapeStr(in.shape) + " " +
+                      dtypeName(in.dtype) + " to " + shapeStr(out.shape) + " " +
+                      dtypeName(out.dtype));
+  return check(call, ops::copy(out.data, in.data, in.bytes(), 2));
+}
+
+Error transposeKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 1, 1))
+    return err;
+  const TensorRef &in = call.input(0), &out = call.output(0);
+  ArrayRef<int64_t> perm = call.ints("permutation");
+  if (static_cast<int64_t>(perm.size()) != in.rank() ||
+      out.rank() != in.rank() || in.dtype != out.dtype)
+    return call.error("permutation of " + Twine(perm.size()) +
+                      " dims does not match " + shapeStr(in.shape) + " -> " +
+                      shapeStr(out.shape));
+  SmallVector<int64_t, 6> inStrides = stridesOf(in.shape);
+  SmallVector<SmallVector<int64_t, 6>, 2> strides(2);
+  SmallVector<bool, 6> seen(in.rank(), false);
+  for (int64_t d = 0; d < in.rank(); ++d) {
+    int64_t p = perm[d];
+    if (p < 0 || p >= in.rank() || seen[p] || out.shape[d] != in.shape[p])
+      return call.error("permutation does not map " + shapeStr(in.shape) +
+                        " to " + shapeStr(out.shape));
+    seen[p] = true;
+    strides[0].push_back(inStrides[p]);
+  }
+  if (out.numElements() == 0)
+    return Error::success();
+  strides[1] = stridesOf(out.shape);
+  ops::Layout layout;
+  if (!makeLayout(out.shape, strides, layout))
+    return layoutError(call, out.shape);
+  return check(call,
+               ops::gather(in.data, out.data,
+                           static_cast<int>(dtypeSize(in.dtype)), layout));
+}
+
+Error concatKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 1, 1))
+    return err;
+  const TensorRef &out = call.output(0);
+  int64_t axis = call.i64("axis", 0);
+  if (axis < 0)
+    axis += out.rank();
+  if (axis < 0 || axis >= out.rank())
+    return call.error("axis out of range for " + shapeStr(out.shape));
+  size_t elem = dtypeSize(out.dtype);
+  int64_t outer = numElements(ArrayRef<int64_t>(out.shape).take_front(axis));
+  int64_t innerAfter =
+      numElements(ArrayRef<int64_t>(out.shape).drop_front(axis + 1));
+  int64_t sum = 0;
+  for (size_t i = 0; i < call.numInputs(); ++i) {
+    const TensorRef &in = call.input(i);
+    bool ok = in.rank() == out.rank() && in.dtype == out.dtype;
+    for (int64_t d = 0; ok && d < out.rank(); ++d)
+      ok = d == axis || in.shape[d] == out.shape[d];
+    if (!ok)
+      return call.error("input " + Twine(i) + " " + shapeStr(in.shape) + " " +
+                        dtypeName(in.dtype) + " does not fit the result " +
+                        shapeStr(out.shape));
+    sum += in.shape[axis];
+  }
+  if (sum != out.shape[axis])
+    return call.error("inputs along axis sum to " + Twine(sum) +
+                      ", result has " + Twine(out.shape[axis]));
+  size_t outRow = out.shape[axis] * innerAfter * elem, offset = 0;
+  for (size_t i = 0; i < call.numInputs(); ++i) {
+    const TensorRef &in = call.input(i);
+    size_t chunk = in.shape[axis] * innerAfter * elem;
+    if (auto err = check(
+            call, ops::copy2d(in.data, out.data, chunk, outRow, offset, outer)))
+      return err;
+    offset += chunk;
+  }
+  return Error::success();
+}
+
+Error sliceKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 1, 1))
+    return err;
+  const TensorRef &in = call.input(0), &out = call.output(0);
+  ArrayRef<int64_t> starts = call.ints("starts"), limits = call.ints("limits"),
+                    steps = call.ints("strides");
+  int64_t rank = in.rank();
+  if (static_cast<int64_t>(starts.size()) != rank ||
+      static_cast<int64_t>(limits.size()) != rank ||
+      static_cast<int64_t>(steps.size()) != rank || out.rank() != rank ||
+      in.dtype != out.dtype)
+    return call.error("starts, limits and strides need " + Twine(rank) +
+                      " entries each");
+  SmallVector<int64_t, 6> inStrides = stridesOf(in.shape);
+  SmallVector<SmallVector<int64_t, 6>, 2> strides(2);
+  int64_t base = 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t expected = steps[d] > 0 && starts[d] >= 0 &&
+                               starts[d] <= limits[d] &&
+                               limits[d] <= in.shape[d]
+                           ? (limits[d] - starts[d] + steps[d] - 1) / steps[d]
+                           : -1;
+    if (expected != out.shape[d])
+      return call.error("slice of dim " + Twine(d) + " [" + Twine(starts[d]) +
+                        ", " + Twine(limits[d]) + ") step " + Twine(steps[d]) +
+                        " of " + shapeStr(in.shape) + " does not give " +
+                        shapeStr(out.shape));
+    base += starts[d] * inStrides[d];
+    strides[0].push_back(inStrides[d] * steps[d]);
+  }
+  if (out.numElements() == 0)
+    return Error::success();
+  strides[1] = stridesOf(out.shape);
+  ops::Layout layout;
+  if (!makeLayout(out.shape, strides, layout))
+    return layoutError(call, out.shape);
+  size_t elem = dtypeSize(in.dtype);
+  return check(call, ops::gather(in.as<char>() + base * elem, out.data,
+                                 static_cast<int>(elem), layout));
+}
+
+Error sliceGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 1, 1))
+    return err;
+  const TensorRef &dy = call.input(0), &out = call.output(0);
+  int64_t rank = dy.rank();
+  ArrayRef<int64_t> starts = call.ints("starts"), steps = call.ints("strides");
+  if (dy.dtype != out.dtype)
+    return call.error("grad dtype " + dtypeName(dy.dtype) +
+                      " differs from the result's " + dtypeName(out.dtype));
+  if (out.rank() != rank || static_cast<int64_t>(starts.size()) != rank ||
+      static_cast<int64_t>(steps.size()) != rank)
+    return call.error("result " + shapeStr(out.shape) +
+                      ", starts and strides need the grad's rank " +
+                      Twine(rank));
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t extent = dy.shape[i];
+    if (steps[i] < 1 || starts[i] < 0 ||
+        (extent && starts[i] + (extent - 1) * steps[i] >= out.shape[i]))
+      return call.error("grad " + shapeStr(dy.shape) + " from starts " +
+                        shapeStr(starts) + " by strides " + shapeStr(steps) +
+                        " does not fit in " + shapeStr(out.shape));
+  }
+  if (auto err = check(call, ops::memsetZero(out.data, out.bytes())))
+    return err;
+  if (dy.numElements() == 0)
+    return Error::success();
+  SmallVector<SmallVector<int64_t, 6>, 2> strides(2);
+  strides[0] = stridesOf(out.shape);
+  int64_t base = 0;
+  for (int64_t i = 0; i < rank; ++i) {
+    base += starts[i] * strides[0][i];
+    strides[0][i] *= steps[i];
+  }
+  strides[1] = stridesOf(dy.shape);
+  ops::Layout layout;
+  if (!makeLayout(dy.shape, strides, layout))
+    return layoutError(call, dy.shape);
+  size_t elem = dtypeSize(out.dtype);
+  return check(call, ops::scatter(dy.data, out.as<char>() + base * elem, 0,
+                                  static_cast<int>(elem), layout));
+}
+
+Error embeddingKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &table = call.input(0), &ids = call.input(1),
+                  &out = call.output(0);
+  if (table.rank() != 2)
+    return call.error("table must have rank 2, got " + shapeStr(table.shape));
+  if (ids.dtype != DType::I64 && ids.dtype != DType::I32)
+    return call.error("ids have unsupported dtype " + dtypeName(ids.dtype) +
+                      " (expected i64 or i32)");
+  int64_t rows = table.shape[0], dim = table.shape[1];
+  int64_t count = ids.numElements();
+  if (out.dtype != table.dtype || out.numElements() != count * dim)
+    return call.error("result " + shapeStr(out.shape) + " does not match ids " +
+                      shapeStr(ids.shape) + " x table " +
+                      shapeStr(table.shape));
+  return check(call, ops::embedding(table.data,
+                                    static_cast<int>(dtypeSize(table.dtype)),
+                                    ids.data, ids.dtype == DType::I64, out.data,
+                                    count, dim, rows));
+}
+
+Error embeddingGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &dy = call.input(0), &ids = call.input(1),
+                  &out = call.output(0);
+  if (auto err = expectFloat(call, dy, "grad"))
+    return err;
+  if (auto err = expectFloat(call, out, "result"))
+    return err;
+  if (ids.dtype != DType::I64 && ids.dtype != DType::I32)
+    return call.error("ids must be i64 or i32, got " + dtypeName(ids.dtype));
+  if (dy.rank() != ids.rank() + 1 ||
+      ArrayRef<int64_t>(dy.shape).drop_back() != ArrayRef<int64_t>(ids.shape))
+    return call.error("grad " + shapeStr(dy.shape) +
+                      " must be the ids' shape " + shapeStr(ids.shape) +
+                      " plus the embedding dim");
+  int64_t d = dy.shape.back();
+  int64_t rows = call.i64("num_rows", out.rank() == 2 ? out.shape[0] : -1);
+  if (auto err = expectShape(call, out, {rows, d}, "result"))
+    return err;
+  return check(call,
+               ops::embeddingGrad(dy.data, code(dy.dtype), ids.data,
+                                  ids.dtype == DType::I64, out.data,
+                                  code(out.dtype), ids.numElements(), d, rows));
+}
+
+/// This rank's part of a replicated tensor (runtime/cpu/Collective.cpp):
+/// the group of `mesh_axes` splits `dim` (interleaved by `block`).
+Error shardSliceKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 1, 1))
+    return err;
+  const TensorRef &in = call.input(0), &out = call.output(0);
+  std::vector<std::string> axes = call.strings("mesh_axes");
+  int64_t size = 1, position = 0;
+  ExecutionContext *context = call.context();
+  if (context && context->communicator) {
+    Communicator &comm = *context->communicator;
+    Expected<std::vector<int>> group = comm.mesh().group(comm.rank(), axes);
+    if (!group)
+      return call.error(llvm::toString(group.takeError()));
+    size = static_cast<int64_t>(group->size());
+    position =
+        std::find(group->begin(), group->end(), comm.rank()) - group->begin();
+  }
+  int64_t dim = call.i64("dim");
+  Expected<SplitLayout> layout = SplitLayout::get(in.shape, dtypeSize(in.dtype),
+                                                  dim, call.i64("block"), size);
+  if (!layout)
+    return call.error(llvm::toString(layout.takeError()));
+  if (in.dtype != out.dtype || out.shape != partShape(in.shape, dim, size))
+    return call.error("expected a " + shapeStr(partShape(in.shape, dim, size)) +
+                      " " + dtypeName(in.dtype) + " result for part " +
+                      Twine(position) + " of " + Twine(size) + " of " +
+                      shapeStr(in.shape) + ", got " + shapeStr(out.shape) +
+                      " " + dtypeName(out.dtype));
+  // The whole is [outer * blocks][parts][run]: one pitched copy.
+  size_t run = static_cast<size_t>(layout->runBytes);
+  return check(call, ops::copyPitched(in.as<char>() + position * run,
+                                      run * layout->parts, out.data, run, run,
+                                      layout->outer * layout->blocks));
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions, norms, losses
+//===----------------------------------------------------------------------===//
+
+template <ops::Reduce Kind> Error reduceKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 1, 1))
+    return err;
+  const TensorRef &in = call.input(0), &out = call.output(0);
+  SmallVector<bool, 6> reduced(in.rank(), false);
+  int64_t count = 1;
+  for (int64_t dim : call.ints("dims")) {
+    int64_t d = dim < 0 ? dim + in.rank() : dim;
+    if (d < 0 || d >= in.rank())
+      return call.error("dim " + Twine(dim) + " out of range for " +
+                        shapeStr(in.shape));
+    if (!reduced[d])
+      count *= in.shape[d];
+    reduced[d] = true;
+  }
+  if (in.dtype != out.dtype || out.numElements() * count != in.numElements())
+    return call.error("result " + shapeStr(out.shape) + " " +
+                      dtypeName(out.dtype) + " does not match reducing " +
+                      shapeStr(in.shape) + " " + dtypeName(in.dtype));
+  if (in.dtype == DType::BOOL || dtypeSize(in.dtype) == 0)
+    return call.error("unsupported dtype " + dtypeName(in.dtype));
+  if (out.numElements() == 0)
+    return Error::success();
+  // Groups of adjacent dims with the same flag (size-1 dims dropped).
+  SmallVector<int64_t, 6> sizes;
+  SmallVector<bool, 6> flags;
+  for (int64_t d = 0; d < in.rank(); ++d) {
+    if (in.shape[d] == 1)
+      continue;
+    if (!flags.empty() && flags.back() == reduced[d])
+      sizes.back() *= in.shape[d];
+    else {
+      sizes.push_back(in.shape[d]);
+      flags.push_back(reduced[d]);
+    }
+  }
+  if (llvm::count(flags, true) <= 1) {
+    int64_t outer = 1, inner = 1;
+    bool seen = false;
+    for (size_t g = 0; g < sizes.size(); ++g) {
+      if (flags[g])
+        seen = true;
+      else
+        (seen ? inner : outer) *= sizes[g];
+    }
+    return check(call, ops::reduce(Kind, code(in.dtype), in.data, out.data,
+                                   outer, count, inner));
+  }
+  // Several reduced groups: move them last, then reduce rows.
+  SmallVector<int64_t, 6> perm, permuted, groupStrides = stridesOf(sizes);
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t g = 0; g < sizes.size(); ++g)
+      if (flags[g] == (pass == 1)) {
+        perm.push_back(static_cast<int64_t>(g));
+        permuted.push_back(sizes[g]);
+      }
+  SmallVector<SmallVector<int64_t, 6>, 2> strides(2);
+  for (int64_t g : perm)
+    strides[0].push_back(groupStrides[g]);
+  strides[1] = stridesOf(permuted);
+  ops::Layout layout;
+  if (!makeLayout(permuted, strides, layout))
+    return layoutError(call, in.shape);
+  Scratch moved(in.bytes());
+  if (!moved.get())
+    return call.error("out of device memory");
+  if (auto err = check(call, ops::gather(in.data, moved.get(),
+                                         static_cast<int>(dtypeSize(in.dtype)),
+                                         layout)))
+    return err;
+  return check(call, ops::reduce(Kind, code(in.dtype), moved.get(), out.data,
+                                 out.numElements(), count, 1));
+}
+
+Expected<int64_t> readAxis(const KernelCall &call, int64_t rank,
+                           bool allowRank = false) {
+  int64_t axis = call.i64("axis", -1);
+  int64_t normalized = axis < 0 ? axis + rank : axis;
+  if (normalized < 0 || normalized > rank || (!allowRank && normalized == rank))
+    return call.error("axis " + Twine(axis) + " out of range for rank " +
+                      Twine(rank));
+  return normalized;
+}
+
+Error softmaxKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 1, 1))
+    return err;
+  const TensorRef &in = call.input(0), &out = call.output(0);
+  if (auto err = expectFloat(call, in, "input"))
+    return err;
+  if (auto err = expectShape(call, out, in.shape, "result"))
+    return err;
+  if (in.dtype != out.dtype)
+    return call.error("result dtype differs from the input's");
+  auto axis = readAxis(call, in.rank());
+  if (!axis)
+    return axis.takeError();
+  ArrayRef<int64_t> shape = in.shape;
+  return check(call,
+               ops::softmax(code(in.dtype), in.data, out.data,
+                            numElements(shape.take_front(*axis)), shape[*axis],
+                            numElements(shape.drop_front(*axis + 1))));
+}
+
+Error softmaxGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &y = call.input(0), &dy = call.input(1),
+                  &out = call.output(0);
+  if (auto err = expectFloat(call, y, "output"))
+    return err;
+  if (auto err = expectFloat(call, dy, "grad"))
+    return err;
+  if (y.shape != dy.shape || y.shape != out.shape)
+    return call.error("shapes " + shapeStr(y.shape) + " and " +
+                      shapeStr(dy.shape) + " differ");
+  auto axis = readAxis(call, y.rank());
+  if (!axis)
+    return axis.takeError();
+  ArrayRef<int64_t> shape = y.shape;
+  return check(
+      call, ops::softmaxGrad(code(y.dtype), y.data, code(dy.dtype), dy.data,
+                             code(out.dtype), out.data,
+                             numElements(shape.take_front(*axis)), shape[*axis],
+                             numElements(shape.drop_front(*axis + 1))));
+}
+
+Error normKernel(const KernelCall &call, bool rms) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &in = call.input(0), &weight = call.input(1),
+                  &out = call.output(0);
+  const TensorRef *bias =
+      !rms && call.numInputs() > 2 ? &call.input(2) : nullptr;
+  if (auto err = expectFloat(call, in, "input"))
+    return err;
+  if (auto err = expectShape(call, out, in.shape, "result"))
+    return err;
+  auto axis = readAxis(call, in.rank(), /*allowRank=*/true);
+  if (!axis)
+    return axis.takeError();
+  int64_t inner = numElements(ArrayRef<int64_t>(in.shape).drop_front(*axis));
+  if (weight.numElements() != inner)
+    return call.error("weight " + shapeStr(weight.shape) +
+                      " does not match the normalized dims of " +
+                      shapeStr(in.shape));
+  if (bias && bias->numElements() != inner)
+    return call.error("bias " + shapeStr(bias->shape) +
+                      " does not match the normalized dims of " +
+                      shapeStr(in.shape));
+  if (in.numElements() == 0)
+    return Error::success();
+  return check(call, ops::norm(rms, code(in.dtype), in.data, code(weight.dtype),
+                               weight.data, bias ? code(bias->dtype) : 0,
+                               bias ? bias->data : nullptr, code(out.dtype),
+                               out.data, in.numElements() / inner, inner,
+                               call.f64("epsilon", 1e-5)));
+}
+
+Error layerNormKernel(const KernelCall &call) {
+  return normKernel(call, false);
+}
+Error rmsNormKernel(const KernelCall &call) { return normKernel(call, true); }
+
+Error normGradKernel(const KernelCall &call, bool rms) {
+  size_t numOutputs = rms ? 2 : 3;
+  if (auto err = expectArity(call, 3, numOutputs))
+    return err;
+  const TensorRef &x = call.input(0), &w = call.input(1), &dy = call.input(2);
+  for (auto [t, what] : {std::pair{&x, "input"}, std::pair{&w, "weight"},
+                         std::pair{&dy, "grad"}})
+    if (auto err = expectFloat(call, *t, what))
+      return err;
+  if (x.shape != dy.shape || x.shape != call.output(0).shape)
+    return call.error("shapes " + shapeStr(x.shape) + " and " +
+                      shapeStr(dy.shape) + " differ");
+  auto axis = readAxis(call, x.rank());
+  if (!axis)
+    return axis.takeError();
+  ArrayRef<int64_t> normalized = ArrayRef<int64_t>(x.shape).drop_front(*axis);
+  if (auto err = expectShape(call, w, normalized, "weight"))
+    return err;
+  for (size_t i = 1; i < numOutputs; ++i)
+    if (auto err = expectShape(call, call.output(i), normalized,
+                               i == 1 ? "weight gradient" : "bias gradient"))
+      return err;
+  int64_t n = numElements(normalized);
+  int64_t rows = n ? x.numElements() / n : 0;
+  const TensorRef &dx = call.output(0), &dw = call.output(1);
+  const TensorRef *db = rms ? nullptr : &call.output(2);
+  return check(call,
+               ops::normGrad(rms, code(x.dtype), x.data, code(w.dtype), w.data,
+                             code(dy.dtype), dy.data, code(dx.dtype), dx.data,
+                             code(dw.dtype), dw.data, db ? code(db->dtype) : 0,
+                             db ? db->data : nullptr, rows, n,
+                             call.f64("epsilon", 1e-5)));
+}
+
+Error layerNormGradKernel(const KernelCall &call) {
+  return normGradKernel(call, false);
+}
+Error rmsNormGradKernel(const KernelCall &call) {
+  return normGradKernel(call, true);
+}
+
+Error crossEntropyKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &logits = call.input(0), &labels = call.input(1),
+                  &out = call.output(0);
+  if (auto err = expectFloat(call, logits, "logits"))
+    return err;
+  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
+    return call.error("labels have unsupported dtype " +
+                      dtypeName(labels.dtype) + " (expected i64 or i32)");
+  if (logits.rank() < 1 || out.numElements() != 1 || !isFloat(out.dtype))
+    return call.error("logits " + shapeStr(logits.shape) + " and result " +
+                      shapeStr(out.shape) + " are inconsistent");
+  if (ArrayRef<int64_t>(logits.shape).drop_back() !=
+      ArrayRef<int64_t>(labels.shape))
+    return call.error("labels " + shapeStr(labels.shape) +
+                      " do not match logits " + shapeStr(logits.shape));
+  return check(call,
+               ops::crossEntropy(code(logits.dtype), logits.data, labels.data,
+                                 labels.dtype == DType::I64, code(out.dtype),
+                                 out.data, labels.numElements(), logits.dim(-1),
+                                 call.i64("ignore_index", -100)));
+}
+
+Error crossEntropyGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 3, 1))
+    return err;
+  const TensorRef &logits = call.input(0), &labels = call.input(1),
+                  &gradLoss = call.input(2), &out = call.output(0);
+  if (auto err = expectFloat(call, logits, "logits"))
+    return err;
+  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
+    return call.error("labels must be i64 or i32, got " +
+                      dtypeName(labels.dtype));
+  if (logits.rank() < 1 || ArrayRef<int64_t>(logits.shape).drop_back() !=
+                               ArrayRef<int64_t>(labels.shape))
+    return call.error("labels " + shapeStr(labels.shape) + " must be logits " +
+                      shapeStr(logits.shape) + " without the last dim");
+  if (!isFloat(gradLoss.dtype) || gradLoss.numElements() != 1)
+    return call.error("grad_loss must be a float scalar");
+  if (auto err = expectShape(call, out, logits.shape, "result"))
+    return err;
+  if (auto err = expectFloat(call, out, "result"))
+    return err;
+  return check(call, ops::crossEntropyGrad(
+                         code(logits.dtype), logits.data, labels.data,
+                         labels.dtype == DType::I64, code(gradLoss.dtype),
+                         gradLoss.data, code(out.dtype), out.data,
+                         labels.numElements(), logits.shape.back(),
+                         call.i64("ignore_index", -100)));
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+Expected<ops::AttentionShape> attentionShape(const KernelCall &call,
+                                             const TensorRef &q,
+                                             const TensorRef &k,
+                                             const TensorRef &v) {
+  for (auto [t, what] :
+       {std::pair{&q, "query"}, std::pair{&k, "key"}, std::pair{&v, "value"}})
+    if (auto err = expectFloat(call, *t, what))
+      return std::move(err);
+  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4)
+    return call.error("query, key and value must be [batch, heads, seq, dim]");
+  ops::AttentionShape s;
+  s.batch = q.shape[0];
+  s.heads = q.shape[1];
+  s.s = q.shape[2];
+  s.d = q.shape[3];
+  s.groups = k.shape[1];
+  s.t = k.shape[2];
+  s.e = v.shape[3];
+  if (k.shape[0] != s.batch || v.shape[0] != s.batch || k.shape[3] != s.d ||
+      v.shape[1] != s.groups || v.shape[2] != s.t || s.groups < 1 ||
+      s.heads % s.groups != 0)
+    return call.error("query " + shapeStr(q.shape) + ", key " +
+                      shapeStr(k.shape) + " and value " + shapeStr(v.shape) +
+                      " are inconsistent");
+  if (s.d > ops::kMaxHeadDim || s.e > ops::kMaxHeadDim)
+    return call.error("head dims above " + Twine(ops::kMaxHeadDim) +
+                      " are not supported by the CUDA kernel");
+  s.scale = static_cast<float>(
+      call.optionalF64("scale").value_or(1.0 / std::sqrt(double(s.d))));
+  s.causal = call.flag("causal");
+  return s;
+}
+
+Error attentionKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 3, 1))
+    return err;
+  const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
+                  &out = call.output(0);
+  auto shape = attentionShape(call, q, k, v);
+  if (!shape)
+    return shape.takeError();
+  if (auto err = expectFloat(call, out, "result"))
+    return err;
+  if (auto err = expectShape(call, out,
+                             {shape->batch, shape->heads, shape->s, shape->e},
+                             "result"))
+    return err;
+  return check(call, ops::attention(*shape, code(q.dtype), q.data,
+                                    code(k.dtype), k.data, code(v.dtype),
+                                    v.data, code(out.dtype), out.data));
+}
+
+Error attentionGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 4, 3))
+    return err;
+  const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
+                  &dy = call.input(3);
+  auto shape = attentionShape(call, q, k, v);
+  if (!shape)
+    return shape.takeError();
+  if (auto err = expectFloat(call, dy, "grad"))
+    return err;
+  if (auto err = expectShape(
+          call, dy, {shape->batch, shape->heads, shape->s, shape->e}, "grad"))
+    return err;
+  const TensorRef *primals[] = {&q, &k, &v};
+  for (size_t i = 0; i < 3; ++i) {
+    if (auto err =
+            expectShape(call, call.output(i), primals[i]->shape, "gradient"))
+      return err;
+    if (auto err = expectFloat(call, call.output(i), "gradient"))
+      return err;
+  }
+  const TensorRef &dq = call.output(0), &dk = call.output(1),
+                  &dv = call.output(2);
+  return check(call, ops::attentionGrad(*shape, code(q.dtype), q.data,
+                                        code(k.dtype), k.data, code(v.dtype),
+                                        v.data, code(dy.dtype), dy.data,
+                                        code(dq.dtype), dq.data, code(dk.dtype),
+                                        dk.data, code(dv.dtype), dv.data));
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+Error adamwKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 7, 3))
+    return err;
+  const TensorRef &param = call.input(0);
+  const char *names[] = {"param", "grad", "exp_avg", "exp_avg_sq"};
+  for (size_t i = 0; i < 4; ++i) {
+    if (auto err = expectFloat(call, call.input(i), names[i]))
+      return err;
+    if (auto err = expectShape(call, call.input(i), param.shape, names[i]))
+      return err;
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    const TensorRef &out = call.output(i);
+    const TensorRef &replaced = call.input(i == 0 ? 0 : i + 1);
+    if (out.dtype != replaced.dtype)
+      return call.error("result " + Twine(i) + " has dtype " +
+                        dtypeName(out.dtype) + ", its operand " +
+                        dtypeName(replaced.dtype));
+    if (auto err = expectShape(call, out, param.shape, "result"))
+      return err;
+  }
+  const char *scalars[] = {"lr", "step", "grad_scale"};
+  for (size_t i = 4; i < 7; ++i)
+    if (!isFloat(call.input(i).dtype) || call.input(i).numElements() != 1)
+      return call.error(Twine(scalars[i - 4]) + " must be a float scalar");
+  ops::AdamW h;
+  h.beta1 = call.f64("beta1", 0.9);
+  h.beta2 = call.f64("beta2", 0.999);
+  h.eps = call.f64("epsilon", 1e-8);
+  h.weightDecay = call.f64("weight_decay", 0.01);
+  h.lr = call.input(4).data;
+  h.lrDtype = code(call.input(4).dtype);
+  h.step = call.input(5).data;
+  h.stepDtype = code(call.input(5).dtype);
+  h.gradScale = call.input(6).data;
+  h.gradScaleDtype = code(call.input(6).dtype);
+  const TensorRef &g = call.input(1), &m = call.input(2), &v = call.input(3);
+  return check(call,
+               ops::adamw(h, param.numElements(), code(param.dtype), param.data,
+                          code(g.dtype), g.data, code(m.dtype), m.data,
+                          code(v.dtype), v.data, call.output(0).data,
+                          call.output(1).data, call.output(2).data));
+}
+
+//===----------------------------------------------------------------------===//
+// Matmul
+//===----------------------------------------------------------------------===//
+
+bool gemmDtype(DType d) {
+  return d == DType::F32 || d == DType::BF16 || d == DType::F16;
+}
+
+Error matmulKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &lhs = call.input(0), &rhs = call.input(1),
+                  &out = call.output(0);
+  for (auto [t, what] : {std::pair{&lhs, "lhs"}, std::pair{&rhs, "rhs"},
+                         std::pair{&out, "result"}})
+    if (auto err = expectFloat(call, *t, what))
+      return err;
+  if (lhs.rank() < 2 || rhs.rank() < 2 || out.rank() < 2)
+    return call.error("operands must have rank >= 2");
+  bool transLhs = call.flag("transpose_lhs");
+  bool transRhs = call.flag("transpose_rhs");
+  int64_t m = lhs.dim(-2), k = lhs.dim(-1);
+  if (transLhs)
+    std::swap(m, k);
+  int64_t k2 = rhs.dim(-2), n = rhs.dim(-1);
+  if (transRhs)
+    std::swap(k2, n);
+  if (k != k2 || out.dim(-2) != m || out.dim(-1) != n)
+    return call.error("shapes " + shapeStr(lhs.shape) + " x " +
+                      shapeStr(rhs.shape) + " -> " + shapeStr(out.shape) +
+                      " are inconsistent");
+  ArrayRef<int64_t> batchShape = ArrayRef<int64_t>(out.shape).drop_back(2);
+  SmallVector<int64_t, 6> lhsStrides, rhsStrides;
+  if (!broadcastStrides(ArrayRef<int64_t>(lhs.shape).drop_back(2), batchShape,
+                        lhsStrides) ||
+      !broadcastStrides(ArrayRef<int64_t>(rhs.shape).drop_back(2), batchShape,
+                        rhsStrides))
+    return call.error("batch dimensions of " + shapeStr(lhs.shape) + " and " +
+                      shapeStr(rhs.shape) + " do not broadcast to " +
+                      shapeStr(out.shape));
+  if (out.numElements() == 0)
+    return Error::success();
+
+  // Operands of different or unsupported dtypes are computed in f32.
+  const void *a = lhs.data, *b = rhs.data;
+  DType abType = lhs.dtype;
+  std::unique_ptr<Scratch> wideA, wideB, wideC;
+  if (lhs.dtype != rhs.dtype || !gemmDtype(lhs.dtype)) {
+    abType = DType::F32;
+    for (auto [t, ptr, scratch] :
+         {std::tuple{&lhs, &a, &wideA}, std::tuple{&rhs, &b, &wideB}}) {
+      if (t->dtype == DType::F32)
+        continue;
+      *scratch = std::make_unique<Scratch>(t->numElements() * sizeof(float));
+      if (!(*scratch)->get())
+        return call.error("out of device memory");
+      if (auto err =
+              check(call, ops::cast(code(t->dtype), t->data, code(DType::F32),
+                                    (*scratch)->get(), t->numElements())))
+        return err;
+      *ptr = (*scratch)->get();
+    }
+  }
+  void *c = out.data;
+  DType cType = out.dtype;
+  if (!gemmDtype(out.dtype)) {
+    wideC = std::make_unique<Scratch>(out.numElements() * sizeof(float));
+    if (!wideC->get())
+      return call.error("out of device memory");
+    c = wideC->get();
+    cType = DType::F32;
+  }
+
+  int64_t batches = numElements(batchShape);
+  int64_t lhsBatches = lhs.numElements() / std::max<int64_t>(m * k, 1);
+  int64_t rhsBatches = rhs.numElements() / std::max<int64_t>(k * n, 1);
+  size_t abSize = dtypeSize(abType), cSize = dtypeSize(cType);
+  ops::Gemm g;
+  g.transA = transLhs;
+  g.transB = transRhs;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.abDtype = code(abType);
+  g.cDtype = code(cType);
+  g.lda = transLhs ? m : k;
+  g.ldb = transRhs ? k : n;
+  g.ldc = n;
+  g.a = a;
+  g.b = b;
+  g.c = c;
+  std::string failure;
+  if (rhsBatches == 1 && !transLhs && lhsBatches == batches) {
+    // [batch * m, k] x [k, n]: the batch folds into m.
+    g.m = batches * m;
+    failure = ops::gemm(g);
+  } else if ((lhsBatches == batches || lhsBatches == 1) &&
+             (rhsBatches == batches || rhsBatches == 1)) {
+    g.batch = batches;
+    g.strideA = lhsBatches == 1 ? 0 : m * k;
+    g.strideB = rhsBatches == 1 ? 0 : k * n;
+    g.strideC = m * n;
+    failure = ops::gemm(g);
+  } else {
+    // A general broadcast of the batch dims: one GEMM per batch.
+    for (int64_t batch = 0; batch < batches && failure.empty(); ++batch) {
+      int64_t offA = 0, offB = 0, rest = batch;
+      for (int64_t d = static_cast<int64_t>(batchShape.size()) - 1; d >= 0;
+           --d) {
+        int64_t idx = rest % batchShape[d];
+        rest /= batchShape[d];
+        offA += idx * lhsStrides[d];
+        offB += idx * rhsStrides[d];
+      }
+      ops::Gemm one = g;
+      one.a = static_cast<const char *>(a) + offA * m * k * abSize;
+      one.b = static_cast<const char *>(b) + offB * k * n * abSize;
+      one.c = static_cast<char *>(c) + batch * m * n * cSize;
+      failure = ops::gemm(one);
+    }
+  }
+  if (auto err = check(call, failure))
+    return err;
+  if (c != out.data)
+    return check(call, ops::cast(code(cType), c, code(out.dtype), out.data,
+                                 out.numElements()));
+  return Error::success();
+}
+
+} // namespace
+
+void registerCudaKernels(KernelRegistry &registry) {
+  using U = ops::Unary;
+  using B = ops::Binary;
+  registry.add("dtc.neg", unaryKernel<U::Neg>);
+  registry.add("dtc.abs", unaryKernel<U::Abs>);
+  registry.add("dtc.exp", unaryKernel<U::Exp>);
+  registry.add("dtc.log", unaryKernel<U::Log>);
+  registry.add("dtc.sqrt", unaryKernel<U::Sqrt>);
+  registry.add("dtc.rsqrt", unaryKernel<U::Rsqrt>);
+  registry.add("dtc.reciprocal", unaryKernel<U::Reciprocal>);
+  registry.add("dtc.tanh", unaryKernel<U::Tanh>);
+  registry.add("dtc.erf", unaryKernel<U::Erf>);
+  registry.add("dtc.sigmoid", unaryKernel<U::Sigmoid>);
+  registry.add("dtc.relu", unaryKernel<U::Relu>);
+  registry.add("dtc.silu", unaryKernel<U::Silu>);
+  registry.add("dtc.gelu", geluKernel);
+  registry.add("dtc.cast", castKernel);
+  registry.add("dtc.add", binaryKernel<B::Add>);
+  registry.add("dtc.sub", binaryKernel<B::Sub>);
+  registry.add("dtc.mul", binaryKernel<B::Mul>);
+  registry.add("dtc.div", binaryKernel<B::Div>);
+  registry.add("dtc.max", binaryKernel<B::Max>);
+  registry.add("dtc.min", binaryKernel<B::Min>);
+  registry.add("dtc.pow", binaryKernel<B::Pow>);
+  registry.add("dtc.compare", compareKernel);
+  registry.add("dtc.select", selectKernel);
+  registry.add("dtc.reshape", reshapeKernel);
+  registry.add("dtc.transpose", transposeKernel);
+  registry.add("dtc.concat", concatKernel);
+  registry.add("dtc.slice", sliceKernel);
+  registry.add("dtc.slice_grad", sliceGradKernel);
+  registry.add("dtc.embedding", embeddingKernel);
+  registry.add("dtc.shard_slice", shardSliceKernel);
+  registry.add("dtc.embedding_grad", embeddingGradKernel);
+  registry.add("dtc.reduce_sum", reduceKernel<ops::Reduce::Sum>);
+  registry.add("dtc.reduce_mean", reduceKernel<ops::Reduce::Mean>);
+  registry.add("dtc.reduce_max", reduceKernel<ops::Reduce::Max>);
+  registry.add("dtc.softmax", softmaxKernel);
+  registry.add("dtc.softmax_grad", softmaxGradKernel);
+  registry.add("dtc.layer_norm", layerNormKernel);
+  registry.add("dtc.rms_norm", rmsNormKernel);
+  registry.add("dtc.layer_norm_grad", layerNormGradKernel);
+  registry.add("dtc.rms_norm_grad", rmsNormGradKernel);
+  registry.add("dtc.gelu_grad", geluGradKernel);
+  registry.add("dtc.silu_grad",
+               activationGradKernel<ops::ActivationGrad::Silu>);
+  registry.add("dtc.attention", attentionKernel);
+  registry.add("dtc.attention_grad", attentionGradKernel);
+  registry.add("dtc.cross_entropy", crossEntropyKernel);
+  registry.add("dtc.cross_entropy_grad", crossEntropyGradKernel);
+  registry.add("dtc.adamw", adamwKernel);
+  registry.add("dtc.matmul", matmulKernel);
+  // The collectives run on device buffers through an NcclCommunicator.
+  registerCollectiveKernels(registry);
+}
+
+Error permuteOnDevice(const void *in, void *out, size_t elemSize,
+                      ArrayRef<int64_t> inShape, ArrayRef<int64_t> perm) {
+  SmallVector<int64_t, 6> inStrides = stridesOf(inShape), outShape;
+  SmallVector<SmallVector<int64_t, 6>, 2> strides(2);
+  for (int64_t p : perm) {
+    outShape.push_back(inShape[p]);
+    strides[0].push_back(inStrides[p]);
+  }
+  if (numElements(outShape) == 0)
+    return Error::success();
+  strides[1] = stridesOf(outShape);
+  ops::Layout layout;
+  if (!makeLayout(outShape, strides, layout))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "cuda: a permutation of " + shapeStr(inShape) + " has too many dims");
+  return cudaError(ops::gather(in, out, static_cast<int>(elemSize), layout));
+}
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+Error initialize(int device) {
+  if (ops::deviceCount() <= device)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "cuda: no CUDA device " +
+                                       std::to_string(device));
+  return cudaError(ops::initialize(device));
+}
+
+void *CudaMemory::allocate(size_t bytes) {
+  if (!ops::initialize(0).empty())
+    return nullptr;
+  return ops::allocate(bytes);
+}
+
+void CudaMemory::release(void *pointer) { ops::release(pointer); }
+
+Error CudaMemory::copyToDevice(void *dst, const void *src, size_t bytes) {
+  return cudaError(ops::copy(dst, src, bytes, 0));
+}
+
+Error CudaMemory::copyToHost(void *dst, const void *src, size_t bytes) {
+  return cudaError(ops::copy(dst, src, bytes, 1));
+}
+
+Error CudaMemory::copyOnDevice(void *dst, const void *src, size_t bytes) {
+  return cudaError(ops::copy(dst, src, bytes, 2));
+}
+
+Error CudaMemory::synchronize() { return cudaError(ops::synchronize()); }
+
+llvm::Expected<Tensor> toDevice(const Tensor &host, MemorySpace &memory) {
+  llvm::Expected<Tensor> device =
+      Tensor::allocate(host.dtype(), host.shape(), memory);
+  if (!device)
+    return device.takeError();
+  if (Error e = memory.copyToDevice(device->data(), host.data(), host.bytes()))
+    return std::move(e);
+  return device;
+}
+
+llvm::Expected<Tensor> toHost(const Tensor &device, MemorySpace &memory) {
+  Tensor host(device.dtype(), device.shape());
+  if (Error e = memory.copyToHost(host.data(), device.data(), device.bytes()))
+    return std::move(e);
+  return host;
+}
+
+} // namespace dtc::runtime::cuda

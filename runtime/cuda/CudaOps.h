@@ -1,0 +1,217 @@
+//===- CudaOps.h - The CUDA backend's device functions ----------*- C++ -*-===//
+//
+// The launch functions of the CUDA kernels (runtime/cuda/*.cu), on raw
+// device pointers and shapes. nvcc compiles the .cu files and never sees
+// LLVM's headers; the KernelCall adapters (CudaKernels.cpp, host compiler)
+// check operands and call these. Every function queues work on the
+// backend's compute stream and returns "" on success, else what failed.
+// Errors only a kernel can see (an id out of range) set a device error word
+// that synchronize() reports.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_RUNTIME_CUDA_CUDAOPS_H
+#define DTC_RUNTIME_CUDA_CUDAOPS_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace dtc::cuda {
+
+/// The numbers of program.proto's DType.
+enum DTypeCode : int {
+  kF32 = 1,
+  kF16 = 2,
+  kBF16 = 3,
+  kF64 = 4,
+  kI64 = 5,
+  kI32 = 6,
+  kI8 = 7,
+  kBool = 8,
+};
+
+/// Dimensions the strided kernels take after collapsing.
+constexpr int kMaxRank = 8;
+
+struct Layout {
+  int rank = 0;
+  int64_t shape[kMaxRank] = {};
+  /// Per operand, in elements; 0 on broadcast dimensions.
+  int64_t strides[3][kMaxRank] = {};
+};
+
+/// Device errors a kernel can flag (the error word holds the first).
+enum DeviceError : int {
+  kNoDeviceError = 0,
+  kIdOutOfRange = 1,
+  kLabelOutOfRange = 2,
+  kBadAdamStep = 3,
+};
+
+//===--- runtime (Runtime.cu) ---------------------------------------------===//
+
+/// Makes `device` current and creates the stream, the cuBLASLt handle and
+/// its workspace (once per process).
+std::string initialize(int device = 0);
+int deviceCount();
+/// Zeroed device memory, or nullptr.
+void *allocate(size_t bytes);
+void release(void *pointer);
+/// kind: 0 host to device, 1 device to host (waits), 2 device to device.
+std::string copy(void *dst, const void *src, size_t bytes, int kind);
+std::string memsetZero(void *dst, size_t bytes);
+/// Waits for the stream; reports a fault or the device error word (reset).
+std::string synchronize();
+/// Stream-ordered scratch for the adapters (nullptr when out of memory).
+void *scratchAllocate(size_t bytes);
+void scratchRelease(void *pointer);
+/// The compute stream as a cudaStream_t.
+void *stream();
+/// Uses TF32 tensor cores for f32 GEMMs (DTC_CUDA_TF32=1 at initialize).
+bool tf32();
+
+//===--- elementwise (Elementwise.cu) -------------------------------------===//
+
+enum class Unary {
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Reciprocal,
+  Tanh,
+  Erf,
+  Sigmoid,
+  Relu,
+  Silu,
+  GeluErf,
+  GeluTanh,
+};
+std::string unary(Unary op, int dtype, const void *in, void *out, int64_t n);
+
+enum class Binary { Add, Sub, Mul, Div, Max, Min, Pow };
+/// out (outDtype) = op(a, b) broadcast by `layout` (strides[0] a, [1] b);
+/// operands of another dtype convert to the result's.
+std::string binary(Binary op, int outDtype, const void *a, int aDtype,
+                   const void *b, int bDtype, void *out, const Layout &layout);
+
+enum class Predicate { Eq, Ne, Lt, Le, Gt, Ge };
+std::string compare(Predicate pred, int dtype, const void *a, const void *b,
+                    uint8_t *out, const Layout &layout);
+/// Bitwise select of `elemSize`-byte elements (strides[0] on, [1] off,
+/// [2] cond).
+std::string select(const uint8_t *cond, const void *onTrue, const void *onFalse,
+                   void *out, int elemSize, const Layout &layout);
+std::string cast(int srcDtype, const void *src, int dstDtype, void *dst,
+                 int64_t n);
+
+enum class ActivationGrad { GeluErf, GeluTanh, Silu };
+std::string activationGrad(ActivationGrad op, int dtype, const void *x,
+                           int dyDtype, const void *dy, int outDtype, void *out,
+                           int64_t n);
+
+//===--- data movement (DataMovement.cu) ----------------------------------===//
+
+/// out[i] = in[offset(i)] with strides[0] of `layout` (elements of
+/// elemSize bytes), out contiguous.
+std::string gather(const void *in, void *out, int elemSize,
+                   const Layout &layout);
+/// out zeroed, then out[offset(i)] = in[i] with strides[0] (injective).
+std::string scatter(const void *in, void *out, size_t outBytes, int elemSize,
+                    const Layout &layout);
+/// Rows of `chunk` bytes, `outer` of them, into rows of `outRow` bytes at
+/// `offset`.
+std::string copy2d(const void *in, void *out, size_t chunk, size_t outRow,
+                   size_t offset, int64_t outer);
+/// `height` rows of `width` bytes from rows `srcPitch` apart to rows
+/// `dstPitch` apart.
+std::string copyPitched(const void *src, size_t srcPitch, void *dst,
+                        size_t dstPitch, size_t width, int64_t height);
+std::string embedding(const void *table, int elemSize, const void *ids,
+                      bool ids64, void *out, int64_t count, int64_t dim,
+                      int64_t rows);
+/// out [rows, dim] = sum of the dy rows by id (out of any float dtype).
+std::string embeddingGrad(const void *dy, int dyDtype, const void *ids,
+                          bool ids64, void *out, int outDtype, int64_t count,
+                          int64_t dim, int64_t rows);
+
+//===--- reductions, norms, losses (Reduce.cu, Norm.cu) -------------------===//
+
+enum class Reduce { Sum, Mean, Max };
+/// [outer, count, inner] -> [outer, inner], dtype in and out.
+std::string reduce(Reduce kind, int dtype, const void *in, void *out,
+                   int64_t outer, int64_t count, int64_t inner);
+std::string softmax(int dtype, const void *in, void *out, int64_t outer,
+                    int64_t size, int64_t inner);
+std::string softmaxGrad(int yDtype, const void *y, int dyDtype, const void *dy,
+                        int outDtype, void *out, int64_t outer, int64_t size,
+                        int64_t inner);
+/// layer_norm (bias may be null) or rms_norm over rows of `n`.
+std::string norm(bool rms, int dtype, const void *x, int wDtype, const void *w,
+                 int bDtype, const void *b, int outDtype, void *out,
+                 int64_t rows, int64_t n, double eps);
+/// dx, dw and (layer_norm) db.
+std::string normGrad(bool rms, int xDtype, const void *x, int wDtype,
+                     const void *w, int dyDtype, const void *dy, int dxDtype,
+                     void *dx, int dwDtype, void *dw, int dbDtype, void *db,
+                     int64_t rows, int64_t n, double eps);
+std::string crossEntropy(int dtype, const void *logits, const void *labels,
+                         bool labels64, int outDtype, void *out, int64_t rows,
+                         int64_t vocab, int64_t ignore);
+std::string crossEntropyGrad(int dtype, const void *logits, const void *labels,
+                             bool labels64, int gradDtype, const void *gradLoss,
+                             int outDtype, void *out, int64_t rows,
+                             int64_t vocab, int64_t ignore);
+
+//===--- attention (Attention.cu) -----------------------------------------===//
+
+struct AttentionShape {
+  int64_t batch, heads, groups, s, t, d, e;
+  float scale;
+  bool causal;
+};
+/// Largest head dim (d and e) the kernels take.
+constexpr int64_t kMaxHeadDim = 128;
+std::string attention(const AttentionShape &shape, int qDtype, const void *q,
+                      int kDtype, const void *k, int vDtype, const void *v,
+                      int outDtype, void *out);
+std::string attentionGrad(const AttentionShape &shape, int qDtype,
+                          const void *q, int kDtype, const void *k, int vDtype,
+                          const void *v, int dyDtype, const void *dy,
+                          int dqDtype, void *dq, int dkDtype, void *dk,
+                          int dvDtype, void *dv);
+
+//===--- optimizer (Optimizer.cu) -----------------------------------------===//
+
+struct AdamW {
+  double beta1, beta2, eps, weightDecay;
+  /// Device scalars (any float dtype): lr, step, grad_scale.
+  const void *lr, *step, *gradScale;
+  int lrDtype, stepDtype, gradScaleDtype;
+};
+std::string adamw(const AdamW &hyper, int64_t n, int pDtype, const void *p,
+                  int gDtype, const void *g, int mDtype, const void *m,
+                  int vDtype, const void *v, void *pOut, void *mOut,
+                  void *vOut);
+
+//===--- GEMM (Gemm.cu, cuBLASLt) -----------------------------------------===//
+
+/// Row-major C[b] = op(A[b]) op(B[b]) for b < batch, batch strides in
+/// elements (0 broadcasts). A and B share a dtype (f32, bf16, f16); C is
+/// any of those; accumulation is f32.
+struct Gemm {
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  int abDtype = kF32, cDtype = kF32;
+  const void *a = nullptr, *b = nullptr;
+  void *c = nullptr;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  int64_t strideA = 0, strideB = 0, strideC = 0;
+};
+std::string gemm(const Gemm &g);
+
+} // namespace dtc::cuda
+
+#endif // DTC_RUNTIME_CUDA_CUDAOPS_H

@@ -1,0 +1,177 @@
+//===- DataMovement.cu - Strided copies, embedding ------------------------===//
+
+#include "runtime/cuda/CudaCommon.cuh"
+
+namespace dtc::cuda {
+
+namespace {
+
+template <typename T>
+__global__ void gatherKernel(const T *in, T *out, Layout layout, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = in[layoutOffset(layout, 0, i)];
+}
+
+template <typename T>
+__global__ void scatterKernel(const T *in, T *out, Layout layout, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[layoutOffset(layout, 0, i)] = in[i];
+}
+
+template <template <typename> class Kernel>
+std::string launchBySize(const void *in, void *out, int elemSize,
+                         const Layout &layout, const char *what) {
+  int64_t n = layoutElements(layout);
+  if (n == 0)
+    return "";
+  unsigned blocks = blocksFor(n);
+  cudaStream_t s = computeStream();
+  switch (elemSize) {
+  case 1:
+    Kernel<uint8_t>::launch(blocks, s, in, out, layout, n);
+    break;
+  case 2:
+    Kernel<uint16_t>::launch(blocks, s, in, out, layout, n);
+    break;
+  case 4:
+    Kernel<uint32_t>::launch(blocks, s, in, out, layout, n);
+    break;
+  case 8:
+    Kernel<uint64_t>::launch(blocks, s, in, out, layout, n);
+    break;
+  default:
+    return std::string(what) + ": unsupported element size";
+  }
+  return launched(what);
+}
+
+template <typename T> struct Gather {
+  static void launch(unsigned blocks, cudaStream_t s, const void *in, void *out,
+                     const Layout &layout, int64_t n) {
+    gatherKernel<<<blocks, 256, 0, s>>>(static_cast<const T *>(in),
+                                        static_cast<T *>(out), layout, n);
+  }
+};
+template <typename T> struct Scatter {
+  static void launch(unsigned blocks, cudaStream_t s, const void *in, void *out,
+                     const Layout &layout, int64_t n) {
+    scatterKernel<<<blocks, 256, 0, s>>>(static_cast<const T *>(in),
+                                         static_cast<T *>(out), layout, n);
+  }
+};
+
+/// One block per id: rows copied as 4-byte words when they allow it.
+__global__ void embeddingKernel(const char *table, size_t rowBytes,
+                                const void *ids, bool ids64, char *out,
+                                int64_t rows, int *error) {
+  int64_t i = blockIdx.x;
+  int64_t id = ids64 ? static_cast<const int64_t *>(ids)[i]
+                     : static_cast<const int32_t *>(ids)[i];
+  char *dst = out + i * rowBytes;
+  if (id < 0 || id >= rows) {
+    if (threadIdx.x == 0)
+      flagError(error, kIdOutOfRange);
+    return;
+  }
+  const char *src = table + id * rowBytes;
+  if (rowBytes % 4 == 0) {
+    const uint32_t *s = reinterpret_cast<const uint32_t *>(src);
+    uint32_t *d = reinterpret_cast<uint32_t *>(dst);
+    for (size_t j = threadIdx.x; j < rowBytes / 4; j += blockDim.x)
+      d[j] = s[j];
+  } else {
+    for (size_t j = threadIdx.x; j < rowBytes; j += blockDim.x)
+      dst[j] = src[j];
+  }
+}
+
+__global__ void embeddingGradKernel(const void *dy, int dyDtype,
+                                    const void *ids, bool ids64, float *out,
+                                    int64_t dim, int64_t rows, int *error) {
+  int64_t i = blockIdx.x;
+  int64_t id = ids64 ? static_cast<const int64_t *>(ids)[i]
+                     : static_cast<const int32_t *>(ids)[i];
+  if (id < 0 || id >= rows) {
+    if (threadIdx.x == 0)
+      flagError(error, kIdOutOfRange);
+    return;
+  }
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
+    atomicAdd(out + id * dim + j, loadF(dy, dyDtype, i * dim + j));
+}
+
+} // namespace
+
+std::string gather(const void *in, void *out, int elemSize,
+                   const Layout &layout) {
+  return launchBySize<Gather>(in, out, elemSize, layout, "gather kernel");
+}
+
+std::string scatter(const void *in, void *out, size_t outBytes, int elemSize,
+                    const Layout &layout) {
+  if (std::string e = memsetZero(out, outBytes); !e.empty())
+    return e;
+  return launchBySize<Scatter>(in, out, elemSize, layout, "scatter kernel");
+}
+
+std::string copy2d(const void *in, void *out, size_t chunk, size_t outRow,
+                   size_t offset, int64_t outer) {
+  if (!chunk || !outer)
+    return "";
+  if (cudaError_t err = cudaMemcpy2DAsync(
+          static_cast<char *>(out) + offset, outRow, in, chunk, chunk, outer,
+          cudaMemcpyDeviceToDevice, computeStream()))
+    return failure("cudaMemcpy2DAsync", err);
+  return "";
+}
+
+std::string copyPitched(const void *src, size_t srcPitch, void *dst,
+                        size_t dstPitch, size_t width, int64_t height) {
+  if (!width || !height)
+    return "";
+  if (cudaError_t err =
+          cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, width, height,
+                            cudaMemcpyDeviceToDevice, computeStream()))
+    return failure("cudaMemcpy2DAsync", err);
+  return "";
+}
+
+std::string embedding(const void *table, int elemSize, const void *ids,
+                      bool ids64, void *out, int64_t count, int64_t dim,
+                      int64_t rows) {
+  if (count == 0 || dim == 0)
+    return "";
+  embeddingKernel<<<static_cast<unsigned>(count), 128, 0, computeStream()>>>(
+      static_cast<const char *>(table), dim * elemSize, ids, ids64,
+      static_cast<char *>(out), rows, errorWord());
+  return launched("embedding kernel");
+}
+
+// Rows shared by several ids add with atomics: the sum's order (and so its
+// last bits) may vary from run to run, unlike the CPU kernel's.
+std::string embeddingGrad(const void *dy, int dyDtype, const void *ids,
+                          bool ids64, void *out, int outDtype, int64_t count,
+                          int64_t dim, int64_t rows) {
+  size_t bytes = rows * dim * sizeof(float);
+  Scratch scratch(outDtype == kF32 ? 0 : bytes);
+  float *acc =
+      outDtype == kF32 ? static_cast<float *>(out) : scratch.as<float>();
+  if (!acc)
+    return "embedding_grad: out of device memory";
+  if (std::string e = memsetZero(acc, bytes); !e.empty())
+    return e;
+  if (count && dim) {
+    embeddingGradKernel<<<static_cast<unsigned>(count), 128, 0,
+                          computeStream()>>>(dy, dyDtype, ids, ids64, acc, dim,
+                                             rows, errorWord());
+    if (std::string e = launched("embedding_grad kernel"); !e.empty())
+      return e;
+  }
+  if (outDtype != kF32)
+    return cast(kF32, acc, outDtype, out, rows * dim);
+  return "";
+}
+
+} // namespace dtc::cuda

@@ -1,0 +1,532 @@
+//===- NcclCommunicator.cpp - The NCCL backend of Communicator ------------===//
+
+#include "runtime/cuda/NcclCommunicator.h"
+#include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/CudaOps.h"
+
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+namespace dtc::runtime::cuda {
+
+namespace ops = ::dtc::cuda;
+
+namespace {
+
+llvm::Error failure(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "nccl: " + message);
+}
+
+llvm::Error ncclCheck(ncclResult_t result, const char *what) {
+  if (result == ncclSuccess)
+    return llvm::Error::success();
+  return failure(llvm::Twine(what) + ": " + ncclGetErrorString(result));
+}
+
+llvm::Error cudaCheck(cudaError_t result, const char *what) {
+  if (result == cudaSuccess)
+    return llvm::Error::success();
+  return failure(llvm::Twine(what) + ": " + cudaGetErrorString(result));
+}
+
+llvm::Expected<ncclDataType_t> ncclType(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return ncclFloat32;
+  case DType::F16:
+    return ncclFloat16;
+  case DType::BF16:
+    return ncclBfloat16;
+  case DType::F64:
+    return ncclFloat64;
+  case DType::I64:
+    return ncclInt64;
+  case DType::I32:
+    return ncclInt32;
+  case DType::I8:
+    return ncclInt8;
+  case DType::BOOL:
+    return ncclUint8;
+  default:
+    return failure("unsupported dtype " + dtypeName(dtype));
+  }
+}
+
+ncclRedOp_t ncclOp(Reduction r) {
+  switch (r) {
+  case Reduction::Max:
+    return ncclMax;
+  case Reduction::Min:
+    return ncclMin;
+  default:
+    return ncclSum;
+  }
+}
+
+int64_t product(llvm::ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+/// Frees stream-ordered scratch unless released.
+struct Staging {
+  void *ptr = nullptr;
+  ~Staging() { ops::scratchRelease(ptr); }
+  void *release() {
+    void *p = ptr;
+    ptr = nullptr;
+    return p;
+  }
+};
+
+} // namespace
+
+struct NcclCommunicator::Impl {
+  struct Group {
+    std::vector<int> ranks;
+    int position = 0;
+    ncclComm_t comm = nullptr;
+  };
+  /// An operation in flight: its completion event on the communication
+  /// stream and what wait() still does on the compute stream (unpack).
+  struct Pending {
+    cudaEvent_t done = nullptr;
+    void *staging[2] = {nullptr, nullptr};
+    const void *unpackFrom = nullptr;
+    void *unpackTo = nullptr;
+    size_t elemSize = 0;
+    std::vector<int64_t> unpackShape, unpackPerm;
+  };
+
+  Mesh mesh;
+  int rank = 0;
+  ncclComm_t world = nullptr;
+  cudaStream_t commStream = nullptr;
+  cudaStream_t compute = nullptr;
+  std::map<unsigned, Group> groups; // by bit mask of mesh axes
+  std::map<Request, Pending> pending;
+  Request next = 1;
+
+  llvm::Expected<Group *> group(llvm::ArrayRef<std::string> axes) {
+    if (axes.empty())
+      return failure("a collective needs at least one mesh axis");
+    unsigned mask = 0;
+    for (const std::string &a : axes) {
+      int index = mesh.axisIndex(a);
+      if (index < 0)
+        return failure("unknown mesh axis '" + a + "' (mesh " + mesh.str() +
+                       ")");
+      mask |= 1u << index;
+    }
+    return &groups.at(mask);
+  }
+
+  /// Orders the communication stream after the compute stream's work so far.
+  llvm::Error handOff() {
+    cudaEvent_t ready;
+    if (llvm::Error e =
+            cudaCheck(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),
+                      "cudaEventCreate"))
+      return e;
+    llvm::Error e =
+        cudaCheck(cudaEventRecord(ready, compute), "cudaEventRecord");
+    if (!e)
+      e = cudaCheck(cudaStreamWaitEvent(commStream, ready, 0),
+                    "cudaStreamWaitEvent");
+    cudaEventDestroy(ready); // released once the wait completes
+    return e;
+  }
+
+  llvm::Expected<Request> finish(Pending p) {
+    if (llvm::Error e =
+            cudaCheck(cudaEventCreateWithFlags(&p.done, cudaEventDisableTiming),
+                      "cudaEventCreate"))
+      return std::move(e);
+    if (llvm::Error e =
+            cudaCheck(cudaEventRecord(p.done, commStream), "cudaEventRecord"))
+      return std::move(e);
+    Request id = next++;
+    pending.emplace(id, std::move(p));
+    return id;
+  }
+};
+
+NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (!impl_)
+    return;
+  for (auto &[id, p] : impl_->pending) {
+    cudaEventSynchronize(p.done);
+    cudaEventDestroy(p.done);
+    for (void *s : p.staging)
+      ops::scratchRelease(s);
+  }
+  if (impl_->commStream)
+    cudaStreamSynchronize(impl_->commStream);
+  for (auto &[mask, g] : impl_->groups)
+    if (g.comm)
+      ncclCommDestroy(g.comm);
+  if (impl_->world)
+    ncclCommDestroy(impl_->world);
+  if (impl_->commStream)
+    cudaStreamDestroy(impl_->commStream);
+}
+
+llvm::Expected<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(
+    Mesh mesh, int rank,
+    llvm::function_ref<llvm::Error(NcclId &)> broadcastId) {
+  int world = mesh.worldSize();
+  if (rank < 0 || rank >= world)
+    return failure("rank " + llvm::Twine(rank) + " is outside mesh " +
+                   mesh.str());
+  if (mesh.axes().size() > 16)
+    return failure("more than 16 mesh axes");
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+    return failure("no CUDA device");
+  // One device per rank: ranks fill each node's devices in order.
+  if (llvm::Error e = initialize(rank % devices))
+    return std::move(e);
+  auto impl = std::make_unique<Impl>();
+  impl->mesh = std::move(mesh);
+  impl->rank = rank;
+  impl->compute = static_cast<cudaStream_t>(ops::stream());
+  static_assert(sizeof(ncclUniqueId) == sizeof(NcclId));
+  NcclId bytes{};
+  if (rank == 0) {
+    ncclUniqueId id;
+    if (llvm::Error e = ncclCheck(ncclGetUniqueId(&id), "ncclGetUniqueId"))
+      return std::move(e);
+    std::memcpy(bytes.data(), &id, sizeof(id));
+  }
+  if (llvm::Error e = broadcastId(bytes))
+    return std::move(e);
+  ncclUniqueId id;
+  std::memcpy(&id, bytes.data(), sizeof(id));
+  if (llvm::Error e = ncclCheck(ncclCommInitRank(&impl->world, world, id, rank),
+                                "ncclCommInitRank"))
+    return std::move(e);
+  if (llvm::Error e = cudaCheck(
+          cudaStreamCreateWithFlags(&impl->commStream, cudaStreamNonBlocking),
+          "cudaStreamCreate"))
+    return std::move(e);
+  // Every group of every subset of axes, in the same order on every rank:
+  // color = the coordinates off the group's axes, key = the group position.
+  const Mesh &m = impl->mesh;
+  std::vector<int64_t> coords = m.coordinates(rank);
+  unsigned numAxes = static_cast<unsigned>(m.axes().size());
+  for (unsigned mask = 1; mask < (1u << numAxes); ++mask) {
+    std::vector<std::string> axes;
+    int color = 0;
+    for (unsigned a = 0; a < numAxes; ++a) {
+      if (mask & (1u << a))
+        axes.push_back(m.axes()[a].name);
+      else
+        color = color * static_cast<int>(m.axes()[a].size) +
+                static_cast<int>(coords[a]);
+    }
+    llvm::Expected<std::vector<int>> ranks = m.group(rank, axes);
+    if (!ranks)
+      return ranks.takeError();
+    Impl::Group g;
+    g.ranks = *ranks;
+    g.position = static_cast<int>(
+        std::find(g.ranks.begin(), g.ranks.end(), rank) - g.ranks.begin());
+    if (llvm::Error e = ncclCheck(
+            ncclCommSplit(impl->world, color, g.position, &g.comm, nullptr),
+            "ncclCommSplit"))
+      return std::move(e);
+    impl->groups[mask] = std::move(g);
+  }
+  return std::unique_ptr<NcclCommunicator>(
+      new NcclCommunicator(std::move(impl)));
+}
+
+llvm::Expected<std::unique_ptr<NcclCommunicator>>
+NcclCommunicator::createWithMpi(Mesh mesh) {
+  int initialized = 0, rank = 0, size = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized)
+    return failure("MPI is not initialized");
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size != mesh.worldSize())
+    return failure("MPI world of " + llvm::Twine(size) + " ranks, mesh " +
+                   mesh.str() + " has " + llvm::Twine(mesh.worldSize()));
+  // The device of this process: its rank on the node when the launcher says.
+  for (const char *var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                          "SLURM_LOCALID", "LOCAL_RANK"})
+    if (const char *local = std::getenv(var)) {
+      int devices = 0;
+      if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0)
+        if (llvm::Error e = initialize(std::atoi(local) % devices))
+          return std::move(e);
+      break;
+    }
+  return create(std::move(mesh), rank, [](NcclId &id) -> llvm::Error {
+    if (MPI_Bcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0,
+                  MPI_COMM_WORLD) != MPI_SUCCESS)
+      return failure("MPI_Bcast of the NCCL id failed");
+    return llvm::Error::success();
+  });
+}
+
+int NcclCommunicator::rank() const { return impl_->rank; }
+const Mesh &NcclCommunicator::mesh() const { return impl_->mesh; }
+
+llvm::Expected<Request>
+NcclCommunicator::allReduce(llvm::ArrayRef<std::string> axes,
+                            const TensorRef &input, const TensorRef &output,
+                            Reduction reduction) {
+  auto g = impl_->group(axes);
+  if (!g)
+    return g.takeError();
+  auto type = ncclType(input.dtype);
+  if (!type)
+    return type.takeError();
+  if (input.numElements() != output.numElements() ||
+      input.dtype != output.dtype)
+    return failure("all_reduce: input and output differ");
+  if (llvm::Error e = impl_->handOff())
+    return std::move(e);
+  if (llvm::Error e = ncclCheck(
+          ncclAllReduce(input.data, output.data, input.numElements(), *type,
+                        ncclOp(reduction), (*g)->comm, impl_->commStream),
+          "all_reduce"))
+    return std::move(e);
+  return impl_->finish({});
+}
+
+llvm::Expected<Request>
+NcclCommunicator::allGather(llvm::ArrayRef<std::string> axes,
+                            const TensorRef &input, const TensorRef &output,
+                            int64_t dim, int64_t block) {
+  auto g = impl_->group(axes);
+  if (!g)
+    return g.takeError();
+  auto type = ncclType(input.dtype);
+  if (!type)
+    return type.takeError();
+  int64_t n = static_cast<int64_t>((*g)->ranks.size());
+  if (dim < 0 || dim >= input.rank() || output.rank() != input.rank() ||
+      output.shape[dim] != n * input.shape[dim] ||
+      (block > 0 && (block % n || output.shape[dim] % block)))
+    return failure("all_gather: input and output shapes do not fit a gather "
+                   "of " +
+                   llvm::Twine(n) + " along dim " + llvm::Twine(dim));
+  // Input dim as [J, L]; the gathered buffer [n, A, J, L, C] is permuted to
+  // the output [A, J, n, L, C].
+  int64_t J = block > 0 ? output.shape[dim] / block : 1;
+  int64_t L = block > 0 ? block / n : input.shape[dim];
+  int64_t A = product(llvm::ArrayRef<int64_t>(input.shape).take_front(dim));
+  int64_t C = product(llvm::ArrayRef<int64_t>(input.shape).drop_front(dim + 1));
+  size_t elem = dtypeSize(input.dtype);
+  Impl::Pending p;
+  void *target = output.data;
+  Staging staging;
+  if (A * J != 1) {
+    staging.ptr = ops::scratchAllocate(output.bytes());
+    if (!staging.ptr)
+      return failure("all_gather: out of device memory");
+    target = staging.ptr;
+    p.unpackFrom = staging.ptr;
+    p.unpackTo = output.data;
+    p.elemSize = elem;
+    p.unpackShape = {n, A, J, L, C};
+    p.unpackPerm = {1, 2, 0, 3, 4};
+  }
+  if (llvm::Error e = impl_->handOff())
+    return std::move(e);
+  if (llvm::Error e =
+          ncclCheck(ncclAllGather(input.data, target, input.numElements(),
+                                  *type, (*g)->comm, impl_->commStream),
+                    "all_gather"))
+    return std::move(e);
+  p.staging[0] = staging.release();
+  return impl_->finish(std::move(p));
+}
+
+llvm::Expected<Request> NcclCommunicator::reduceScatter(
+    llvm::ArrayRef<std::string> axes, const TensorRef &input,
+    const TensorRef &output, int64_t dim, int64_t block, Reduction reduction) {
+  auto g = impl_->group(axes);
+  if (!g)
+    return g.takeError();
+  auto type = ncclType(input.dtype);
+  if (!type)
+    return type.takeError();
+  int64_t n = static_cast<int64_t>((*g)->ranks.size());
+  if (dim < 0 || dim >= input.rank() || output.rank() != input.rank() ||
+      input.shape[dim] != n * output.shape[dim] ||
+      (block > 0 && (block % n || input.shape[dim] % block)))
+    return failure("reduce_scatter: input and output shapes do not fit a "
+                   "scatter of " +
+                   llvm::Twine(n) + " along dim " + llvm::Twine(dim));
+  // The input [A, J, n, L, C] is packed to [n, A, J, L, C] for NCCL.
+  int64_t J = block > 0 ? input.shape[dim] / block : 1;
+  int64_t L = block > 0 ? block / n : output.shape[dim];
+  int64_t A = product(llvm::ArrayRef<int64_t>(input.shape).take_front(dim));
+  int64_t C = product(llvm::ArrayRef<int64_t>(input.shape).drop_front(dim + 1));
+  const void *source = input.data;
+  Staging staging;
+  if (A * J != 1) {
+    staging.ptr = ops::scratchAllocate(input.bytes());
+    if (!staging.ptr)
+      return failure("reduce_scatter: out of device memory");
+    if (llvm::Error e =
+            permuteOnDevice(input.data, staging.ptr, dtypeSize(input.dtype),
+                            {A, J, n, L, C}, {2, 0, 1, 3, 4}))
+      return std::move(e);
+    source = staging.ptr;
+  }
+  if (llvm::Error e = impl_->handOff())
+    return std::move(e);
+  if (llvm::Error e = ncclCheck(
+          ncclReduceScatter(source, output.data, output.numElements(), *type,
+                            ncclOp(reduction), (*g)->comm, impl_->commStream),
+          "reduce_scatter"))
+    return std::move(e);
+  Impl::Pending p;
+  p.staging[0] = staging.release();
+  return impl_->finish(std::move(p));
+}
+
+llvm::Expected<Request>
+NcclCommunicator::allToAll(llvm::ArrayRef<std::string> axes,
+                           const TensorRef &input, const TensorRef &output,
+                           int64_t splitDim, int64_t concatDim) {
+  auto g = impl_->group(axes);
+  if (!g)
+    return g.takeError();
+  auto type = ncclType(input.dtype);
+  if (!type)
+    return type.takeError();
+  int64_t n = static_cast<int64_t>((*g)->ranks.size());
+  int64_t rank = input.rank();
+  if (splitDim < 0 || splitDim >= rank || concatDim < 0 || concatDim >= rank ||
+      output.rank() != rank || input.shape[splitDim] % n ||
+      input.numElements() != output.numElements())
+    return failure("all_to_all: shapes do not fit a split of dim " +
+                   llvm::Twine(splitDim) + " " + llvm::Twine(n) + " ways");
+  llvm::SmallVector<int64_t, 6> part(input.shape.begin(), input.shape.end());
+  part[splitDim] /= n;
+  for (int64_t d = 0; d < rank; ++d)
+    if (output.shape[d] != (d == concatDim ? n * part[d] : part[d]))
+      return failure("all_to_all: output does not concatenate the parts "
+                     "along dim " +
+                     llvm::Twine(concatDim));
+  size_t elem = dtypeSize(input.dtype);
+  llvm::ArrayRef<int64_t> in(input.shape), partShape(part);
+  int64_t As = product(in.take_front(splitDim)),
+          Cs = product(in.drop_front(splitDim + 1)), Ps = part[splitDim];
+  int64_t Ac = product(partShape.take_front(concatDim)),
+          Cc = product(partShape.drop_front(concatDim + 1)),
+          Pc = part[concatDim];
+  Staging send, recv;
+  send.ptr = ops::scratchAllocate(input.bytes());
+  recv.ptr = ops::scratchAllocate(output.bytes());
+  if (!send.ptr || !recv.ptr)
+    return failure("all_to_all: out of device memory");
+  // Parts contiguous by destination: [As, n, Ps, Cs] -> [n, As, Ps, Cs].
+  if (llvm::Error e = permuteOnDevice(input.data, send.ptr, elem,
+                                      {As, n, Ps, Cs}, {1, 0, 2, 3}))
+    return std::move(e);
+  if (llvm::Error e = impl_->handOff())
+    return std::move(e);
+  size_t count = input.numElements() / n;
+  ncclGroupStart();
+  for (int64_t r = 0; r < n; ++r) {
+    ncclSend(static_cast<char *>(send.ptr) + r * count * elem, count, *type,
+             static_cast<int>(r), (*g)->comm, impl_->commStream);
+    ncclRecv(static_cast<char *>(recv.ptr) + r * count * elem, count, *type,
+             static_cast<int>(r), (*g)->comm, impl_->commStream);
+  }
+  if (llvm::Error e = ncclCheck(ncclGroupEnd(), "all_to_all"))
+    return std::move(e);
+  // Received [n, Ac, Pc, Cc] -> output [Ac, n, Pc, Cc] in wait().
+  Impl::Pending p;
+  p.unpackFrom = recv.ptr;
+  p.unpackTo = output.data;
+  p.elemSize = elem;
+  p.unpackShape = {n, Ac, Pc, Cc};
+  p.unpackPerm = {1, 0, 2, 3};
+  p.staging[0] = send.release();
+  p.staging[1] = recv.release();
+  return impl_->finish(std::move(p));
+}
+
+llvm::Expected<Request> NcclCommunicator::send(llvm::StringRef axis,
+                                               int64_t peerOffset,
+                                               const TensorRef &input) {
+  std::optional<int> peer = impl_->mesh.peer(impl_->rank, axis, peerOffset);
+  if (!peer)
+    return failure("send: rank " + llvm::Twine(impl_->rank) +
+                   " has no peer at offset " + llvm::Twine(peerOffset) +
+                   " along '" + axis + "'");
+  auto type = ncclType(input.dtype);
+  if (!type)
+    return type.takeError();
+  if (llvm::Error e = impl_->handOff())
+    return std::move(e);
+  if (llvm::Error e =
+          ncclCheck(ncclSend(input.data, input.numElements(), *type, *peer,
+                             impl_->world, impl_->commStream),
+                    "send"))
+    return std::move(e);
+  return impl_->finish({});
+}
+
+llvm::Expected<Request> NcclCommunicator::recv(llvm::StringRef axis,
+                                               int64_t peerOffset,
+                                               const TensorRef &output) {
+  std::optional<int> peer = impl_->mesh.peer(impl_->rank, axis, peerOffset);
+  if (!peer)
+    return failure("recv: rank " + llvm::Twine(impl_->rank) +
+                   " has no peer at offset " + llvm::Twine(peerOffset) +
+                   " along '" + axis + "'");
+  auto type = ncclType(output.dtype);
+  if (!type)
+    return type.takeError();
+  if (llvm::Error e = impl_->handOff())
+    return std::move(e);
+  if (llvm::Error e =
+          ncclCheck(ncclRecv(output.data, output.numElements(), *type, *peer,
+                             impl_->world, impl_->commStream),
+                    "recv"))
+    return std::move(e);
+  return impl_->finish({});
+}
+
+llvm::Error NcclCommunicator::wait(Request request) {
+  auto it = impl_->pending.find(request);
+  if (it == impl_->pending.end())
+    return failure("wait on unknown request " + llvm::Twine(request));
+  Impl::Pending p = std::move(it->second);
+  impl_->pending.erase(it);
+  llvm::Error e = cudaCheck(cudaStreamWaitEvent(impl_->compute, p.done, 0),
+                            "cudaStreamWaitEvent");
+  cudaEventDestroy(p.done);
+  if (!e && p.unpackTo)
+    e = permuteOnDevice(p.unpackFrom, p.unpackTo, p.elemSize, p.unpackShape,
+                        p.unpackPerm);
+  for (void *s : p.staging)
+    ops::scratchRelease(s); // after the unpack, on the compute stream
+  if (e)
+    return e;
+  // NCCL reports asynchronous failures (a peer gone) on its communicator.
+  ncclResult_t async = ncclSuccess;
+  ncclCommGetAsyncError(impl_->world, &async);
+  return ncclCheck(async, "communicator");
+}
+
+} // namespace dtc::runtime::cuda

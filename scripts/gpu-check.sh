@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# On a machine with an NVIDIA GPU (CUDA 12+/13 toolkit, cuBLASLt, NCCL, and
+# the packages of scripts/build.sh): builds dtc with the CUDA backend into
+# build-gpu, runs the CUDA tests (every kernel against the CPU kernel), then
+# times training steps of a GPT on one GPU and prints the achieved TFLOP/s
+# and MFU (peak: /work/shared/data/hardware.csv or --peak-tflops).
+#
+# Usage: scripts/gpu-check.sh [--steps N] [--skip-tests] [--bundle DIR]
+#                             [--dtc PATH] [--peak-tflops X]
+#   --bundle DIR  a bundle compiled elsewhere (dtc compile --gpus 1): skips
+#                 building dtc and compiling the model on this machine.
+#   --dtc PATH    a dtc binary to compile the model with (default: build/bin/dtc
+#                 when it runs, else dtc is built into build-gpu, the slow
+#                 part of a cold run).
+# Environment: DTC_GPU_BUILD_DIR (default build-gpu), DTC_GPU_DEADLINE_S
+# (default 450: phases stop with a message rather than overrun 8 minutes).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+build="${DTC_GPU_BUILD_DIR:-build-gpu}"
+deadline=$((SECONDS + ${DTC_GPU_DEADLINE_S:-450}))
+steps=8
+skip_tests=0
+bundle=""
+peak=""
+dtc=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --steps) steps="$2"; shift 2 ;;
+    --skip-tests) skip_tests=1; shift ;;
+    --bundle) bundle="$2"; shift 2 ;;
+    --peak-tflops) peak="$2"; shift 2 ;;
+    --dtc) dtc="$2"; shift 2 ;;
+    *) echo "gpu-check: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+
+say() { echo "== gpu-check [$((SECONDS))s]: $*"; }
+die() { echo "gpu-check: error: $*" >&2; exit 1; }
+# Runs "$@" with what is left of the deadline (at most $1 seconds).
+budget() {
+  local cap=$1; shift
+  local left=$((deadline - SECONDS))
+  [ "$left" -gt 10 ] || die "out of time before: $*"
+  [ "$left" -lt "$cap" ] && cap=$left
+  timeout --kill-after=10 "$cap" "$@"
+}
+
+command -v nvidia-smi >/dev/null || die "nvidia-smi not found: no NVIDIA driver"
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) ||
+  die "nvidia-smi sees no GPU"
+cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 |
+      tr -d '.[:space:]')
+say "GPU: $gpu (sm_$cap)"
+command -v nvcc >/dev/null || die "nvcc not on PATH (add the CUDA toolkit's bin)"
+nvcc --version | tail -1
+command -v llvm-config-22 >/dev/null ||
+  die "llvm-config-22 not found: run scripts/setup.sh (LLVM/MLIR 22) first"
+prefix="$(llvm-config-22 --prefix)"
+
+if [ ! -f "$build/build.ninja" ]; then
+  say "configuring $build"
+  mkdir -p "$build"
+  budget 180 cmake -G Ninja -S . -B "$build" \
+    -DMLIR_DIR="$prefix/lib/cmake/mlir" \
+    -DLLVM_EXTERNAL_LIT="$prefix/bin/lit" \
+    -DMLIR_LINK_MLIR_DYLIB=ON -DCMAKE_BUILD_TYPE=Release \
+    -DDTC_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$cap" >"$build/gpu-check-configure.log" 2>&1 ||
+    { tail -30 "$build/gpu-check-configure.log"; die "cmake failed (log: $build/gpu-check-configure.log)"; }
+fi
+jobs=$(nproc)
+
+# One ninja run for everything needed, so the whole machine builds at once.
+targets="dtc-cuda-tests dtc-cuda-kernel-tests bench-cuda-train-step"
+if [ -z "$bundle" ] && [ -z "$dtc" ]; then
+  if [ -x build/bin/dtc ] && build/bin/dtc --help >/dev/null 2>&1; then
+    dtc=build/bin/dtc
+  else
+    dtc="$build/bin/dtc"
+    targets="$targets dtc"
+  fi
+fi
+say "building $targets"
+budget 360 ninja -C "$build" -j"$jobs" $targets >"$build/gpu-check-build.log" 2>&1 ||
+  { tail -40 "$build/gpu-check-build.log"; die "build failed (log: $build/gpu-check-build.log)"; }
+
+if [ "$skip_tests" = 0 ]; then
+  say "CUDA tests"
+  budget 180 "$build/test/unit/dtc-cuda-tests" --gtest_brief=1 ||
+    die "dtc-cuda-tests failed"
+  budget 240 "$build/test/unit/dtc-cuda-kernel-tests" --gtest_brief=1 ||
+    die "dtc-cuda-kernel-tests failed"
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# End to end first: a tiny GPT's training steps on the CUDA backend and on
+# the CPU kernels (same seed: same weights and tokens) give the same losses.
+if [ -n "$dtc" ]; then
+  say "tiny GPT: CUDA losses against the CPU kernels"
+  budget 60 "$dtc" modelgen --arch gpt --layers 2 --hidden 128 --heads 4 \
+    --vocab 1000 --seq-len 64 -o "$tmp/tiny.onnx" >/dev/null
+  budget 60 "$dtc" compile "$tmp/tiny.onnx" --gpus 1 --global-batch 2 \
+    --micro-batch 2 --seq-len 64 -o "$tmp/tiny.dtc" >/dev/null
+  bench="$build/bench/cuda/bench-cuda-train-step"
+  budget 60 "$bench" "$tmp/tiny.dtc" 3 --cpu >"$tmp/tiny-cpu.json"
+  budget 60 "$bench" "$tmp/tiny.dtc" 3 >"$tmp/tiny-cuda.json"
+  python3 - "$tmp/tiny-cpu.json" "$tmp/tiny-cuda.json" <<'PY' ||
+import json, sys
+cpu, cuda = ([json.loads(l) for l in open(f)][1:] for f in sys.argv[1:3])
+ok = True
+for a, b in zip(cpu, cuda):
+    for key in ("loss", "grad_norm"):
+        rel = abs(a[key] - b[key]) / max(abs(a[key]), 1e-12)
+        print("  step %d %-9s cpu %.6f cuda %.6f (rel %.1e)"
+              % (a["step"], key, a[key], b[key], rel))
+        ok = ok and rel < 1e-3
+sys.exit(0 if ok else 1)
+PY
+    die "the CUDA training steps differ from the CPU kernels' (above)"
+fi
+
+# A GPT of 4 blocks, hidden 1024, 16 heads (head dim 64), seq 1024, GPT-2's
+# padded vocabulary, micro-batch 8: 8192 tokens a step.
+mb=8 seq=1024
+if [ -z "$bundle" ]; then
+  say "compiling the model with $dtc"
+  budget 120 "$dtc" modelgen --arch gpt --layers 4 --hidden 1024 \
+    --heads 16 --vocab 50304 --seq-len "$seq" -o "$tmp/gpt.onnx" >/dev/null
+  budget 180 "$dtc" compile "$tmp/gpt.onnx" --gpus 1 \
+    --global-batch "$mb" --micro-batch "$mb" --seq-len "$seq" \
+    -o "$tmp/gpt.dtc" >"$tmp/compile.log" 2>&1 ||
+    { cat "$tmp/compile.log"; die "dtc compile failed"; }
+  bundle="$tmp/gpt.dtc"
+fi
+[ -f "$bundle/program.pb" ] || die "$bundle/program.pb missing"
+
+run_bench() { # $1: label, rest: environment
+  local label=$1; shift
+  say "training steps ($label)"
+  budget 150 env "$@" "$build/bench/cuda/bench-cuda-train-step" "$bundle" "$steps" \
+    >"$tmp/$label.json" 2>"$tmp/$label.err" ||
+    { cat "$tmp/$label.err"; tail -3 "$tmp/$label.json"; die "benchmark ($label) failed"; }
+}
+run_bench fp32 DTC_CUDA_TF32=0
+run_bench tf32 DTC_CUDA_TF32=1
+
+python3 - "$tmp" "$bundle" "$gpu" "${peak}" "$root" <<'PY'
+import csv, json, os, statistics, sys
+tmp, bundle, gpu, peak_arg, root = sys.argv[1:6]
+plan = json.load(open(os.path.join(bundle, "plan.json")))
+flops_per_token = plan["model"]["flops_per_token"]
+# hardware.csv's dense peaks; the H100/H200 rows' values if it is absent.
+peaks = {"H200-SXM-141GB": {"bf16_dense_tflops": "989.4",
+                            "tf32_dense_tflops": "494.7"},
+         "H100-SXM5-80GB": {"bf16_dense_tflops": "989.4",
+                            "tf32_dense_tflops": "494.7"}}
+for hw in (os.path.join(root, "..", "shared", "data", "hardware.csv"),
+           os.path.join(root, "shared", "data", "hardware.csv")):
+    if os.path.exists(hw):
+        for row in csv.DictReader(open(hw)):
+            peaks[row["gpu"]] = row
+        break
+def peak_for(column):
+    if peak_arg:
+        return float(peak_arg)
+    key = "H200" if "H200" in gpu else "H100" if "H100" in gpu else None
+    for name, row in peaks.items():
+        if key and name.startswith(key) and row.get(column):
+            return float(row[column])
+    return None
+bf16 = peak_for("bf16_dense_tflops")
+tf32 = peak_for("tf32_dense_tflops")
+print("GPU                          %s" % gpu)
+print("model FLOPs/token (fwd+bwd)  %.4g" % flops_per_token)
+for label in ("fp32", "tf32"):
+    lines = [json.loads(l) for l in open(os.path.join(tmp, label + ".json"))]
+    info, steps = lines[0], lines[1:]
+    tokens = info["tokens_per_step"]
+    # The first steps build cuBLASLt plans and warm the allocator.
+    timed = steps[2:] or steps
+    step_s = statistics.median(s["step_time_s"] for s in timed)
+    tflops = flops_per_token * tokens / step_s / 1e12
+    print("[%s] step time (median of %d)  %.4f s, %d tokens, %.0f tokens/s"
+          % (label, len(timed), step_s, tokens, tokens / step_s))
+    print("[%s] achieved                  %.2f TFLOP/s" % (label, tflops))
+    if bf16:
+        print("[%s] MFU vs bf16 dense peak    %.2f%% (peak %.1f TFLOP/s)"
+              % (label, 100 * tflops / bf16, bf16))
+    if tf32 and label == "tf32":
+        print("[%s] vs tf32 dense peak        %.2f%% (peak %.1f TFLOP/s)"
+              % (label, 100 * tflops / tf32, tf32))
+    print("[%s] loss                      %.3f -> %.3f"
+          % (label, steps[0]["loss"], steps[-1]["loss"]))
+    print("[%s] device memory             variables %.1f MiB, micro_step arena %.1f MiB"
+          % (label, info["device_variable_bytes"] / 2**20,
+             info["micro_step_arena_bytes"] / 2**20))
+PY
+say "done"

@@ -1,0 +1,991 @@
+//===- CudaKernelTest.cpp - CUDA kernels against the CPU kernels ----------===//
+//
+// Every CUDA kernel runs on random inputs and is compared element by element
+// with the CPU (reference) kernel of the same op and attributes:
+// |cuda - cpu| <= atol + rtol |cpu|, tolerances per test (f32 kernels whose
+// sums run in another order: rtol 1e-5..1e-4; bf16 results one bf16 ulp).
+// Without a GPU those tests skip. The executor's device path (copies in and
+// out, variables, readVariable/writeVariable) is also checked without a GPU
+// through a MemorySpace that keeps "device" buffers in host memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/core/Executor.h"
+#include "runtime/cpu/CpuKernels.h"
+#include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/CudaProbe.h"
+#include "runtime/cuda/NcclCommunicator.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+using namespace dtc;
+using namespace dtc::runtime;
+
+namespace {
+
+const KernelRegistry &cpuKernels() {
+  static const KernelRegistry registry = [] {
+    KernelRegistry r;
+    cpu::registerCpuKernels(r);
+    return r;
+  }();
+  return registry;
+}
+
+const KernelRegistry &cudaKernels() {
+  static const KernelRegistry registry = [] {
+    KernelRegistry r;
+    runtime::cuda::registerCudaKernels(r);
+    return r;
+  }();
+  return registry;
+}
+
+bool haveDevice() { return dtc::cuda::probe().deviceCount > 0; }
+
+MemorySpace &deviceMemory() {
+  static runtime::cuda::CudaMemory memory;
+  return memory;
+}
+
+Tensor randomTensor(DType dtype, llvm::ArrayRef<int64_t> shape, float lo,
+                    float hi, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Tensor t(dtype, shape);
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    float v = dist(gen);
+    switch (dtype) {
+    case DType::F32:
+      t.as<float>()[i] = v;
+      break;
+    case DType::F64:
+      t.as<double>()[i] = v;
+      break;
+    case DType::BF16:
+      t.as<uint16_t>()[i] = floatToBF16(v);
+      break;
+    case DType::F16:
+      t.as<uint16_t>()[i] = floatToHalf(v);
+      break;
+    case DType::I64:
+      t.as<int64_t>()[i] = static_cast<int64_t>(std::floor(v));
+      break;
+    case DType::I32:
+      t.as<int32_t>()[i] = static_cast<int32_t>(std::floor(v));
+      break;
+    case DType::BOOL:
+      t.as<uint8_t>()[i] = v > 0;
+      break;
+    default:
+      break;
+    }
+  }
+  return t;
+}
+
+Tensor ids(DType dtype, llvm::ArrayRef<int64_t> shape, int64_t limit,
+           unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int64_t> dist(0, limit - 1);
+  Tensor t(dtype, shape);
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    if (dtype == DType::I64)
+      t.as<int64_t>()[i] = dist(gen);
+    else
+      t.as<int32_t>()[i] = static_cast<int32_t>(dist(gen));
+  }
+  return t;
+}
+
+double elementAsDouble(const TensorRef &t, int64_t i) {
+  if (t.dtype == DType::F64)
+    return t.as<double>()[i];
+  if (isFloat(t.dtype))
+    return loadAsFloat(t, i);
+  return static_cast<double>(loadAsInt(t, i));
+}
+
+/// One op run on both backends.
+struct Case {
+  explicit Case(const std::string &op) { inst.set_op(op); }
+
+  Case &in(const Tensor &t) {
+    inputs.push_back(t);
+    return *this;
+  }
+  Case &out(DType dtype, llvm::ArrayRef<int64_t> shape) {
+    outputShapes.emplace_back(dtype,
+                              std::vector<int64_t>(shape.begin(), shape.end()));
+    return *this;
+  }
+  Case &flag(const std::string &name) {
+    (*inst.mutable_attrs())[name].set_b(true);
+    return *this;
+  }
+  Case &i(const std::string &name, int64_t v) {
+    (*inst.mutable_attrs())[name].set_i(v);
+    return *this;
+  }
+  Case &f(const std::string &name, double v) {
+    (*inst.mutable_attrs())[name].set_f(v);
+    return *this;
+  }
+  Case &s(const std::string &name, const std::string &v) {
+    (*inst.mutable_attrs())[name].set_s(v);
+    return *this;
+  }
+  Case &ints(const std::string &name, std::vector<int64_t> values) {
+    auto *list = (*inst.mutable_attrs())[name].mutable_ints();
+    for (int64_t v : values)
+      list->add_values(v);
+    return *this;
+  }
+
+  std::string runCpu(std::vector<Tensor> &outs) const {
+    KernelFn fn = cpuKernels().lookup(inst.op());
+    if (!fn)
+      return "no CPU kernel for " + inst.op();
+    std::vector<TensorRef> in, out;
+    for (const Tensor &t : inputs)
+      in.push_back(t.ref());
+    for (auto &[dtype, shape] : outputShapes) {
+      outs.emplace_back(dtype, shape);
+      out.push_back(outs.back().ref());
+    }
+    KernelCall call(inst, in, out, context);
+    llvm::Error err = fn(call);
+    return err ? llvm::toString(std::move(err)) : "";
+  }
+
+  /// Runs on the device and returns the outputs on the host.
+  std::string runCuda(std::vector<Tensor> &outs) const {
+    KernelFn fn = cudaKernels().lookup(inst.op());
+    if (!fn)
+      return "no CUDA kernel for " + inst.op();
+    MemorySpace &memory = deviceMemory();
+    std::vector<Tensor> deviceIn, deviceOut;
+    std::vector<TensorRef> in, out;
+    for (const Tensor &t : inputs) {
+      auto d = runtime::cuda::toDevice(t, memory);
+      if (!d)
+        return llvm::toString(d.takeError());
+      deviceIn.push_back(std::move(*d));
+      in.push_back(deviceIn.back().ref());
+    }
+    for (auto &[dtype, shape] : outputShapes) {
+      auto d = Tensor::allocate(dtype, shape, memory);
+      if (!d)
+        return llvm::toString(d.takeError());
+      deviceOut.push_back(std::move(*d));
+      out.push_back(deviceOut.back().ref());
+    }
+    KernelCall call(inst, in, out, context);
+    if (llvm::Error err = fn(call))
+      return llvm::toString(std::move(err));
+    if (llvm::Error err = memory.synchronize())
+      return llvm::toString(std::move(err));
+    for (const Tensor &d : deviceOut) {
+      auto h = runtime::cuda::toHost(d, memory);
+      if (!h)
+        return llvm::toString(h.takeError());
+      outs.push_back(std::move(*h));
+    }
+    return "";
+  }
+
+  /// Both backends succeed and agree within atol + rtol |cpu|.
+  void check(double atol, double rtol) const {
+    std::vector<Tensor> cpuOut, cudaOut;
+    ASSERT_EQ(runCpu(cpuOut), "");
+    ASSERT_EQ(runCuda(cudaOut), "");
+    ASSERT_EQ(cpuOut.size(), cudaOut.size());
+    for (size_t o = 0; o < cpuOut.size(); ++o) {
+      const TensorRef &a = cpuOut[o].ref(), &b = cudaOut[o].ref();
+      int64_t bad = 0;
+      for (int64_t j = 0; j < a.numElements(); ++j) {
+        double x = elementAsDouble(a, j), y = elementAsDouble(b, j);
+        bool same = (std::isnan(x) && std::isnan(y)) || x == y ||
+                    std::fabs(x - y) <= atol + rtol * std::fabs(x);
+        if (!same && bad++ < 5)
+          ADD_FAILURE() << inst.op() << " output " << o << " element " << j
+                        << ": cpu " << x << ", cuda " << y;
+      }
+      EXPECT_EQ(bad, 0) << inst.op() << " output " << o << ": " << bad << " of "
+                        << a.numElements() << " elements differ";
+    }
+  }
+
+  program::Instruction inst;
+  std::vector<Tensor> inputs;
+  std::vector<std::pair<DType, std::vector<int64_t>>> outputShapes;
+  /// For ops that ask the rank (dtc.shard_slice).
+  ExecutionContext *context = nullptr;
+};
+
+class CudaKernel : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!haveDevice())
+      GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+constexpr DType F32 = DType::F32, BF16 = DType::BF16, I64 = DType::I64,
+                I32 = DType::I32, BOOL = DType::BOOL;
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernel, UnaryOps) {
+  struct Op {
+    const char *name;
+    float lo, hi;
+  } unary[] = {
+      {"dtc.neg", -3, 3},          {"dtc.abs", -3, 3},  {"dtc.exp", -5, 5},
+      {"dtc.log", 0.01f, 10},      {"dtc.sqrt", 0, 10}, {"dtc.rsqrt", 0.1f, 10},
+      {"dtc.reciprocal", 0.1f, 5}, {"dtc.tanh", -4, 4}, {"dtc.erf", -3, 3},
+      {"dtc.sigmoid", -8, 8},      {"dtc.relu", -3, 3}, {"dtc.silu", -8, 8},
+      {"dtc.gelu", -6, 6}};
+  for (const Op &op : unary) {
+    SCOPED_TRACE(op.name);
+    Case(op.name)
+        .in(randomTensor(F32, {3, 1000}, op.lo, op.hi, 1))
+        .out(F32, {3, 1000})
+        .check(1e-6, 2e-6);
+    // bf16 in and out: the f32 results round to the same bf16 but for rare
+    // ties, one bf16 ulp (2^-8 relative) apart.
+    Case(op.name)
+        .in(randomTensor(BF16, {257}, op.lo, op.hi, 2))
+        .out(BF16, {257})
+        .check(1e-6, 1.0 / 128);
+  }
+  Case("dtc.gelu")
+      .flag("approximate_tanh")
+      .in(randomTensor(F32, {4096}, -6, 6, 3))
+      .out(F32, {4096})
+      .check(1e-6, 2e-6);
+}
+
+TEST_F(CudaKernel, BinaryOpsBroadcast) {
+  for (const char *op : {"dtc.add", "dtc.sub", "dtc.mul", "dtc.div", "dtc.max",
+                         "dtc.min", "dtc.pow"}) {
+    SCOPED_TRACE(op);
+    Case(op)
+        .in(randomTensor(F32, {2, 3, 40}, 0.5f, 2, 4))
+        .in(randomTensor(F32, {3, 1}, 0.5f, 2, 5))
+        .out(F32, {2, 3, 40})
+        .check(0, 1e-6);
+    Case(op)
+        .in(randomTensor(F32, {1, 5}, 0.5f, 2, 6))
+        .in(randomTensor(F32, {7, 1}, 0.5f, 2, 7))
+        .out(F32, {7, 5})
+        .check(0, 1e-6);
+    // Integers: truncating division, division by zero gives 0. (pow's
+    // exponents stay >= 0: 0^-k is inf, whose conversion the CPU leaves to
+    // the hardware.)
+    bool pow = std::string(op) == "dtc.pow";
+    Case(op)
+        .in(randomTensor(I64, {64}, -20, 20, 8))
+        .in(randomTensor(I64, {64}, pow ? 0 : -4, 4, 9))
+        .out(I64, {64})
+        .check(0, 0);
+    // Mixed dtypes convert to the result's; bf16 results round.
+    Case(op)
+        .in(randomTensor(BF16, {4, 33}, 0.5f, 2, 10))
+        .in(randomTensor(F32, {33}, 0.5f, 2, 11))
+        .out(BF16, {4, 33})
+        .check(0, 1.0 / 128);
+  }
+}
+
+TEST_F(CudaKernel, CompareSelectCast) {
+  for (const char *pred : {"eq", "ne", "lt", "le", "gt", "ge"}) {
+    Case("dtc.compare")
+        .s("predicate", pred)
+        .in(randomTensor(I64, {6, 10}, -3, 3, 12))
+        .in(randomTensor(I64, {10}, -3, 3, 13))
+        .out(BOOL, {6, 10})
+        .check(0, 0);
+    Case("dtc.compare")
+        .s("predicate", pred)
+        .in(randomTensor(F32, {6, 10}, -1, 1, 14))
+        .in(randomTensor(F32, {6, 1}, -1, 1, 15))
+        .out(BOOL, {6, 10})
+        .check(0, 0);
+  }
+  Case("dtc.select")
+      .in(randomTensor(BOOL, {4, 1, 9}, -1, 1, 16))
+      .in(randomTensor(F32, {4, 5, 9}, -1, 1, 17))
+      .in(randomTensor(F32, {9}, -1, 1, 18))
+      .out(F32, {4, 5, 9})
+      .check(0, 0);
+  Case("dtc.cast")
+      .in(randomTensor(F32, {1000}, -40, 40, 19))
+      .out(BF16, {1000})
+      .check(0, 0);
+  Case("dtc.cast")
+      .in(randomTensor(F32, {1000}, -3e9f, 3e9f, 20))
+      .out(I32, {1000})
+      .check(0, 0);
+  Case("dtc.cast")
+      .in(randomTensor(I64, {100}, -100, 100, 21))
+      .out(F32, {100})
+      .check(0, 0);
+  Case("dtc.cast")
+      .in(randomTensor(F32, {100}, -1, 1, 22))
+      .out(BOOL, {100})
+      .check(0, 0);
+}
+
+TEST_F(CudaKernel, ActivationGradients) {
+  for (const char *op : {"dtc.gelu_grad", "dtc.silu_grad"}) {
+    Case(op)
+        .in(randomTensor(F32, {2048}, -6, 6, 23))
+        .in(randomTensor(F32, {2048}, -1, 1, 24))
+        .out(F32, {2048})
+        .check(1e-6, 1e-5);
+  }
+  Case("dtc.gelu_grad")
+      .flag("approximate_tanh")
+      .in(randomTensor(F32, {2048}, -6, 6, 25))
+      .in(randomTensor(F32, {2048}, -1, 1, 26))
+      .out(F32, {2048})
+      .check(1e-6, 1e-5);
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernel, DataMovement) {
+  Case("dtc.reshape")
+      .in(randomTensor(F32, {6, 4}, -1, 1, 27))
+      .out(F32, {2, 12})
+      .check(0, 0);
+  Case("dtc.transpose")
+      .ints("permutation", {0, 2, 1, 3})
+      .in(randomTensor(F32, {2, 5, 3, 7}, -1, 1, 28))
+      .out(F32, {2, 3, 5, 7})
+      .check(0, 0);
+  Case("dtc.transpose")
+      .ints("permutation", {2, 0, 1})
+      .in(randomTensor(BF16, {4, 6, 3}, -1, 1, 29))
+      .out(BF16, {3, 4, 6})
+      .check(0, 0);
+  Case("dtc.concat")
+      .i("axis", 1)
+      .in(randomTensor(F32, {3, 2, 5}, -1, 1, 30))
+      .in(randomTensor(F32, {3, 4, 5}, -1, 1, 31))
+      .out(F32, {3, 6, 5})
+      .check(0, 0);
+  Case("dtc.slice")
+      .ints("starts", {1, 0, 2})
+      .ints("limits", {4, 6, 9})
+      .ints("strides", {1, 2, 3})
+      .in(randomTensor(F32, {5, 6, 9}, -1, 1, 32))
+      .out(F32, {3, 3, 3})
+      .check(0, 0);
+  Case("dtc.slice_grad")
+      .ints("starts", {1, 0, 2})
+      .ints("strides", {1, 2, 3})
+      .in(randomTensor(F32, {3, 3, 3}, -1, 1, 33))
+      .out(F32, {5, 6, 9})
+      .check(0, 0);
+}
+
+/// A rank of a mesh that never communicates: enough for dtc.shard_slice,
+/// which only asks for the group.
+class MeshOnly final : public Communicator {
+public:
+  MeshOnly(Mesh mesh, int rank) : mesh_(std::move(mesh)), rank_(rank) {}
+  int rank() const override { return rank_; }
+  const Mesh &mesh() const override { return mesh_; }
+  llvm::Expected<Request> allReduce(llvm::ArrayRef<std::string>,
+                                    const TensorRef &, const TensorRef &,
+                                    Reduction) override {
+    return unsupported();
+  }
+  llvm::Expected<Request> allGather(llvm::ArrayRef<std::string>,
+                                    const TensorRef &, const TensorRef &,
+                                    int64_t, int64_t) override {
+    return unsupported();
+  }
+  llvm::Expected<Request> reduceScatter(llvm::ArrayRef<std::string>,
+                                        const TensorRef &, const TensorRef &,
+                                        int64_t, int64_t, Reduction) override {
+    return unsupported();
+  }
+  llvm::Expected<Request> allToAll(llvm::ArrayRef<std::string>,
+                                   const TensorRef &, const TensorRef &,
+                                   int64_t, int64_t) override {
+    return unsupported();
+  }
+  llvm::Expected<Request> send(llvm::StringRef, int64_t,
+                               const TensorRef &) override {
+    return unsupported();
+  }
+  llvm::Expected<Request> recv(llvm::StringRef, int64_t,
+                               const TensorRef &) override {
+    return unsupported();
+  }
+  llvm::Error wait(Request) override { return unsupported(); }
+
+private:
+  static llvm::Error unsupported() {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "not a communicating test communicator");
+  }
+  Mesh mesh_;
+  int rank_;
+};
+
+TEST_F(CudaKernel, ShardSliceTakesThisRanksPart) {
+  auto mesh = Mesh::parse("dp:2,tp:4");
+  ASSERT_TRUE(static_cast<bool>(mesh)) << llvm::toString(mesh.takeError());
+  MeshOnly comm(*mesh, 6); // dp 1, tp 2: part 2 of 4 along tp
+  ExecutionContext context;
+  context.communicator = &comm;
+  for (int64_t block : {0, 8}) {
+    Case c("dtc.shard_slice");
+    c.context = &context;
+    c.i("dim", 1).i("block", block);
+    (*c.inst.mutable_attrs())["mesh_axes"].mutable_strings()->add_values("tp");
+    c.in(randomTensor(F32, {3, 16, 5}, -1, 1, 91)).out(F32, {3, 4, 5});
+    c.check(0, 0);
+  }
+}
+
+TEST_F(CudaKernel, EmbeddingAndGradient) {
+  for (DType idType : {I64, I32}) {
+    Case("dtc.embedding")
+        .in(randomTensor(F32, {50, 24}, -1, 1, 34))
+        .in(ids(idType, {4, 16}, 50, 35))
+        .out(F32, {4, 16, 24})
+        .check(0, 0);
+    // Repeated ids add up (in another order than the CPU's).
+    Case("dtc.embedding_grad")
+        .i("num_rows", 10)
+        .in(randomTensor(F32, {4, 16, 24}, -1, 1, 36))
+        .in(ids(idType, {4, 16}, 10, 37))
+        .out(F32, {10, 24})
+        .check(1e-6, 1e-5);
+  }
+}
+
+TEST_F(CudaKernel, EmbeddingIdOutOfRangeIsReported) {
+  Tensor bad(I64, {2});
+  bad.as<int64_t>()[0] = 1;
+  bad.as<int64_t>()[1] = 7;
+  Case c("dtc.embedding");
+  c.in(randomTensor(F32, {5, 4}, -1, 1, 38)).in(bad).out(F32, {2, 4});
+  std::vector<Tensor> outs;
+  EXPECT_NE(c.runCuda(outs).find("out of range"), std::string::npos);
+  // The error word is reset: the next call succeeds.
+  bad.as<int64_t>()[1] = 4;
+  std::vector<Tensor> again;
+  Case ok("dtc.embedding");
+  ok.in(randomTensor(F32, {5, 4}, -1, 1, 38)).in(bad).out(F32, {2, 4});
+  EXPECT_EQ(ok.runCuda(again), "");
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions, norms, losses
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernel, Reductions) {
+  for (const char *op :
+       {"dtc.reduce_sum", "dtc.reduce_mean", "dtc.reduce_max"}) {
+    SCOPED_TRACE(op);
+    Case(op)
+        .ints("dims", {-1})
+        .in(randomTensor(F32, {7, 300}, -1, 1, 39))
+        .out(F32, {7})
+        .check(1e-6, 1e-5);
+    Case(op)
+        .ints("dims", {1})
+        .in(randomTensor(F32, {3, 50, 17}, -1, 1, 40))
+        .out(F32, {3, 17})
+        .check(1e-6, 1e-5);
+    // Two reduced groups that are not adjacent.
+    Case(op)
+        .ints("dims", {0, 2})
+        .in(randomTensor(F32, {4, 6, 5, 3}, -1, 1, 41))
+        .out(F32, {6, 3})
+        .check(1e-6, 1e-5);
+    // Long reductions take the two-pass path. The CPU adds in one f32
+    // chain: its own rounding error (about sqrt(n) half-ulps of the sum,
+    // 3e-5 relative for 2^20 values in [0, 1)) sets the tolerance.
+    Case(op)
+        .ints("dims", {0, 1})
+        .in(randomTensor(F32, {1024, 1024}, 0, 1, 42))
+        .out(F32, {})
+        .check(0, 3e-4);
+    Case(op)
+        .ints("dims", {0})
+        .in(randomTensor(F32, {8192, 96}, -1, 1, 43))
+        .out(F32, {96})
+        .check(2e-3, 1e-4);
+    Case(op)
+        .ints("dims", {1})
+        .in(randomTensor(I64, {5, 9}, -100, 100, 44))
+        .out(I64, {5})
+        .check(0, 0);
+  }
+}
+
+TEST_F(CudaKernel, SoftmaxAndGradient) {
+  Case("dtc.softmax")
+      .i("axis", -1)
+      .in(randomTensor(F32, {9, 1000}, -10, 10, 45))
+      .out(F32, {9, 1000})
+      .check(1e-7, 1e-5);
+  Case("dtc.softmax")
+      .i("axis", 1)
+      .in(randomTensor(F32, {3, 40, 7}, -10, 10, 46))
+      .out(F32, {3, 40, 7})
+      .check(1e-7, 1e-5);
+  Case("dtc.softmax_grad")
+      .i("axis", -1)
+      .in(randomTensor(F32, {9, 300}, 0, 0.01f, 47))
+      .in(randomTensor(F32, {9, 300}, -1, 1, 48))
+      .out(F32, {9, 300})
+      .check(1e-7, 1e-5);
+  Case("dtc.softmax_grad")
+      .i("axis", 0)
+      .in(randomTensor(F32, {30, 4}, 0, 0.1f, 49))
+      .in(randomTensor(F32, {30, 4}, -1, 1, 50))
+      .out(F32, {30, 4})
+      .check(1e-7, 1e-5);
+}
+
+TEST_F(CudaKernel, NormsAndGradients) {
+  Case("dtc.layer_norm")
+      .i("axis", -1)
+      .f("epsilon", 1e-5)
+      .in(randomTensor(F32, {2, 150, 768}, -2, 3, 51))
+      .in(randomTensor(F32, {768}, 0.5f, 1.5f, 52))
+      .in(randomTensor(F32, {768}, -1, 1, 53))
+      .out(F32, {2, 150, 768})
+      .check(1e-5, 1e-4);
+  Case("dtc.rms_norm")
+      .i("axis", -1)
+      .f("epsilon", 1e-6)
+      .in(randomTensor(F32, {33, 200}, -2, 3, 54))
+      .in(randomTensor(F32, {200}, 0.5f, 1.5f, 55))
+      .out(F32, {33, 200})
+      .check(1e-5, 1e-4);
+  // More rows than one chunk of the weight-gradient partials.
+  Case("dtc.layer_norm_grad")
+      .i("axis", -1)
+      .in(randomTensor(F32, {300, 96}, -2, 3, 56))
+      .in(randomTensor(F32, {96}, 0.5f, 1.5f, 57))
+      .in(randomTensor(F32, {300, 96}, -1, 1, 58))
+      .out(F32, {300, 96})
+      .out(F32, {96})
+      .out(F32, {96})
+      .check(1e-4, 1e-4);
+  Case("dtc.rms_norm_grad")
+      .i("axis", -1)
+      .in(randomTensor(F32, {130, 64}, -2, 3, 59))
+      .in(randomTensor(F32, {64}, 0.5f, 1.5f, 60))
+      .in(randomTensor(F32, {130, 64}, -1, 1, 61))
+      .out(F32, {130, 64})
+      .out(F32, {64})
+      .check(1e-4, 1e-4);
+}
+
+TEST_F(CudaKernel, CrossEntropyAndGradient) {
+  Tensor labels = ids(I64, {4, 33}, 500, 62);
+  labels.as<int64_t>()[3] = -100; // ignored
+  labels.as<int64_t>()[40] = -100;
+  Tensor logits = randomTensor(F32, {4, 33, 500}, -8, 8, 63);
+  Case("dtc.cross_entropy")
+      .in(logits)
+      .in(labels)
+      .out(F32, {})
+      .check(1e-6, 1e-5);
+  Tensor gradLoss(F32, {});
+  gradLoss.as<float>()[0] = 0.75f;
+  Case("dtc.cross_entropy_grad")
+      .in(logits)
+      .in(labels)
+      .in(gradLoss)
+      .out(F32, {4, 33, 500})
+      .check(1e-8, 1e-5);
+  // Every label ignored: NaN loss, zero gradient.
+  Tensor ignored(I32, {2});
+  ignored.as<int32_t>()[0] = ignored.as<int32_t>()[1] = 7;
+  Case("dtc.cross_entropy")
+      .i("ignore_index", 7)
+      .in(randomTensor(F32, {2, 10}, -1, 1, 64))
+      .in(ignored)
+      .out(F32, {})
+      .check(0, 0);
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+struct AttentionConfig {
+  int64_t b, h, g, s, t, d, e;
+  bool causal;
+  DType dtype;
+};
+
+/// A readable parameter in test names (not the struct's bytes, padding
+/// included).
+void PrintTo(const AttentionConfig &c, std::ostream *os) {
+  *os << "b" << c.b << " h" << c.h << " g" << c.g << " s" << c.s << " t" << c.t
+      << " d" << c.d << " e" << c.e << (c.causal ? " causal " : " full ")
+      << dtypeName(c.dtype).str();
+}
+
+class CudaAttention : public CudaKernel,
+                      public ::testing::WithParamInterface<AttentionConfig> {};
+
+TEST_P(CudaAttention, ForwardAndBackwardMatchCpu) {
+  AttentionConfig c = GetParam();
+  Tensor q = randomTensor(c.dtype, {c.b, c.h, c.s, c.d}, -1, 1, 65);
+  Tensor k = randomTensor(c.dtype, {c.b, c.g, c.t, c.d}, -1, 1, 66);
+  Tensor v = randomTensor(c.dtype, {c.b, c.g, c.t, c.e}, -1, 1, 67);
+  Tensor dy = randomTensor(c.dtype, {c.b, c.h, c.s, c.e}, -1, 1, 68);
+  double rtol = c.dtype == BF16 ? 1.0 / 64 : 1e-4;
+  double atol = c.dtype == BF16 ? 1e-2 : 1e-5;
+  Case forward("dtc.attention");
+  forward.in(q).in(k).in(v).out(c.dtype, {c.b, c.h, c.s, c.e});
+  if (c.causal)
+    forward.flag("causal");
+  forward.check(atol, rtol);
+  Case backward("dtc.attention_grad");
+  backward.in(q).in(k).in(v).in(dy);
+  backward.out(c.dtype, {c.b, c.h, c.s, c.d})
+      .out(c.dtype, {c.b, c.g, c.t, c.d})
+      .out(c.dtype, {c.b, c.g, c.t, c.e});
+  if (c.causal)
+    backward.flag("causal");
+  backward.check(atol, rtol);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaAttention,
+    ::testing::Values(
+        AttentionConfig{2, 4, 4, 100, 100, 64, 64, true, F32},
+        AttentionConfig{1, 2, 2, 70, 130, 32, 32, false, F32},
+        AttentionConfig{1, 4, 2, 65, 65, 64, 48, true, F32},   // grouped
+        AttentionConfig{1, 2, 1, 40, 40, 128, 128, true, F32}, // wide heads
+        AttentionConfig{1, 3, 3, 30, 50, 16, 16, true, F32},   // t > s
+        AttentionConfig{2, 2, 2, 64, 64, 64, 64, true, BF16}),
+    [](const ::testing::TestParamInfo<AttentionConfig> &info) {
+      const AttentionConfig &c = info.param;
+      return "b" + std::to_string(c.b) + "h" + std::to_string(c.h) + "g" +
+             std::to_string(c.g) + "s" + std::to_string(c.s) + "t" +
+             std::to_string(c.t) + "d" + std::to_string(c.d) + "e" +
+             std::to_string(c.e) + (c.causal ? "causal" : "full") +
+             dtypeName(c.dtype).str();
+    });
+
+TEST_F(CudaKernel, AttentionScaleAttribute) {
+  Case("dtc.attention")
+      .f("scale", 0.3)
+      .in(randomTensor(F32, {1, 2, 20, 8}, -1, 1, 69))
+      .in(randomTensor(F32, {1, 2, 20, 8}, -1, 1, 70))
+      .in(randomTensor(F32, {1, 2, 20, 8}, -1, 1, 71))
+      .out(F32, {1, 2, 20, 8})
+      .check(1e-6, 1e-4);
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer, matmul
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernel, AdamW) {
+  auto scalar = [](float v) {
+    Tensor t(F32, {});
+    t.as<float>()[0] = v;
+    return t;
+  };
+  Case("dtc.adamw")
+      .f("beta1", 0.9)
+      .f("beta2", 0.95)
+      .f("epsilon", 1e-8)
+      .f("weight_decay", 0.1)
+      .in(randomTensor(F32, {1000}, -1, 1, 72))
+      .in(randomTensor(F32, {1000}, -1, 1, 73))
+      .in(randomTensor(F32, {1000}, -0.1f, 0.1f, 74))
+      .in(randomTensor(F32, {1000}, 0, 0.01f, 75))
+      .in(scalar(3e-4f))
+      .in(scalar(7))
+      .in(scalar(0.5f))
+      .out(F32, {1000})
+      .out(F32, {1000})
+      .out(F32, {1000})
+      .check(1e-7, 1e-5);
+}
+
+TEST_F(CudaKernel, Matmul) {
+  struct Shape {
+    std::vector<int64_t> lhs, rhs, out;
+    bool transLhs, transRhs;
+  } shapes[] = {
+      {{37, 53}, {53, 29}, {37, 29}, false, false},
+      {{53, 37}, {53, 29}, {37, 29}, true, false},
+      {{37, 53}, {29, 53}, {37, 29}, false, true},
+      {{53, 37}, {29, 53}, {37, 29}, true, true},
+      {{2, 3, 16, 24}, {24, 40}, {2, 3, 16, 40}, false, false}, // folds
+      {{4, 16, 24}, {4, 24, 8}, {4, 16, 8}, false, false},      // batched
+      {{4, 16, 24}, {4, 8, 24}, {4, 16, 8}, false, true},
+      {{16, 24}, {3, 24, 8}, {3, 16, 8}, false, false},           // stride 0
+      {{2, 1, 8, 12}, {1, 3, 12, 5}, {2, 3, 8, 5}, false, false}, // general
+  };
+  for (const Shape &s : shapes) {
+    Case c("dtc.matmul");
+    if (s.transLhs)
+      c.flag("transpose_lhs");
+    if (s.transRhs)
+      c.flag("transpose_rhs");
+    c.in(randomTensor(F32, s.lhs, -1, 1, 76))
+        .in(randomTensor(F32, s.rhs, -1, 1, 77))
+        .out(F32, s.out)
+        .check(1e-5, 1e-4);
+  }
+  // bf16 inputs, f32 accumulation: products are exact in f32, only the
+  // order of the sums differs.
+  Case("dtc.matmul")
+      .in(randomTensor(BF16, {64, 256}, -1, 1, 78))
+      .in(randomTensor(BF16, {256, 48}, -1, 1, 79))
+      .out(F32, {64, 48})
+      .check(1e-4, 1e-4);
+  Case("dtc.matmul")
+      .in(randomTensor(BF16, {64, 256}, -1, 1, 80))
+      .in(randomTensor(BF16, {256, 48}, -1, 1, 81))
+      .out(BF16, {64, 48})
+      .check(1e-2, 1.0 / 128);
+  // Mixed operand dtypes are computed in f32.
+  Case("dtc.matmul")
+      .in(randomTensor(F32, {8, 32}, -1, 1, 82))
+      .in(randomTensor(BF16, {32, 8}, -1, 1, 83))
+      .out(F32, {8, 8})
+      .check(1e-5, 1e-4);
+}
+
+TEST(CudaKernelRegistry, EveryGptStepOpHasAKernel) {
+  for (const char *op : {"dtc.add",
+                         "dtc.reduce_sum",
+                         "dtc.mul",
+                         "dtc.adamw",
+                         "dtc.matmul",
+                         "dtc.transpose",
+                         "dtc.slice",
+                         "dtc.slice_grad",
+                         "dtc.layer_norm",
+                         "dtc.layer_norm_grad",
+                         "dtc.gelu",
+                         "dtc.gelu_grad",
+                         "dtc.attention",
+                         "dtc.attention_grad",
+                         "dtc.sqrt",
+                         "dtc.min",
+                         "dtc.embedding",
+                         "dtc.embedding_grad",
+                         "dtc.div",
+                         "dtc.cross_entropy",
+                         "dtc.cross_entropy_grad",
+                         "dtc.reshape"})
+    EXPECT_NE(cudaKernels().lookup(op), nullptr) << op;
+}
+
+//===----------------------------------------------------------------------===//
+// The executor on a device memory space
+//===----------------------------------------------------------------------===//
+
+/// A tiny program: step(x) { t = x + w; y = t * c; w = t; return y }.
+program::RankProgram tinyProgram() {
+  program::RankProgram p;
+  auto type = [](program::TensorType *t) {
+    t->set_dtype(program::F32);
+    t->add_shape(4);
+  };
+  program::Variable *w = p.add_variables();
+  w->set_name("w");
+  type(w->mutable_type());
+  program::Constant *c = p.add_constants();
+  type(c->mutable_type());
+  float three = 3.0f;
+  c->set_data(std::string(reinterpret_cast<char *>(&three), 4));
+  c->set_splat(true);
+  program::Function *f = p.add_functions();
+  f->set_name("step");
+  f->set_arena_bytes(32);
+  for (int id = 0; id < 5; ++id) {
+    program::Value *v = f->add_values();
+    v->set_id(id);
+    type(v->mutable_type());
+  }
+  f->mutable_values(0)->set_argument(0);      // x
+  f->mutable_values(1)->set_state("w");       // w
+  f->mutable_values(2)->set_constant(0);      // c
+  f->mutable_values(3)->set_arena_offset(0);  // t
+  f->mutable_values(4)->set_arena_offset(16); // y
+  f->add_arguments()->set_value(0);
+  program::Instruction *add = f->add_instructions();
+  add->set_op("dtc.add");
+  add->add_inputs(0);
+  add->add_inputs(1);
+  add->add_outputs(3);
+  program::Instruction *mul = f->add_instructions();
+  mul->set_op("dtc.mul");
+  mul->add_inputs(3);
+  mul->add_inputs(2);
+  mul->add_outputs(4);
+  f->add_results()->set_value(4);
+  program::Result *update = f->add_results();
+  update->set_value(3);
+  update->set_state("w");
+  return p;
+}
+
+/// "Device" memory that lives on the host but is not the host's to the
+/// executor: every argument, result and variable goes through the copies.
+class FakeDevice final : public MemorySpace {
+public:
+  llvm::StringRef name() const override { return "fake"; }
+  void *allocate(size_t bytes) override {
+    ++allocations;
+    return hostMemory().allocate(bytes);
+  }
+  void release(void *p) override { hostMemory().release(p); }
+  llvm::Error copyToDevice(void *d, const void *s, size_t n) override {
+    ++toDevice;
+    std::memcpy(d, s, n);
+    return llvm::Error::success();
+  }
+  llvm::Error copyToHost(void *d, const void *s, size_t n) override {
+    ++toHost;
+    std::memcpy(d, s, n);
+    return llvm::Error::success();
+  }
+  llvm::Error copyOnDevice(void *d, const void *s, size_t n) override {
+    std::memcpy(d, s, n);
+    return llvm::Error::success();
+  }
+  llvm::Error synchronize() override {
+    ++syncs;
+    return llvm::Error::success();
+  }
+  int allocations = 0, toDevice = 0, toHost = 0, syncs = 0;
+};
+
+void runTinyProgram(MemorySpace &memory, const KernelRegistry &kernels) {
+  program::RankProgram program = tinyProgram();
+  auto executor = Executor::create(program, kernels, nullptr, memory);
+  ASSERT_TRUE(static_cast<bool>(executor))
+      << llvm::toString(executor.takeError());
+  Executor &ex = **executor;
+  EXPECT_EQ(ex.variable("w") != nullptr, memory.isHost());
+  Tensor w0(F32, {4});
+  for (int i = 0; i < 4; ++i)
+    w0.as<float>()[i] = static_cast<float>(i);
+  ASSERT_FALSE(static_cast<bool>(ex.writeVariable("w", w0)));
+  Tensor x(F32, {4});
+  for (int i = 0; i < 4; ++i)
+    x.as<float>()[i] = 10.0f * static_cast<float>(i + 1);
+  for (int call = 1; call <= 2; ++call) {
+    auto results = ex.run("step", {x});
+    ASSERT_TRUE(static_cast<bool>(results))
+        << llvm::toString(results.takeError());
+    ASSERT_EQ(results->size(), 1u);
+    auto w = ex.readVariable("w");
+    ASSERT_TRUE(static_cast<bool>(w)) << llvm::toString(w.takeError());
+    for (int i = 0; i < 4; ++i) {
+      // w_call = w0 + call * x; y = 3 * w_call.
+      float expected = static_cast<float>(i) + call * 10.0f * (i + 1);
+      EXPECT_EQ(w->as<float>()[i], expected);
+      EXPECT_EQ((*results)[0].as<float>()[i], 3.0f * expected);
+    }
+  }
+  // Wrong shapes and unknown names are errors naming the variable.
+  llvm::Error bad = ex.writeVariable("w", Tensor(F32, {5}));
+  EXPECT_NE(llvm::toString(std::move(bad)).find("variable 'w'"),
+            std::string::npos);
+  EXPECT_FALSE(static_cast<bool>(ex.readVariable("nope")));
+  llvm::consumeError(ex.readVariable("nope").takeError());
+}
+
+TEST(ExecutorMemory, HostMemoryRunsInPlace) {
+  runTinyProgram(hostMemory(), cpuKernels());
+}
+
+TEST(ExecutorMemory, DevicePathCopiesArgumentsResultsAndVariables) {
+  FakeDevice device;
+  runTinyProgram(device, cpuKernels());
+  // The variable, the constant, the arena and the argument buffer.
+  EXPECT_EQ(device.allocations, 4);
+  // Per call: the argument in, the result out; plus the constant, the
+  // writeVariable and the reads of w.
+  EXPECT_EQ(device.syncs, 2);
+  EXPECT_EQ(device.toDevice, 1 + 1 + 2);
+  EXPECT_EQ(device.toHost, 2 + 2);
+}
+
+TEST(ExecutorMemory, RunsOnTheCudaBackend) {
+  if (!haveDevice())
+    GTEST_SKIP() << "no CUDA device";
+  runTinyProgram(deviceMemory(), cudaKernels());
+}
+
+//===----------------------------------------------------------------------===//
+// NCCL on one GPU: every operation of a group of one is a copy, through the
+// same streams, events and pack/unpack permutations as a larger group.
+//===----------------------------------------------------------------------===//
+
+TEST(NcclCommunicator, SingleRankOperationsCopy) {
+  if (!haveDevice())
+    GTEST_SKIP() << "no CUDA device";
+  auto mesh = Mesh::parse("dp:1,tp:1");
+  ASSERT_TRUE(static_cast<bool>(mesh)) << llvm::toString(mesh.takeError());
+  auto comm = runtime::cuda::NcclCommunicator::create(
+      *mesh, 0, [](runtime::cuda::NcclId &) { return llvm::Error::success(); });
+  ASSERT_TRUE(static_cast<bool>(comm)) << llvm::toString(comm.takeError());
+  MemorySpace &memory = deviceMemory();
+  Tensor host = randomTensor(F32, {3, 8, 5}, -1, 1, 90);
+  auto in = runtime::cuda::toDevice(host, memory);
+  ASSERT_TRUE(static_cast<bool>(in));
+  std::vector<std::string> tp = {"tp"}, both = {"dp", "tp"};
+  auto expectCopy = [&](llvm::Expected<Request> request, const Tensor &out) {
+    ASSERT_TRUE(static_cast<bool>(request))
+        << llvm::toString(request.takeError());
+    ASSERT_FALSE(static_cast<bool>((*comm)->wait(*request)));
+    ASSERT_FALSE(static_cast<bool>(memory.synchronize()));
+    auto back = runtime::cuda::toHost(out, memory);
+    ASSERT_TRUE(static_cast<bool>(back));
+    EXPECT_EQ(std::memcmp(back->data(), host.data(), host.bytes()), 0);
+  };
+  auto out = [&] {
+    auto t = Tensor::allocate(F32, {3, 8, 5}, memory);
+    EXPECT_TRUE(static_cast<bool>(t));
+    return std::move(*t);
+  };
+  Tensor o1 = out(), o2 = out(), o3 = out(), o4 = out();
+  expectCopy((*comm)->allReduce(both, in->ref(), o1.ref(), Reduction::Sum), o1);
+  expectCopy((*comm)->allGather(tp, in->ref(), o2.ref(), 1, 4), o2);
+  expectCopy(
+      (*comm)->reduceScatter(tp, in->ref(), o3.ref(), 2, 0, Reduction::Max),
+      o3);
+  expectCopy((*comm)->allToAll(both, in->ref(), o4.ref(), 1, 2), o4);
+  // Unknown axes and requests are errors.
+  auto bad = (*comm)->allReduce({"pp"}, in->ref(), o1.ref(), Reduction::Sum);
+  EXPECT_FALSE(static_cast<bool>(bad));
+  llvm::consumeError(bad.takeError());
+  llvm::Error unknown = (*comm)->wait(12345);
+  EXPECT_TRUE(static_cast<bool>(unknown));
+  llvm::consumeError(std::move(unknown));
+}
+
+} // namespace
