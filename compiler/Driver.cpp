@@ -486,6 +486,9 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
       build.sequenceParallel = plan.sequenceParallel && plan.tp > 1;
       build.zeroStage = plan.dp > 1 ? plan.zero : 0;
       build.pipelineStages = plan.pp;
+      build.overlapGradSync = !o.noOverlap;
+      build.gradBucketBytes = std::max<int64_t>(
+          1, static_cast<int64_t>(o.gradBucketMb * (1 << 20)));
       build.schedule = plan.schedule == Schedule::GPipe ? "gpipe" : "1f1b";
     }
     // Recompute hook (docs/recompute.md): the plan's choice (which honours

@@ -35,6 +35,10 @@ struct CompileOptions {
   /// Plan only: skip building the runtime program (seconds to a minute for
   /// a 70B model; the plan itself takes well under a second).
   bool noProgram = false;
+  /// Data-parallel gradient sync: overlapped with the last backward pass
+  /// (default) in buckets of this many MiB, or all in `apply`.
+  bool noOverlap = false;
+  double gradBucketMb = 25;
   std::string outputDir; ///< Empty: `<model>.dtc` next to the model.
   bool json = false;
   std::optional<int64_t> explain;

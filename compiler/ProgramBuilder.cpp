@@ -5,6 +5,7 @@
 #include "compiler/support/Error.h"
 #include "passes/lowering/ProgramLowering.h"
 
+#include "dialects/dtc/DtcAttrs.h"
 #include "passes/Passes.h"
 #include "runtime/core/Communicator.h"
 
@@ -61,6 +62,8 @@ buildProgram(mlir::ModuleOp module, const ProgramBuildOptions &options,
     training.zeroStage = options.zeroStage;
     training.pipelineStages = options.pipelineStages;
     training.schedule = options.schedule;
+    training.overlapGradSync = options.overlapGradSync;
+    training.gradBucketBytes = options.gradBucketBytes;
   }
 
   if (options.pipelineStages > 1) {
@@ -100,12 +103,28 @@ buildProgram(mlir::ModuleOp module, const ProgramBuildOptions &options,
     if (!info)
       return info.takeError();
     setTraining(p, *info, training, "micro_step", training.gradAccum);
+    if (module.lookupSymbol("micro_step_sync"))
+      p.mutable_training()->set_last_micro_step("micro_step_sync");
   } else {
     auto funcs = llvm::to_vector(module.getOps<mlir::func::FuncOp>());
     if (funcs.size() != 1)
       return failure("expected one forward function, found {0}", funcs.size());
     p.set_infer_function(funcs.front().getSymName().str());
     if (partitioned) {
+      // Every rank returns whole outputs (partitioning gathers split ones).
+      mlir::func::FuncOp forward = funcs.front();
+      mlir::Builder b(module.getContext());
+      for (unsigned i = 0; i < forward.getNumResults(); ++i) {
+        auto type =
+            llvm::cast<mlir::RankedTensorType>(forward.getResultTypes()[i]);
+        llvm::SmallVector<mlir::Attribute> dims(type.getRank(),
+                                                b.getArrayAttr({}));
+        llvm::SmallVector<int64_t> blocks(type.getRank(), 0);
+        forward.setResultAttr(
+            i, "dtc.sharding",
+            mlir::dtc::ShardingAttr::get(b.getContext(), b.getArrayAttr(dims),
+                                         blocks, b.getArrayAttr({})));
+      }
       mlir::PassManager pm(module.getContext());
       mlir::dtc::DtcPropagateShardingOptions propagate;
       propagate.mesh = mesh->str();

@@ -32,6 +32,9 @@ struct ProgramBuildOptions {
   /// Pipeline stages (the mesh's "pp" axis) and schedule.
   int64_t pipelineStages = 1;
   std::string schedule = "1f1b";
+  /// Data-parallel gradient sync overlapped with the last backward pass.
+  bool overlapGradSync = true;
+  int64_t gradBucketBytes = 25 << 20;
 };
 
 /// Builds the program of every rank; `module` is rewritten into the

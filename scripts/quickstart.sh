@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The README's first command: installs, builds, compiles the bundled example
 # (a small GPT exported from PyTorch) for 8 GPUs and shows the plan, then
-# compiles it for one device and trains it for 50 steps on the CPU runtime.
+# compiles it for one device and trains it for 50 steps on the CPU runtime,
+# and for 4 ranks (dp=2 x tp=2, one MPI process each): trains 20 steps and
+# checks with `dtc verify` that the plan computes what one device computes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -14,3 +16,8 @@ build="${DTC_BUILD_DIR:-build}"
   --micro-batch 4 --lr 1e-3 --warmup-steps 5 -o "$build/tiny-gpt-1.dtc"
 python3 test/cli/Inputs/make_tokens.py "$build/tokens.bin" 20000 256
 "$build/bin/dtc" run "$build/tiny-gpt-1.dtc" --steps 50 --data "$build/tokens.bin"
+"$build/bin/dtc" compile test/models/tiny-gpt.onnx --gpus 4 --dp 2 --tp 2 \
+  --pp 1 --cp 1 --global-batch 8 --micro-batch 2 --lr 1e-3 \
+  -o "$build/tiny-gpt-4.dtc"
+"$build/bin/dtc" run "$build/tiny-gpt-4.dtc" --steps 20 --data "$build/tokens.bin"
+"$build/bin/dtc" verify "$build/tiny-gpt-4.dtc"

@@ -14,7 +14,9 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace dtc {
@@ -23,6 +25,63 @@ namespace dtc {
 /// the mesh and its program summary.
 llvm::Error showPlan(const PlanView &view, std::optional<int64_t> rank,
                      llvm::raw_ostream &out);
+
+/// Collectives of one kind over one group (mesh axes) in one function.
+struct CollectiveSummary {
+  std::string kind; ///< "all_reduce", "all_gather", ...
+  std::string axes; ///< "tp", "dp,tp"
+  int64_t count = 0;
+  int64_t bytes = 0;                 ///< Input bytes of all of them.
+  std::map<int64_t, int64_t> bySize; ///< Input bytes -> count.
+};
+
+/// Sends or receives to one peer (axis and offset) in one function.
+struct TransferSummary {
+  std::string kind; ///< "send" or "recv"
+  std::string axis;
+  int64_t peerOffset = 0;
+  int64_t count = 0;
+  int64_t bytes = 0;
+};
+
+struct FunctionSummary {
+  std::string name;
+  int64_t instructions = 0, compute = 0, collectives = 0, transfers = 0,
+          waits = 0;
+  /// Compute ops (without "dtc."), most frequent first, ties by name.
+  std::vector<std::pair<std::string, int64_t>> ops;
+  std::vector<CollectiveSummary> collectiveGroups; ///< By kind, then axes.
+  std::vector<TransferSummary> transferGroups;     ///< By kind, axis, offset.
+  int64_t arenaBytes = 0, liveBytesPeak = 0, temporariesBytes = 0;
+};
+
+struct RoleSummary {
+  std::string role;
+  int64_t count = 0, bytes = 0;
+};
+
+/// What one rank runs, from program.pb.
+struct RankProgramSummary {
+  std::string path, mode, mesh;
+  int64_t worldSize = 1, rank = 0;
+  std::vector<int64_t> sharedWith; ///< Every rank that runs this program.
+  /// The rank's coordinates in the program's mesh, outermost first.
+  std::vector<std::pair<std::string, int64_t>> coordinates;
+  std::optional<int64_t> stage; ///< Its pp coordinate, when there is a pp.
+  int64_t stages = 1;
+  int64_t variables = 0, variableBytes = 0, constants = 0;
+  std::vector<RoleSummary> roles; ///< parameter, grad, exp_avg, exp_avg_sq.
+  std::vector<FunctionSummary> functions;
+};
+
+/// Summarizes the program that `rank` runs in `bundle`/program.pb; nullopt
+/// when the bundle has no program.pb. A rank outside the program's world, an
+/// unreadable program or one without a program for `rank` is a bad-input
+/// error naming program.pb.
+llvm::Expected<std::optional<RankProgramSummary>>
+summarizeRankProgram(llvm::StringRef bundle, int64_t rank);
+void printRankProgram(const RankProgramSummary &summary,
+                      llvm::raw_ostream &out);
 
 /// `dtc plan explain`: the chosen plan, the `k` best runners-up and every
 /// per-dimension counterfactual with its verdict, in sentences.

@@ -2,7 +2,8 @@
 //
 // A compact table of the chosen plan from plan.json alone: degrees, mesh and
 // placement, stages, the prediction, memory per GPU against capacity and
-// communication by kind with how much of it is hidden.
+// communication by kind with how much of it is hidden. `--rank` shows one
+// rank's place in the mesh, and its program from RankShow.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,16 +12,9 @@
 #include "compiler/planner/Planner.h"
 #include "compiler/support/Error.h"
 
-#include "runtime/proto/program.pb.h"
-
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Path.h"
-
-#include <map>
 
 using namespace dtc;
 
@@ -148,71 +142,10 @@ static void printPlan(const PlanView &v, llvm::raw_ostream &out) {
   printPrediction(v, out);
 }
 
-/// The summary of `rank`'s program in program.pb: its variables and, per
-/// function, instructions by op.
-static void printProgram(llvm::StringRef path, int64_t rank,
-                         llvm::raw_ostream &out) {
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  program::Program proto;
-  if (!buffer || !proto.ParseFromArray((*buffer)->getBufferStart(),
-                                       (*buffer)->getBufferSize())) {
-    out << "program   " << path << ": not a readable program\n";
-    return;
-  }
-  const program::RankProgram *mine = nullptr;
-  for (const program::RankProgram &r : proto.ranks())
-    if (r.rank() == rank)
-      mine = &r;
-  if (!mine) {
-    out << llvm::formatv("program   {0} ({1} mode, world size {2}) holds no "
-                         "program for rank {3} yet\n",
-                         path, proto.mode(), proto.world_size(), rank);
-    return;
-  }
-  double variableBytes = 0;
-  std::map<std::string, int64_t> roles;
-  for (const program::Variable &var : mine->variables()) {
-    double elements = 1;
-    for (int64_t dim : var.type().shape())
-      elements *= static_cast<double>(dim);
-    variableBytes += elements * (var.type().dtype() == program::F64 ? 8
-                                 : var.type().dtype() == program::F16 ||
-                                         var.type().dtype() == program::BF16
-                                     ? 2
-                                     : 4);
-    ++roles[var.role().empty() ? "other" : var.role()];
-  }
-  llvm::SmallVector<std::string, 4> roleCounts;
-  for (const auto &[role, count] : roles)
-    roleCounts.push_back(llvm::formatv("{0} {1}", count, role).str());
-  out << llvm::formatv("program   {0} mode, world size {1}: {2} variables "
-                       "({3}; {4}), {5} constants\n",
-                       proto.mode(), proto.world_size(), mine->variables_size(),
-                       llvm::join(roleCounts, ", "), formatBytes(variableBytes),
-                       mine->constants_size());
-  for (const program::Function &fn : mine->functions()) {
-    std::map<std::string, int64_t> ops;
-    for (const program::Instruction &inst : fn.instructions())
-      ++ops[llvm::StringRef(inst.op()).starts_with("dtc.") ? inst.op().substr(4)
-                                                           : inst.op()];
-    // The most frequent ops first; ties by name.
-    std::vector<std::pair<int64_t, std::string>> byCount;
-    for (const auto &[op, count] : ops)
-      byCount.push_back({-count, op});
-    llvm::sort(byCount);
-    llvm::SmallVector<std::string, 8> top;
-    for (const auto &[negCount, op] : llvm::ArrayRef(byCount).take_front(6))
-      top.push_back(llvm::formatv("{0} {1}", -negCount, op).str());
-    if (byCount.size() > 6)
-      top.push_back("...");
-    out << llvm::formatv("  {0,-14} {1} instructions ({2}), arena {3}\n",
-                         fn.name(), fn.instructions_size(),
-                         llvm::join(top, ", "), formatBytes(fn.arena_bytes()));
-  }
-}
-
 /// One rank: its mesh coordinates, stage and group members.
-static void printRank(const PlanView &v, int64_t rank, llvm::raw_ostream &out) {
+static void printRank(const PlanView &v, int64_t rank,
+                      const std::optional<RankProgramSummary> &program,
+                      llvm::raw_ostream &out) {
   int64_t gpus = v.plan.gpus();
   std::vector<int64_t> coords = v.mesh.coordinates(rank);
   llvm::SmallVector<std::string, 4> position;
@@ -242,15 +175,14 @@ static void printRank(const PlanView &v, int64_t rank, llvm::raw_ostream &out) {
     out << llvm::formatv("{0} group  {1} ranks, {2}: {3}\n", axis, degree,
                          where, formatRanks(v.mesh.groupOf(rank, axis), 8));
   }
-  llvm::SmallString<256> program(v.bundle);
-  llvm::sys::path::append(program, "program.pb");
-  if (!llvm::sys::fs::exists(program)) {
+  if (!program) {
     out << "program   the per-rank program summary needs program.pb, which "
-           "dtc compile writes for one-GPU plans today (per-rank programs of "
-           "multi-GPU plans come with the partitioner, issue 7)\n";
+           "this bundle lacks; the 'program' line of the dtc compile that "
+           "wrote it says why (e.g. --no-program, or a plan the partitioner "
+           "cannot lower yet)\n";
     return;
   }
-  printProgram(program, rank, out);
+  printRankProgram(*program, out);
 }
 
 llvm::Error dtc::showPlan(const PlanView &v, std::optional<int64_t> rank,
@@ -261,6 +193,17 @@ llvm::Error dtc::showPlan(const PlanView &v, std::optional<int64_t> rank,
   if (rank && v.planned && (*rank < 0 || *rank >= v.plan.gpus()))
     return badInput("--rank {0}: the plan has {1} ranks, 0 to {2}", *rank,
                     v.plan.gpus(), v.plan.gpus() - 1);
+  std::optional<RankProgramSummary> program;
+  if (rank) {
+    auto summary = summarizeRankProgram(v.bundle, *rank);
+    if (!summary)
+      return summary.takeError();
+    program = std::move(*summary);
+    if (program && program->worldSize != v.plan.gpus())
+      return badInput("{0}: world size {1} but plan.json has {2} ranks; "
+                      "recompile the bundle with 'dtc compile'",
+                      program->path, program->worldSize, v.plan.gpus());
+  }
   out << llvm::formatv("model     {0}: {1} parameters, {2:e2} training "
                        "FLOPs/token; {3} {4}\n",
                        v.model.name, formatCount(v.model.params),
@@ -277,7 +220,7 @@ llvm::Error dtc::showPlan(const PlanView &v, std::optional<int64_t> rank,
     return llvm::Error::success();
   }
   if (rank) {
-    printRank(v, *rank, out);
+    printRank(v, *rank, program, out);
     return llvm::Error::success();
   }
   printPlan(v, out);

@@ -9,6 +9,11 @@
 #include "runtime/core/Shard.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/mpi/MpiCommunicator.h"
+#ifdef DTC_HAVE_CUDA
+#include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/CudaProbe.h"
+#include "runtime/cuda/NcclCommunicator.h"
+#endif
 
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SmallString.h"
@@ -140,7 +145,11 @@ llvm::Error initializeVariables(const program::Program &p,
   }
   std::string baseDir = llvm::sys::path::parent_path(p.model_path()).str();
   for (const program::Variable &v : rank.variables()) {
-    rt::Tensor *local = executor.variable(v.name());
+    // Filled on the host, then written to the executor's memory.
+    rt::Tensor hostValue(v.type().dtype(),
+                         llvm::SmallVector<int64_t>(v.type().shape().begin(),
+                                                    v.type().shape().end()));
+    rt::Tensor *local = &hostValue;
     // A shard is cut from the whole tensor, so that every plan starts from
     // the weights one device would.
     auto layout = rt::ShardLayout::of(v, context.mesh, context.rank);
@@ -153,9 +162,10 @@ llvm::Error initializeVariables(const program::Program &p,
       whole = rt::Tensor(local->dtype(), layout->globalShape());
       t = &whole;
     }
-    auto keepShard = [&] {
+    auto store = [&]() -> llvm::Error {
       if (t != local)
         layout->extract(t->ref(), local->ref());
+      return executor.writeVariable(v.name(), hostValue);
     };
     std::string how = v.init();
     if (how == "model" && o.init)
@@ -180,7 +190,8 @@ llvm::Error initializeVariables(const program::Program &p,
                         shapeText(t->shape(), t->dtype()));
       rt::Tensor value = toRuntimeTensor(*host, t->dtype());
       std::memcpy(t->data(), value.data(), t->bytes());
-      keepShard();
+      if (llvm::Error e = store())
+        return e;
       continue;
     }
     int64_t n = t->numElements();
@@ -200,7 +211,8 @@ llvm::Error initializeVariables(const program::Program &p,
     } else {
       std::memset(t->data(), 0, t->bytes()); // "zeros"
     }
-    keepShard();
+    if (llvm::Error e = store())
+      return e;
   }
   return llvm::Error::success();
 }
@@ -252,7 +264,25 @@ llvm::Error runInference(const program::Program &p, const RankContext &context,
   std::vector<rt::Tensor> args;
   for (auto [i, arg] : llvm::enumerate(fn->arguments())) {
     const program::TensorType &type = fn->values(arg.value()).type();
-    llvm::ArrayRef<int64_t> shape(type.shape().data(), type.shape_size());
+    // The file holds the whole input; a rank of a data-parallel plan keeps
+    // its part (the same cut as for variables).
+    std::optional<rt::ShardLayout> part;
+    if (arg.shard_size()) {
+      program::Variable asVariable;
+      asVariable.set_name(arg.name().empty() ? "input " + std::to_string(i)
+                                             : arg.name());
+      *asVariable.mutable_type() = type;
+      *asVariable.mutable_global_shape() = arg.global_shape();
+      *asVariable.mutable_shard() = arg.shard();
+      auto layout = rt::ShardLayout::of(asVariable, context.mesh, context.rank);
+      if (!layout)
+        return badInput("program.pb: {0}; recompile the bundle",
+                        llvm::toString(layout.takeError()));
+      part = std::move(*layout);
+    }
+    llvm::ArrayRef<int64_t> shape =
+        part ? part->globalShape()
+             : llvm::ArrayRef<int64_t>(type.shape().data(), type.shape_size());
     std::string file = (o.inputs + "/input_" + std::to_string(i) + ".pb");
     std::string what = arg.name().empty() ? "input " + std::to_string(i)
                                           : "input '" + arg.name() + "'";
@@ -275,7 +305,13 @@ llvm::Error runInference(const program::Program &p, const RankContext &context,
                       what, shapeText(shape, type.dtype()),
                       onnx::shapeString(host->shape),
                       onnx::dataTypeName(host->dataType));
-    args.push_back(toRuntimeTensor(*host, type.dtype()));
+    rt::Tensor whole = toRuntimeTensor(*host, type.dtype());
+    if (part) {
+      rt::Tensor local(type.dtype(), part->localShape());
+      part->extract(whole.ref(), local.ref());
+      whole = std::move(local);
+    }
+    args.push_back(std::move(whole));
   }
   auto results = executor.run(fn->name(), args);
   if (!results)
@@ -454,7 +490,11 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
           }
         }
       }
-      auto loss = executor.run(train.micro_step(), {tokens, labels});
+      const std::string &function =
+          call + 1 == train.grad_accum() && !train.last_micro_step().empty()
+              ? train.last_micro_step()
+              : train.micro_step();
+      auto loss = executor.run(function, {tokens, labels});
       if (!loss)
         return failure("step {0}: {1}", step, llvm::toString(loss.takeError()));
       lossSum += (*loss)[0].as<float>()[0];
@@ -522,7 +562,10 @@ llvm::Error dumpParameters(const RankContext &context, rt::Executor &executor,
   for (const program::Variable &v : context.program->variables()) {
     if (v.role() != "parameter")
       continue;
-    const rt::Tensor *t = executor.variable(v.name());
+    auto value = executor.readVariable(v.name());
+    if (!value)
+      return value.takeError();
+    const rt::Tensor *t = &*value;
     ::onnx::TensorProto *proto = graph.add_initializer();
     proto->set_name(v.name());
     for (int64_t d : t->shape())
@@ -555,14 +598,53 @@ const rt::KernelRegistry &cpuKernels() {
   return kernels;
 }
 
+/// The kernels and memory a rank runs on.
+struct Backend {
+  const rt::KernelRegistry *kernels = nullptr;
+  rt::MemorySpace *memory = nullptr;
+  bool cuda = false;
+};
+
+/// `--backend`: cpu, cuda, or (empty) cuda where this dtc has the CUDA
+/// backend and the machine a GPU. Ranks on one machine take the GPU of
+/// their local rank.
+llvm::Expected<Backend> selectBackend(llvm::StringRef name) {
+  if (!name.empty() && name != "cpu" && name != "cuda")
+    return badInput("--backend {0}: use cpu or cuda", name);
+#ifdef DTC_HAVE_CUDA
+  int devices = name == "cpu" ? 0 : ::dtc::cuda::probe().deviceCount;
+  if (name == "cuda" && devices == 0)
+    return badInput("--backend cuda: no GPU found; use --backend cpu");
+  if (devices > 0) {
+    const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int device = local ? std::atoi(local) % devices : 0;
+    if (llvm::Error e = rt::cuda::initialize(device))
+      return failure("--backend cuda: {0}", llvm::toString(std::move(e)));
+    static rt::KernelRegistry kernels = [] {
+      rt::KernelRegistry registry;
+      rt::cuda::registerCudaKernels(registry);
+      return registry;
+    }();
+    static rt::cuda::CudaMemory memory;
+    return Backend{&kernels, &memory, true};
+  }
+#else
+  if (name == "cuda")
+    return badInput("--backend cuda: this dtc was built without the CUDA "
+                    "toolkit (nvcc, cuBLASLt, NCCL); rebuild where it is "
+                    "installed, or use --backend cpu");
+#endif
+  return Backend{&cpuKernels(), &rt::hostMemory(), false};
+}
+
 /// Runs this process's rank of `p` (with `communicator` for a multi-rank
 /// program) to the end.
 llvm::Error runRank(const program::Program &p, const RankContext &context,
-                    rt::Communicator *communicator, const RunOptions &o,
-                    llvm::raw_ostream &out,
+                    const Backend &backend, rt::Communicator *communicator,
+                    const RunOptions &o, llvm::raw_ostream &out,
                     std::unique_ptr<rt::Executor> *keep = nullptr) {
-  auto executor =
-      rt::Executor::create(*context.program, cpuKernels(), communicator);
+  auto executor = rt::Executor::create(*context.program, *backend.kernels,
+                                       communicator, *backend.memory);
   if (!executor)
     return badInput("{0}: {1}", o.bundle, llvm::toString(executor.takeError()));
   auto keepExecutor = llvm::make_scope_exit([&] {
@@ -601,18 +683,35 @@ llvm::Error runMpiRank(const program::Program &p, const RunOptions &o,
   if (!mesh)
     return badInput("program.pb: {0}; recompile the bundle",
                     llvm::toString(mesh.takeError()));
-  auto communicator = rt::mpi::MpiCommunicator::create(*mesh);
-  if (!communicator)
-    return failure("{0}", llvm::toString(communicator.takeError()));
-  int rank = (*communicator)->rank();
+  auto backend = selectBackend(o.backend);
+  if (!backend)
+    return backend.takeError();
+  // Host memory talks through MPI, device memory through NCCL.
+  std::unique_ptr<rt::Communicator> communicator;
+#ifdef DTC_HAVE_CUDA
+  if (backend->cuda) {
+    auto nccl = rt::cuda::NcclCommunicator::createWithMpi(*mesh);
+    if (!nccl)
+      return failure("{0}", llvm::toString(nccl.takeError()));
+    communicator = std::move(*nccl);
+  }
+#endif
+  if (!communicator) {
+    auto mpi = rt::mpi::MpiCommunicator::create(*mesh);
+    if (!mpi)
+      return failure("{0}", llvm::toString(mpi.takeError()));
+    communicator = std::move(*mpi);
+  }
+  int rank = communicator->rank();
   auto context = rankContext(p, rank);
-  llvm::Error e = context ? runRank(p, *context, communicator->get(), o, out)
-                          : context.takeError();
+  llvm::Error e =
+      context ? runRank(p, *context, *backend, communicator.get(), o, out)
+              : context.takeError();
   if (e) {
     // Peers may be blocked in a collective with this rank: do not wait for
     // them (no communicator teardown, no MPI_Finalize); exiting non-zero
     // makes the launcher stop every rank.
-    (void)communicator->release();
+    (void)communicator.release();
     ErrorKind kind = ErrorKind::Failure;
     std::string message;
     llvm::handleAllErrors(
@@ -625,7 +724,7 @@ llvm::Error runMpiRank(const program::Program &p, const RunOptions &o,
     return llvm::make_error<DtcError>(
         kind, llvm::formatv("rank {0}: {1}", rank, message).str());
   }
-  communicator->reset();
+  communicator.reset();
   rt::mpi::finalizeMpi();
   return llvm::Error::success();
 }
@@ -670,9 +769,6 @@ rt::Tensor toRuntimeTensor(const onnx::HostTensor &host, rt::DType dtype) {
 llvm::Error runBundle(const RunOptions &o, llvm::raw_ostream &out) {
   if (!o.backend.empty() && o.backend != "cpu" && o.backend != "cuda")
     return badInput("--backend {0}: use cpu or cuda", o.backend);
-  if (o.backend == "cuda")
-    return badInput("--backend cuda: the CUDA backend is built by issue 8; "
-                    "use --backend cpu");
   auto p = loadProgram(o.bundle);
   if (!p)
     return p.takeError();
@@ -691,7 +787,10 @@ llvm::Error runBundle(const RunOptions &o, llvm::raw_ostream &out) {
   auto context = rankContext(*p, 0);
   if (!context)
     return context.takeError();
-  return runRank(*p, *context, nullptr, o, out);
+  auto backend = selectBackend(o.backend);
+  if (!backend)
+    return backend.takeError();
+  return runRank(*p, *context, *backend, nullptr, o, out);
 }
 
 } // namespace dtc
@@ -789,6 +888,118 @@ gatherParameters(const program::Program &p, llvm::StringRef dir) {
   return whole;
 }
 
+/// The float values of an output file (a TensorProto with raw data).
+llvm::Expected<std::vector<float>> readOutput(llvm::StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  ::onnx::TensorProto proto;
+  if (!buffer ||
+      !proto.ParseFromArray((*buffer)->getBufferStart(),
+                            static_cast<int>((*buffer)->getBufferSize())) ||
+      proto.data_type() != ::onnx::TensorProto::FLOAT)
+    return failure("verify: {0} is missing or not an f32 tensor", path);
+  std::vector<float> values(proto.raw_data().size() / sizeof(float));
+  std::memcpy(values.data(), proto.raw_data().data(),
+              values.size() * sizeof(float));
+  return values;
+}
+
+/// `dtc verify` of an inference bundle: the same inputs (--inputs, or
+/// synthetic ones) through the plan and through one device; every output
+/// compared.
+llvm::Error verifyInference(const VerifyOptions &v, const program::Program &p,
+                            const program::Program &reference,
+                            llvm::StringRef dir, llvm::raw_ostream &out) {
+  auto context = rankContext(reference, 0);
+  if (!context)
+    return context.takeError();
+  const program::Function *fn = nullptr;
+  for (const program::Function &f : context->program->functions())
+    if (f.name() == reference.infer_function())
+      fn = &f;
+  if (!fn)
+    return badInput("reference.pb: no inference function; recompile");
+  std::string inputs = v.inputs;
+  if (inputs.empty()) {
+    // Synthetic inputs: floats N(0, 1), integers (token ids) in [0, 16).
+    inputs = (dir + "/inputs").str();
+    llvm::sys::fs::create_directories(inputs);
+    for (auto [i, arg] : llvm::enumerate(fn->arguments())) {
+      const program::TensorType &type = fn->values(arg.value()).type();
+      rt::Tensor t(type.dtype(), llvm::SmallVector<int64_t>(
+                                     type.shape().begin(), type.shape().end()));
+      std::mt19937_64 rng(mix(v.seed ^ mix(i)));
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      for (int64_t j = 0; j < t.numElements(); ++j) {
+        if (type.dtype() == rt::DType::F32)
+          t.as<float>()[j] = normal(rng);
+        else if (type.dtype() == rt::DType::I64)
+          t.as<int64_t>()[j] = static_cast<int64_t>(rng() % 16);
+        else if (type.dtype() == rt::DType::I32)
+          t.as<int32_t>()[j] = static_cast<int32_t>(rng() % 16);
+        else
+          return badInput("verify: input {0} is {1}; pass --inputs DIR", i,
+                          rt::dtypeName(type.dtype()));
+      }
+      if (llvm::Error e = writeTensorProto(
+              t, arg.name(), inputs + "/input_" + std::to_string(i) + ".pb"))
+        return e;
+    }
+  }
+  LaunchOptions launch;
+  launch.ranks = p.world_size();
+  std::string planOut = (dir + "/plan-out").str();
+  launch.command = {v.executable, "run",       v.bundle, "--inputs",
+                    inputs,       "--outputs", planOut};
+  launch.stdoutPath = (dir + "/ranks.txt").str();
+  if (llvm::Error e = launchRanks(launch))
+    return e;
+  RunOptions single;
+  single.bundle = v.bundle;
+  single.inputs = inputs;
+  single.outputs = (dir + "/ref-out").str();
+  std::string ignored;
+  llvm::raw_string_ostream ignoredOs(ignored);
+  Backend cpu{&cpuKernels(), &rt::hostMemory(), false};
+  if (llvm::Error e =
+          runRank(reference, *context, cpu, nullptr, single, ignoredOs))
+    return failure("verify: the single-device run failed: {0}",
+                   llvm::toString(std::move(e)));
+  double worstAbs = 0, worstRel = 0;
+  for (int i = 0; i < fn->results_size(); ++i) {
+    std::string file = "/output_" + std::to_string(i) + ".pb";
+    auto planValues = readOutput(planOut + file);
+    if (!planValues)
+      return planValues.takeError();
+    auto refValues = readOutput(single.outputs + file);
+    if (!refValues)
+      return refValues.takeError();
+    if (planValues->size() != refValues->size())
+      return failure("verify: output {0} has {1} values from the plan, {2} "
+                     "from one device",
+                     i, planValues->size(), refValues->size());
+    double scale = 0, maxDiff = 0;
+    for (size_t j = 0; j < refValues->size(); ++j) {
+      scale = std::max(scale, std::abs(double((*refValues)[j])));
+      double diff = std::abs(double((*planValues)[j]) - (*refValues)[j]);
+      maxDiff = std::isnan(diff) ? INFINITY : std::max(maxDiff, diff);
+    }
+    worstAbs = std::max(worstAbs, maxDiff);
+    worstRel = std::max(worstRel, maxDiff / std::max(scale, 1e-12));
+  }
+  bool pass = worstRel <= v.lossTolerance * 10;
+  out << llvm::formatv("verify   {0} ranks (mesh {1}) vs one device, "
+                       "inference, {2} outputs\n",
+                       p.world_size(), p.mesh(), fn->results_size());
+  out << llvm::formatv("outputs  worst absolute error {0:e2}, relative to the "
+                       "largest value {1:e2} (tolerance {2:e1})\n",
+                       worstAbs, worstRel, v.lossTolerance * 10);
+  out << "result   " << (pass ? "PASS" : "FAIL") << "\n";
+  if (!pass)
+    return failure("verify: the plan does not compute what one device "
+                   "computes (errors above the tolerance)");
+  return llvm::Error::success();
+}
+
 } // namespace
 
 llvm::Error verifyBundle(const VerifyOptions &v, llvm::raw_ostream &out) {
@@ -798,10 +1009,6 @@ llvm::Error verifyBundle(const VerifyOptions &v, llvm::raw_ostream &out) {
   if (p->world_size() < 2)
     return badInput("{0}: a one-rank plan; dtc verify compares a multi-rank "
                     "plan with one device",
-                    v.bundle);
-  if (p->mode() != "train")
-    return badInput("{0}: dtc verify checks training bundles; compile with "
-                    "--mode train",
                     v.bundle);
   llvm::SmallString<256> refPath(v.bundle);
   llvm::sys::path::append(refPath, "reference.pb");
@@ -821,6 +1028,8 @@ llvm::Error verifyBundle(const VerifyOptions &v, llvm::raw_ostream &out) {
                    ec.message());
   auto cleanup =
       llvm::make_scope_exit([&] { llvm::sys::fs::remove_directories(dir); });
+  if (p->mode() != "train")
+    return verifyInference(v, *p, *reference, dir, out);
   std::string data = v.data;
   const program::Training &train = p->training();
   if (data.empty()) {
@@ -877,8 +1086,11 @@ llvm::Error verifyBundle(const VerifyOptions &v, llvm::raw_ostream &out) {
   std::string refLog;
   llvm::raw_string_ostream refOs(refLog);
   std::unique_ptr<rt::Executor> refExecutor;
-  if (llvm::Error e =
-          runRank(*reference, *context, nullptr, single, refOs, &refExecutor))
+  // The reference runs on the CPU kernels, the numbers every backend is
+  // checked against.
+  Backend cpu{&cpuKernels(), &rt::hostMemory(), false};
+  if (llvm::Error e = runRank(*reference, *context, cpu, nullptr, single, refOs,
+                              &refExecutor))
     return failure("verify: the single-device run failed: {0}",
                    llvm::toString(std::move(e)));
   auto refLosses = parseLosses(refLog, "the single-device run");

@@ -59,9 +59,12 @@ struct VerifyOptions {
   std::string executable; ///< the dtc binary the ranks run
   int64_t steps = 10;
   std::string data; ///< empty: synthetic tokens from the seed
+  /// Inference bundles: input_<i>.pb files; empty: synthetic inputs.
+  std::string inputs;
   uint64_t seed = 0;
   bool init = false;
-  /// Per-step loss, relative; final parameters, absolute.
+  /// Per-step loss, relative; final parameters, absolute. Inference
+  /// outputs: relative to their largest value, 10 x lossTolerance.
   double lossTolerance = 1e-5, paramTolerance = 1e-4;
 };
 

@@ -9,6 +9,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -260,6 +261,7 @@ private:
   llvm::Expected<int> addValue(mlir::Value value, program::Function &out);
   /// The value ids of `values`, without send handles (which have none).
   llvm::SmallVector<int> idsOf(mlir::ValueRange values) const;
+  llvm::Error setArgumentShard(program::Argument &a, mlir::BlockArgument arg);
   llvm::Error addVariable(llvm::StringRef name, mlir::Type type,
                           llvm::StringRef role, llvm::StringRef parameter,
                           mlir::Location loc);
@@ -317,6 +319,41 @@ llvm::Error setShard(program::Variable &var, mlir::Operation *parameterOp) {
   if (auto flat = parameterOp->getAttrOfType<mlir::ArrayAttr>("dtc.flat_shard"))
     for (mlir::Attribute axis : flat)
       var.add_flat_axes(llvm::cast<mlir::StringAttr>(axis).getValue().str());
+  return llvm::Error::success();
+}
+
+/// A partitioned input that each rank reads part of: its whole shape (the
+/// local one times the group size of each split dim, from the function's
+/// `dtc.mesh`) and split, so the runtime can cut the rank's part.
+llvm::Error FunctionLowering::setArgumentShard(program::Argument &a,
+                                               mlir::BlockArgument arg) {
+  auto sharding = func_.getArgAttrOfType<d::ShardingAttr>(arg.getArgNumber(),
+                                                          "dtc.sharding");
+  auto mesh = func_->getAttrOfType<mlir::StringAttr>("dtc.mesh");
+  if (!sharding || !mesh)
+    return llvm::Error::success();
+  llvm::StringMap<int64_t> sizes;
+  for (llvm::StringRef item : llvm::split(mesh.getValue(), ',')) {
+    auto [name, size] = item.trim().split(':');
+    (void)size.getAsInteger(10, sizes[name]);
+  }
+  auto type = llvm::cast<mlir::RankedTensorType>(arg.getType());
+  bool split = false;
+  for (unsigned dim = 0; dim < sharding.getDims().size(); ++dim) {
+    program::DimShard *d = a.add_shard();
+    int64_t parts = 1;
+    for (llvm::StringRef axis : sharding.getDimAxes(dim)) {
+      d->add_axes(axis.str());
+      parts *= sizes.lookup(axis);
+      split = true;
+    }
+    d->set_block(sharding.getBlocks()[dim]);
+    a.add_global_shape(type.getDimSize(dim) * parts);
+  }
+  if (!split) {
+    a.clear_shard();
+    a.clear_global_shape();
+  }
   return llvm::Error::success();
 }
 
@@ -388,6 +425,8 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
       a->set_name(name.getValue().str());
     auto feed = func_.getArgAttrOfType<mlir::StringAttr>(index, "dtc.feed");
     a->set_feed(feed ? feed.getValue().str() : "input");
+    if (llvm::Error e = setArgumentShard(*a, arg))
+      return e;
   }
 
   // Values and instructions, in program order.

@@ -218,6 +218,12 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &to,
 
   SmallVector<Attribute> reduceAxes;
   for (size_t a = 0; a < numAxes(); ++a) {
+    // Each rank would hold a different part of its own summand: no
+    // collective could finish that sum.
+    if (to.partial[a] && to.splits(a))
+      return emitError(loc)
+             << "cannot split dimension " << to.dim[a] << " over \""
+             << mesh.axes[a].name << "\" and keep a partial sum over it";
     if (to.partial[a] && !from.partial[a])
       return emitError(loc) << "cannot turn a value into a partial sum over \""
                             << mesh.axes[a].name << "\"";
@@ -740,7 +746,10 @@ LogicalResult Partitioner::run(func::FuncOp func) {
     } else if (auto ret = dyn_cast<func::ReturnOp>(&op)) {
       // Results are whole values: partial sums are reduced, splits kept. A
       // parameter's gradient takes the parameter's layout, and stays a
-      // partial sum when the training step reduces it later.
+      // partial sum when the training step reduces it later, but only over
+      // axes that do not split it: ranks holding different parts of a value
+      // cannot sum them, so a sum over a splitting axis is reduce-scattered
+      // here (a sequence-parallel weight gradient under tensor parallelism).
       SmallVector<Value> operands;
       for (auto [index, operand] : llvm::enumerate(ret.getOperands())) {
         const Layout &produced = current.lookup(operand).second;
@@ -751,7 +760,8 @@ LogicalResult Partitioner::run(func::FuncOp func) {
               it != parameterLayouts.end()) {
             layout = it->second;
             if (deferGradientSync)
-              layout.partial = produced.partial;
+              for (size_t a = 0; a < numAxes(); ++a)
+                layout.partial[a] = produced.partial[a] && !layout.splits(a);
           }
         // A result annotated before partitioning is returned in that layout
         // (a pipeline stage's activation, read by the next stage's

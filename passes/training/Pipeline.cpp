@@ -27,6 +27,7 @@
 
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -217,6 +218,31 @@ llvm::SmallVector<mlir::Value> inlineCall(mlir::OpBuilder &b,
   for (mlir::Value v : body.getTerminator()->getOperands())
     results.push_back(map.lookup(v));
   return results;
+}
+
+/// Removes what the inlined stage functions computed for nothing (a
+/// stage's objective value, all-reduced but never read): pure ops without
+/// users and all-reduces whose result nobody waits for.
+void eraseUnusedResults(mlir::func::FuncOp step) {
+  llvm::SmallVector<mlir::Operation *> ops;
+  for (mlir::Operation &op : step.getBody().front().without_terminator())
+    ops.push_back(&op);
+  // Backwards, erasing only the op visited: its operands' producers come
+  // later and see it gone.
+  for (mlir::Operation *opPtr : llvm::reverse(ops)) {
+    mlir::Operation &op = *opPtr;
+    if (!op.use_empty())
+      continue;
+    // A wait is unused only when its result is; its start, visited later
+    // (walking backwards), then has no user either.
+    auto wait = llvm::dyn_cast<d::WaitOp>(op);
+    bool unusedReduction = (wait && wait.getNumResults() == 1 &&
+                            llvm::isa_and_nonnull<d::AllReduceStartOp>(
+                                wait.getHandle().getDefiningOp())) ||
+                           llvm::isa<d::AllReduceStartOp>(op);
+    if (unusedReduction || mlir::isOpTriviallyDead(&op))
+      op.erase();
+  }
 }
 
 /// The order a stage runs its micro-batches' forward ('F') and backward
@@ -516,6 +542,7 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
     backward->erase();
     if (forwardPass)
       forwardPass.erase();
+    eraseUnusedResults(step);
 
     TrainingStepOptions applyOptions = options;
     ZeroLayout zero = zeroLayoutOf(applyOptions, params);

@@ -125,7 +125,8 @@ ZeroLayout zeroLayoutOf(const TrainingStepOptions &options,
 void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
                 const TrainingStepOptions &options,
                 const ZeroLayout &zeroLayout,
-                llvm::ArrayRef<std::string> normAxes = {});
+                llvm::ArrayRef<std::string> normAxes = {},
+                const llvm::StringSet<> &syncedInStep = {});
 
 /// dtc-propagate-sharding, then (with `partition`) dtc-partition over
 /// options.mesh, on every function of `module`.

@@ -277,10 +277,116 @@ void gatherParametersForUse(mlir::func::FuncOp step, const ZeroLayout &layout) {
   }
 }
 
+/// The overlap of the data-parallel gradient sync with the backward pass:
+/// `micro_step_sync`, run for the last micro-batch of a step, is
+/// `micro_step` with every gradient that `apply` would all-reduce reduced in
+/// buckets instead, each bucket started as soon as its last gradient is
+/// accumulated (gradients become final in reverse layer order) and waited
+/// at the end, so the reductions run while the rest of the backward pass
+/// computes. Returns the parameters whose gradients it syncs; `apply` leaves
+/// them alone. ZeRO-2/3 gradients keep their reduce-scatter in `apply`.
+llvm::StringSet<> buildSyncingMicroStep(mlir::func::FuncOp step,
+                                        llvm::ArrayRef<GradientResult> params,
+                                        const ZeroLayout &zeroLayout,
+                                        const TrainingStepOptions &options) {
+  llvm::StringSet<> synced;
+  auto module = step->getParentOfType<mlir::ModuleOp>();
+  mlir::func::FuncOp sync = step.clone();
+  sync.setSymName("micro_step_sync");
+  module.push_back(sync);
+  mlir::Block &body = sync.getBody().front();
+  auto ret = llvm::cast<mlir::func::ReturnOp>(body.getTerminator());
+  llvm::DenseMap<mlir::Operation *, unsigned> position;
+  for (auto [i, op] : llvm::enumerate(body))
+    position[&op] = i;
+
+  // Gradients to sync, in the order they become final.
+  struct Ready {
+    unsigned result, at;
+  };
+  llvm::SmallVector<Ready> ready;
+  for (auto [i, p] : llvm::enumerate(params)) {
+    if (p.syncAxes.empty() ||
+        (zeroLayout.shards(p.parameter) && options.zeroStage >= 2))
+      continue;
+    mlir::Operation *def = ret.getOperand(1 + i).getDefiningOp();
+    ready.push_back({static_cast<unsigned>(1 + i), def ? position[def] : 0});
+  }
+  if (ready.empty()) {
+    sync.erase(); // nothing to overlap: `micro_step` serves every call
+    return synced;
+  }
+  llvm::stable_sort(ready,
+                    [](const Ready &a, const Ready &b) { return a.at < b.at; });
+  // Buckets: consecutive ready gradients with the same axes and element
+  // type, up to the bucket size.
+  llvm::SmallVector<llvm::SmallVector<Ready>> buckets;
+  int64_t bucketBytes = 0;
+  for (const Ready &r : ready) {
+    const GradientResult &p = params[r.result - 1];
+    int64_t bytes =
+        p.type.getNumElements() * (p.type.getElementTypeBitWidth() / 8);
+    bool fits =
+        !buckets.empty() && bucketBytes + bytes <= options.gradBucketBytes &&
+        params[buckets.back().front().result - 1].syncAxes == p.syncAxes &&
+        params[buckets.back().front().result - 1].type.getElementType() ==
+            p.type.getElementType();
+    if (!fits) {
+      buckets.emplace_back();
+      bucketBytes = 0;
+    }
+    buckets.back().push_back(r);
+    bucketBytes += bytes;
+  }
+  mlir::OpBuilder b(sync.getContext());
+  mlir::Location loc = sync.getLoc();
+  Collectives comm(b, loc);
+  llvm::SmallVector<std::pair<d::AllReduceStartOp, llvm::SmallVector<Ready>>>
+      started;
+  for (llvm::SmallVector<Ready> &bucket : buckets) {
+    mlir::Operation *last =
+        ret.getOperand(bucket.back().result).getDefiningOp();
+    if (last)
+      b.setInsertionPointAfter(last);
+    else
+      b.setInsertionPoint(ret);
+    llvm::SmallVector<mlir::Value> flat;
+    for (const Ready &r : bucket)
+      flat.push_back(flatten(b, loc, ret.getOperand(r.result)));
+    mlir::Value joined = flat.size() == 1
+                             ? flat.front()
+                             : b.create<d::ConcatOp>(loc, flat, 0).getResult();
+    started.push_back({comm.startAllReduce(
+                           joined, params[bucket.front().result - 1].syncAxes),
+                       bucket});
+    for (const Ready &r : bucket)
+      synced.insert(params[r.result - 1].parameter);
+  }
+  b.setInsertionPoint(ret);
+  for (auto &[start, bucket] : started) {
+    mlir::Value reduced = comm.wait(start);
+    int64_t offset = 0;
+    for (const Ready &r : bucket) {
+      auto type = tensorType(ret.getOperand(r.result));
+      int64_t n = type.getNumElements();
+      mlir::Value part = reduced;
+      if (bucket.size() > 1)
+        part = b.create<d::SliceOp>(
+            loc, mlir::RankedTensorType::get({n}, type.getElementType()),
+            reduced, b.getDenseI64ArrayAttr({offset}),
+            b.getDenseI64ArrayAttr({offset + n}), b.getDenseI64ArrayAttr({1}));
+      ret->setOperand(r.result, b.create<d::ReshapeOp>(loc, type, part));
+      offset += n;
+    }
+  }
+  return synced;
+}
+
 void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
                 const TrainingStepOptions &options,
                 const ZeroLayout &zeroLayout,
-                llvm::ArrayRef<std::string> extraNormAxes) {
+                llvm::ArrayRef<std::string> extraNormAxes,
+                const llvm::StringSet<> &syncedInStep) {
   mlir::OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToEnd(module.getBody());
   mlir::Location loc = module.getLoc();
@@ -331,6 +437,8 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
   for (auto [i, p] : llvm::enumerate(params)) {
     mlir::Value g = body->getArgument(2 + 3 * i);
     llvm::SmallVector<std::string> axes = p.syncAxes;
+    if (syncedInStep.contains(p.parameter))
+      axes.clear(); // reduced by micro_step_sync
     if (zeroLayout.shards(p.parameter) && options.zeroStage >= 2)
       llvm::erase(axes, dpAxis);
     if (!axes.empty())
@@ -497,7 +605,10 @@ buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options) {
   ZeroLayout zero = zeroLayoutOf(options, params);
   if (options.zeroStage >= 3)
     gatherParametersForUse(*grad, zero);
-  buildApply(module, params, options, zero);
+  llvm::StringSet<> syncedInStep;
+  if (options.overlapGradSync)
+    syncedInStep = buildSyncingMicroStep(*grad, params, zero, options);
+  buildApply(module, params, options, zero, {}, syncedInStep);
   if (mlir::failed(mlir::verify(module)))
     return failure("training step: the built functions do not verify (see "
                    "the error above)");

@@ -55,6 +55,11 @@ struct TrainingStepOptions {
   /// their schedule: "1f1b" or "gpipe".
   int64_t pipelineStages = 1;
   std::string schedule = "1f1b";
+  /// Overlap the data-parallel gradient all-reduce with the last
+  /// micro-batch's backward pass (`micro_step_sync`), in buckets of up to
+  /// this many bytes.
+  bool overlapGradSync = true;
+  int64_t gradBucketBytes = 25 << 20;
 };
 
 /// What the step functions need from the runtime.

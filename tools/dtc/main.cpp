@@ -73,6 +73,11 @@ void addCompile(CLI::App &app, dtc::CompileOptions &o, Action &action) {
   cmd->add_option("--sequence-parallel", o.sequenceParallel,
                   "Pin Megatron sequence parallelism with tp > 1: on or off")
       ->transform(CLI::IsMember({"on", "off"}));
+  cmd->add_flag("--no-overlap", o.noOverlap,
+                "Reduce gradients after the backward pass, not during it");
+  cmd->add_option("--grad-bucket-mb", o.gradBucketMb,
+                  "Gradient all-reduce bucket size (MiB)")
+      ->capture_default_str();
   cmd->add_flag(
       "--no-program", o.noProgram,
       "Plan only: write no runtime program (faster for large models)");
@@ -153,7 +158,9 @@ void addPlan(CLI::App &app, PendingArgs &a, Action &action) {
   show->add_option("BUNDLE", a.bundle, "Plan bundle directory")->required();
   CLI::Option *json = show->add_flag("--json", a.json, "Print plan.json");
   CLI::Option *rank =
-      show->add_option("--rank", a.rank, "Show one rank's place and program")
+      show->add_option("--rank", a.rank,
+                       "Show one rank's place and summarize its program "
+                       "(program.pb)")
           ->excludes(json);
   show->callback([&a, &action, rank] {
     action = withPlan(a.bundle,
@@ -255,6 +262,9 @@ void addRun(CLI::App &app, dtc::RunOptions &o, dtc::VerifyOptions &v,
       ->capture_default_str();
   verify->add_option("--data", v.data,
                      "Token file (default: synthetic tokens from --seed)");
+  verify->add_option("--inputs", v.inputs,
+                     "Inference bundles: input_<i>.pb files (default: "
+                     "synthetic inputs from --seed)");
   verify->add_option("--seed", v.seed, "Random seed (data order, --init)")
       ->capture_default_str();
   verify->add_flag("--init", v.init,

@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""Counts the collectives of a dtc bundle's program.mlir, for FileCheck.
+
+  count_ops.py collectives PROGRAM.mlir
+  count_ops.py gathers PROGRAM.mlir FUNC
+  count_ops.py pipeline PROGRAM.mlir
+  count_ops.py states PROGRAM.mlir FUNC
+
+Reads the printed MLIR text line by line (one op a line, as dtc writes it);
+stdlib only. Element counts are of the full (unsharded) tensor a collective
+moves: an all_reduce's operand, a reduce_scatter's operand, an all_gather's
+result, a send's operand or a recv's result.
+
+`collectives` prints, for each function (prefixed by its pipeline stage when
+the file has several), one line per (collective, mesh axes):
+  FUNC[PHASE] KIND over AXES: N ops, E elements, S scalar, D sources
+PHASE is `all`, and, for a function with exactly one `dtc.forward_end` op,
+also `fwd` (ops up to and including it) and `bwd` (the ops after it).
+D is the number of distinct values the collectives read, traced back
+through reshapes to a function argument (its dtc.state) or a
+dtc.parameter (its name).
+
+`gathers` prints, for each dtc.parameter of FUNC, how many all_gathers read
+it before and after the forward_end, then a histogram of (fwd, bwd) pairs.
+
+`pipeline` prints, per stage, the pipeline_step's send/recv counts by peer
+offset, its order of forwards (F) and backwards (B) and the largest number
+of micro-batches in flight (forwards minus backwards so far). A stage sees
+a forward as its send to the next stage (stage 0) or its recv from the
+previous one (other stages), and a backward as its recv from the next stage
+(stage 0) or its send to the previous one (other stages). Stage 0 runs one
+micro-batch's pass at a time, so counting a forward at its end and a
+backward at its start gives the same peak as at their starts and ends.
+
+`states` prints, for FUNC, the number and total elements of its state
+arguments by dtc.state_role (grad, exp_avg, exp_avg_sq) and of its
+dtc.parameter ops, as stored per rank.
+
+Every command prints a `begin` and an `end` line around its output, so that
+FileCheck's CHECK-NEXT can pin the whole output.
+"""
+
+import collections
+import re
+import sys
+
+COLLECTIVES = ("all_reduce_start", "reduce_scatter_start", "all_gather_start",
+               "send_start", "recv_start")
+
+FUNC_RE = re.compile(r"^\s*func\.func @(\w+)\((.*)\) -> ")
+ARG_RE = re.compile(r"%arg(\d+): tensor<([^>]*)> \{([^}]*)\}")
+ROLE_RE = re.compile(r'dtc\.state_role = "([^"]*)"')
+STATE_RE = re.compile(r'dtc\.state = "([^"]*)"')
+OP_RE = re.compile(r"^\s*(?:(%[\w:, %]+?)\s*=\s*)?dtc\.(\w+)\b(.*)$")
+VALUE_RE = re.compile(r"%[\w]+")
+TENSOR_RE = re.compile(r"tensor<([^>]*)>")
+AXES_RE = re.compile(r"mesh_axes = \[([^\]]*)\]")
+PEER_RE = re.compile(r"peer_offset = (-?\d+)")
+PARAM_RE = re.compile(r'dtc\.parameter "([^"]*)"')
+STAGE_RE = re.compile(r"^// pipeline stage (\d+)")
+
+
+def elements(shape):
+    """Elements of a tensor<...> body such as `2x32x64xf32` or `f32`."""
+    n = 1
+    for dim in shape.split("x")[:-1]:
+        n *= int(dim)
+    return n
+
+
+class Op:
+    def __init__(self, results, name, rest):
+        self.results = results
+        self.name = name
+        # Operands come before the attribute dict and the type.
+        head = re.split(r"\{| : ", rest, maxsplit=1)[0]
+        self.operands = VALUE_RE.findall(head)
+        self.forward_end = "dtc.forward_end" in rest
+        axes = AXES_RE.search(rest)
+        self.axes = axes.group(1).replace('"', "") if axes else None
+        peer = PEER_RE.search(rest)
+        self.peer = int(peer.group(1)) if peer else None
+        param = PARAM_RE.search("dtc." + name + rest)
+        self.param = param.group(1) if name == "parameter" and param else None
+        types = rest.rsplit(" : ", 1)[-1]
+        tensors = TENSOR_RE.findall(types)
+        # `A -> !dtc.async<B>`: first is the input, last the result.
+        self.in_elems = elements(tensors[0]) if tensors else 0
+        self.out_elems = elements(tensors[-1]) if tensors else 0
+        self.scalar = bool(tensors) and tensors[0] in ("f32", "bf16", "f16")
+
+    def moved(self):
+        if self.name == "all_gather_start":
+            return self.out_elems
+        return self.in_elems
+
+
+class Func:
+    def __init__(self, stage, name, header):
+        self.stage = stage
+        self.name = name
+        self.args = {}
+        self.roles = collections.OrderedDict()
+        for num, shape, attrs in ARG_RE.findall(header):
+            state = STATE_RE.search(attrs)
+            self.args["%arg" + num] = state.group(1) if state else "arg" + num
+            role = ROLE_RE.search(attrs)
+            if role:
+                count = self.roles.setdefault(role.group(1), [0, 0])
+                count[0] += 1
+                count[1] += elements(shape)
+        self.ops = []
+        self.defs = {}
+
+    def label(self, multi_stage):
+        if multi_stage and self.stage is not None:
+            return "stage%d.%s" % (self.stage, self.name)
+        return self.name
+
+    def add(self, op):
+        self.ops.append(op)
+        if op.results:
+            for r in VALUE_RE.findall(op.results):
+                self.defs[r] = op
+
+    def source(self, value):
+        """What `value` is, looking through reshapes and waits."""
+        while True:
+            if value in self.args:
+                return "state:" + self.args[value]
+            op = self.defs.get(value)
+            if op is None:
+                return "?" + value
+            if op.param is not None:
+                return "param:" + op.param
+            if op.name in ("reshape", "wait") and op.operands:
+                value = op.operands[0]
+                continue
+            return "op:%s:%s" % (op.name, value)
+
+    def phases(self):
+        ends = [i for i, op in enumerate(self.ops) if op.forward_end]
+        yield "all", self.ops
+        if len(ends) == 1:
+            yield "fwd", self.ops[:ends[0] + 1]
+            yield "bwd", self.ops[ends[0] + 1:]
+
+
+def parse(path):
+    funcs = []
+    stage = None
+    current = None
+    with open(path) as f:
+        for line in f:
+            m = STAGE_RE.match(line)
+            if m:
+                stage = int(m.group(1))
+                continue
+            m = FUNC_RE.match(line)
+            if m:
+                current = Func(stage, m.group(1), m.group(2))
+                funcs.append(current)
+                continue
+            if current is None:
+                continue
+            m = OP_RE.match(line)
+            if m:
+                current.add(Op(m.group(1), m.group(2), m.group(3)))
+    return funcs
+
+
+def collectives(funcs):
+    multi = len({f.stage for f in funcs}) > 1
+    for func in funcs:
+        for phase, ops in func.phases():
+            groups = collections.OrderedDict()
+            for op in ops:
+                if op.name in COLLECTIVES:
+                    key = (op.name[:-len("_start")], op.axes)
+                    groups.setdefault(key, []).append(op)
+            for (kind, axes), group in sorted(groups.items()):
+                sources = {func.source(op.operands[0])
+                           for op in group if op.operands}
+                print("%s[%s] %s over %s: %d ops, %d elements, %d scalar, "
+                      "%d sources" % (func.label(multi), phase, kind, axes,
+                                      len(group),
+                                      sum(op.moved() for op in group),
+                                      sum(op.scalar for op in group),
+                                      len(sources)))
+
+
+def gathers(funcs, name):
+    func = next(f for f in funcs if f.name == name)
+    counts = collections.OrderedDict()
+    for op in func.ops:
+        if op.param is not None:
+            counts[op.param] = [0, 0]
+    in_backward = False
+    for op in func.ops:
+        if op.name == "all_gather_start":
+            src = func.source(op.operands[0])
+            if src.startswith("param:"):
+                counts[src[len("param:"):]][int(in_backward)] += 1
+        if op.forward_end:
+            in_backward = True
+    histogram = collections.Counter()
+    for param, (fwd, bwd) in counts.items():
+        print("param %s: fwd %d, bwd %d" % (param, fwd, bwd))
+        histogram[(fwd, bwd)] += 1
+    for (fwd, bwd), n in sorted(histogram.items()):
+        print("gathered fwd %d bwd %d: %d params" % (fwd, bwd, n))
+
+
+def pipeline(funcs):
+    for func in funcs:
+        if func.name != "pipeline_step":
+            continue
+        counts = collections.Counter()
+        order = []
+        in_flight = peak = 0
+        for op in func.ops:
+            if op.name not in ("send_start", "recv_start"):
+                continue
+            kind = op.name[:-len("_start")]
+            counts[(kind, op.peer)] += 1
+            if func.stage == 0:
+                event = {("send", 1): "F", ("recv", 1): "B"}.get((kind, op.peer))
+            else:
+                event = {("recv", -1): "F", ("send", -1): "B"}.get(
+                    (kind, op.peer))
+            if event:
+                order.append(event)
+                in_flight += 1 if event == "F" else -1
+                peak = max(peak, in_flight)
+        for (kind, peer), n in sorted(counts.items()):
+            print("stage%d %s peer %+d: %d" % (func.stage, kind, peer, n))
+        print("stage%d order: %s" % (func.stage, " ".join(order)))
+        print("stage%d max in flight: %d" % (func.stage, peak))
+
+
+def states(funcs, name):
+    func = next(f for f in funcs if f.name == name)
+    for role, (n, elems) in func.roles.items():
+        print("%s %s: %d tensors, %d elements" % (name, role, n, elems))
+    params = [op for op in func.ops if op.param is not None]
+    if params:
+        print("%s parameter: %d tensors, %d elements" %
+              (name, len(params), sum(op.out_elems for op in params)))
+
+
+def main(argv):
+    if len(argv) < 3:
+        sys.exit(__doc__)
+    funcs = parse(argv[2])
+    if not funcs:
+        sys.exit("count_ops.py: no func.func in %s" % argv[2])
+    commands = {
+        "collectives": lambda: collectives(funcs),
+        "gathers": lambda: gathers(funcs, argv[3]),
+        "pipeline": lambda: pipeline(funcs),
+        "states": lambda: states(funcs, argv[3]),
+    }
+    if argv[1] not in commands:
+        sys.exit(__doc__)
+    print("begin")
+    commands[argv[1]]()
+    print("end")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
