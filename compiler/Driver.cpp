@@ -525,6 +525,10 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
       else
         programOs << stagesText;
       files.emplace_back("program.pb", built->SerializeAsString());
+      auto layout = layoutJson(*built);
+      if (!layout)
+        return layout.takeError();
+      files.emplace_back("layout.json", std::move(*layout));
       programLine =
           llvm::formatv("{0} rank{1}{2}", built->world_size(),
                         built->world_size() > 1 ? "s" : "",

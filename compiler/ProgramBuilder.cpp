@@ -8,11 +8,16 @@
 #include "dialects/dtc/DtcAttrs.h"
 #include "passes/Passes.h"
 #include "runtime/core/Communicator.h"
+#include "runtime/core/Shard.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+#include <map>
+#include <set>
 
 namespace dtc {
 
@@ -149,6 +154,73 @@ buildProgram(mlir::ModuleOp module, const ProgramBuildOptions &options,
     rank->add_ranks(r);
   *p.add_ranks() = std::move(*rank);
   return p;
+}
+
+llvm::Expected<std::string> layoutJson(const program::Program &p) {
+  auto mesh = runtime::Mesh::parse(p.mesh());
+  if (!mesh)
+    return mesh.takeError();
+  // Variable name -> its entry; chunks appended rank by rank.
+  std::map<std::string, llvm::json::Object> tensors;
+  std::map<std::string, std::set<std::string>> chunksSeen;
+  for (int rank = 0; rank < p.world_size(); ++rank) {
+    const program::RankProgram *program = nullptr;
+    for (const program::RankProgram &r : p.ranks())
+      if (r.rank() == rank || llvm::is_contained(r.ranks(), rank))
+        program = &r;
+    if (!program)
+      continue;
+    for (const program::Variable &v : program->variables()) {
+      auto layout = runtime::ShardLayout::of(v, *mesh, rank);
+      if (!layout)
+        return layout.takeError();
+      llvm::json::Object &entry = tensors[v.name()];
+      if (entry.empty()) {
+        entry["shape"] = llvm::json::Array(layout->globalShape());
+        entry["dtype"] = runtime::dtypeName(v.type().dtype());
+        entry["role"] = v.role();
+        entry["parameter"] = v.parameter();
+        entry["chunks"] = llvm::json::Array();
+      }
+      llvm::json::Array dims;
+      llvm::json::Array offsets, sizes;
+      bool box = layout->flatParts() == 1;
+      for (auto [d, part] : llvm::enumerate(layout->dimParts())) {
+        dims.push_back(llvm::json::Object{{"parts", part.parts},
+                                          {"index", part.index},
+                                          {"block", part.block}});
+        box = box && (part.block == 0 || part.parts == 1);
+        offsets.push_back(part.index * layout->shardShape()[d]);
+        sizes.push_back(layout->shardShape()[d]);
+      }
+      // Ranks holding the same part of the tensor are replicas of it.
+      std::string key;
+      llvm::raw_string_ostream keyOs(key);
+      keyOs << llvm::json::Value(llvm::json::Array(dims)) << "/"
+            << layout->flatParts() << ":" << layout->flatIndex();
+      llvm::json::Object chunk{{"rank", rank}, {"dims", std::move(dims)}};
+      if (box) {
+        chunk["offsets"] = std::move(offsets);
+        chunk["sizes"] = std::move(sizes);
+      }
+      if (layout->flatParts() > 1)
+        chunk["flat"] = llvm::json::Object{{"parts", layout->flatParts()},
+                                           {"index", layout->flatIndex()}};
+      chunk["replica"] = !chunksSeen[v.name()].insert(key).second;
+      entry["chunks"].getAsArray()->push_back(std::move(chunk));
+    }
+  }
+  llvm::json::Object byName;
+  for (auto &[name, entry] : tensors)
+    byName[name] = std::move(entry);
+  llvm::json::Object root{{"schema", "dtc.layout/1"},
+                          {"mesh", p.mesh()},
+                          {"world_size", p.world_size()},
+                          {"tensors", std::move(byName)}};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
+  return text;
 }
 
 static std::string typeText(const program::TensorType &type) {

@@ -415,6 +415,15 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
                                       role ? role.getValue() : "state",
                                       of ? of.getValue() : "", arg.getLoc()))
         return e;
+      if (auto flat = func_.getArgAttrOfType<mlir::ArrayAttr>(
+              index, "dtc.flat_shard")) {
+        program::Variable &var =
+            *program_.mutable_variables(variableIndex_[state.getValue()]);
+        var.clear_flat_axes();
+        for (mlir::Attribute axis : flat)
+          var.add_flat_axes(
+              llvm::cast<mlir::StringAttr>(axis).getValue().str());
+      }
       v.set_state(state.getValue().str());
       continue;
     }
@@ -704,8 +713,13 @@ llvm::Expected<program::RankProgram> lowerToRankProgram(mlir::ModuleOp module) {
     if (var.role() == "parameter" || it == variableIndex.end())
       continue;
     const program::Variable &param = program.variables(it->second);
-    if (param.shard_size() &&
-        param.type().SerializeAsString() == var.type().SerializeAsString()) {
+    // ... and a ZeRO moment (flat axes set by its state argument) is the
+    // flat part of the parameter's shard.
+    if (var.flat_axes_size() && param.global_shape_size()) {
+      *var.mutable_global_shape() = param.global_shape();
+      *var.mutable_shard() = param.shard();
+    } else if (param.shard_size() && param.type().SerializeAsString() ==
+                                         var.type().SerializeAsString()) {
       *var.mutable_global_shape() = param.global_shape();
       *var.mutable_shard() = param.shard();
       *var.mutable_flat_axes() = param.flat_axes();

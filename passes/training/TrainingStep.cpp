@@ -399,13 +399,18 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
       b.getDictionaryAttr(b.getNamedAttr("dtc.feed", b.getStringAttr("lr"))),
       b.getDictionaryAttr(b.getNamedAttr("dtc.feed", b.getStringAttr("step")))};
   auto stateArg = [&](mlir::Type type, const std::string &role,
-                      const std::string &param) {
+                      const std::string &param, bool flat = false) {
     argTypes.push_back(type);
     std::string name = role == "grad" ? "grad:" + param : role + ":" + param;
-    argAttrs.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("dtc.state", b.getStringAttr(name)),
-         b.getNamedAttr("dtc.state_role", b.getStringAttr(role)),
-         b.getNamedAttr("dtc.state_of", b.getStringAttr(param))}));
+    llvm::SmallVector<mlir::NamedAttribute> attrs = {
+        b.getNamedAttr("dtc.state", b.getStringAttr(name)),
+        b.getNamedAttr("dtc.state_role", b.getStringAttr(role)),
+        b.getNamedAttr("dtc.state_of", b.getStringAttr(param))};
+    // A ZeRO moment: this rank's flat part of the parameter's shard.
+    if (flat)
+      attrs.push_back(
+          b.getNamedAttr("dtc.flat_shard", b.getStrArrayAttr({dpAxis})));
+    argAttrs.push_back(b.getDictionaryAttr(attrs));
   };
   for (const GradientResult &p : params) {
     // Optimizer moments of a ZeRO-sharded parameter: its flat part.
@@ -414,8 +419,9 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
       stateType = mlir::RankedTensorType::get({p.type.getNumElements() / dp},
                                               p.type.getElementType());
     stateArg(p.type, "grad", p.parameter);
-    stateArg(stateType, "exp_avg", p.parameter);
-    stateArg(stateType, "exp_avg_sq", p.parameter);
+    bool flat = zeroLayout.shards(p.parameter);
+    stateArg(stateType, "exp_avg", p.parameter, flat);
+    stateArg(stateType, "exp_avg_sq", p.parameter, flat);
   }
   auto apply = b.create<mlir::func::FuncOp>(loc, "apply",
                                             b.getFunctionType(argTypes, {}));

@@ -23,6 +23,12 @@ namespace dtc::runtime {
 /// Where a rank's shard of one tensor sits in the whole tensor.
 class ShardLayout {
 public:
+  /// One dim: cut into `parts` (each run of `block`, or the whole dim when
+  /// 0), of which this rank holds part `index`.
+  struct DimPart {
+    int64_t parts = 1, index = 0, block = 0;
+  };
+
   /// The layout of `var` on `rank` of `mesh`; a variable without shard
   /// information is whole on every rank.
   static llvm::Expected<ShardLayout> of(const program::Variable &var,
@@ -33,6 +39,13 @@ public:
   /// the 1-d part of the flattened shard.
   llvm::ArrayRef<int64_t> localShape() const { return stored_; }
   bool isWhole() const { return global_ == local_ && flatParts_ == 1; }
+  /// The shard's shape (before ZeRO's flat split) and its place per dim.
+  llvm::ArrayRef<int64_t> shardShape() const { return local_; }
+  llvm::ArrayRef<DimPart> dimParts() const { return dims_; }
+  /// ZeRO's flat split: this rank holds part flatIndex() of flatParts()
+  /// of the flattened shard.
+  int64_t flatParts() const { return flatParts_; }
+  int64_t flatIndex() const { return flatIndex_; }
 
   /// Copies this rank's elements of `whole` into `shard` (local shape).
   void extract(const TensorRef &whole, const TensorRef &shard) const;
@@ -47,9 +60,6 @@ private:
   /// The shard of the whole tensor (before any flat split).
   llvm::SmallVector<int64_t, 6> global_, local_, stored_;
   int64_t flatParts_ = 1, flatIndex_ = 0;
-  struct DimPart {
-    int64_t parts = 1, index = 0, block = 0;
-  };
   llvm::SmallVector<DimPart, 6> dims_;
 };
 
