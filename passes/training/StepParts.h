@@ -121,12 +121,15 @@ ZeroLayout zeroLayoutOf(const TrainingStepOptions &options,
 
 /// Builds `apply` in `module`; `normAxes` are added to every gradient's
 /// axes of the global norm (the pipeline axis: each stage holds its own
-/// parameters).
+/// parameters). Gradients in `syncedInStep` were reduced by the step
+/// function; with `scatteredInStep` the ZeRO-2/3 accumulators already hold
+/// this rank's reduce-scattered part.
 void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
                 const TrainingStepOptions &options,
                 const ZeroLayout &zeroLayout,
                 llvm::ArrayRef<std::string> normAxes = {},
-                const llvm::StringSet<> &syncedInStep = {});
+                const llvm::StringSet<> &syncedInStep = {},
+                bool scatteredInStep = false);
 
 /// dtc-propagate-sharding, then (with `partition`) dtc-partition over
 /// options.mesh, on every function of `module`.

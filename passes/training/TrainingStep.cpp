@@ -118,8 +118,6 @@ llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward) {
   return info;
 }
 
-/// Turns the gradient function into `micro_step`: every gradient is added
-/// to its accumulator (a `dtc.state` argument updated in place).
 GradientResult describeGradient(mlir::func::FuncOp grad, unsigned index) {
   auto ret =
       llvm::cast<mlir::func::ReturnOp>(grad.getBody().front().getTerminator());
@@ -168,8 +166,14 @@ llvm::Error shardFunctions(mlir::ModuleOp module,
   return llvm::Error::success();
 }
 
-void accumulateGradients(mlir::func::FuncOp grad,
-                         llvm::SmallVectorImpl<GradientResult> &params) {
+/// Turns the gradient function into `micro_step`: every gradient is added
+/// to its accumulator (a `dtc.state` argument updated in place). With
+/// ZeRO-2/3 a sharded parameter's gradient is reduce-scattered over dp as
+/// soon as it exists and only this rank's flat part is accumulated, so no
+/// full gradient buffer outlives the backward pass. Returns the ZeRO layout.
+ZeroLayout accumulateGradients(mlir::func::FuncOp grad,
+                               llvm::SmallVectorImpl<GradientResult> &params,
+                               const TrainingStepOptions &options) {
   mlir::Block &body = grad.getBody().front();
   auto ret = llvm::cast<mlir::func::ReturnOp>(body.getTerminator());
   mlir::OpBuilder b(ret);
@@ -178,21 +182,40 @@ void accumulateGradients(mlir::func::FuncOp grad,
   llvm::SmallVector<mlir::Value> results{ret.getOperand(0)};
   llvm::SmallVector<mlir::DictionaryAttr> resultAttrs{
       grad.getResultAttrDict(0)};
+  for (unsigned i = 1; i < ret.getNumOperands(); ++i)
+    params.push_back(describeGradient(grad, i));
+  ZeroLayout zero = zeroLayoutOf(options, params);
+  Collectives comm(b, loc);
   for (unsigned i = 1; i < ret.getNumOperands(); ++i) {
     auto of = grad.getResultAttrOfType<mlir::StringAttr>(i, kGradOfAttrName);
     mlir::Value g = ret.getOperand(i);
-    params.push_back(describeGradient(grad, i));
+    const GradientResult &p = params[i - 1];
+    bool scatter = zero.shards(p.parameter) && options.zeroStage >= 2;
+    mlir::Type accType = scatter ? mlir::RankedTensorType::get(
+                                       {p.type.getNumElements() / zero.parts},
+                                       p.type.getElementType())
+                                 : g.getType();
     std::string state = "grad:" + of.getValue().str();
-    (void)grad.insertArgument(numArgs + i - 1, g.getType(), {}, loc);
+    (void)grad.insertArgument(numArgs + i - 1, accType, {}, loc);
     mlir::Value acc = body.getArgument(numArgs + i - 1);
     grad.setArgAttr(numArgs + i - 1, "dtc.state", b.getStringAttr(state));
     grad.setArgAttr(numArgs + i - 1, "dtc.state_role", b.getStringAttr("grad"));
     grad.setArgAttr(numArgs + i - 1, "dtc.state_of", of);
+    if (scatter)
+      grad.setArgAttr(numArgs + i - 1, "dtc.flat_shard",
+                      b.getStrArrayAttr({zero.axis}));
     // Accumulate as soon as the gradient exists, so it dies there instead
     // of every gradient staying alive until the end of the backward pass.
     mlir::OpBuilder::InsertionGuard guard(b);
     if (mlir::Operation *def = g.getDefiningOp())
       b.setInsertionPointAfter(def);
+    if (scatter) {
+      llvm::SmallVector<std::string> others = p.syncAxes;
+      llvm::erase(others, zero.axis);
+      if (!others.empty())
+        g = comm.allReduce(g, others);
+      g = comm.reduceScatter(flatten(b, loc, g), zero.axis, zero.parts);
+    }
     results.push_back(b.create<d::AddOp>(loc, acc, g));
     resultAttrs.push_back(b.getDictionaryAttr(
         b.getNamedAttr("dtc.state", b.getStringAttr(state))));
@@ -202,6 +225,7 @@ void accumulateGradients(mlir::func::FuncOp grad,
   grad.setFunctionType(b.getFunctionType(body.getArgumentTypes(),
                                          mlir::ValueRange(results).getTypes()));
   grad.setAllResultAttrs(resultAttrs);
+  return zero;
 }
 
 ZeroLayout zeroLayoutOf(const TrainingStepOptions &options,
@@ -386,7 +410,7 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
                 const TrainingStepOptions &options,
                 const ZeroLayout &zeroLayout,
                 llvm::ArrayRef<std::string> extraNormAxes,
-                const llvm::StringSet<> &syncedInStep) {
+                const llvm::StringSet<> &syncedInStep, bool scatteredInStep) {
   mlir::OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToEnd(module.getBody());
   mlir::Location loc = module.getLoc();
@@ -418,8 +442,11 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
     if (zeroLayout.shards(p.parameter))
       stateType = mlir::RankedTensorType::get({p.type.getNumElements() / dp},
                                               p.type.getElementType());
-    stateArg(p.type, "grad", p.parameter);
     bool flat = zeroLayout.shards(p.parameter);
+    // ZeRO-2/3 accumulate the reduce-scattered part (micro_step).
+    bool scattered = flat && options.zeroStage >= 2 && scatteredInStep;
+    stateArg(scattered ? stateType : mlir::Type(p.type), "grad", p.parameter,
+             scattered);
     stateArg(stateType, "exp_avg", p.parameter, flat);
     stateArg(stateType, "exp_avg_sq", p.parameter, flat);
   }
@@ -443,8 +470,10 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
   for (auto [i, p] : llvm::enumerate(params)) {
     mlir::Value g = body->getArgument(2 + 3 * i);
     llvm::SmallVector<std::string> axes = p.syncAxes;
-    if (syncedInStep.contains(p.parameter))
-      axes.clear(); // reduced by micro_step_sync
+    bool scattered = zeroLayout.shards(p.parameter) && options.zeroStage >= 2 &&
+                     scatteredInStep;
+    if (syncedInStep.contains(p.parameter) || scattered)
+      axes.clear(); // reduced by micro_step_sync or micro_step
     if (zeroLayout.shards(p.parameter) && options.zeroStage >= 2)
       llvm::erase(axes, dpAxis);
     if (!axes.empty())
@@ -459,9 +488,11 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
     llvm::sort(normAxes.back());
     if (!zeroLayout.shards(p.parameter))
       continue;
-    mlir::Value flat = flatten(b, loc, grads[i]);
-    grads[i] = options.zeroStage >= 2 ? comm.reduceScatter(flat, dpAxis, dp)
-                                      : comm.slice(flat, dpAxis, dp);
+    if (options.zeroStage < 2 || !scatteredInStep) {
+      mlir::Value flat = flatten(b, loc, grads[i]);
+      grads[i] = options.zeroStage >= 2 ? comm.reduceScatter(flat, dpAxis, dp)
+                                        : comm.slice(flat, dpAxis, dp);
+    }
     normAxes.back().push_back(dpAxis);
     llvm::sort(normAxes.back());
   }
@@ -545,8 +576,10 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
     writes(updated, p.parameter);
     writes(adamw->getResult(1), "exp_avg:" + p.parameter);
     writes(adamw->getResult(2), "exp_avg_sq:" + p.parameter);
+    auto accType = llvm::cast<mlir::RankedTensorType>(
+        body->getArgument(2 + 3 * i).getType());
     auto zero = mlir::DenseElementsAttr::get(
-        p.type, b.getZeroAttr(p.type.getElementType()));
+        accType, b.getZeroAttr(accType.getElementType()));
     writes(b.create<d::ConstantOp>(loc, zero), "grad:" + p.parameter);
   }
   b.create<mlir::func::ReturnOp>(loc, results);
@@ -604,17 +637,17 @@ buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options) {
                                        /*deferGradientSync=*/true))
       return std::move(e);
   llvm::SmallVector<GradientResult> params;
-  accumulateGradients(*grad, params);
+  ZeroLayout zero = accumulateGradients(*grad, params, options);
   if (params.empty())
     return badInput("the model has no trainable parameters (no float "
                     "initializer reaches the loss)");
-  ZeroLayout zero = zeroLayoutOf(options, params);
   if (options.zeroStage >= 3)
     gatherParametersForUse(*grad, zero);
   llvm::StringSet<> syncedInStep;
   if (options.overlapGradSync)
     syncedInStep = buildSyncingMicroStep(*grad, params, zero, options);
-  buildApply(module, params, options, zero, {}, syncedInStep);
+  buildApply(module, params, options, zero, {}, syncedInStep,
+             /*scatteredInStep=*/true);
   if (mlir::failed(mlir::verify(module)))
     return failure("training step: the built functions do not verify (see "
                    "the error above)");
