@@ -58,8 +58,7 @@ public:
 
   /// The rank whose coordinate on `axis` is `rank`'s plus `offset`, all
   /// others equal; nullopt past either end of the axis.
-  std::optional<int> peer(int rank, llvm::StringRef axis,
-                          int64_t offset) const;
+  std::optional<int> peer(int rank, llvm::StringRef axis, int64_t offset) const;
 
 private:
   std::vector<Axis> axes_;
@@ -93,12 +92,14 @@ public:
   virtual int rank() const = 0;
   virtual const Mesh &mesh() const = 0;
 
-  virtual llvm::Expected<Request>
-  allReduce(llvm::ArrayRef<std::string> axes, const TensorRef &input,
-            const TensorRef &output, Reduction reduction) = 0;
-  virtual llvm::Expected<Request>
-  allGather(llvm::ArrayRef<std::string> axes, const TensorRef &input,
-            const TensorRef &output, int64_t dim, int64_t block) = 0;
+  virtual llvm::Expected<Request> allReduce(llvm::ArrayRef<std::string> axes,
+                                            const TensorRef &input,
+                                            const TensorRef &output,
+                                            Reduction reduction) = 0;
+  virtual llvm::Expected<Request> allGather(llvm::ArrayRef<std::string> axes,
+                                            const TensorRef &input,
+                                            const TensorRef &output,
+                                            int64_t dim, int64_t block) = 0;
   virtual llvm::Expected<Request>
   reduceScatter(llvm::ArrayRef<std::string> axes, const TensorRef &input,
                 const TensorRef &output, int64_t dim, int64_t block,
@@ -106,11 +107,9 @@ public:
   virtual llvm::Expected<Request>
   allToAll(llvm::ArrayRef<std::string> axes, const TensorRef &input,
            const TensorRef &output, int64_t splitDim, int64_t concatDim) = 0;
-  virtual llvm::Expected<Request> send(llvm::StringRef axis,
-                                       int64_t peerOffset,
+  virtual llvm::Expected<Request> send(llvm::StringRef axis, int64_t peerOffset,
                                        const TensorRef &input) = 0;
-  virtual llvm::Expected<Request> recv(llvm::StringRef axis,
-                                       int64_t peerOffset,
+  virtual llvm::Expected<Request> recv(llvm::StringRef axis, int64_t peerOffset,
                                        const TensorRef &output) = 0;
 
   /// Blocks until the operation is complete (its output written, its input

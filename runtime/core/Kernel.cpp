@@ -70,6 +70,38 @@ llvm::Error KernelCall::error(const llvm::Twine &message) const {
                                  (inst_.op() + where + ": " + message).str());
 }
 
+std::string shapeString(llvm::ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+llvm::Error expectFloat(const KernelCall &call, const TensorRef &t,
+                        llvm::StringRef what) {
+  if (isFloat(t.dtype))
+    return llvm::Error::success();
+  return call.error(what + " has unsupported dtype " + dtypeName(t.dtype) +
+                    " (expected a float dtype)");
+}
+
+llvm::Error expectShape(const KernelCall &call, const TensorRef &t,
+                        llvm::ArrayRef<int64_t> shape, llvm::StringRef what) {
+  if (llvm::ArrayRef<int64_t>(t.shape) == shape)
+    return llvm::Error::success();
+  return call.error(what + " has shape " + shapeString(t.shape) +
+                    ", expected " + shapeString(shape));
+}
+
+llvm::Error expectArity(const KernelCall &call, size_t inputs, size_t outputs) {
+  if (call.numInputs() >= inputs && call.numOutputs() >= outputs)
+    return llvm::Error::success();
+  return call.error("expected " + llvm::Twine(inputs) + " inputs and " +
+                    llvm::Twine(outputs) + " outputs, got " +
+                    llvm::Twine(call.numInputs()) + " and " +
+                    llvm::Twine(call.numOutputs()));
+}
+
 std::vector<std::string> KernelRegistry::ops() const {
   std::vector<std::string> names;
   for (const auto &entry : kernels_)

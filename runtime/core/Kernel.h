@@ -76,6 +76,19 @@ private:
 
 using KernelFn = llvm::Error (*)(const KernelCall &call);
 
+// Operand checks every backend's kernels share (the error names the op).
+
+/// Error unless `t` has a float dtype; `what` names the operand.
+llvm::Error expectFloat(const KernelCall &call, const TensorRef &t,
+                        llvm::StringRef what);
+/// Error unless `t` has exactly `shape`.
+llvm::Error expectShape(const KernelCall &call, const TensorRef &t,
+                        llvm::ArrayRef<int64_t> shape, llvm::StringRef what);
+/// Error unless the call has at least `inputs` inputs and `outputs` outputs.
+llvm::Error expectArity(const KernelCall &call, size_t inputs, size_t outputs);
+/// "[2, 3, 4]".
+std::string shapeString(llvm::ArrayRef<int64_t> shape);
+
 class KernelRegistry {
 public:
   void add(llvm::StringRef op, KernelFn fn) { kernels_[op] = fn; }

@@ -88,17 +88,8 @@ private:
   float *ptr_ = nullptr;
 };
 
-/// Error unless `t` has a float dtype; `what` names the operand.
-llvm::Error expectFloat(const KernelCall &call, const TensorRef &t,
-                        llvm::StringRef what);
-/// Error unless `t` has exactly `shape`.
-llvm::Error expectShape(const KernelCall &call, const TensorRef &t,
-                        llvm::ArrayRef<int64_t> shape, llvm::StringRef what);
-/// Error unless the call has at least `inputs` inputs and `outputs` outputs.
-llvm::Error expectArity(const KernelCall &call, size_t inputs, size_t outputs);
-
-/// "[2, 3, 4]".
-std::string shapeString(llvm::ArrayRef<int64_t> shape);
+// expectFloat, expectShape, expectArity and shapeString, shared with every
+// backend, are in runtime/core/Kernel.h.
 
 /// Merges adjacent dimensions that every operand (one stride vector each,
 /// all of the same rank as `shape`) traverses contiguously, so loops run

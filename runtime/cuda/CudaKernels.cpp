@@ -42,38 +42,6 @@ Error check(const KernelCall &call, const std::string &failure) {
   return call.error(failure);
 }
 
-std::string shapeStr(ArrayRef<int64_t> shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-Error expectArity(const KernelCall &call, size_t inputs, size_t outputs) {
-  if (call.numInputs() < inputs || call.numOutputs() < outputs)
-    return call.error("expects " + Twine(inputs) + " operands and " +
-                      Twine(outputs) + " results, got " +
-                      Twine(call.numInputs()) + " and " +
-                      Twine(call.numOutputs()));
-  return Error::success();
-}
-
-Error expectFloat(const KernelCall &call, const TensorRef &t,
-                  llvm::StringRef what) {
-  if (isFloat(t.dtype))
-    return Error::success();
-  return call.error(what + " has unsupported dtype " + dtypeName(t.dtype) +
-                    " (expected a float type)");
-}
-
-Error expectShape(const KernelCall &call, const TensorRef &t,
-                  ArrayRef<int64_t> shape, llvm::StringRef what) {
-  if (ArrayRef<int64_t>(t.shape) == shape)
-    return Error::success();
-  return call.error(what + " is " + shapeStr(t.shape) + ", expected " +
-                    shapeStr(shape));
-}
-
 SmallVector<int64_t, 6> stridesOf(ArrayRef<int64_t> shape) {
   SmallVector<int64_t, 6> strides(shape.size(), 1);
   for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
@@ -141,7 +109,7 @@ bool makeLayout(ArrayRef<int64_t> shape,
 
 Error layoutError(const KernelCall &call, ArrayRef<int64_t> shape) {
   return call.error("the CUDA kernels take at most " + Twine(ops::kMaxRank) +
-                    " non-contiguous dims, got " + shapeStr(shape));
+                    " non-contiguous dims, got " + shapeString(shape));
 }
 
 /// Stream-ordered device scratch, released at scope exit.
@@ -168,9 +136,9 @@ template <ops::Unary Op> Error unaryKernel(const KernelCall &call) {
   if (auto err = expectFloat(call, in, "input"))
     return err;
   if (in.dtype != out.dtype || in.numElements() != out.numElements())
-    return call.error("output " + shapeStr(out.shape) + " " +
+    return call.error("output " + shapeString(out.shape) + " " +
                       dtypeName(out.dtype) + " does not match input " +
-                      shapeStr(in.shape) + " " + dtypeName(in.dtype));
+                      shapeString(in.shape) + " " + dtypeName(in.dtype));
   return check(call, ops::unary(Op, code(in.dtype), in.data, out.data,
                                 in.numElements()));
 }
@@ -186,8 +154,8 @@ Error castKernel(const KernelCall &call) {
     return err;
   const TensorRef &in = call.input(0), &out = call.output(0);
   if (in.numElements() != out.numElements())
-    return call.error("output " + shapeStr(out.shape) +
-                      " does not match input " + shapeStr(in.shape));
+    return call.error("output " + shapeString(out.shape) +
+                      " does not match input " + shapeString(in.shape));
   if (dtypeSize(in.dtype) == 0 || dtypeSize(out.dtype) == 0)
     return call.error("unsupported dtype " + dtypeName(in.dtype) + " -> " +
                       dtypeName(out.dtype));
@@ -202,8 +170,8 @@ Error broadcastLayout(const KernelCall &call, ArrayRef<const TensorRef *> in,
   for (size_t i = 0; i < in.size(); ++i)
     if (!broadcastStrides(in[i]->shape, out.shape, strides[i]))
       return call.error(
-          "operand " + Twine(i) + " of shape " + shapeStr(in[i]->shape) +
-          " does not broadcast to the result " + shapeStr(out.shape));
+          "operand " + Twine(i) + " of shape " + shapeString(in[i]->shape) +
+          " does not broadcast to the result " + shapeString(out.shape));
   if (!makeLayout(out.shape, strides, layout))
     return layoutError(call, out.shape);
   return Error::success();
@@ -293,8 +261,8 @@ Error activationGradKernel(const KernelCall &call) {
   if (auto err = expectFloat(call, out, "result"))
     return err;
   if (x.shape != dy.shape || x.shape != out.shape)
-    return call.error("shapes " + shapeStr(x.shape) + ", " +
-                      shapeStr(dy.shape) + " and " + shapeStr(out.shape) +
+    return call.error("shapes " + shapeString(x.shape) + ", " +
+                      shapeString(dy.shape) + " and " + shapeString(out.shape) +
                       " differ");
   return check(call, ops::activationGrad(
                          Op, code(x.dtype), x.data, code(dy.dtype), dy.data,
@@ -316,9 +284,9 @@ Error reshapeKernel(const KernelCall &call) {
     return err;
   const TensorRef &in = call.input(0), &out = call.output(0);
   if (in.dtype != out.dtype || in.numElements() != out.numElements())
-    return call.error("cannot reshape " + shapeStr(in.shape) + " " +
-                      dtypeName(in.dtype) + " to " + shapeStr(out.shape) + " " +
-                      dtypeName(out.dtype));
+    return call.error("cannot reshape " + shapeString(in.shape) + " " +
+                      dtypeName(in.dtype) + " to " + shapeString(out.shape) +
+                      " " + dtypeName(out.dtype));
   return check(call, ops::copy(out.data, in.data, in.bytes(), 2));
 }
 
@@ -330,16 +298,16 @@ Error transposeKernel(const KernelCall &call) {
   if (static_cast<int64_t>(perm.size()) != in.rank() ||
       out.rank() != in.rank() || in.dtype != out.dtype)
     return call.error("permutation of " + Twine(perm.size()) +
-                      " dims does not match " + shapeStr(in.shape) + " -> " +
-                      shapeStr(out.shape));
+                      " dims does not match " + shapeString(in.shape) + " -> " +
+                      shapeString(out.shape));
   SmallVector<int64_t, 6> inStrides = stridesOf(in.shape);
   SmallVector<SmallVector<int64_t, 6>, 2> strides(2);
   SmallVector<bool, 6> seen(in.rank(), false);
   for (int64_t d = 0; d < in.rank(); ++d) {
     int64_t p = perm[d];
     if (p < 0 || p >= in.rank() || seen[p] || out.shape[d] != in.shape[p])
-      return call.error("permutation does not map " + shapeStr(in.shape) +
-                        " to " + shapeStr(out.shape));
+      return call.error("permutation does not map " + shapeString(in.shape) +
+                        " to " + shapeString(out.shape));
     seen[p] = true;
     strides[0].push_back(inStrides[p]);
   }
@@ -362,7 +330,7 @@ Error concatKernel(const KernelCall &call) {
   if (axis < 0)
     axis += out.rank();
   if (axis < 0 || axis >= out.rank())
-    return call.error("axis out of range for " + shapeStr(out.shape));
+    return call.error("axis out of range for " + shapeString(out.shape));
   size_t elem = dtypeSize(out.dtype);
   int64_t outer = numElements(ArrayRef<int64_t>(out.shape).take_front(axis));
   int64_t innerAfter =
@@ -374,9 +342,9 @@ Error concatKernel(const KernelCall &call) {
     for (int64_t d = 0; ok && d < out.rank(); ++d)
       ok = d == axis || in.shape[d] == out.shape[d];
     if (!ok)
-      return call.error("input " + Twine(i) + " " + shapeStr(in.shape) + " " +
-                        dtypeName(in.dtype) + " does not fit the result " +
-                        shapeStr(out.shape));
+      return call.error("input " + Twine(i) + " " + shapeString(in.shape) +
+                        " " + dtypeName(in.dtype) +
+                        " does not fit the result " + shapeString(out.shape));
     sum += in.shape[axis];
   }
   if (sum != out.shape[axis])
@@ -419,8 +387,8 @@ Error sliceKernel(const KernelCall &call) {
     if (expected != out.shape[d])
       return call.error("slice of dim " + Twine(d) + " [" + Twine(starts[d]) +
                         ", " + Twine(limits[d]) + ") step " + Twine(steps[d]) +
-                        " of " + shapeStr(in.shape) + " does not give " +
-                        shapeStr(out.shape));
+                        " of " + shapeString(in.shape) + " does not give " +
+                        shapeString(out.shape));
     base += starts[d] * inStrides[d];
     strides[0].push_back(inStrides[d] * steps[d]);
   }
@@ -446,16 +414,17 @@ Error sliceGradKernel(const KernelCall &call) {
                       " differs from the result's " + dtypeName(out.dtype));
   if (out.rank() != rank || static_cast<int64_t>(starts.size()) != rank ||
       static_cast<int64_t>(steps.size()) != rank)
-    return call.error("result " + shapeStr(out.shape) +
+    return call.error("result " + shapeString(out.shape) +
                       ", starts and strides need the grad's rank " +
                       Twine(rank));
   for (int64_t i = 0; i < rank; ++i) {
     int64_t extent = dy.shape[i];
     if (steps[i] < 1 || starts[i] < 0 ||
         (extent && starts[i] + (extent - 1) * steps[i] >= out.shape[i]))
-      return call.error("grad " + shapeStr(dy.shape) + " from starts " +
-                        shapeStr(starts) + " by strides " + shapeStr(steps) +
-                        " does not fit in " + shapeStr(out.shape));
+      return call.error("grad " + shapeString(dy.shape) + " from starts " +
+                        shapeString(starts) + " by strides " +
+                        shapeString(steps) + " does not fit in " +
+                        shapeString(out.shape));
   }
   if (auto err = check(call, ops::memsetZero(out.data, out.bytes())))
     return err;
@@ -483,16 +452,17 @@ Error embeddingKernel(const KernelCall &call) {
   const TensorRef &table = call.input(0), &ids = call.input(1),
                   &out = call.output(0);
   if (table.rank() != 2)
-    return call.error("table must have rank 2, got " + shapeStr(table.shape));
+    return call.error("table must have rank 2, got " +
+                      shapeString(table.shape));
   if (ids.dtype != DType::I64 && ids.dtype != DType::I32)
     return call.error("ids have unsupported dtype " + dtypeName(ids.dtype) +
                       " (expected i64 or i32)");
   int64_t rows = table.shape[0], dim = table.shape[1];
   int64_t count = ids.numElements();
   if (out.dtype != table.dtype || out.numElements() != count * dim)
-    return call.error("result " + shapeStr(out.shape) + " does not match ids " +
-                      shapeStr(ids.shape) + " x table " +
-                      shapeStr(table.shape));
+    return call.error("result " + shapeString(out.shape) +
+                      " does not match ids " + shapeString(ids.shape) +
+                      " x table " + shapeString(table.shape));
   return check(call, ops::embedding(table.data,
                                     static_cast<int>(dtypeSize(table.dtype)),
                                     ids.data, ids.dtype == DType::I64, out.data,
@@ -512,8 +482,8 @@ Error embeddingGradKernel(const KernelCall &call) {
     return call.error("ids must be i64 or i32, got " + dtypeName(ids.dtype));
   if (dy.rank() != ids.rank() + 1 ||
       ArrayRef<int64_t>(dy.shape).drop_back() != ArrayRef<int64_t>(ids.shape))
-    return call.error("grad " + shapeStr(dy.shape) +
-                      " must be the ids' shape " + shapeStr(ids.shape) +
+    return call.error("grad " + shapeString(dy.shape) +
+                      " must be the ids' shape " + shapeString(ids.shape) +
                       " plus the embedding dim");
   int64_t d = dy.shape.back();
   int64_t rows = call.i64("num_rows", out.rank() == 2 ? out.shape[0] : -1);
@@ -549,11 +519,11 @@ Error shardSliceKernel(const KernelCall &call) {
   if (!layout)
     return call.error(llvm::toString(layout.takeError()));
   if (in.dtype != out.dtype || out.shape != partShape(in.shape, dim, size))
-    return call.error("expected a " + shapeStr(partShape(in.shape, dim, size)) +
-                      " " + dtypeName(in.dtype) + " result for part " +
-                      Twine(position) + " of " + Twine(size) + " of " +
-                      shapeStr(in.shape) + ", got " + shapeStr(out.shape) +
-                      " " + dtypeName(out.dtype));
+    return call.error(
+        "expected a " + shapeString(partShape(in.shape, dim, size)) + " " +
+        dtypeName(in.dtype) + " result for part " + Twine(position) + " of " +
+        Twine(size) + " of " + shapeString(in.shape) + ", got " +
+        shapeString(out.shape) + " " + dtypeName(out.dtype));
   // The whole is [outer * blocks][parts][run]: one pitched copy.
   size_t run = static_cast<size_t>(layout->runBytes);
   return check(call, ops::copyPitched(in.as<char>() + position * run,
@@ -575,15 +545,15 @@ template <ops::Reduce Kind> Error reduceKernel(const KernelCall &call) {
     int64_t d = dim < 0 ? dim + in.rank() : dim;
     if (d < 0 || d >= in.rank())
       return call.error("dim " + Twine(dim) + " out of range for " +
-                        shapeStr(in.shape));
+                        shapeString(in.shape));
     if (!reduced[d])
       count *= in.shape[d];
     reduced[d] = true;
   }
   if (in.dtype != out.dtype || out.numElements() * count != in.numElements())
-    return call.error("result " + shapeStr(out.shape) + " " +
+    return call.error("result " + shapeString(out.shape) + " " +
                       dtypeName(out.dtype) + " does not match reducing " +
-                      shapeStr(in.shape) + " " + dtypeName(in.dtype));
+                      shapeString(in.shape) + " " + dtypeName(in.dtype));
   if (in.dtype == DType::BOOL || dtypeSize(in.dtype) == 0)
     return call.error("unsupported dtype " + dtypeName(in.dtype));
   if (out.numElements() == 0)
@@ -679,8 +649,8 @@ Error softmaxGradKernel(const KernelCall &call) {
   if (auto err = expectFloat(call, dy, "grad"))
     return err;
   if (y.shape != dy.shape || y.shape != out.shape)
-    return call.error("shapes " + shapeStr(y.shape) + " and " +
-                      shapeStr(dy.shape) + " differ");
+    return call.error("shapes " + shapeString(y.shape) + " and " +
+                      shapeString(dy.shape) + " differ");
   auto axis = readAxis(call, y.rank());
   if (!axis)
     return axis.takeError();
@@ -708,13 +678,13 @@ Error normKernel(const KernelCall &call, bool rms) {
     return axis.takeError();
   int64_t inner = numElements(ArrayRef<int64_t>(in.shape).drop_front(*axis));
   if (weight.numElements() != inner)
-    return call.error("weight " + shapeStr(weight.shape) +
+    return call.error("weight " + shapeString(weight.shape) +
                       " does not match the normalized dims of " +
-                      shapeStr(in.shape));
+                      shapeString(in.shape));
   if (bias && bias->numElements() != inner)
-    return call.error("bias " + shapeStr(bias->shape) +
+    return call.error("bias " + shapeString(bias->shape) +
                       " does not match the normalized dims of " +
-                      shapeStr(in.shape));
+                      shapeString(in.shape));
   if (in.numElements() == 0)
     return Error::success();
   return check(call, ops::norm(rms, code(in.dtype), in.data, code(weight.dtype),
@@ -739,8 +709,8 @@ Error normGradKernel(const KernelCall &call, bool rms) {
     if (auto err = expectFloat(call, *t, what))
       return err;
   if (x.shape != dy.shape || x.shape != call.output(0).shape)
-    return call.error("shapes " + shapeStr(x.shape) + " and " +
-                      shapeStr(dy.shape) + " differ");
+    return call.error("shapes " + shapeString(x.shape) + " and " +
+                      shapeString(dy.shape) + " differ");
   auto axis = readAxis(call, x.rank());
   if (!axis)
     return axis.takeError();
@@ -781,12 +751,12 @@ Error crossEntropyKernel(const KernelCall &call) {
     return call.error("labels have unsupported dtype " +
                       dtypeName(labels.dtype) + " (expected i64 or i32)");
   if (logits.rank() < 1 || out.numElements() != 1 || !isFloat(out.dtype))
-    return call.error("logits " + shapeStr(logits.shape) + " and result " +
-                      shapeStr(out.shape) + " are inconsistent");
+    return call.error("logits " + shapeString(logits.shape) + " and result " +
+                      shapeString(out.shape) + " are inconsistent");
   if (ArrayRef<int64_t>(logits.shape).drop_back() !=
       ArrayRef<int64_t>(labels.shape))
-    return call.error("labels " + shapeStr(labels.shape) +
-                      " do not match logits " + shapeStr(logits.shape));
+    return call.error("labels " + shapeString(labels.shape) +
+                      " do not match logits " + shapeString(logits.shape));
   return check(call,
                ops::crossEntropy(code(logits.dtype), logits.data, labels.data,
                                  labels.dtype == DType::I64, code(out.dtype),
@@ -806,8 +776,9 @@ Error crossEntropyGradKernel(const KernelCall &call) {
                       dtypeName(labels.dtype));
   if (logits.rank() < 1 || ArrayRef<int64_t>(logits.shape).drop_back() !=
                                ArrayRef<int64_t>(labels.shape))
-    return call.error("labels " + shapeStr(labels.shape) + " must be logits " +
-                      shapeStr(logits.shape) + " without the last dim");
+    return call.error("labels " + shapeString(labels.shape) +
+                      " must be logits " + shapeString(logits.shape) +
+                      " without the last dim");
   if (!isFloat(gradLoss.dtype) || gradLoss.numElements() != 1)
     return call.error("grad_loss must be a float scalar");
   if (auto err = expectShape(call, out, logits.shape, "result"))
@@ -847,9 +818,9 @@ Expected<ops::AttentionShape> attentionShape(const KernelCall &call,
   if (k.shape[0] != s.batch || v.shape[0] != s.batch || k.shape[3] != s.d ||
       v.shape[1] != s.groups || v.shape[2] != s.t || s.groups < 1 ||
       s.heads % s.groups != 0)
-    return call.error("query " + shapeStr(q.shape) + ", key " +
-                      shapeStr(k.shape) + " and value " + shapeStr(v.shape) +
-                      " are inconsistent");
+    return call.error("query " + shapeString(q.shape) + ", key " +
+                      shapeString(k.shape) + " and value " +
+                      shapeString(v.shape) + " are inconsistent");
   if (s.d > ops::kMaxHeadDim || s.e > ops::kMaxHeadDim)
     return call.error("head dims above " + Twine(ops::kMaxHeadDim) +
                       " are not supported by the CUDA kernel");
@@ -984,8 +955,8 @@ Error matmulKernel(const KernelCall &call) {
   if (transRhs)
     std::swap(k2, n);
   if (k != k2 || out.dim(-2) != m || out.dim(-1) != n)
-    return call.error("shapes " + shapeStr(lhs.shape) + " x " +
-                      shapeStr(rhs.shape) + " -> " + shapeStr(out.shape) +
+    return call.error("shapes " + shapeString(lhs.shape) + " x " +
+                      shapeString(rhs.shape) + " -> " + shapeString(out.shape) +
                       " are inconsistent");
   ArrayRef<int64_t> batchShape = ArrayRef<int64_t>(out.shape).drop_back(2);
   SmallVector<int64_t, 6> lhsStrides, rhsStrides;
@@ -993,9 +964,9 @@ Error matmulKernel(const KernelCall &call) {
                         lhsStrides) ||
       !broadcastStrides(ArrayRef<int64_t>(rhs.shape).drop_back(2), batchShape,
                         rhsStrides))
-    return call.error("batch dimensions of " + shapeStr(lhs.shape) + " and " +
-                      shapeStr(rhs.shape) + " do not broadcast to " +
-                      shapeStr(out.shape));
+    return call.error("batch dimensions of " + shapeString(lhs.shape) +
+                      " and " + shapeString(rhs.shape) +
+                      " do not broadcast to " + shapeString(out.shape));
   if (out.numElements() == 0)
     return Error::success();
 
@@ -1156,9 +1127,10 @@ Error permuteOnDevice(const void *in, void *out, size_t elemSize,
   strides[1] = stridesOf(outShape);
   ops::Layout layout;
   if (!makeLayout(outShape, strides, layout))
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        "cuda: a permutation of " + shapeStr(inShape) + " has too many dims");
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "cuda: a permutation of " +
+                                       shapeString(inShape) +
+                                       " has too many dims");
   return cudaError(ops::gather(in, out, static_cast<int>(elemSize), layout));
 }
 
