@@ -202,4 +202,28 @@ int64_t loadAsInt(const TensorRef &t, int64_t i) {
   }
 }
 
+llvm::SmallVector<int64_t, 6> stridesOf(llvm::ArrayRef<int64_t> shape) {
+  llvm::SmallVector<int64_t, 6> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+bool broadcastStrides(llvm::ArrayRef<int64_t> operand,
+                      llvm::ArrayRef<int64_t> result,
+                      llvm::SmallVectorImpl<int64_t> &strides) {
+  if (operand.size() > result.size())
+    return false;
+  strides.assign(result.size(), 0);
+  auto own = stridesOf(operand);
+  size_t offset = result.size() - operand.size();
+  for (size_t i = 0; i < operand.size(); ++i) {
+    if (operand[i] == result[offset + i])
+      strides[offset + i] = operand[i] == 1 ? 0 : own[i];
+    else if (operand[i] != 1)
+      return false;
+  }
+  return true;
+}
+
 } // namespace dtc::runtime

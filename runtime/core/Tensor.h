@@ -34,6 +34,15 @@ DType parseDType(llvm::StringRef name);
 bool isFloat(DType dtype);
 
 int64_t numElements(llvm::ArrayRef<int64_t> shape);
+/// Row-major strides (in elements) of `shape`.
+llvm::SmallVector<int64_t, 6> stridesOf(llvm::ArrayRef<int64_t> shape);
+/// The strides to read an operand of shape `operand` at the indices of a
+/// result of shape `result` under numpy broadcasting: right-aligned, 0 where
+/// the operand's dimension is 1 (or missing). Returns false when the shapes
+/// do not broadcast to `result`.
+bool broadcastStrides(llvm::ArrayRef<int64_t> operand,
+                      llvm::ArrayRef<int64_t> result,
+                      llvm::SmallVectorImpl<int64_t> &strides);
 
 /// A view of a contiguous row-major tensor. Kernels read inputs and write
 /// outputs through views; they never own memory.

@@ -27,16 +27,7 @@ namespace dtc::runtime::cpu {
 /// threads; below it the fork costs more than it saves.
 constexpr int64_t kParallelElements = 1 << 15;
 
-/// Row-major strides (in elements) of `shape`.
-llvm::SmallVector<int64_t, 6> stridesOf(llvm::ArrayRef<int64_t> shape);
-
-/// The strides to read an operand of shape `operand` at the indices of a
-/// result of shape `result` under numpy broadcasting: right-aligned, 0 where
-/// the operand's dimension is 1 (or missing). Returns false when the shapes
-/// do not broadcast to `result`.
-bool broadcastStrides(llvm::ArrayRef<int64_t> operand,
-                      llvm::ArrayRef<int64_t> result,
-                      llvm::SmallVectorImpl<int64_t> &strides);
+// stridesOf and broadcastStrides are in runtime/core/Tensor.h.
 
 /// Reads any tensor as f32 values into `out` (resized).
 void loadF32(const TensorRef &t, std::vector<float> &out);

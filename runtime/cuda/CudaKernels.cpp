@@ -42,32 +42,6 @@ Error check(const KernelCall &call, const std::string &failure) {
   return call.error(failure);
 }
 
-SmallVector<int64_t, 6> stridesOf(ArrayRef<int64_t> shape) {
-  SmallVector<int64_t, 6> strides(shape.size(), 1);
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
-    strides[d] = strides[d + 1] * shape[d + 1];
-  return strides;
-}
-
-/// numpy broadcasting of `operand` to `result`; false when it does not.
-bool broadcastStrides(ArrayRef<int64_t> operand, ArrayRef<int64_t> result,
-                      SmallVector<int64_t, 6> &strides) {
-  if (operand.size() > result.size())
-    return false;
-  strides.assign(result.size(), 0);
-  SmallVector<int64_t, 6> own = stridesOf(operand);
-  size_t lead = result.size() - operand.size();
-  for (size_t d = 0; d < operand.size(); ++d) {
-    if (operand[d] == result[lead + d])
-      strides[lead + d] = operand[d] == 1 ? 0 : own[d];
-    else if (operand[d] == 1)
-      strides[lead + d] = 0;
-    else
-      return false;
-  }
-  return true;
-}
-
 /// A Layout over `shape` with up to three operands' strides, size-1 dims
 /// dropped and contiguous runs merged; false past kMaxRank dims.
 bool makeLayout(ArrayRef<int64_t> shape,
