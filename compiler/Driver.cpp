@@ -351,19 +351,16 @@ static void printSummary(llvm::raw_ostream &out, const ModelSummary &m,
       << " s)\n";
 }
 
-/// Why the partitioner cannot lower `plan` to runtime programs yet (empty
-/// when it can): data and tensor parallelism (with sequence parallelism),
-/// ZeRO 1-3 and pipeline stages (GPipe, 1F1B) are lowered; interleaved
-/// schedules, context and expert parallelism are not (docs/partition.md).
 /// Parameter bytes (fp32) up to which a multi-rank bundle carries the
 /// single-device reference program of `dtc verify`.
 constexpr int64_t kVerifiableBytes = int64_t(1) << 30;
 
+/// Why the partitioner cannot lower `plan` to runtime programs yet (empty
+/// when it can): data and tensor parallelism (with sequence parallelism),
+/// ZeRO 1-3 and pipeline stages (GPipe, 1F1B, interleaved 1F1B) are
+/// lowered; context and expert parallelism are not (docs/partition.md).
 static std::string unsupportedForPrograms(const ParallelPlan &plan) {
   llvm::SmallVector<std::string> missing;
-  if (plan.pp > 1 && plan.schedule == Schedule::Interleaved)
-    missing.push_back(
-        llvm::formatv("interleaved pipeline schedule (vpp={0})", plan.vpp));
   if (plan.cp > 1)
     missing.push_back(llvm::formatv("context parallelism (cp={0})", plan.cp));
   if (plan.ep > 1)
@@ -371,7 +368,7 @@ static std::string unsupportedForPrograms(const ParallelPlan &plan) {
   if (missing.empty())
     return "";
   return "no runtime program yet for this plan's " + llvm::join(missing, ", ") +
-         "; pin a lowered plan (--vpp 1 --cp 1 --ep 1) to run it";
+         "; pin a lowered plan (--cp 1 --ep 1) to run it";
 }
 
 llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
@@ -482,14 +479,16 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
         axes.push_back(llvm::formatv("dp:{0}", plan.dp));
       if (plan.tp > 1)
         axes.push_back(llvm::formatv("tp:{0}", plan.tp));
-      build.mesh = llvm::join(axes, ",");
-      build.sequenceParallel = plan.sequenceParallel && plan.tp > 1;
-      build.zeroStage = plan.dp > 1 ? plan.zero : 0;
-      build.pipelineStages = plan.pp;
-      build.overlapGradSync = !o.noOverlap;
-      build.gradBucketBytes = std::max<int64_t>(
+      TrainingStepOptions &t = build.training;
+      t.mesh = llvm::join(axes, ",");
+      t.sequenceParallel = plan.sequenceParallel && plan.tp > 1;
+      t.zeroStage = plan.dp > 1 ? plan.zero : 0;
+      t.pipelineStages = plan.pp;
+      t.virtualStages = plan.pp > 1 ? plan.vpp : 1;
+      t.overlapGradSync = !o.noOverlap;
+      t.gradBucketBytes = std::max<int64_t>(
           1, static_cast<int64_t>(o.gradBucketMb * (1 << 20)));
-      build.schedule = plan.schedule == Schedule::GPipe ? "gpipe" : "1f1b";
+      t.schedule = plan.schedule == Schedule::GPipe ? "gpipe" : "1f1b";
     }
     // Recompute hook (docs/recompute.md): the plan's choice (which honours
     // a --recompute pin), or the pin when no plan was searched.
@@ -544,9 +543,11 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
         if (!refModule)
           return refModule.takeError();
         ProgramBuildOptions single = build;
-        single.mesh.clear();
-        single.pipelineStages = 1;
-        single.zeroStage = 0;
+        single.training.mesh.clear();
+        single.training.pipelineStages = 1;
+        single.training.virtualStages = 1;
+        single.training.zeroStage = 0;
+        single.training.sequenceParallel = false;
         auto reference = buildProgram(**refModule, single);
         if (reference) {
           files.emplace_back("reference.pb", reference->SerializeAsString());

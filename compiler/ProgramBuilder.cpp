@@ -50,7 +50,7 @@ static void setTraining(program::Program &p, const TrainingStepInfo &info,
 llvm::Expected<program::Program>
 buildProgram(mlir::ModuleOp module, const ProgramBuildOptions &options,
              std::string *stagesText) {
-  auto mesh = runtime::Mesh::parse(options.mesh);
+  auto mesh = runtime::Mesh::parse(options.training.mesh);
   if (!mesh)
     return mesh.takeError();
   program::Program p;
@@ -61,17 +61,9 @@ buildProgram(mlir::ModuleOp module, const ProgramBuildOptions &options,
   p.set_mesh(mesh->str());
   bool partitioned = mesh->worldSize() > 1;
   TrainingStepOptions training = options.training;
-  if (partitioned) {
-    training.mesh = mesh->str();
-    training.sequenceParallel = options.sequenceParallel;
-    training.zeroStage = options.zeroStage;
-    training.pipelineStages = options.pipelineStages;
-    training.schedule = options.schedule;
-    training.overlapGradSync = options.overlapGradSync;
-    training.gradBucketBytes = options.gradBucketBytes;
-  }
+  training.mesh = mesh->str();
 
-  if (options.pipelineStages > 1) {
+  if (training.pipelineStages > 1) {
     if (options.mode != "train")
       return badInput("pipeline stages are lowered for training only; "
                       "compile inference plans with --pp 1");
@@ -133,7 +125,7 @@ buildProgram(mlir::ModuleOp module, const ProgramBuildOptions &options,
       mlir::PassManager pm(module.getContext());
       mlir::dtc::DtcPropagateShardingOptions propagate;
       propagate.mesh = mesh->str();
-      propagate.sequenceParallel = options.sequenceParallel;
+      propagate.sequenceParallel = training.sequenceParallel;
       pm.addPass(mlir::dtc::createDtcPropagateSharding(propagate));
       mlir::dtc::DtcPartitionOptions partition;
       partition.mesh = mesh->str();

@@ -22,19 +22,11 @@ namespace dtc {
 struct ProgramBuildOptions {
   std::string mode = "train"; ///< "train" or "infer"
   std::string modelPath;      ///< absolute; initial weights come from it
-  TrainingStepOptions training;
-  /// The device mesh ("dp:2,tp:2", outermost first); empty: one device.
+  /// The step and its parallel layout: training.mesh ("dp:2,tp:2",
+  /// outermost first; empty: one device) is also the program's mesh, and
   /// `module` is bound to the micro-batch of the whole mesh (dp times the
-  /// per-rank micro-batch).
-  std::string mesh;
-  bool sequenceParallel = false;
-  int zeroStage = 0;
-  /// Pipeline stages (the mesh's "pp" axis) and schedule.
-  int64_t pipelineStages = 1;
-  std::string schedule = "1f1b";
-  /// Data-parallel gradient sync overlapped with the last backward pass.
-  bool overlapGradSync = true;
-  int64_t gradBucketBytes = 25 << 20;
+  /// per-rank micro-batch). Pipeline options apply to training only.
+  TrainingStepOptions training;
 };
 
 /// Builds the program of every rank; `module` is rewritten into the

@@ -13,6 +13,9 @@ holding a batch-2, seq-16 input and the PyTorch fp32 reference logits.
 
 Usage (from the repository root):
     python scripts/export_tiny_gpt.py [--out test/models/tiny-gpt.onnx]
+    # the 4-block variant the interleaved pipeline tests use:
+    python scripts/export_tiny_gpt.py --layers 4 --embd 32 \
+        --out test/models/tiny-gpt-4l.onnx
 """
 
 import argparse
@@ -101,13 +104,20 @@ class TinyGPT(nn.Module):
 
 
 def main():
+    global N_LAYER, N_EMBD
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--out",
         default=os.path.join(REPO_ROOT, "test", "models", "tiny-gpt.onnx"),
         help="output .onnx path (default: test/models/tiny-gpt.onnx)",
     )
+    parser.add_argument("--layers", type=int, default=N_LAYER,
+                        help="transformer blocks (default: %(default)s)")
+    parser.add_argument("--embd", type=int, default=N_EMBD,
+                        help="model width (default: %(default)s)")
     args = parser.parse_args()
+    # The module classes read these sizes when the model is built.
+    N_LAYER, N_EMBD = args.layers, args.embd
     out_path = os.path.abspath(args.out)
     os.makedirs(os.path.dirname(out_path), exist_ok=True)
 

@@ -1,22 +1,27 @@
 //===- Pipeline.cpp - The pipeline-parallel training step -----------------===//
 //
 // Splits the loss-bound forward function into pipeline stages and builds,
-// per stage, one module that a group of ranks runs (docs/pipeline.md):
+// per stage, one module that a group of ranks runs (docs/partition.md,
+// "Pipeline stages"):
 //
 //   @pipeline_step(tokens[m], labels[m], grad accumulators...)
 //       -> (loss, accumulators + this stage's gradients over m micro-batches)
 //   @apply(lr, step, grad accumulators...)  (as without pipelining)
 //
-// A stage is a run of ops between two cut points where exactly one
-// activation (the residual stream) crosses; cuts balance the stages'
-// estimated work. Each stage has a forward function (input -> output
-// activation) and a backward function: the gradient of
-// sum(output * d output) (or of the loss on the last stage), which
-// recomputes the stage's forward from its stashed input, so only stage
+// The model is cut into pp x vpp chunks at points where exactly one
+// activation (the residual stream) crosses, balancing their estimated
+// work; chunk c runs on stage c % pp (with vpp > 1, Megatron-LM's
+// interleaved placement). Each chunk has a forward function (input ->
+// output activation) and a backward function: the gradient of
+// sum(output * d output) (or of the loss on the last chunk), which
+// recomputes the chunk's forward from its stashed input, so only chunk
 // inputs stay alive between a micro-batch's forward and backward. Both are
 // sharded and partitioned over the data/tensor-parallel mesh, then inlined
-// into `pipeline_step` in the order of the schedule (GPipe or 1F1B), joined
-// by send/recv over the "pp" mesh axis.
+// into `pipeline_step` in the order of the schedule (GPipe, 1F1B or
+// interleaved 1F1B), joined by send/recv over the "pp" mesh axis. The
+// schedules are simulated against each other at compile time: that fixes
+// the order each pair of stages posts its messages in, and proves the
+// step cannot deadlock.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,8 +35,11 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <map>
+#include <set>
+#include <tuple>
 
 namespace dtc {
 namespace training {
@@ -245,32 +253,260 @@ void eraseUnusedResults(mlir::func::FuncOp step) {
   }
 }
 
-/// The order a stage runs its micro-batches' forward ('F') and backward
-/// ('B') passes in.
-llvm::SmallVector<std::pair<char, int64_t>> scheduleOf(llvm::StringRef schedule,
-                                                       int64_t stage,
-                                                       int64_t stages,
-                                                       int64_t micro) {
-  llvm::SmallVector<std::pair<char, int64_t>> order;
+/// One pass of a stage's schedule: the forward ('F') or backward ('B') of
+/// micro-batch `micro` through the stage's model chunk `chunk` (its index
+/// among the stage's virtual stages; 0 without interleaving).
+struct PassStep {
+  char pass;
+  int64_t chunk, micro;
+};
+
+/// The order stage `stage` runs its passes in. Model chunk c (of
+/// stages * virtualStages) lives on stage c % stages as its chunk
+/// c / stages.
+llvm::SmallVector<PassStep> scheduleOf(llvm::StringRef schedule, int64_t stage,
+                                       int64_t stages, int64_t virtualStages,
+                                       int64_t micro) {
+  llvm::SmallVector<PassStep> order;
   if (schedule == "gpipe") {
     for (int64_t i = 0; i < micro; ++i)
-      order.push_back({'F', i});
+      order.push_back({'F', 0, i});
     for (int64_t i = 0; i < micro; ++i)
-      order.push_back({'B', i});
+      order.push_back({'B', 0, i});
     return order;
   }
-  // 1F1B: the warmup fills the pipeline, then one forward and one backward
-  // alternate, so at most `stages - stage` micro-batches are in flight.
-  int64_t warmup = std::min(stages - stage - 1, micro);
-  for (int64_t i = 0; i < warmup; ++i)
-    order.push_back({'F', i});
-  for (int64_t i = 0; i + warmup < micro; ++i) {
-    order.push_back({'F', i + warmup});
-    order.push_back({'B', i});
+  // 1F1B, and its interleaved form (Megatron-LM's): the passes go through
+  // micro-batches in groups of `stages`, each group through every chunk in
+  // turn (backward in reverse chunk order). The warmup fills the pipeline,
+  // then one forward and one backward alternate, so at most about
+  // `stages - stage` micro-batches (times the chunks) are in flight.
+  const int64_t total = micro * virtualStages;
+  const int64_t round = stages * virtualStages;
+  auto step = [&](char pass, int64_t id) {
+    int64_t chunk = (id % round) / stages;
+    if (pass == 'B')
+      chunk = virtualStages - 1 - chunk;
+    return PassStep{pass, chunk, id / round * stages + id % stages};
+  };
+  int64_t warmup =
+      virtualStages == 1
+          ? std::min(stages - stage - 1, micro)
+          : std::min((stages - stage - 1) * 2 + (virtualStages - 1) * stages,
+                     total);
+  for (int64_t id = 0; id < warmup; ++id)
+    order.push_back(step('F', id));
+  for (int64_t id = 0; id + warmup < total; ++id) {
+    order.push_back(step('F', id + warmup));
+    order.push_back(step('B', id));
   }
-  for (int64_t i = micro - warmup; i < micro; ++i)
-    order.push_back({'B', i});
+  for (int64_t id = total - warmup; id < total; ++id)
+    order.push_back(step('B', id));
   return order;
+}
+
+/// A message between stages: the activation into model chunk `chunk`
+/// ('A') or the gradient of its output ('G'), of micro-batch `micro`.
+struct Message {
+  char kind;
+  int64_t chunk, micro;
+  auto key() const { return std::make_tuple(kind, chunk, micro); }
+  bool operator<(const Message &o) const { return key() < o.key(); }
+  bool operator==(const Message &o) const { return key() == o.key(); }
+};
+
+/// Who talks to whom in the pipeline, and in which order: model chunk c
+/// runs on stage c % stages.
+struct Traffic {
+  int64_t stages, chunks;
+  /// Messages from stage `from` to stage `to`, in the order `from` sends
+  /// them. MPI (like NCCL) matches a pair's messages in posting order, so
+  /// a receiver posts its receives in this order, ahead of use if needed.
+  std::map<std::pair<int64_t, int64_t>, std::vector<Message>> channels;
+
+  int64_t ownerOf(int64_t chunk) const { return chunk % stages; }
+  /// What a pass needs from other stages and what it sends to them.
+  void exchanges(int64_t stage, PassStep p, llvm::SmallVectorImpl<Message> &in,
+                 llvm::SmallVectorImpl<std::pair<Message, int64_t>> &out) {
+    int64_t c = p.chunk * stages + stage;
+    bool first = c == 0, last = c == chunks - 1;
+    if (p.pass == 'F') {
+      if (last)
+        return; // the last chunk's backward runs its forward
+      if (!first)
+        in.push_back({'A', c, p.micro});
+      out.push_back({{'A', c + 1, p.micro}, ownerOf(c + 1)});
+      return;
+    }
+    if (last && !first)
+      in.push_back({'A', c, p.micro});
+    if (!last)
+      in.push_back({'G', c, p.micro});
+    if (!first)
+      out.push_back({{'G', c - 1, p.micro}, ownerOf(c - 1)});
+  }
+};
+
+/// Runs every stage's schedule against the others (sends never block,
+/// a pass waits for the messages it reads) and records each channel's
+/// order; fails if some stage would wait forever.
+llvm::Expected<Traffic>
+simulate(const std::vector<llvm::SmallVector<PassStep>> &schedules,
+         int64_t chunks) {
+  Traffic traffic{static_cast<int64_t>(schedules.size()), chunks, {}};
+  std::set<Message> sent;
+  std::vector<size_t> next(schedules.size(), 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int64_t s = 0; s < traffic.stages; ++s) {
+      while (next[s] < schedules[s].size()) {
+        llvm::SmallVector<Message> in;
+        llvm::SmallVector<std::pair<Message, int64_t>> out;
+        traffic.exchanges(s, schedules[s][next[s]], in, out);
+        if (!llvm::all_of(in, [&](const Message &m) { return sent.count(m); }))
+          break;
+        for (auto &[m, to] : out) {
+          sent.insert(m);
+          traffic.channels[{s, to}].push_back(m);
+        }
+        ++next[s];
+        progress = true;
+      }
+    }
+  }
+  for (int64_t s = 0; s < traffic.stages; ++s)
+    if (next[s] < schedules[s].size())
+      return failure("pipeline: the schedule deadlocks at stage {0}, pass "
+                     "{1} of {2}",
+                     s, next[s], schedules[s].size());
+  return traffic;
+}
+
+/// One model chunk's forward and backward functions, sharded and
+/// partitioned over the data/tensor-parallel mesh, in their own module.
+struct Chunk {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  bool first = false, last = false;
+  mlir::func::FuncOp forwardPass; // null on the last chunk
+  mlir::func::FuncOp backward;
+  /// The forward function's arguments the chunk reads (data), in order.
+  llvm::SmallVector<unsigned> usedArgs;
+  llvm::SmallVector<GradientResult> params;
+  /// `backward`'s result index of each of `params`' gradients, and of the
+  /// gradient of its input activation (-1 on the first chunk).
+  llvm::SmallVector<unsigned> gradIndex;
+  int dInputIndex = -1;
+  mlir::Type inputType, outputType;
+};
+
+/// Builds model chunk `c` of `cuts`: ops [cuts.begin[c], cuts.begin[c+1])
+/// of `forward`.
+llvm::Expected<Chunk> buildChunk(mlir::ModuleOp module,
+                                 mlir::func::FuncOp forward,
+                                 const StageCuts &cuts, int64_t c,
+                                 const TrainingStepOptions &stageOptions) {
+  const int64_t chunks = cuts.begin.size();
+  Chunk chunk;
+  chunk.first = c == 0;
+  chunk.last = c == chunks - 1;
+  mlir::OpBuilder b(module.getContext());
+  chunk.module = mlir::ModuleOp::create(forward.getLoc());
+  mlir::ModuleOp chunkModule = *chunk.module;
+  chunkModule->setAttrs(module->getAttrs());
+  unsigned begin = cuts.begin[c];
+  unsigned end = chunk.last
+                     ? static_cast<unsigned>(
+                           forward.getBody().front().getOperations().size() - 1)
+                     : cuts.begin[c + 1];
+  mlir::Value input = chunk.first ? nullptr : cuts.input[c];
+  mlir::Value output = chunk.last ? nullptr : cuts.input[c + 1];
+  mlir::func::FuncOp objective = buildStage(
+      chunkModule, forward, begin, end, input, output, "stage", chunk.usedArgs);
+  // The objective of a chunk before the last: sum(output * d output),
+  // whose gradient is the chunk's vector-Jacobian product.
+  if (!chunk.last) {
+    mlir::Block &body = objective.getBody().front();
+    auto ret = llvm::cast<mlir::func::ReturnOp>(body.getTerminator());
+    mlir::Value chunkOutput = ret.getOperand(0);
+    auto type = tensorType(chunkOutput);
+    (void)objective.insertArgument(objective.getNumArguments(), type, {},
+                                   objective.getLoc());
+    mlir::Value dOutput = body.getArgument(objective.getNumArguments() - 1);
+    b.setInsertionPoint(ret);
+    llvm::SmallVector<int64_t> all;
+    for (int64_t dim = 0; dim < type.getRank(); ++dim)
+      all.push_back(dim);
+    mlir::Value product =
+        b.create<d::MulOp>(objective.getLoc(), chunkOutput, dOutput);
+    mlir::Value sum = b.create<d::ReduceSumOp>(objective.getLoc(), product,
+                                               b.getDenseI64ArrayAttr(all));
+    ret->setOperands(sum);
+    objective.setFunctionType(b.getFunctionType(
+        body.getArgumentTypes(), mlir::TypeRange{sum.getType()}));
+  }
+  // Shard the objective (parameters keep these layouts in both passes).
+  if (!stageOptions.mesh.empty())
+    if (llvm::Error e = shardFunctions(chunkModule, stageOptions,
+                                       /*partition=*/false, false))
+      return std::move(e);
+  // The forward pass: the objective without its last two ops.
+  if (!chunk.last) {
+    chunk.forwardPass = objective.clone();
+    chunk.forwardPass.setSymName("forward");
+    chunkModule.push_back(chunk.forwardPass);
+    mlir::Block &body = chunk.forwardPass.getBody().front();
+    auto ret = llvm::cast<mlir::func::ReturnOp>(body.getTerminator());
+    mlir::Operation *sum = ret.getOperand(0).getDefiningOp();
+    mlir::Operation *product = sum->getOperand(0).getDefiningOp();
+    ret->setOperands(product->getOperand(0));
+    sum->erase();
+    product->erase();
+    chunk.forwardPass.eraseArgument(chunk.forwardPass.getNumArguments() - 1);
+    chunk.forwardPass.setFunctionType(b.getFunctionType(
+        body.getArgumentTypes(), mlir::TypeRange{ret.getOperand(0).getType()}));
+    chunk.forwardPass.setResultAttr(
+        0, "dtc.sharding",
+        activationLayout(b, ret.getOperand(0).getType(), stageOptions.mesh));
+  }
+  GradientOptions gradOptions;
+  gradOptions.wrtArguments = !chunk.first;
+  auto backward = buildGradientFunction(objective, 0, "backward", gradOptions);
+  if (mlir::failed(backward))
+    return failure("pipeline chunk {0}: it cannot be differentiated (see the "
+                   "error above)",
+                   c);
+  chunk.backward = *backward;
+  objective.erase();
+  for (unsigned i = 0; i < chunk.backward.getNumResults(); ++i)
+    if (auto arg = chunk.backward.getResultAttrOfType<mlir::IntegerAttr>(
+            i, kGradOfArgAttrName);
+        arg && arg.getInt() == 0 && !chunk.first) {
+      chunk.dInputIndex = static_cast<int>(i);
+      chunk.backward.setResultAttr(
+          i, "dtc.sharding",
+          activationLayout(b, chunk.backward.getResultTypes()[i],
+                           stageOptions.mesh));
+    }
+  if (!stageOptions.mesh.empty())
+    if (llvm::Error e = shardFunctions(chunkModule, stageOptions,
+                                       /*partition=*/true,
+                                       /*deferGradientSync=*/true))
+      return std::move(e);
+
+  // The gradients this chunk produces, as in `micro_step`.
+  for (unsigned i = 1; i < chunk.backward.getNumResults(); ++i)
+    if (chunk.backward.getResultAttr(i, kGradOfAttrName)) {
+      chunk.params.push_back(describeGradient(chunk.backward, i));
+      chunk.gradIndex.push_back(i);
+    }
+  if (chunk.params.empty())
+    return badInput("pipeline chunk {0} has no trainable parameters; use "
+                    "fewer stages or virtual stages",
+                    c);
+  if (!chunk.first)
+    chunk.inputType = chunk.backward.getFunctionType().getInput(0);
+  if (!chunk.last)
+    chunk.outputType = chunk.forwardPass.getFunctionType().getResult(0);
+  return chunk;
 }
 
 } // namespace
@@ -282,14 +518,25 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
     mlir::ModuleOp module, const TrainingStepOptions &options,
     llvm::SmallVectorImpl<mlir::OwningOpRef<mlir::ModuleOp>> &stageModules) {
   const int64_t stages = options.pipelineStages;
+  const int64_t virtualStages = std::max<int64_t>(1, options.virtualStages);
+  const int64_t chunks = stages * virtualStages;
   const int64_t micro = options.gradAccum;
   if (options.zeroStage >= 3)
     return badInput("pipeline: ZeRO stage 3 with pipeline stages is not "
                     "lowered yet; pin --zero 2 or lower");
   if (options.schedule != "1f1b" && options.schedule != "gpipe")
-    return badInput("pipeline: schedule '{0}' is not lowered yet (1f1b and "
-                    "gpipe are)",
+    return badInput("pipeline: schedule '{0}' is not lowered (1f1b, its "
+                    "interleaved form with virtual stages, and gpipe are)",
                     options.schedule);
+  if (virtualStages > 1 && options.schedule != "1f1b")
+    return badInput("pipeline: virtual stages (vpp={0}) need the 1f1b "
+                    "schedule",
+                    virtualStages);
+  if (virtualStages > 1 && micro % stages != 0)
+    return badInput("pipeline: the interleaved schedule runs micro-batches "
+                    "in groups of pp={0}, but there are {1}; pick a global "
+                    "batch giving a multiple of {0} micro-batches",
+                    stages, micro);
   auto funcs = llvm::to_vector(module.getOps<mlir::func::FuncOp>());
   if (funcs.size() != 1)
     return failure("training step: expected one forward function, found {0}",
@@ -298,11 +545,19 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
   auto info = bindLoss(forward);
   if (!info)
     return info.takeError();
-  auto cuts = chooseCuts(forward, stages);
+  auto cuts = chooseCuts(forward, chunks);
   if (!cuts)
     return cuts.takeError();
 
-  // The data/tensor-parallel part of the mesh: what each stage is sharded
+  std::vector<llvm::SmallVector<PassStep>> schedules;
+  for (int64_t s = 0; s < stages; ++s)
+    schedules.push_back(
+        scheduleOf(options.schedule, s, stages, virtualStages, micro));
+  auto traffic = simulate(schedules, chunks);
+  if (!traffic)
+    return traffic.takeError();
+
+  // The data/tensor-parallel part of the mesh: what each chunk is sharded
   // and partitioned over.
   TrainingStepOptions stageOptions = options;
   llvm::SmallVector<std::string> inner;
@@ -320,108 +575,21 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
   const int64_t seq = tokensType.getDimSize(1);
 
   for (int64_t s = 0; s < stages; ++s) {
-    bool first = s == 0, last = s == stages - 1;
+    // This stage's model chunks: s, s + stages, ...
+    std::vector<Chunk> mine;
+    llvm::SmallVector<GradientResult> params;
+    for (int64_t k = 0; k < virtualStages; ++k) {
+      auto chunk =
+          buildChunk(module, forward, *cuts, k * stages + s, stageOptions);
+      if (!chunk)
+        return chunk.takeError();
+      llvm::append_range(params, chunk->params);
+      mine.push_back(std::move(*chunk));
+    }
     mlir::OpBuilder b(ctx);
     mlir::OwningOpRef<mlir::ModuleOp> stageModule =
         mlir::ModuleOp::create(forward.getLoc());
     (*stageModule)->setAttrs(module->getAttrs());
-    unsigned begin = cuts->begin[s];
-    unsigned end =
-        last ? static_cast<unsigned>(
-                   forward.getBody().front().getOperations().size() - 1)
-             : cuts->begin[s + 1];
-    mlir::Value input = first ? nullptr : cuts->input[s];
-    mlir::Value output = last ? nullptr : cuts->input[s + 1];
-    llvm::SmallVector<unsigned> usedArgs;
-    mlir::func::FuncOp objective = buildStage(*stageModule, forward, begin, end,
-                                              input, output, "stage", usedArgs);
-    // The objective of a stage before the last: sum(output * d output),
-    // whose gradient is the stage's vector-Jacobian product.
-    mlir::Value stageOutput;
-    if (!last) {
-      mlir::Block &body = objective.getBody().front();
-      auto ret = llvm::cast<mlir::func::ReturnOp>(body.getTerminator());
-      stageOutput = ret.getOperand(0);
-      auto type = tensorType(stageOutput);
-      (void)objective.insertArgument(objective.getNumArguments(), type, {},
-                                     objective.getLoc());
-      mlir::Value dOutput = body.getArgument(objective.getNumArguments() - 1);
-      b.setInsertionPoint(ret);
-      llvm::SmallVector<int64_t> all;
-      for (int64_t dim = 0; dim < type.getRank(); ++dim)
-        all.push_back(dim);
-      mlir::Value product =
-          b.create<d::MulOp>(objective.getLoc(), stageOutput, dOutput);
-      mlir::Value sum = b.create<d::ReduceSumOp>(objective.getLoc(), product,
-                                                 b.getDenseI64ArrayAttr(all));
-      ret->setOperands(sum);
-      objective.setFunctionType(b.getFunctionType(
-          body.getArgumentTypes(), mlir::TypeRange{sum.getType()}));
-    }
-    // Shard the objective (parameters keep these layouts in both passes).
-    if (!stageOptions.mesh.empty())
-      if (llvm::Error e = shardFunctions(*stageModule, stageOptions,
-                                         /*partition=*/false, false))
-        return std::move(e);
-    // The forward pass: the objective without its last two ops.
-    mlir::func::FuncOp forwardPass;
-    if (!last) {
-      forwardPass = objective.clone();
-      forwardPass.setSymName("forward");
-      stageModule->push_back(forwardPass);
-      mlir::Block &body = forwardPass.getBody().front();
-      auto ret = llvm::cast<mlir::func::ReturnOp>(body.getTerminator());
-      mlir::Operation *sum = ret.getOperand(0).getDefiningOp();
-      mlir::Operation *product = sum->getOperand(0).getDefiningOp();
-      ret->setOperands(product->getOperand(0));
-      sum->erase();
-      product->erase();
-      forwardPass.eraseArgument(forwardPass.getNumArguments() - 1);
-      forwardPass.setFunctionType(
-          b.getFunctionType(body.getArgumentTypes(),
-                            mlir::TypeRange{ret.getOperand(0).getType()}));
-      forwardPass.setResultAttr(
-          0, "dtc.sharding",
-          activationLayout(b, ret.getOperand(0).getType(), stageOptions.mesh));
-    }
-    GradientOptions gradOptions;
-    gradOptions.wrtArguments = !first;
-    auto backward =
-        buildGradientFunction(objective, 0, "backward", gradOptions);
-    if (mlir::failed(backward))
-      return failure("pipeline stage {0}: the stage cannot be differentiated "
-                     "(see the error above)",
-                     s);
-    objective.erase();
-    int dInputIndex = -1;
-    for (unsigned i = 0; i < backward->getNumResults(); ++i)
-      if (auto arg = backward->getResultAttrOfType<mlir::IntegerAttr>(
-              i, kGradOfArgAttrName);
-          arg && arg.getInt() == 0 && !first) {
-        dInputIndex = static_cast<int>(i);
-        backward->setResultAttr(i, "dtc.sharding",
-                                activationLayout(b,
-                                                 backward->getResultTypes()[i],
-                                                 stageOptions.mesh));
-      }
-    if (!stageOptions.mesh.empty())
-      if (llvm::Error e = shardFunctions(*stageModule, stageOptions,
-                                         /*partition=*/true,
-                                         /*deferGradientSync=*/true))
-        return std::move(e);
-
-    // The gradients this stage produces, as in `micro_step`.
-    llvm::SmallVector<GradientResult> params;
-    llvm::SmallVector<unsigned> gradIndex;
-    for (unsigned i = 1; i < backward->getNumResults(); ++i)
-      if (backward->getResultAttr(i, kGradOfAttrName)) {
-        params.push_back(describeGradient(*backward, i));
-        gradIndex.push_back(i);
-      }
-    if (params.empty())
-      return badInput("pipeline stage {0} has no trainable parameters; use "
-                      "fewer stages",
-                      s);
 
     // pipeline_step: the schedule, inlined.
     auto dataType = mlir::RankedTensorType::get({micro, rows, seq},
@@ -443,6 +611,16 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
       step.setArgAttr(2 + i, "dtc.state_of", b.getStringAttr(p.parameter));
     }
     step->setAttr("dtc.mesh", b.getStringAttr(options.mesh));
+    // The schedule, for readers of program.mlir: "F3.1" is the forward of
+    // micro-batch 1 through model chunk 3 (the last chunk's forward runs
+    // inside its backward).
+    llvm::SmallVector<std::string> passes;
+    for (const PassStep &p : schedules[s])
+      passes.push_back(
+          llvm::formatv("{0}{1}.{2}", p.pass, p.chunk * stages + s, p.micro));
+    step->setAttr("dtc.schedule",
+                  b.getStrArrayAttr(llvm::SmallVector<llvm::StringRef>(
+                      passes.begin(), passes.end())));
     b.setInsertionPointToStart(body);
     Collectives comm(b, loc);
     auto pp = b.getStrArrayAttr({kPipelineAxis});
@@ -468,67 +646,90 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
       }
       return v;
     };
-    auto stageArgs = [&](int64_t i) {
+    auto chunkArgs = [&](const Chunk &chunk, int64_t i) {
       llvm::SmallVector<mlir::Value> args;
-      for (unsigned a : usedArgs)
+      for (unsigned a : chunk.usedArgs)
         args.push_back(dataSlice(a, i));
       return args;
     };
-    mlir::Type inputType =
-        first ? mlir::Type() : backward->getFunctionType().getInput(0);
-    mlir::Type outputType =
-        last ? mlir::Type() : forwardPass.getFunctionType().getResult(0);
+
+    // Receives are posted in each channel's send order and waited where
+    // used; sends are waited at the end of the step.
+    std::map<Message, mlir::Value> posted; // message -> its recv_start
+    std::map<int64_t, size_t> postedUpTo;  // channel from stage -> count
+    auto messageType = [&](const Message &m) {
+      const Chunk &into = mine[m.chunk / stages];
+      return m.kind == 'A' ? into.inputType : into.outputType;
+    };
+    auto receive = [&](const Message &m, int64_t from) {
+      const std::vector<Message> &channel = traffic->channels[{from, s}];
+      size_t &n = postedUpTo[from];
+      while (!posted.count(m)) {
+        const Message &next = channel[n++];
+        posted[next] = b.create<d::RecvStartOp>(loc, handle(messageType(next)),
+                                                pp, from - s);
+      }
+      return comm.wait(posted[m].getDefiningOp());
+    };
+    auto send = [&](mlir::Value v, int64_t to) {
+      return b.create<d::SendStartOp>(loc, handle(b.getNoneType()), v, pp,
+                                      to - s);
+    };
 
     llvm::SmallVector<mlir::Value> accumulators(
         body->getArguments().begin() + 2, body->getArguments().end());
-    llvm::DenseMap<int64_t, mlir::Value> stash; // micro-batch -> input
+    std::map<std::pair<int64_t, int64_t>, mlir::Value> stash; // (c, i) -> in
     llvm::SmallVector<mlir::Value> sends;
     mlir::Value lossSum;
-    auto receive = [&](mlir::Type type, int64_t offset) {
-      auto start = b.create<d::RecvStartOp>(loc, handle(type), pp, offset);
-      return comm.wait(start);
-    };
-    for (auto [pass, i] : scheduleOf(options.schedule, s, stages, micro)) {
-      if (pass == 'F') {
-        if (last)
-          continue; // the last stage's backward runs its forward
+    for (const PassStep &p : schedules[s]) {
+      const Chunk &chunk = mine[p.chunk];
+      const int64_t c = p.chunk * stages + s, i = p.micro;
+      size_t firstGrad = 0;
+      for (int64_t k = 0; k < p.chunk; ++k)
+        firstGrad += mine[k].params.size();
+      if (p.pass == 'F') {
+        if (chunk.last)
+          continue; // the last chunk's backward runs its forward
         llvm::SmallVector<mlir::Value> args;
-        if (!first)
-          args.push_back(stash[i] = receive(inputType, -1));
-        llvm::append_range(args, stageArgs(i));
-        mlir::Value y = inlineCall(b, forwardPass, args)[0];
-        sends.push_back(
-            b.create<d::SendStartOp>(loc, handle(b.getNoneType()), y, pp, 1));
+        if (!chunk.first)
+          args.push_back(stash[{c, i}] =
+                             receive({'A', c, i}, traffic->ownerOf(c - 1)));
+        llvm::append_range(args, chunkArgs(chunk, i));
+        mlir::Value y = inlineCall(b, chunk.forwardPass, args)[0];
+        sends.push_back(send(y, traffic->ownerOf(c + 1)));
         continue;
       }
       llvm::SmallVector<mlir::Value> args;
-      if (!first)
-        args.push_back(last ? (stash[i] = receive(inputType, -1)) : stash[i]);
-      llvm::append_range(args, stageArgs(i));
-      if (!last)
-        args.push_back(receive(outputType, 1));
-      llvm::SmallVector<mlir::Value> results = inlineCall(b, *backward, args);
-      if (last)
+      if (!chunk.first)
+        args.push_back(chunk.last
+                           ? receive({'A', c, i}, traffic->ownerOf(c - 1))
+                           : stash[{c, i}]);
+      llvm::append_range(args, chunkArgs(chunk, i));
+      if (!chunk.last)
+        args.push_back(receive({'G', c, i}, traffic->ownerOf(c + 1)));
+      llvm::SmallVector<mlir::Value> results =
+          inlineCall(b, chunk.backward, args);
+      if (chunk.last)
         lossSum =
             lossSum ? b.create<d::AddOp>(loc, lossSum, results[0]) : results[0];
-      for (auto [j, index] : llvm::enumerate(gradIndex))
-        accumulators[j] =
-            b.create<d::AddOp>(loc, accumulators[j], results[index]);
-      if (dInputIndex >= 0)
-        sends.push_back(b.create<d::SendStartOp>(loc, handle(b.getNoneType()),
-                                                 results[dInputIndex], pp, -1));
+      for (auto [j, index] : llvm::enumerate(chunk.gradIndex))
+        accumulators[firstGrad + j] = b.create<d::AddOp>(
+            loc, accumulators[firstGrad + j], results[index]);
+      if (chunk.dInputIndex >= 0)
+        sends.push_back(
+            send(results[chunk.dInputIndex], traffic->ownerOf(c - 1)));
     }
     // Sends complete before the step ends (their buffers stay reserved
     // until then), so no rank blocks on a send while its peer blocks too.
-    for (mlir::Value send : sends)
-      b.create<d::WaitOp>(loc, send);
+    for (mlir::Value sent : sends)
+      b.create<d::WaitOp>(loc, sent);
     // The mean loss over the micro-batches, from the last stage to all.
     mlir::Value loss =
-        last ? b.create<d::MulOp>(
-                    loc, lossSum,
-                    scalar(b, loc, 1.0f / static_cast<float>(micro)))
-                   .getResult()
-             : scalar(b, loc, 0.0f);
+        lossSum ? b.create<d::MulOp>(
+                       loc, lossSum,
+                       scalar(b, loc, 1.0f / static_cast<float>(micro)))
+                      .getResult()
+                : scalar(b, loc, 0.0f);
     loss = comm.allReduce(loss, {kPipelineAxis.str()});
     llvm::SmallVector<mlir::Value> results{loss};
     llvm::append_range(results, accumulators);
@@ -539,9 +740,6 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
     for (auto [i, p] : llvm::enumerate(params))
       step.setResultAttr(1 + i, "dtc.state",
                          b.getStringAttr("grad:" + p.parameter));
-    backward->erase();
-    if (forwardPass)
-      forwardPass.erase();
     eraseUnusedResults(step);
 
     TrainingStepOptions applyOptions = options;

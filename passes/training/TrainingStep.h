@@ -51,9 +51,11 @@ struct TrainingStepOptions {
   bool sequenceParallel = false;
   /// ZeRO stage 0-3 over the mesh's "dp" axis (docs/partition.md).
   int zeroStage = 0;
-  /// Pipeline stages over the mesh's "pp" axis (docs/pipeline.md) and
-  /// their schedule: "1f1b" or "gpipe".
+  /// Pipeline stages over the mesh's "pp" axis (docs/partition.md) and
+  /// their schedule: "1f1b" or "gpipe". With virtual stages (vpp > 1,
+  /// 1f1b only) each stage runs that many model chunks, interleaved.
   int64_t pipelineStages = 1;
+  int64_t virtualStages = 1;
   std::string schedule = "1f1b";
   /// Overlap the data-parallel gradient all-reduce with the last
   /// micro-batch's backward pass (`micro_step_sync`), in buckets of up to

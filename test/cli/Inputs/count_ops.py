@@ -5,6 +5,7 @@
   count_ops.py gathers PROGRAM.mlir FUNC
   count_ops.py pipeline PROGRAM.mlir
   count_ops.py states PROGRAM.mlir FUNC
+  count_ops.py schedule PROGRAM.mlir
 
 Reads the printed MLIR text line by line (one op a line, as dtc writes it);
 stdlib only. Element counts are of the full (unsharded) tensor a collective
@@ -238,6 +239,42 @@ def pipeline(funcs):
         print("stage%d max in flight: %d" % (func.stage, peak))
 
 
+def schedule(path):
+    """Checks each stage's `dtc.schedule` (pipeline_step's pass order, e.g.
+    "F2.1": forward of micro-batch 1 through model chunk 2) on its own terms:
+    every pass of the stage's chunks once, each forward before its backward;
+    prints the chunks, the forwards before the first backward and
+    the most (chunk, micro-batch) activations alive at once."""
+    text = open(path).read()
+    lists = re.findall(r"dtc\.schedule = \[([^\]]*)\]", text)
+    for stage, items in enumerate(lists):
+        passes = [(kind, int(c), int(m)) for kind, c, m in
+                  re.findall(r'"([FB])(\d+)\.(\d+)"', items)]
+        chunks = sorted({c for _, c, _ in passes})
+        micro = sorted({m for _, _, m in passes})
+        done, alive, peak, warmup, ok = set(), set(), 0, None, True
+        for kind, c, m in passes:
+            if (kind, c, m) in done:
+                ok = False
+            done.add((kind, c, m))
+            if kind == "F":
+                alive.add((c, m))
+                peak = max(peak, len(alive))
+            else:
+                if warmup is None:
+                    warmup = sum(1 for k, _, _ in passes[:len(done) - 1]
+                                 if k == "F")
+                ok = ok and (c, m) in alive
+                alive.discard((c, m))
+        complete = len(done) == 2 * len(chunks) * len(micro) and not alive
+        print("stage%d chunks: %s" % (stage, ",".join(map(str, chunks))))
+        print("stage%d passes: %d, each forward once before its backward: %s"
+              % (stage, len(passes), "yes" if ok and complete else "NO"))
+        print("stage%d forwards before the first backward: %d" %
+              (stage, warmup or 0))
+        print("stage%d max in flight: %d" % (stage, peak))
+
+
 def states(funcs, name):
     func = next(f for f in funcs if f.name == name)
     for role, (n, elems) in func.roles.items():
@@ -259,6 +296,7 @@ def main(argv):
         "gathers": lambda: gathers(funcs, argv[3]),
         "pipeline": lambda: pipeline(funcs),
         "states": lambda: states(funcs, argv[3]),
+        "schedule": lambda: schedule(argv[2]),
     }
     if argv[1] not in commands:
         sys.exit(__doc__)
