@@ -13,9 +13,9 @@ holding a batch-2, seq-16 input and the PyTorch fp32 reference logits.
 
 Usage (from the repository root):
     python scripts/export_tiny_gpt.py [--out test/models/tiny-gpt.onnx]
-    # the 4-block variant the interleaved pipeline tests use:
-    python scripts/export_tiny_gpt.py --layers 4 --embd 32 \
-        --out test/models/tiny-gpt-4l.onnx
+    # the 8-block variant the interleaved pipeline tests use:
+    python scripts/export_tiny_gpt.py --layers 8 --embd 16 \
+        --out test/models/tiny-gpt-8l.onnx
 """
 
 import argparse

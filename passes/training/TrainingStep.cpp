@@ -484,7 +484,6 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
     if (syncs[i])
       grads[i] = comm.wait(syncs[i]);
     normAxes.push_back(p.splitAxes);
-    llvm::append_range(normAxes.back(), extraNormAxes);
     llvm::sort(normAxes.back());
     if (!zeroLayout.shards(p.parameter))
       continue;
@@ -520,6 +519,11 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
     mlir::Value s = axes.empty() ? partial : comm.allReduce(partial, axes);
     sumSquares = sumSquares ? b.create<d::AddOp>(loc, sumSquares, s) : s;
   }
+  // Then over the pipeline stages, in one all-reduce of their totals: the
+  // sets of split axes differ from stage to stage, and a collective over
+  // both the stage axes and "pp" would wait for a peer stage that has none.
+  if (!extraNormAxes.empty())
+    sumSquares = comm.allReduce(sumSquares, extraNormAxes);
   mlir::Value norm =
       b.create<d::MulOp>(loc, b.create<d::SqrtOp>(loc, sumSquares),
                          scalar(b, loc, static_cast<float>(inverseAccum)));
