@@ -7,6 +7,7 @@
 
 #include "dialects/dtc/DtcAttrs.h"
 #include "passes/Passes.h"
+#include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/core/Communicator.h"
 #include "runtime/core/Shard.h"
 
@@ -152,14 +153,15 @@ llvm::Expected<std::string> layoutJson(const program::Program &p) {
   auto mesh = runtime::Mesh::parse(p.mesh());
   if (!mesh)
     return mesh.takeError();
+  // Of identical chunks, the one a checkpoint saves is not a replica.
+  auto writers = runtime::ChunkWriters::of(p);
+  if (!writers)
+    return writers.takeError();
   // Variable name -> its entry; chunks appended rank by rank.
   std::map<std::string, llvm::json::Object> tensors;
   std::map<std::string, std::set<std::string>> chunksSeen;
   for (int rank = 0; rank < p.world_size(); ++rank) {
-    const program::RankProgram *program = nullptr;
-    for (const program::RankProgram &r : p.ranks())
-      if (r.rank() == rank || llvm::is_contained(r.ranks(), rank))
-        program = &r;
+    const program::RankProgram *program = runtime::rankProgramOf(p, rank);
     if (!program)
       continue;
     for (const program::Variable &v : program->variables()) {
@@ -198,7 +200,9 @@ llvm::Expected<std::string> layoutJson(const program::Program &p) {
       if (layout->flatParts() > 1)
         chunk["flat"] = llvm::json::Object{{"parts", layout->flatParts()},
                                            {"index", layout->flatIndex()}};
-      chunk["replica"] = !chunksSeen[v.name()].insert(key).second;
+      bool seen = !chunksSeen[v.name()].insert(key).second;
+      chunk["replica"] =
+          runtime::checkpointKey(v) ? !writers->writes(rank, v.name()) : seen;
       entry["chunks"].getAsArray()->push_back(std::move(chunk));
     }
   }

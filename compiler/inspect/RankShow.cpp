@@ -13,6 +13,7 @@
 #include "compiler/support/Error.h"
 
 #include "runtime/core/Communicator.h"
+#include "runtime/core/Shard.h"
 #include "runtime/core/Tensor.h"
 #include "runtime/proto/program.pb.h"
 
@@ -158,10 +159,7 @@ dtc::summarizeRankProgram(llvm::StringRef bundle, int64_t rank) {
     return badInput("{0}: mesh \"{1}\" has {2} ranks but world size is {3}",
                     path, proto.mesh(), mesh->worldSize(), world);
 
-  const program::RankProgram *mine = nullptr;
-  for (const program::RankProgram &r : proto.ranks())
-    if (r.rank() == rank || llvm::is_contained(r.ranks(), rank))
-      mine = &r;
+  const program::RankProgram *mine = runtime::rankProgramOf(proto, rank);
   if (!mine)
     return badInput("{0} holds no program for rank {1}; recompile the bundle "
                     "with 'dtc compile'",

@@ -2,6 +2,7 @@
 
 #include "compiler/run/Run.h"
 
+#include "compiler/run/Checkpointing.h"
 #include "compiler/run/Launch.h"
 #include "compiler/support/Error.h"
 #include "frontends/onnx/HostTensor.h"
@@ -60,9 +61,7 @@ llvm::Expected<RankContext> rankContext(const program::Program &p, int rank) {
     return badInput("program.pb: mesh '{0}' has {1} ranks, the program {2}; "
                     "recompile the bundle",
                     p.mesh(), context.mesh.worldSize(), p.world_size());
-  for (const program::RankProgram &r : p.ranks())
-    if (r.rank() == rank || llvm::is_contained(r.ranks(), rank))
-      context.program = &r;
+  context.program = rt::rankProgramOf(p, rank);
   if (!context.program)
     return badInput("program.pb: no program for rank {0}; recompile the "
                     "bundle",
@@ -465,10 +464,48 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
   bool terminal = reports && o.progress.value_or(
                                  llvm::sys::Process::StandardErrIsDisplayed() &&
                                  !o.logJson);
+  TrainingPosition position{0, microPerStep * mb, o.seed};
+  if (o.resume) {
+    auto loadStart = std::chrono::steady_clock::now();
+    auto resumed = resumeTraining(*context.program, context.mesh, context.rank,
+                                  executor, o.ckptDir, position.globalBatch);
+    if (!resumed)
+      return resumed.takeError();
+    if (*resumed) {
+      position = (*resumed)->position;
+      if (reports)
+        llvm::errs() << llvm::formatv(
+            "resumed at step {0} from {1} (saved under {2}) in {3:f2} s\n",
+            position.step, (*resumed)->directory, (*resumed)->savedPlan,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                          loadStart)
+                .count());
+    } else if (reports) {
+      llvm::errs() << "no checkpoint in " << o.ckptDir
+                   << " yet: training from step 0\n";
+    }
+  }
+  const int64_t firstStep = position.step + 1;
+  const uint64_t seed = position.seed;
+  if (firstStep > *o.steps) {
+    if (reports)
+      out << llvm::formatv("already at step {0}: nothing to train up to "
+                           "--steps {1}\n",
+                           position.step, *o.steps);
+    return llvm::Error::success();
+  }
+  std::unique_ptr<TrainingSaver> saver;
+  if (!o.ckptDir.empty()) {
+    auto created = TrainingSaver::create(p, context.mesh, context.rank,
+                                         o.ckptDir, o.bundle);
+    if (!created)
+      return created.takeError();
+    saver = std::move(*created);
+  }
   int64_t logEvery = std::max<int64_t>(1, *o.steps / 10);
   auto start = std::chrono::steady_clock::now();
   double firstLoss = 0, lastLoss = 0;
-  for (int64_t step = 1; step <= *o.steps; ++step) {
+  for (int64_t step = firstStep; step <= *o.steps; ++step) {
     auto stepStart = std::chrono::steady_clock::now();
     double lossSum = 0;
     for (int64_t call = 0; call < train.grad_accum(); ++call) {
@@ -481,7 +518,7 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
           // samples does not depend on how the batch is split.
           uint64_t sample = static_cast<uint64_t>(
               ((step - 1) * microPerStep + micro) * mb + first + row);
-          int64_t begin = static_cast<int64_t>(mix(mix(o.seed) ^ sample) %
+          int64_t begin = static_cast<int64_t>(mix(mix(seed) ^ sample) %
                                                static_cast<uint64_t>(windows));
           int64_t at = (part * rows + row) * seq;
           for (int64_t j = 0; j < seq; ++j) {
@@ -515,11 +552,21 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
     if (!std::isfinite(gradNorm))
       return failure("step {0}: the gradient norm is {1}; training diverged",
                      step, gradNorm);
+    // The snapshot is taken here; the files are written while the next
+    // steps train.
+    position.step = step;
+    if (saver &&
+        ((o.saveEvery > 0 && step % o.saveEvery == 0) || step == *o.steps))
+      if (llvm::Error e = saver->save(executor, position))
+        return e;
+    if (saver && o.ckptSync)
+      if (llvm::Error e = saver->finish())
+        return e;
     auto now = std::chrono::steady_clock::now();
     double stepS = std::chrono::duration<double>(now - stepStart).count();
     double elapsed = std::chrono::duration<double>(now - start).count();
     double tokensPerS = static_cast<double>(microPerStep * mb * seq) / stepS;
-    if (step == 1)
+    if (step == firstStep)
       firstLoss = loss;
     lastLoss = loss;
     if (!reports)
@@ -534,7 +581,8 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
       out << llvm::json::Value(std::move(line)) << "\n";
       out.flush();
     }
-    double eta = elapsed / step * (*o.steps - step);
+    double eta = elapsed / static_cast<double>(step - firstStep + 1) *
+                 static_cast<double>(*o.steps - step);
     std::string progress =
         llvm::formatv("step {0}/{1}  loss {2:f4}  grad norm {3:f3}  lr "
                       "{4:e2}  {5:f0} tokens/s  ETA {6:f0} s",
@@ -544,13 +592,17 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
       llvm::errs() << "\r" << progress << "\x1b[K";
       if (step == *o.steps)
         llvm::errs() << "\n";
-    } else if (!o.logJson && (step % logEvery == 0 || step == 1)) {
+    } else if (!o.logJson && (step % logEvery == 0 || step == firstStep)) {
       llvm::errs() << progress << "\n";
     }
   }
+  // Rank 0 returns once the last save is committed.
+  if (saver)
+    if (llvm::Error e = saver->finish())
+      return e;
   if (reports && !o.logJson)
-    out << llvm::formatv("trained {0} steps: loss {1:f4} -> {2:f4}\n", *o.steps,
-                         firstLoss, lastLoss);
+    out << llvm::formatv("trained {0} steps: loss {1:f4} -> {2:f4}\n",
+                         *o.steps - firstStep + 1, firstLoss, lastLoss);
   return llvm::Error::success();
 }
 

@@ -44,6 +44,15 @@ struct RunOptions {
   /// Where each rank writes its final parameters (rank-R.pb) for `dtc
   /// verify`; empty: nowhere.
   std::string dumpState;
+  /// Checkpoints (docs/checkpoints.md): saved under ckptDir every
+  /// saveEvery steps (0: only after the last step) when ckptDir is set;
+  /// with resume, training continues from its latest committed step.
+  std::string ckptDir;
+  int64_t saveEvery = 0;
+  bool resume = false;
+  /// Each save is written before training goes on (bench/ckpt.sh's
+  /// baseline for the asynchronous save).
+  bool ckptSync = false;
 };
 
 /// `host` (an ONNX tensor decoded by the frontend) as a runtime tensor of

@@ -16,6 +16,14 @@ llvm::Error shardError(const program::Variable &var, const llvm::Twine &why) {
 }
 } // namespace
 
+const program::RankProgram *rankProgramOf(const program::Program &program,
+                                          int rank) {
+  for (const program::RankProgram &r : program.ranks())
+    if (r.rank() == rank || llvm::is_contained(r.ranks(), rank))
+      return &r;
+  return nullptr;
+}
+
 llvm::Expected<ShardLayout> ShardLayout::of(const program::Variable &var,
                                             const Mesh &mesh, int rank) {
   ShardLayout layout;
@@ -79,6 +87,100 @@ llvm::Expected<ShardLayout> ShardLayout::of(const program::Variable &var,
     layout.dims_.push_back(part);
   }
   return layout;
+}
+
+llvm::Expected<ShardLayout>
+ShardLayout::fromParts(llvm::ArrayRef<int64_t> globalShape,
+                       llvm::ArrayRef<DimPart> dims, int64_t flatParts,
+                       int64_t flatIndex) {
+  auto fail = [](const llvm::Twine &why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "shard layout: " + why);
+  };
+  if (!dims.empty() && dims.size() != globalShape.size())
+    return fail(llvm::Twine(dims.size()) + " dim parts for a rank-" +
+                llvm::Twine(globalShape.size()) + " tensor");
+  ShardLayout layout;
+  layout.global_.assign(globalShape.begin(), globalShape.end());
+  layout.local_ = layout.global_;
+  layout.dims_.assign(dims.begin(), dims.end());
+  layout.dims_.resize(globalShape.size());
+  for (auto [dim, part] : llvm::enumerate(layout.dims_)) {
+    int64_t whole = layout.global_[dim];
+    int64_t run = part.block ? part.block : whole;
+    if (whole < 0 || part.parts < 1 || part.index < 0 ||
+        part.index >= part.parts || part.block < 0 ||
+        (part.parts > 1 && (run == 0 || whole % run || run % part.parts)))
+      return fail("dim " + llvm::Twine(dim) + " of " + llvm::Twine(whole) +
+                  " cannot hold part " + llvm::Twine(part.index) + " of " +
+                  llvm::Twine(part.parts) + " (block " +
+                  llvm::Twine(part.block) + ")");
+    layout.local_[dim] = whole / part.parts;
+  }
+  int64_t shardElements = numElements(layout.local_);
+  if (flatParts < 1 || flatIndex < 0 || flatIndex >= flatParts ||
+      shardElements % flatParts)
+    return fail("a shard of " + llvm::Twine(shardElements) +
+                " elements cannot hold flat part " + llvm::Twine(flatIndex) +
+                " of " + llvm::Twine(flatParts));
+  layout.flatParts_ = flatParts;
+  layout.flatIndex_ = flatIndex;
+  if (flatParts > 1)
+    layout.stored_ = {shardElements / flatParts};
+  else
+    layout.stored_ = layout.local_;
+  return layout;
+}
+
+llvm::json::Object ShardLayout::chunkJson() const {
+  llvm::json::Array dims;
+  for (const DimPart &part : dims_)
+    dims.push_back(llvm::json::Object{
+        {"parts", part.parts}, {"index", part.index}, {"block", part.block}});
+  llvm::json::Object chunk{{"dims", std::move(dims)}};
+  if (flatParts_ > 1)
+    chunk["flat"] =
+        llvm::json::Object{{"parts", flatParts_}, {"index", flatIndex_}};
+  return chunk;
+}
+
+llvm::Expected<ShardLayout>
+ShardLayout::fromChunkJson(llvm::ArrayRef<int64_t> globalShape,
+                           const llvm::json::Object &chunk) {
+  auto fail = [](const llvm::Twine &why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "chunk layout: " + why);
+  };
+  const llvm::json::Array *dims = chunk.getArray("dims");
+  if (!dims)
+    return fail("no \"dims\" array");
+  llvm::SmallVector<DimPart, 6> parts;
+  for (const llvm::json::Value &value : *dims) {
+    const llvm::json::Object *dim = value.getAsObject();
+    std::optional<int64_t> count =
+        dim ? dim->getInteger("parts") : std::nullopt;
+    std::optional<int64_t> index =
+        dim ? dim->getInteger("index") : std::nullopt;
+    if (!count || !index)
+      return fail("a dim without integer \"parts\" and \"index\"");
+    parts.push_back({*count, *index, dim->getInteger("block").value_or(0)});
+  }
+  if (parts.size() != globalShape.size())
+    return fail(llvm::Twine(parts.size()) + " dims for a rank-" +
+                llvm::Twine(globalShape.size()) + " tensor");
+  int64_t flatParts = 1, flatIndex = 0;
+  if (const llvm::json::Value *flatValue = chunk.get("flat")) {
+    const llvm::json::Object *flat = flatValue->getAsObject();
+    std::optional<int64_t> count =
+        flat ? flat->getInteger("parts") : std::nullopt;
+    std::optional<int64_t> index =
+        flat ? flat->getInteger("index") : std::nullopt;
+    if (!count || !index)
+      return fail("\"flat\" without integer \"parts\" and \"index\"");
+    flatParts = *count;
+    flatIndex = *index;
+  }
+  return fromParts(globalShape, parts, flatParts, flatIndex);
 }
 
 int64_t ShardLayout::globalIndex(size_t dim, int64_t i) const {

@@ -18,7 +18,14 @@
 #include "runtime/core/Communicator.h"
 #include "runtime/core/Tensor.h"
 
+#include "llvm/Support/JSON.h"
+
 namespace dtc::runtime {
+
+/// The RankProgram `rank` runs (ranks of one pipeline stage, or of an SPMD
+/// program, share one); nullptr when the program has none for it.
+const program::RankProgram *rankProgramOf(const program::Program &program,
+                                          int rank);
 
 /// Where a rank's shard of one tensor sits in the whole tensor.
 class ShardLayout {
@@ -33,6 +40,22 @@ public:
   /// information is whole on every rank.
   static llvm::Expected<ShardLayout> of(const program::Variable &var,
                                         const Mesh &mesh, int rank);
+
+  /// The layout with these parts (what a checkpoint's index records):
+  /// `dims` per dim of `globalShape` (empty: whole), then ZeRO's flat split
+  /// into `flatParts` of which this is `flatIndex`. Errors when the parts
+  /// do not divide the dims, as for of().
+  static llvm::Expected<ShardLayout>
+  fromParts(llvm::ArrayRef<int64_t> globalShape, llvm::ArrayRef<DimPart> dims,
+            int64_t flatParts = 1, int64_t flatIndex = 0);
+  /// A chunk's description in layout.json and checkpoint indexes:
+  /// {"dims": [{"parts","index","block"}...], "flat": {"parts","index"}}
+  /// ("flat" only when flatParts() > 1).
+  llvm::json::Object chunkJson() const;
+  /// Inverse of chunkJson() for a tensor of `globalShape`.
+  static llvm::Expected<ShardLayout>
+  fromChunkJson(llvm::ArrayRef<int64_t> globalShape,
+                const llvm::json::Object &chunk);
 
   llvm::ArrayRef<int64_t> globalShape() const { return global_; }
   /// The shape of this rank's part: the shard, or with ZeRO's flat split

@@ -8,6 +8,7 @@
 
 #include "compiler/Driver.h"
 #include "compiler/calibrate/Calibrate.h"
+#include "compiler/ckpt/Ckpt.h"
 #include "compiler/inspect/Inspect.h"
 #include "compiler/run/Run.h"
 #include "compiler/support/Error.h"
@@ -30,15 +31,6 @@ namespace {
 
 /// A command's action, run after a successful parse.
 using Action = std::function<llvm::Error()>;
-
-/// `dtc <name>` is declared but its issue has not landed yet.
-Action notBuiltYet(std::string command, int issue) {
-  return [command, issue]() -> llvm::Error {
-    return dtc::badInput("'dtc {0}' is not implemented yet (issue #{1} builds "
-                         "it); see 'dtc --help' for what is available",
-                         command, issue);
-  };
-}
 
 void addCompile(CLI::App &app, dtc::CompileOptions &o, Action &action) {
   CLI::App *cmd = app.add_subcommand(
@@ -121,21 +113,11 @@ void addCompile(CLI::App &app, dtc::CompileOptions &o, Action &action) {
   });
 }
 
-/// Declares a command that is not built yet, with its SPEC flags so that
-/// `--help` documents it already.
-CLI::App *addPending(CLI::App &parent, const std::string &name,
-                     const std::string &fullName, const std::string &help,
-                     int issue, Action &action) {
-  CLI::App *cmd = parent.add_subcommand(name, help);
-  cmd->callback(
-      [&action, fullName, issue] { action = notBuiltYet(fullName, issue); });
-  return cmd;
-}
-
-struct PendingArgs {
-  std::string bundle, other, output, data, ckptDir, backend, arch;
-  int64_t rank = 0, k = 3, steps = 0, saveEvery = 0, seed = 0;
-  bool json = false, resume = false, shapeOnly = false;
+/// What the plan and ckpt commands take.
+struct ToolArgs {
+  std::string bundle, other, output, ckptDir;
+  int64_t rank = 0, k = 3;
+  bool json = false;
 };
 
 /// Loads `bundle`'s plan.json, then runs `body` on it.
@@ -149,7 +131,7 @@ Action withPlan(const std::string &bundle,
   };
 }
 
-void addPlan(CLI::App &app, PendingArgs &a, Action &action) {
+void addPlan(CLI::App &app, ToolArgs &a, Action &action) {
   CLI::App *plan = app.add_subcommand("plan", "Inspect a compiled plan");
   plan->require_subcommand(1);
 
@@ -220,7 +202,7 @@ void addPlan(CLI::App &app, PendingArgs &a, Action &action) {
 }
 
 void addRun(CLI::App &app, dtc::RunOptions &o, dtc::VerifyOptions &v,
-            PendingArgs &a, Action &action) {
+            Action &action) {
   CLI::App *run = app.add_subcommand(
       "run", "Execute a compiled plan with the bundled runtime");
   run->add_option("BUNDLE", o.bundle, "Plan bundle directory")->required();
@@ -242,13 +224,23 @@ void addRun(CLI::App &app, dtc::RunOptions &o, dtc::VerifyOptions &v,
   run->add_flag("--log-json", o.logJson, "One JSON object per step on stdout");
   // For `dtc verify`: each rank writes its final parameters here.
   run->add_option("--dump-state", o.dumpState)->group("");
-  run->add_option("--ckpt-dir", a.ckptDir, "Checkpoint directory (issue 9)");
-  run->add_option("--save-every", a.saveEvery, "Save every K steps (issue 9)");
-  run->add_flag("--resume", a.resume,
-                "Resume from the latest checkpoint (issue 9)");
-  run->callback([&o, &a, &action] {
-    if (!a.ckptDir.empty() || a.saveEvery || a.resume) {
-      action = notBuiltYet("run --ckpt-dir/--save-every/--resume", 9);
+  run->add_option("--ckpt-dir", o.ckptDir,
+                  "Save checkpoints here (after the last step, and every "
+                  "--save-every steps)");
+  run->add_option("--save-every", o.saveEvery, "Save every K steps")
+      ->check(CLI::PositiveNumber);
+  run->add_flag("--resume", o.resume,
+                "Continue from the latest committed checkpoint in "
+                "--ckpt-dir, under this bundle's plan");
+  // For bench/ckpt.sh: the synchronous save the asynchronous one is
+  // measured against.
+  run->add_flag("--ckpt-sync", o.ckptSync)->group("");
+  run->callback([&o, &action] {
+    if (o.ckptDir.empty() && (o.saveEvery || o.resume)) {
+      action = [&o] {
+        return dtc::badInput("{0} needs --ckpt-dir DIR",
+                             o.resume ? "--resume" : "--save-every");
+      };
       return;
     }
     action = [&o] { return dtc::runBundle(o, llvm::outs()); };
@@ -283,23 +275,40 @@ void addRun(CLI::App &app, dtc::RunOptions &o, dtc::VerifyOptions &v,
   });
 }
 
-void addCkpt(CLI::App &app, PendingArgs &a, Action &action) {
+void addCkpt(CLI::App &app, ToolArgs &a, Action &action) {
   CLI::App *ckpt =
       app.add_subcommand("ckpt", "Inspect and convert checkpoints");
   ckpt->require_subcommand(1);
-  addPending(*ckpt, "inspect", "ckpt inspect", "What a checkpoint holds", 9,
-             action)
-      ->add_option("DIR", a.ckptDir, "Checkpoint directory")
+  CLI::App *inspect =
+      ckpt->add_subcommand("inspect", "What a checkpoint holds");
+  inspect
+      ->add_option("DIR", a.ckptDir,
+                   "Checkpoint root (its latest step) or step directory")
       ->required();
-  addPending(*ckpt, "verify", "ckpt verify", "Check a checkpoint end to end", 9,
-             action)
-      ->add_option("DIR", a.ckptDir, "Checkpoint directory")
+  inspect->callback([&a, &action] {
+    action = [&a] { return dtc::inspectCheckpoint(a.ckptDir, llvm::outs()); };
+  });
+  CLI::App *verify =
+      ckpt->add_subcommand("verify", "Check a checkpoint end to end");
+  verify
+      ->add_option("DIR", a.ckptDir,
+                   "Checkpoint root (every step) or step directory")
       ->required();
-  CLI::App *consolidate = addPending(
-      *ckpt, "consolidate", "ckpt consolidate",
-      "Write one safetensors file with the model's own names", 9, action);
-  consolidate->add_option("DIR", a.ckptDir, "Checkpoint directory")->required();
+  verify->callback([&a, &action] {
+    action = [&a] { return dtc::verifyCheckpoint(a.ckptDir, llvm::outs()); };
+  });
+  CLI::App *consolidate = ckpt->add_subcommand(
+      "consolidate", "Write one safetensors file with the model's own names");
+  consolidate
+      ->add_option("DIR", a.ckptDir,
+                   "Checkpoint root (its latest step) or step directory")
+      ->required();
   consolidate->add_option("-o", a.output, "Output .safetensors")->required();
+  consolidate->callback([&a, &action] {
+    action = [&a] {
+      return dtc::consolidateCheckpoint(a.ckptDir, a.output, llvm::outs());
+    };
+  });
 }
 
 /// `dtc modelgen`: a preset or a base model per --arch, with any size
@@ -461,13 +470,13 @@ int main(int argc, char **argv) {
   dtc::CompileOptions compileOptions;
   dtc::RunOptions runOptions;
   dtc::VerifyOptions verifyOptions;
-  PendingArgs pending;
+  ToolArgs toolArgs;
   ModelgenArgs modelgenArgs;
   CalibrateArgs calibrateArgs;
   addCompile(app, compileOptions, action);
-  addPlan(app, pending, action);
-  addRun(app, runOptions, verifyOptions, pending, action);
-  addCkpt(app, pending, action);
+  addPlan(app, toolArgs, action);
+  addRun(app, runOptions, verifyOptions, action);
+  addCkpt(app, toolArgs, action);
   addModelgen(app, modelgenArgs, action);
   addCalibrate(app, calibrateArgs, action);
   // The ranks of a multi-rank plan re-run this command line under mpirun.

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Checkpoint cost on the CPU runtime (issue 9), a GPT of 67M parameters
+# (hidden 1024, 4 layers, vocab 8192: 268 MB of fp32 weights, 805 MB with
+# the AdamW moments):
+#  - training stall of a save: the step that saves minus the median step
+#    that does not, asynchronous (snapshot to host memory, written in the
+#    background) vs synchronous (--ckpt-sync: written before training goes
+#    on), one rank, saving every 3 steps; target: async stall < 10% of sync;
+#  - load time of a resume under tp2 (2 ranks) from a checkpoint saved under
+#    tp2 (no resharding) vs one saved by one rank (every tensor resharded).
+# Usage: bench/ckpt.sh [BUILD_DIR] [DIR]   (default: build, a temp dir; the
+# checkpoints need about 3 GB of disk)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build="${1:-build}"
+dtc="$build/bin/dtc"
+ninja -C "$build" dtc >/dev/null
+tmp="${2:-$(mktemp -d)}"
+mkdir -p "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+# Training on one core leaves the other to the writer, as a GPU leaves the
+# host's cores to it.
+export OMP_NUM_THREADS=1
+
+"$dtc" modelgen --arch gpt --layers 4 --hidden 1024 --heads 16 --vocab 8192 \
+  --seq-len 64 --shape-only -o "$tmp/gpt.onnx" >/dev/null
+python3 test/cli/Inputs/make_tokens.py "$tmp/tokens.bin" 100000 8192
+"$dtc" compile "$tmp/gpt.onnx" --gpus 1 --global-batch 1 --micro-batch 1 \
+  --seq-len 64 -o "$tmp/one.dtc" >/dev/null
+"$dtc" compile "$tmp/gpt.onnx" --gpus 2 --dp 1 --tp 2 --pp 1 --cp 1 --zero 0 \
+  --global-batch 1 --micro-batch 1 --seq-len 64 -o "$tmp/tp2.dtc" >/dev/null
+run() { "$dtc" run "$@" --data "$tmp/tokens.bin" --init --log-json; }
+
+run "$tmp/one.dtc" --steps 10 --save-every 3 --ckpt-dir "$tmp/async" \
+  >"$tmp/async.log"
+run "$tmp/one.dtc" --steps 10 --save-every 3 --ckpt-dir "$tmp/sync" \
+  --ckpt-sync >"$tmp/sync.log"
+rm -rf "$tmp/sync"
+du -sh "$tmp/async/step-00000003" | awk '{print "checkpoint size:", $1}'
+
+# Loads: tp2 from tp2 (same cuts) and tp2 from one rank (resharded).
+run "$tmp/tp2.dtc" --steps 3 --save-every 3 --ckpt-dir "$tmp/saved-tp2" \
+  >/dev/null
+run "$tmp/tp2.dtc" --steps 3 --ckpt-dir "$tmp/saved-tp2" --resume \
+  2>"$tmp/load-same.err" >/dev/null
+run "$tmp/tp2.dtc" --steps 3 --ckpt-dir "$tmp/async" --resume \
+  2>"$tmp/load-reshard.err" >/dev/null || true
+
+python3 - "$tmp" <<'PY'
+import json, re, statistics, sys
+tmp = sys.argv[1]
+
+def stall(name):
+    steps = [json.loads(l) for l in open(f"{tmp}/{name}.log") if l.startswith("{")]
+    saving = [s["step_time_s"] for s in steps if s["step"] % 3 == 0]
+    plain = statistics.median(s["step_time_s"] for s in steps
+                              if s["step"] % 3 and s["step"] > 1)
+    return statistics.mean(saving) - plain, plain
+
+a, step = stall("async")
+s, _ = stall("sync")
+print(f"step without a save: {step:.3f} s")
+print(f"stall of a save: async {a:.3f} s, sync {s:.3f} s; "
+      f"async / sync = {a / s:.3f} (target < 0.10)")
+
+def load(name):
+    text = open(f"{tmp}/{name}.err").read()
+    m = re.search(r"resumed at step \d+ from .* in ([0-9.]+) s", text)
+    return float(m.group(1)) if m else None
+
+same, reshard = load("load-same"), load("load-reshard")
+print(f"load under tp2: from tp2 {same:.2f} s, from one rank (resharded) "
+      f"{reshard:.2f} s; ratio {reshard / same:.2f}")
+PY
