@@ -12,6 +12,7 @@ packages=(
   libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
   # Command line, tests, runtime libraries
   libcli11-dev libgtest-dev libopenblas-dev openmpi-bin libopenmpi-dev
+  libssl-dev  # SHA-256 of checkpoint chunks
   python3 python3-numpy python3-pip
   chromium  # headless, for the plan report test (test/cli/check_report.py)
 )

@@ -199,6 +199,11 @@ TrainingSaver::create(const program::Program &program, const rt::Mesh &mesh,
 
 llvm::Error TrainingSaver::save(rt::Executor &executor,
                                 const TrainingPosition &position) {
+  // The staging buffers are the previous save's snapshot until it is
+  // written.
+  if (writer_->busy())
+    if (llvm::Error e = writer_->finish())
+      return failure("checkpoint: {0}", llvm::toString(std::move(e)));
   std::vector<rt::SaveItem> items;
   for (const program::Variable &v : program_.variables()) {
     std::optional<std::string> key = rt::checkpointKey(v);
@@ -208,12 +213,14 @@ llvm::Error TrainingSaver::save(rt::Executor &executor,
     if (!layout)
       return badInput("program.pb: {0}; recompile the bundle",
                       llvm::toString(layout.takeError()));
-    auto value = executor.readVariable(v.name());
-    if (!value)
-      return failure("checkpoint: variable '{0}': {1}", v.name(),
-                     llvm::toString(value.takeError()));
-    items.push_back(
-        {*key, v.parameter(), v.role(), *layout, std::move(*value)});
+    // Reused, so that a save does not first fault in fresh pages.
+    rt::Tensor &staged = staging_[v.name()];
+    if (staged.empty())
+      staged = rt::Tensor(v.type().dtype(), layout->localShape());
+    if (llvm::Error e = executor.readVariable(v.name(), staged))
+      return failure("checkpoint: {0}", llvm::toString(std::move(e)));
+    // The item shares the buffer's storage.
+    items.push_back({*key, v.parameter(), v.role(), *layout, staged});
   }
   // The seed is a string: JSON numbers do not hold every uint64.
   llvm::json::Object meta{

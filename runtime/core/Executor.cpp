@@ -257,10 +257,23 @@ llvm::Expected<Tensor> Executor::readVariable(llvm::StringRef name) {
                                    "the program has no variable '" + name +
                                        "'");
   Tensor host(var->dtype(), var->shape());
-  if (llvm::Error e =
-          memory_.copyToHost(host.data(), var->data(), var->bytes()))
+  if (llvm::Error e = readVariable(name, host))
     return std::move(e);
   return host;
+}
+
+llvm::Error Executor::readVariable(llvm::StringRef name, Tensor &host) {
+  Tensor *var = storage(name);
+  if (!var)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "the program has no variable '" + name +
+                                       "'");
+  if (host.dtype() != var->dtype() || host.shape() != var->shape())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "variable '" + name +
+                                       "': the host tensor has another "
+                                       "dtype or shape");
+  return memory_.copyToHost(host.data(), var->data(), var->bytes());
 }
 
 llvm::Error Executor::writeVariable(llvm::StringRef name, const Tensor &host) {

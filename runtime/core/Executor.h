@@ -44,6 +44,9 @@ public:
 
   /// A host copy of the variable, in any memory space.
   llvm::Expected<Tensor> readVariable(llvm::StringRef name);
+  /// The same into `host` (same dtype and shape): a staging buffer reused
+  /// from one checkpoint to the next.
+  llvm::Error readVariable(llvm::StringRef name, Tensor &host);
   /// Overwrites the variable with `host` (same dtype and shape).
   llvm::Error writeVariable(llvm::StringRef name, const Tensor &host);
 
