@@ -97,9 +97,20 @@ void printCheckpoint(const rt::Checkpoint &ckpt, llvm::raw_ostream &out) {
   } else if (const llvm::json::Value *plan = meta.get("plan")) {
     out << "  plan: " << brief(*plan) << "\n";
   }
+  // Where `dtc run` was in its data (docs/checkpoints.md).
+  if (const llvm::json::Object *at = meta.getObject("position")) {
+    auto number = [&](llvm::StringRef k) {
+      return at->getInteger(k).value_or(0);
+    };
+    out << llvm::formatv("  position: step {0}, {1} samples seen (global "
+                         "batch {2}), data seed {3}\n",
+                         number("step"), number("samples"),
+                         number("global_batch"),
+                         at->getString("seed").value_or("?"));
+  }
   std::vector<std::string> rest;
   for (const std::string &k : sortedKeys(meta))
-    if (k != "plan")
+    if (k != "plan" && k != "position")
       rest.push_back(k + "=" + brief(*meta.get(k)));
   if (!rest.empty())
     out << "  meta: " << llvm::join(rest, ", ") << "\n";
