@@ -485,7 +485,7 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
       t.zeroStage = plan.dp > 1 ? plan.zero : 0;
       t.pipelineStages = plan.pp;
       t.virtualStages = plan.pp > 1 ? plan.vpp : 1;
-      t.overlapGradSync = !o.noOverlap;
+      t.overlap = !o.noOverlap;
       t.gradBucketBytes = std::max<int64_t>(
           1, static_cast<int64_t>(o.gradBucketMb * (1 << 20)));
       t.schedule = plan.schedule == Schedule::GPipe ? "gpipe" : "1f1b";

@@ -324,6 +324,11 @@ struct Traffic {
   std::map<std::pair<int64_t, int64_t>, std::vector<Message>> channels;
 
   int64_t ownerOf(int64_t chunk) const { return chunk % stages; }
+  /// The stage that sends `m`: the previous chunk's for an activation, the
+  /// next chunk's for a gradient.
+  int64_t senderOf(const Message &m) const {
+    return ownerOf(m.kind == 'A' ? m.chunk - 1 : m.chunk + 1);
+  }
   /// What a pass needs from other stages and what it sends to them.
   void exchanges(int64_t stage, PassStep p, llvm::SmallVectorImpl<Message> &in,
                  llvm::SmallVectorImpl<std::pair<Message, int64_t>> &out) {
@@ -661,7 +666,8 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
       const Chunk &into = mine[m.chunk / stages];
       return m.kind == 'A' ? into.inputType : into.outputType;
     };
-    auto receive = [&](const Message &m, int64_t from) {
+    auto post = [&](const Message &m) {
+      int64_t from = traffic->senderOf(m);
       const std::vector<Message> &channel = traffic->channels[{from, s}];
       size_t &n = postedUpTo[from];
       while (!posted.count(m)) {
@@ -669,7 +675,19 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
         posted[next] = b.create<d::RecvStartOp>(loc, handle(messageType(next)),
                                                 pp, from - s);
       }
-      return comm.wait(posted[m].getDefiningOp());
+      return posted[m].getDefiningOp();
+    };
+    auto receive = [&](const Message &m) { return comm.wait(post(m)); };
+    // With overlap, the receives of the next pass are posted before this
+    // pass computes, so its input arrives meanwhile.
+    auto postNext = [&](size_t next) {
+      if (!options.overlap || next >= schedules[s].size())
+        return;
+      llvm::SmallVector<Message> in;
+      llvm::SmallVector<std::pair<Message, int64_t>> out;
+      traffic->exchanges(s, schedules[s][next], in, out);
+      for (const Message &m : in)
+        post(m);
     };
     auto send = [&](mlir::Value v, int64_t to) {
       return b.create<d::SendStartOp>(loc, handle(b.getNoneType()), v, pp,
@@ -681,7 +699,7 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
     std::map<std::pair<int64_t, int64_t>, mlir::Value> stash; // (c, i) -> in
     llvm::SmallVector<mlir::Value> sends;
     mlir::Value lossSum;
-    for (const PassStep &p : schedules[s]) {
+    for (auto [index, p] : llvm::enumerate(schedules[s])) {
       const Chunk &chunk = mine[p.chunk];
       const int64_t c = p.chunk * stages + s, i = p.micro;
       size_t firstGrad = 0;
@@ -692,21 +710,20 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
           continue; // the last chunk's backward runs its forward
         llvm::SmallVector<mlir::Value> args;
         if (!chunk.first)
-          args.push_back(stash[{c, i}] =
-                             receive({'A', c, i}, traffic->ownerOf(c - 1)));
+          args.push_back(stash[{c, i}] = receive({'A', c, i}));
         llvm::append_range(args, chunkArgs(chunk, i));
+        postNext(index + 1);
         mlir::Value y = inlineCall(b, chunk.forwardPass, args)[0];
         sends.push_back(send(y, traffic->ownerOf(c + 1)));
         continue;
       }
       llvm::SmallVector<mlir::Value> args;
       if (!chunk.first)
-        args.push_back(chunk.last
-                           ? receive({'A', c, i}, traffic->ownerOf(c - 1))
-                           : stash[{c, i}]);
+        args.push_back(chunk.last ? receive({'A', c, i}) : stash[{c, i}]);
       llvm::append_range(args, chunkArgs(chunk, i));
       if (!chunk.last)
-        args.push_back(receive({'G', c, i}, traffic->ownerOf(c + 1)));
+        args.push_back(receive({'G', c, i}));
+      postNext(index + 1);
       llvm::SmallVector<mlir::Value> results =
           inlineCall(b, chunk.backward, args);
       if (chunk.last)

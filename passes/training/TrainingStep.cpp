@@ -259,10 +259,14 @@ mlir::Value flatten(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v) {
 /// its part, stage 2 reduce-scatters it, and both all-gather the updated
 /// parameter; stage 3 keeps only the part of the parameter too.
 /// ZeRO-3: a sharded parameter is stored as its flat 1/dp part and
-/// all-gathered right before its first use in the forward pass and again
-/// before its first use in the backward pass, so the whole tensor lives only
-/// while the pass that reads it runs.
-void gatherParametersForUse(mlir::func::FuncOp step, const ZeroLayout &layout) {
+/// all-gathered for its uses in the forward pass and again for those in the
+/// backward pass, so the whole tensor lives only while the pass that reads
+/// it runs. Each gather is waited right before its first use; with
+/// `prefetch` it starts right after the previous gather's wait (one
+/// parameter ahead, DeepSpeed's prefetch), so it runs while the ops
+/// between compute and at most two gathered parameters are in flight.
+void gatherParametersForUse(mlir::func::FuncOp step, const ZeroLayout &layout,
+                            bool prefetch) {
   mlir::Block &body = step.getBody().front();
   llvm::DenseMap<mlir::Operation *, unsigned> position;
   unsigned forwardEnd = ~0u;
@@ -298,6 +302,57 @@ void gatherParametersForUse(mlir::func::FuncOp step, const ZeroLayout &layout) {
       for (mlir::OpOperand *use : uses)
         use->set(whole);
     }
+  }
+  if (!prefetch)
+    return;
+  // Gathers in program order; each start moves up to the previous wait
+  // (or to its parameter, if that comes later).
+  llvm::SmallVector<std::pair<d::AllGatherStartOp, mlir::Operation *>> gathers;
+  for (auto start : body.getOps<d::AllGatherStartOp>())
+    if (start.getInput().getDefiningOp<d::ParameterOp>())
+      gathers.push_back({start, *start->getUsers().begin()});
+  for (unsigned k = 1; k < gathers.size(); ++k) {
+    mlir::Operation *after = gathers[k - 1].second;
+    mlir::Operation *input = gathers[k].first.getInput().getDefiningOp();
+    if (after->isBeforeInBlock(input))
+      after = input;
+    if (after->isBeforeInBlock(gathers[k].first))
+      gathers[k].first->moveAfter(after);
+  }
+}
+
+/// ZeRO-2/3 overlap: each gradient's reduce-scatter (started as soon as
+/// the gradient exists) is waited, and accumulated, only right before the
+/// next one starts (the last one before the return), so it runs during the
+/// backward compute in between while at most two whole gradients are in
+/// flight.
+void deferScatterWaits(mlir::func::FuncOp step) {
+  mlir::Block &body = step.getBody().front();
+  auto starts = llvm::to_vector(body.getOps<d::ReduceScatterStartOp>());
+  for (auto [k, start] : llvm::enumerate(starts)) {
+    if (!start->hasOneUse())
+      continue;
+    auto wait = llvm::dyn_cast<d::WaitOp>(*start->getUsers().begin());
+    // The accumulation into a state argument, read only by the return.
+    auto movable = [&](mlir::Operation *user) {
+      return llvm::isa<d::AddOp>(user) &&
+             llvm::all_of(user->getOperands(),
+                          [&](mlir::Value v) {
+                            return v == wait.getOutput() ||
+                                   llvm::isa<mlir::BlockArgument>(v);
+                          }) &&
+             llvm::all_of(user->getUsers(), [&](mlir::Operation *u) {
+               return u == body.getTerminator();
+             });
+    };
+    if (!wait || !llvm::all_of(wait->getUsers(), movable))
+      continue;
+    mlir::Operation *before = k + 1 < starts.size()
+                                  ? starts[k + 1].getOperation()
+                                  : body.getTerminator();
+    wait->moveBefore(before);
+    for (mlir::Operation *user : llvm::make_early_inc_range(wait->getUsers()))
+      user->moveBefore(before);
   }
 }
 
@@ -646,9 +701,11 @@ buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options) {
     return badInput("the model has no trainable parameters (no float "
                     "initializer reaches the loss)");
   if (options.zeroStage >= 3)
-    gatherParametersForUse(*grad, zero);
+    gatherParametersForUse(*grad, zero, options.overlap);
+  if (options.zeroStage >= 2 && options.overlap)
+    deferScatterWaits(*grad);
   llvm::StringSet<> syncedInStep;
-  if (options.overlapGradSync)
+  if (options.overlap)
     syncedInStep = buildSyncingMicroStep(*grad, params, zero, options);
   buildApply(module, params, options, zero, {}, syncedInStep,
              /*scatteredInStep=*/true);

@@ -57,10 +57,12 @@ struct TrainingStepOptions {
   int64_t pipelineStages = 1;
   int64_t virtualStages = 1;
   std::string schedule = "1f1b";
-  /// Overlap the data-parallel gradient all-reduce with the last
-  /// micro-batch's backward pass (`micro_step_sync`), in buckets of up to
-  /// this many bytes.
-  bool overlapGradSync = true;
+  /// Overlap communication with compute: the data-parallel gradient
+  /// all-reduce with the last micro-batch's backward pass
+  /// (`micro_step_sync`, in buckets of up to gradBucketBytes), ZeRO-3
+  /// parameter gathers one parameter ahead, pipeline receives posted one
+  /// pass ahead (docs/partition.md, "Overlap").
+  bool overlap = true;
   int64_t gradBucketBytes = 25 << 20;
 };
 

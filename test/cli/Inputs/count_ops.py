@@ -6,6 +6,7 @@
   count_ops.py pipeline PROGRAM.mlir
   count_ops.py states PROGRAM.mlir FUNC
   count_ops.py schedule PROGRAM.mlir
+  count_ops.py overlap PROGRAM.mlir FUNC
 
 Reads the printed MLIR text line by line (one op a line, as dtc writes it);
 stdlib only. Element counts are of the full (unsharded) tensor a collective
@@ -275,6 +276,73 @@ def schedule(path):
         print("stage%d max in flight: %d" % (stage, peak))
 
 
+def overlap(funcs, name):
+    """For each kind of started communication in FUNC (every pipeline
+    stage's FUNC): how many there are and how many have compute ops (not
+    communication, waits, parameters, constants or reshapes) between their
+    start and their wait, i.e. run while the rank computes."""
+    quiet = set(COLLECTIVES) | {"wait", "parameter", "constant", "reshape"}
+    for func in funcs:
+        if func.name != name:
+            continue
+        started, hidden = collections.Counter(), collections.Counter()
+        pending = {}  # handle -> (kind, compute ops seen since its start)
+        for op in func.ops:
+            if op.name in COLLECTIVES and op.results:
+                pending[op.results.strip()] = [op.name[:-len("_start")], 0]
+            elif op.name == "wait" and op.operands[0] in pending:
+                kind, compute = pending.pop(op.operands[0])
+                started[kind] += 1
+                hidden[kind] += compute > 0
+            elif op.name not in quiet:
+                for entry in pending.values():
+                    entry[1] += 1
+        for kind in sorted(started):
+            print("%s %s: %d, %d with compute before their wait" %
+                  (func.label(True), kind, started[kind], hidden[kind]))
+        # The two scheduling rules, checked on the op order: a gather starts
+        # before the previous gather's result is first read (prefetch); a
+        # reduce-scatter is waited only where the next one starts.
+        index = {}
+        for i, op in enumerate(func.ops):
+            for r in VALUE_RE.findall(op.results or ""):
+                index[r] = i
+
+        def first_read(value):
+            return min((i for i, op in enumerate(func.ops)
+                        if value in op.operands), default=len(func.ops))
+
+        def pairs(kind):
+            """(start index, wait index, first read of the wait's result)"""
+            out = []
+            for i, op in enumerate(func.ops):
+                if op.name == kind + "_start" and op.results:
+                    handle = op.results.strip()
+                    w = first_read(handle)
+                    result = (func.ops[w].results or "").strip() \
+                        if w < len(func.ops) else ""
+                    out.append((i, w, first_read(result) if result
+                                else len(func.ops)))
+            return out
+        gathers = pairs("all_gather")
+        if len(gathers) > 1:
+            ahead = sum(1 for prev, cur in zip(gathers, gathers[1:])
+                        if cur[0] < prev[2])
+            print("%s all_gather started before the previous one is read: "
+                  "%d of %d" % (func.label(True), ahead, len(gathers) - 1))
+        scatters = pairs("reduce_scatter")
+        if len(scatters) > 1:
+            # Nothing but the accumulation between a wait and the next start.
+            deferred = sum(
+                1 for cur, nxt in zip(scatters, scatters[1:])
+                if cur[1] < nxt[0] and all(
+                    op.name in ("add", "reshape")
+                    for op in func.ops[cur[1] + 1:nxt[0]]))
+            print("%s reduce_scatter waited where the next one starts: "
+                  "%d of %d" % (func.label(True), deferred,
+                                len(scatters) - 1))
+
+
 def states(funcs, name):
     func = next(f for f in funcs if f.name == name)
     for role, (n, elems) in func.roles.items():
@@ -297,6 +365,7 @@ def main(argv):
         "pipeline": lambda: pipeline(funcs),
         "states": lambda: states(funcs, argv[3]),
         "schedule": lambda: schedule(argv[2]),
+        "overlap": lambda: overlap(funcs, argv[3]),
     }
     if argv[1] not in commands:
         sys.exit(__doc__)
