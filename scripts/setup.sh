@@ -39,5 +39,8 @@ fi
 # `dtc ckpt consolidate` output with it.
 if ! python3 -c "import safetensors" 2>/dev/null; then
   echo "setup: installing python safetensors (pip)"
-  $SUDO python3 -m pip install -q --break-system-packages safetensors
+  # Without it only that test fails, not the whole setup.
+  $SUDO python3 -m pip install -q --break-system-packages safetensors ||
+    echo "setup: warning: pip could not install safetensors;" \
+      "test/cli/ckpt-tools.test will fail"
 fi
