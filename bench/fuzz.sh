@@ -4,6 +4,7 @@
 # test/fuzz/<target without "fuzz-">.dict when there is one):
 #   bench/fuzz.sh fuzz-program-loader 600
 #   bench/fuzz.sh fuzz-cluster-json 600 -jobs=2   # extra args go to libFuzzer
+#   bench/fuzz.sh fuzz-checkpoint 600
 # Configures (once) a clang build in $DTC_FUZZ_BUILD_DIR (default build-fuzz)
 # with -DDTC_BUILD_FUZZERS=ON and every library under ASan and libFuzzer's
 # coverage instrumentation; builds only the target. Crashes are written to

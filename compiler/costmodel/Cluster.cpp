@@ -3,6 +3,7 @@
 #include "compiler/costmodel/Cluster.h"
 
 #include "compiler/support/Error.h"
+#include "runtime/core/Json.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -282,7 +283,7 @@ private:
 llvm::Expected<Cluster> dtc::parseClusterJson(llvm::StringRef text,
                                               llvm::StringRef source,
                                               int64_t gpus) {
-  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
+  llvm::Expected<llvm::json::Value> parsed = runtime::parseJson(text);
   if (!parsed)
     return badInput("cluster file {0}: not valid JSON: {1}", source,
                     llvm::toString(parsed.takeError()));

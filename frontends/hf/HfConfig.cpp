@@ -3,6 +3,7 @@
 #include "frontends/hf/HfConfig.h"
 
 #include "compiler/support/Error.h"
+#include "runtime/core/Json.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -145,7 +146,7 @@ ModelConfig parseLlamaLike(Keys &k, StringRef modelType) {
 } // namespace
 
 Expected<ModelConfig> dtc::hf::parseConfig(StringRef text, StringRef path) {
-  Expected<llvm::json::Value> json = llvm::json::parse(text);
+  Expected<llvm::json::Value> json = runtime::parseJson(text);
   if (!json) {
     // llvm::json reports "[line:col, byte=N]: message".
     return badInput("{0}: malformed JSON at {1}; fix the file (a Hugging Face "

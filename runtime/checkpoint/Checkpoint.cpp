@@ -2,12 +2,14 @@
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/Safetensors.h"
+#include "runtime/core/Json.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -17,6 +19,7 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <limits>
 #include <numeric>
 #include <openssl/evp.h>
 #include <unistd.h>
@@ -92,7 +95,7 @@ llvm::Expected<llvm::json::Value> readJson(llvm::StringRef file) {
       return corrupt(file + ": missing");
     return ioError(file + ": cannot read: " + buffer.getError().message());
   }
-  auto json = llvm::json::parse((*buffer)->getBuffer());
+  auto json = parseJson((*buffer)->getBuffer());
   if (!json)
     return corrupt(file +
                    ": invalid JSON: " + llvm::toString(json.takeError()));
@@ -132,7 +135,8 @@ int64_t globalIndexOf(const ShardLayout &layout, size_t dim, int64_t i) {
 
 /// Calls fn(stored offset, global flat offset, count) for runs of elements
 /// contiguous in both the layout's stored part and the whole tensor, in
-/// stored order (at most one row of the innermost dim at a time).
+/// stored order (at most one row of the innermost dim at a time). Stops
+/// when fn returns false.
 template <typename Fn> void forEachRun(const ShardLayout &layout, Fn fn) {
   llvm::ArrayRef<int64_t> shard = layout.shardShape();
   llvm::ArrayRef<int64_t> global = layout.globalShape();
@@ -160,9 +164,10 @@ template <typename Fn> void forEachRun(const ShardLayout &layout, Fn fn) {
     for (int64_t i = 0; i < inner; i += piece) {
       int64_t a = row * inner + i, b = a + std::min(piece, inner - i);
       int64_t from = std::max(a, lo), to = std::min(b, hi);
-      if (from < to)
-        fn(from - lo, base + globalIndexOf(layout, rank - 1, i) + (from - a),
-           to - from);
+      if (from < to &&
+          !fn(from - lo, base + globalIndexOf(layout, rank - 1, i) + (from - a),
+              to - from))
+        return;
     }
   }
 }
@@ -226,6 +231,58 @@ std::vector<Family> familiesOf(const std::vector<CheckpointChunk> &chunks) {
     families[it->second].chunkById.try_emplace(chunkId(chunk.layout), i);
   }
   return families;
+}
+
+/// A byte range a read copies: offset in the chunk, offset in the output.
+struct Segment {
+  uint64_t src, dst, bytes;
+};
+
+/// The byte segments, per chunk of `t`, holding `target`'s elements. Stops
+/// at the first element no chunk holds: each run before it takes at least
+/// one chunk element, so the work is bounded by the chunks' size, not by
+/// the shape the index claims.
+llvm::Error planRead(const CheckpointTensor &t, llvm::StringRef key,
+                     const ShardLayout &target,
+                     std::vector<std::vector<Segment>> &segments) {
+  std::vector<Family> families = familiesOf(t.chunks);
+  segments.assign(t.chunks.size(), {});
+  uint64_t width = dtypeSize(t.dtype);
+  std::optional<int64_t> missing;
+  forEachRun(target, [&](int64_t stored, int64_t global, int64_t count) {
+    while (count > 0) {
+      std::optional<size_t> chunk;
+      Family::Place place{};
+      for (const Family &f : families) {
+        place = f.locate(global);
+        auto it = f.chunkById.find(place.id);
+        if (it != f.chunkById.end()) {
+          chunk = it->second;
+          break;
+        }
+      }
+      if (!chunk) {
+        missing = global;
+        return false;
+      }
+      int64_t n = std::min(count, place.count);
+      std::vector<Segment> &list = segments[*chunk];
+      uint64_t src = place.stored * width, dst = stored * width;
+      if (!list.empty() && list.back().src + list.back().bytes == src &&
+          list.back().dst + list.back().bytes == dst)
+        list.back().bytes += n * width;
+      else
+        list.push_back({src, dst, n * width});
+      stored += n;
+      global += n;
+      count -= n;
+    }
+    return true;
+  });
+  if (missing)
+    return corrupt(key + ": no chunk holds element " + llvm::Twine(*missing) +
+                   " (the checkpoint's index is incomplete)");
+  return llvm::Error::success();
 }
 
 /// Open files of one read, closed together.
@@ -766,8 +823,9 @@ llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef p) {
   auto block = index->getInteger("hash_block_bytes");
   auto mesh = index->getString("mesh");
   const llvm::json::Object *tensors = index->getObject("tensors");
-  if (!step || !world || *world < 1 || !block || *block < 1 || !mesh ||
-      !tensors)
+  if (!step || !world || *world < 1 ||
+      *world > std::numeric_limits<int>::max() || !block || *block < 1 ||
+      !mesh || !tensors)
     return bad("missing or invalid step, world_size, mesh, hash_block_bytes "
                "or tensors");
   ckpt.step_ = *step;
@@ -777,15 +835,23 @@ llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef p) {
   if (const llvm::json::Object *meta = index->getObject("meta"))
     ckpt.meta_ = *meta;
 
-  std::set<std::string> files;
+  // Rank file -> its size, and the byte ranges the index puts in it: chunks
+  // must lie inside their file without overlapping, so that no read
+  // allocates more than the files hold, whatever sizes the index claims.
+  std::map<std::string, uint64_t> files;
+  std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> ranges;
   for (int r = 0; r < ckpt.worldSize_; ++r) {
     std::string file = rankFileName(r);
-    if (!fs::exists(join(dir, file)))
+    uint64_t size = 0;
+    if (std::error_code ec = fs::file_size(join(dir, file), size)) {
+      if (ec != std::errc::no_such_file_or_directory)
+        return ioError(join(dir, file) + ": cannot stat: " + ec.message());
       return corrupt(join(dir, file) + ": missing (" +
                      llvm::Twine(ckpt.worldSize_) +
                      " ranks saved); the checkpoint is incomplete, use an "
                      "earlier step");
-    files.insert(file);
+    }
+    files[file] = size;
   }
   for (const auto &[keyRef, value] : *tensors) {
     CheckpointTensor t;
@@ -801,15 +867,21 @@ llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef p) {
     const llvm::json::Array *chunks = entry->getArray("chunks");
     if (!shape || !dtype || !chunks)
       return badTensor("no shape, dtype or chunks");
+    // Element and byte counts must not overflow: a wrapped product could
+    // match the chunks' sizes while the shape claims far more.
+    int64_t elements = 1, tensorBytes;
     for (const llvm::json::Value &d : *shape) {
       auto dim = d.getAsInteger();
-      if (!dim || *dim < 0)
+      if (!dim || *dim < 0 || llvm::MulOverflow(elements, *dim, elements))
         return badTensor("invalid shape");
       t.shape.push_back(*dim);
     }
     t.dtype = parseSafetensorsDType(*dtype);
     if (t.dtype == DType::DTYPE_UNSPECIFIED)
       return badTensor("unknown dtype '" + *dtype + "'");
+    if (llvm::MulOverflow(elements, static_cast<int64_t>(dtypeSize(t.dtype)),
+                          tensorBytes))
+      return badTensor("invalid shape");
     t.role = entry->getString("role").value_or("").str();
     t.parameter = entry->getString("parameter").value_or("").str();
     for (const llvm::json::Value &c : *chunks) {
@@ -827,11 +899,21 @@ llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef p) {
       auto bytes = chunk->getInteger("bytes");
       auto sha = chunk->getString("sha256");
       const llvm::json::Array *blocks = chunk->getArray("block_sha256");
-      if (!file || !name || !offset || *offset < 0 || !bytes || !sha || !blocks)
+      if (!file || !name || !offset || *offset < 0 || !bytes || *bytes < 0 ||
+          !sha || !blocks)
         return badTensor("a chunk lacks file, name, offset, bytes, sha256 "
                          "or block_sha256");
-      if (!files.count(file->str()))
+      auto fileSize = files.find(file->str());
+      if (fileSize == files.end())
         return badTensor("chunk in unknown file '" + *file + "'");
+      if (static_cast<uint64_t>(*offset) > fileSize->second ||
+          static_cast<uint64_t>(*bytes) > fileSize->second - *offset)
+        return badTensor("chunk '" + *name + "' at bytes [" +
+                         llvm::Twine(*offset) + ", +" + llvm::Twine(*bytes) +
+                         ") lies past the end of " + *file + " (" +
+                         llvm::Twine(fileSize->second) + " bytes)");
+      ranges[file->str()].push_back(
+          {static_cast<uint64_t>(*offset), static_cast<uint64_t>(*bytes)});
       k.file = file->str();
       k.name = name->str();
       k.offset = *offset;
@@ -856,6 +938,14 @@ llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef p) {
       t.chunks.push_back(std::move(k));
     }
     ckpt.tensors_.emplace(t.key, std::move(t));
+  }
+  for (auto &[file, list] : ranges) {
+    llvm::sort(list);
+    for (size_t i = 1; i < list.size(); ++i)
+      if (list[i - 1].first + list[i - 1].second > list[i].first)
+        return bad(file + ": chunks at bytes " +
+                   llvm::Twine(list[i - 1].first) + " and " +
+                   llvm::Twine(list[i].first) + " overlap");
   }
   return ckpt;
 }
@@ -882,50 +972,16 @@ llvm::Error Checkpoint::read(llvm::StringRef key, const ShardLayout &target,
   if (out.numElements() == 0)
     return llvm::Error::success();
 
-  std::vector<Family> families = familiesOf(t->chunks);
-  // Byte segments to copy, per chunk: (offset in chunk, offset in out, n).
-  struct Segment {
-    uint64_t src, dst, bytes;
-  };
-  std::vector<std::vector<Segment>> segments(t->chunks.size());
-  uint64_t width = dtypeSize(t->dtype);
-  std::optional<int64_t> missing;
-  forEachRun(target, [&](int64_t stored, int64_t global, int64_t count) {
-    while (count > 0 && !missing) {
-      std::optional<size_t> chunk;
-      Family::Place place{};
-      for (const Family &f : families) {
-        place = f.locate(global);
-        auto it = f.chunkById.find(place.id);
-        if (it != f.chunkById.end()) {
-          chunk = it->second;
-          break;
-        }
-      }
-      if (!chunk) {
-        missing = global;
-        return;
-      }
-      int64_t n = std::min(count, place.count);
-      std::vector<Segment> &list = segments[*chunk];
-      uint64_t src = place.stored * width, dst = stored * width;
-      if (!list.empty() && list.back().src + list.back().bytes == src &&
-          list.back().dst + list.back().bytes == dst)
-        list.back().bytes += n * width;
-      else
-        list.push_back({src, dst, n * width});
-      stored += n;
-      global += n;
-      count -= n;
-    }
-  });
-  if (missing)
-    return corrupt(key + ": no chunk holds element " + llvm::Twine(*missing) +
-                   " (the checkpoint's index is incomplete)");
+  std::vector<std::vector<Segment>> segments;
+  if (llvm::Error err = planRead(*t, key, target, segments))
+    return err;
 
   FileSet files(dir_);
   auto *dstBase = static_cast<uint8_t *>(out.data);
-  for (auto [c, list] : llvm::enumerate(segments)) {
+  for (size_t c = 0; c < segments.size(); ++c) {
+    // Captured by the reader callback below (a structured binding could
+    // not be before C++20).
+    std::vector<Segment> &list = segments[c];
     if (list.empty())
       continue;
     llvm::sort(
@@ -966,6 +1022,14 @@ llvm::Expected<Tensor> Checkpoint::readWhole(llvm::StringRef key) const {
   auto whole = ShardLayout::fromParts(t->shape, {});
   if (!whole)
     return whole.takeError();
+  // Chunks holding fewer bytes than the tensor cannot cover it: name the
+  // missing element without allocating the size the index claims.
+  if (t->bytes() < numElements(t->shape) * dtypeSize(t->dtype)) {
+    std::vector<std::vector<Segment>> segments;
+    if (llvm::Error err = planRead(*t, key, *whole, segments))
+      return std::move(err);
+    return corrupt(key + ": its chunks do not cover it");
+  }
   Tensor out(t->dtype, t->shape);
   if (llvm::Error err = read(key, *whole, out.ref()))
     return std::move(err);
@@ -1017,11 +1081,19 @@ llvm::Error Checkpoint::verify(VerifyStats *stats) const {
                                                                : "do not cover")
                 .str());
     } else if (elements > 0) {
+      // Checked before the per-element map, which the shape sizes: chunks
+      // with fewer bytes than the tensor leave elements uncovered.
+      if (t.bytes() < elements * dtypeSize(t.dtype))
+        return corrupt(key + ": its chunks hold " + llvm::Twine(t.bytes()) +
+                       " bytes of its " +
+                       llvm::Twine(elements * dtypeSize(t.dtype)) +
+                       "; some elements are in no chunk");
       std::vector<uint8_t> seen(elements, 0);
       for (const CheckpointChunk &c : t.chunks)
         forEachRun(c.layout, [&](int64_t, int64_t global, int64_t count) {
           for (int64_t i = 0; i < count; ++i)
             seen[global + i] = std::min<int>(seen[global + i] + 1, 2);
+          return true;
         });
       for (int64_t i = 0; i < elements; ++i)
         if (seen[i] != 1)

@@ -2,11 +2,14 @@
 
 #include "runtime/checkpoint/Safetensors.h"
 
+#include "runtime/core/Json.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -29,6 +32,7 @@ llvm::Error badFile(llvm::StringRef path, const llvm::Twine &why) {
 }
 
 std::string errnoText() { return std::strerror(errno); }
+
 } // namespace
 
 llvm::Error ioError(const llvm::Twine &message) {
@@ -141,7 +145,7 @@ llvm::Expected<SafetensorsFile> SafetensorsFile::open(llvm::StringRef path) {
   std::string text(length, '\0');
   if (llvm::Error err = preadAll(fd, text.data(), length, 8, path))
     return std::move(err);
-  auto json = llvm::json::parse(text);
+  auto json = parseJson(text);
   if (!json)
     return badFile(path, "invalid safetensors header: " +
                              llvm::toString(json.takeError()));
@@ -183,12 +187,19 @@ llvm::Expected<SafetensorsFile> SafetensorsFile::open(llvm::StringRef path) {
     const llvm::json::Array *shape = entry->getArray("shape");
     if (!shape)
       return bad("no shape");
+    // The element count is checked for overflow: a product that wraps could
+    // match the data size while the shape claims far more elements.
+    int64_t elements = 1;
     for (const llvm::json::Value &d : *shape) {
       auto dim = d.getAsInteger();
-      if (!dim || *dim < 0)
+      if (!dim || *dim < 0 || llvm::MulOverflow(elements, *dim, elements))
         return bad("invalid shape");
       e.shape.push_back(*dim);
     }
+    int64_t dataBytes;
+    if (llvm::MulOverflow(elements, static_cast<int64_t>(dtypeSize(e.dtype)),
+                          dataBytes))
+      return bad("invalid shape");
     const llvm::json::Array *offsets = entry->getArray("data_offsets");
     std::optional<int64_t> begin, end;
     if (offsets && offsets->size() == 2) {
@@ -199,11 +210,11 @@ llvm::Expected<SafetensorsFile> SafetensorsFile::open(llvm::StringRef path) {
       return bad("invalid data_offsets");
     e.begin = dataStart + *begin;
     e.end = dataStart + *end;
-    if (e.bytes() != numElements(e.shape) * dtypeSize(e.dtype))
+    if (e.bytes() != static_cast<uint64_t>(dataBytes))
       return bad(llvm::Twine(e.bytes()) +
                  " data bytes for shape and dtype "
                  "of " +
-                 llvm::Twine(numElements(e.shape) * dtypeSize(e.dtype)));
+                 llvm::Twine(dataBytes));
     file.entries_.push_back(std::move(e));
   }
   llvm::sort(file.entries_, [](const auto &a, const auto &b) {

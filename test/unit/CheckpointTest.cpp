@@ -799,3 +799,223 @@ TEST(Checkpoint, ConsolidatedFileLoadsInPython) {
                                sum, qkv)
                      .str());
 }
+
+// --- fuzz-checkpoint regressions (test/fuzz/regressions/ckpt-*.bin) --------
+//
+// Sizes in index.json and safetensors headers are untrusted: each case below
+// made the reader allocate what a field claimed (terabytes) or accept a shape
+// whose element count wraps. They must end in one-line errors instead.
+
+namespace {
+/// A tp:2 checkpoint of h.0.w [8, 6] split over rows; returns its step dir.
+std::string savedRowSplit() {
+  std::string root = tempDir();
+  std::vector<VarSpec> specs = {
+      {"w", "parameter", "h.0.w", {8, 6}, {{{"tp"}}, {}}}};
+  std::map<std::string, rt::Tensor> wholes = {
+      {"h.0.w", wholeTensor(specs[0], 1)}};
+  EXPECT_EQ(errorText(save(root, 5, "tp:2", specs, wholes)), "");
+  return root + "/step-00000005";
+}
+
+/// Rewrites `dir`'s index.json through `edit`.
+void editIndex(const std::string &dir,
+               llvm::function_ref<void(llvm::json::Object &)> edit) {
+  std::string file = dir + "/index.json";
+  auto json = llvm::json::parse(readFile(file));
+  ASSERT_TRUE(static_cast<bool>(json));
+  edit(*json->getAsObject());
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << *json;
+  os.flush();
+  writeFile(file, text);
+}
+
+llvm::json::Object &chunkOf(llvm::json::Object &index, llvm::StringRef key,
+                            size_t i) {
+  return *(*index.getObject("tensors")->getObject(key)->getArray("chunks"))[i]
+              .getAsObject();
+}
+
+std::string openError(const std::string &dir) {
+  return errorText(rt::Checkpoint::open(dir).takeError());
+}
+} // namespace
+
+TEST(CheckpointFuzzRegression, ShapeWhoseElementCountOverflows) {
+  // ckpt-shape-overflow: 3*5*17*257*641*65537*6700417 = 2^64 - 1 wrapped to
+  // -1 element, so bytes -4 matched it and readWhole sized a tensor by it.
+  std::string dir = savedRowSplit();
+  editIndex(dir, [](llvm::json::Object &index) {
+    (*index.getObject("tensors")->getObject("h.0.w"))["shape"] =
+        llvm::json::Array{3, 5, 17, 257, 641, 65537, 6700417};
+  });
+  EXPECT_NE(openError(dir).find("tensor 'h.0.w': invalid shape"),
+            std::string::npos)
+      << openError(dir);
+
+  // The same in a safetensors header: [2^62 + 1, 4] wraps to 4 elements,
+  // which 16 data bytes matched.
+  std::string file = tempDir() + "/t.safetensors";
+  std::string header = "{\"t\":{\"dtype\":\"F32\",\"shape\":"
+                       "[4611686018427387905,4],\"data_offsets\":[0,16]}}";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  writeFile(file, bytes + header + std::string(16, '\0'));
+  EXPECT_NE(errorText(rt::SafetensorsFile::open(file).takeError())
+                .find("tensor 't': invalid shape"),
+            std::string::npos);
+}
+
+TEST(CheckpointFuzzRegression, ChunkPastItsFileOrOverlapping) {
+  // ckpt-chunk-past-file: a chunk of 8 GiB in a small file, in one hash
+  // block, had readWhole (and readBlocks) allocate 8 GiB before reading.
+  std::string dir = savedRowSplit();
+  std::string index = readFile(dir + "/index.json");
+  uint64_t size0 = readFile(dir + "/rank-00000.safetensors").size();
+  editIndex(dir, [](llvm::json::Object &index) {
+    chunkOf(index, "h.0.w", 1)["offset"] = int64_t(1) << 40;
+  });
+  EXPECT_NE(openError(dir).find("tensor 'h.0.w': chunk 'h.0.w@1' at bytes "
+                                "[1099511627776, +96) lies past the end of "
+                                "rank-00001.safetensors"),
+            std::string::npos)
+      << openError(dir);
+  // Negative sizes are refused as such.
+  writeFile(dir + "/index.json", index);
+  editIndex(dir, [](llvm::json::Object &index) {
+    chunkOf(index, "h.0.w", 1)["bytes"] = -4;
+  });
+  EXPECT_NE(openError(dir).find("a chunk lacks file, name, offset, bytes"),
+            std::string::npos)
+      << openError(dir);
+  // Two chunks on the same bytes: both in range, but together they would
+  // let a tensor claim more than the files hold.
+  writeFile(dir + "/index.json", index);
+  uint64_t offset0 = 0;
+  editIndex(dir, [&](llvm::json::Object &index) {
+    offset0 = *chunkOf(index, "h.0.w", 0).getInteger("offset");
+    chunkOf(index, "h.0.w", 1)["file"] = "rank-00000.safetensors";
+    chunkOf(index, "h.0.w", 1)["offset"] = offset0 - 8;
+  });
+  ASSERT_EQ(offset0 + 96, size0); // rank 0's file ends with its chunk
+  EXPECT_NE(openError(dir).find("rank-00000.safetensors: chunks at bytes " +
+                                std::to_string(offset0 - 8) + " and " +
+                                std::to_string(offset0) + " overlap"),
+            std::string::npos)
+      << openError(dir);
+  // The untouched index still opens and verifies.
+  writeFile(dir + "/index.json", index);
+  auto ckpt = rt::Checkpoint::open(dir);
+  ASSERT_TRUE(static_cast<bool>(ckpt)) << llvm::toString(ckpt.takeError());
+  EXPECT_EQ(errorText(ckpt->verify()), "");
+}
+
+TEST(CheckpointFuzzRegression, HugeTensorWithoutChunks) {
+  // ckpt-no-chunks-huge: a [2^40] F32 tensor with no chunks: verify sized a
+  // per-element map and readWhole a tensor by it (4 TiB each).
+  std::string dir = savedRowSplit();
+  editIndex(dir, [](llvm::json::Object &index) {
+    (*index.getObject("tensors"))["big"] =
+        llvm::json::Object{{"shape", llvm::json::Array{int64_t(1) << 40}},
+                           {"dtype", "F32"},
+                           {"chunks", llvm::json::Array{}}};
+  });
+  auto ckpt = rt::Checkpoint::open(dir);
+  ASSERT_TRUE(static_cast<bool>(ckpt)) << llvm::toString(ckpt.takeError());
+  EXPECT_EQ(errorText(ckpt->verify()),
+            "big: its chunks hold 0 bytes of its 4398046511104; some "
+            "elements are in no chunk");
+  EXPECT_EQ(errorText(ckpt->readWhole("big").takeError()),
+            "big: no chunk holds element 0 (the checkpoint's index is "
+            "incomplete)");
+  // The other tensor still reads.
+  EXPECT_TRUE(static_cast<bool>(ckpt->readWhole("h.0.w")));
+}
+
+TEST(CheckpointFuzzRegression, TinyChunksOfAHugeTensorCutTwoWays) {
+  // ckpt-verify-mixed-huge: chunks of 1 and 2 elements of a [2^40] tensor
+  // (cut in 2^40 and 2^39 parts: two families), valid in their file.
+  std::string dir = tempDir();
+  rt::Tensor a(DType::F32, {1}), b(DType::F32, {2});
+  ASSERT_EQ(
+      errorText(rt::writeSafetensors(dir + "/rank-00000.safetensors",
+                                     {{"t@0", a.ref()}, {"t@1", b.ref()}})),
+      "");
+  auto file = rt::SafetensorsFile::open(dir + "/rank-00000.safetensors");
+  ASSERT_TRUE(static_cast<bool>(file));
+  llvm::json::Array chunks;
+  for (auto [name, parts] : std::vector<std::pair<std::string, int64_t>>{
+           {"t@0", int64_t(1) << 40}, {"t@1", int64_t(1) << 39}}) {
+    const rt::SafetensorsEntry *e = file->find(name);
+    ASSERT_NE(e, nullptr);
+    chunks.push_back(llvm::json::Object{
+        {"file", "rank-00000.safetensors"},
+        {"name", name},
+        {"dims", llvm::json::Array{llvm::json::Object{
+                     {"parts", parts}, {"index", 0}, {"block", 0}}}},
+        {"offset", static_cast<int64_t>(e->begin)},
+        {"bytes", static_cast<int64_t>(e->bytes())},
+        {"sha256", "0"},
+        {"block_sha256", llvm::json::Array{"0"}}});
+  }
+  llvm::json::Object index{
+      {"schema", "dtc.checkpoint/1"},
+      {"step", 1},
+      {"world_size", 1},
+      {"mesh", "dp:1"},
+      {"hash_block_bytes", 16},
+      {"tensors", llvm::json::Object{
+                      {"t", llvm::json::Object{
+                                {"shape", llvm::json::Array{int64_t(1) << 40}},
+                                {"dtype", "F32"},
+                                {"chunks", std::move(chunks)}}}}}};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::json::Value(std::move(index));
+  os.flush();
+  writeFile(dir + "/index.json", text);
+  writeFile(dir + "/COMMITTED", "");
+  auto ckpt = rt::Checkpoint::open(dir);
+  ASSERT_TRUE(static_cast<bool>(ckpt)) << llvm::toString(ckpt.takeError());
+  EXPECT_EQ(errorText(ckpt->verify()),
+            "t: its chunks hold 12 bytes of its 4398046511104; some elements "
+            "are in no chunk");
+  // Element 0 is in t@0, 1 in t@1, 2 in neither.
+  EXPECT_EQ(errorText(ckpt->readWhole("t").takeError()),
+            "t: no chunk holds element 2 (the checkpoint's index is "
+            "incomplete)");
+}
+
+TEST(CheckpointFuzzRegression, DeeplyNestedJson) {
+  // ckpt-deep-json: 65536 '[' as index.json overflowed the stack in
+  // llvm::json::parse (one recursion per level); the safetensors header
+  // went through the same parser.
+  std::string dir = savedRowSplit();
+  std::string deep(1 << 20, '[');
+  writeFile(dir + "/index.json", deep);
+  EXPECT_NE(openError(dir).find("index.json: invalid JSON: nested deeper "
+                                "than 256 levels"),
+            std::string::npos)
+      << openError(dir);
+  std::string file = dir + "/rank-00000.safetensors";
+  std::string length(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    length[i] = static_cast<char>((deep.size() >> (8 * i)) & 0xff);
+  writeFile(file, length + deep);
+  EXPECT_NE(errorText(rt::SafetensorsFile::open(file).takeError())
+                .find("invalid safetensors header: nested deeper than 256 "
+                      "levels"),
+            std::string::npos);
+  // Brackets inside strings do not count.
+  std::string header =
+      "{\"__metadata__\":{\"k\":\"" + std::string(1000, '[') + "\"}}";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  for (int i = 0; i < 8; ++i)
+    length[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  writeFile(file, length + header);
+  EXPECT_EQ(errorText(rt::SafetensorsFile::open(file).takeError()), "");
+}

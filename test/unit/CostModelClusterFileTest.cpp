@@ -80,6 +80,10 @@ TEST(ClusterFile, BaseStartsFromAPreset) {
 
 TEST(ClusterFile, MalformedFilesSayWhatAndWhere) {
   EXPECT_NE(errorOf("{").find("not valid JSON"), std::string::npos);
+  // Found by fuzz-cluster-json: the parser recursed once per level and
+  // overflowed the stack.
+  EXPECT_NE(errorOf(std::string(65536, '[')).find("nested deeper than 256"),
+            std::string::npos);
   EXPECT_NE(errorOf("[1, 2]").find("must be a JSON object"), std::string::npos);
   EXPECT_NE(errorOf(R"({"schema": "dtc.cluster/2"})").find("dtc.cluster/1"),
             std::string::npos);
