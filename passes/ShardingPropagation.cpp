@@ -778,6 +778,13 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis) {
   collectTokenDims(body);
 
   std::vector<State> states(1);
+  // Live values every state of the beam gives the same sharding, by value
+  // number: taken out of the states, since no later choice can change them
+  // and no two states differ in them. Without this a training step's
+  // activations, live from the forward pass to the backward one, were
+  // copied and keyed for every choice of every op (time quadratic in the
+  // depth).
+  DenseMap<unsigned, Sh> settled;
   for (Operation &op : body) {
     Value first = op.getNumResults() ? op.getResult(0) : Value();
     if (free.contains(first) || (isa<ParameterOp>(&op) && fixed.count(first)))
@@ -791,6 +798,8 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis) {
         if (free.contains(v))
           return Sh::replicated(numAxes());
         unsigned id = number.lookup(v);
+        if (auto it = settled.find(id); it != settled.end())
+          return it->second;
         for (auto &[liveId, sh] : state.live)
           if (liveId == id)
             return sh;
@@ -865,6 +874,31 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis) {
       states.resize(beam);
     if (states.empty())
       return op.emitError("no sharding found for this op");
+    // Every state lists the same live values in the same order (they went
+    // through the same ops); settle those all states agree on.
+    std::vector<bool> agreed(states.front().live.size(), true);
+    for (const State &state : states) {
+      if (state.live.size() != agreed.size()) {
+        agreed.assign(agreed.size(), false);
+        break;
+      }
+      for (size_t i = 0; i < agreed.size(); ++i)
+        agreed[i] = agreed[i] &&
+                    state.live[i].first == states.front().live[i].first &&
+                    state.live[i].second == states.front().live[i].second;
+    }
+    if (llvm::is_contained(agreed, true)) {
+      for (size_t i = 0; i < agreed.size(); ++i)
+        if (agreed[i])
+          settled[states.front().live[i].first] = states.front().live[i].second;
+      for (State &state : states) {
+        size_t kept = 0;
+        for (size_t i = 0; i < state.live.size(); ++i)
+          if (!agreed[i])
+            state.live[kept++] = std::move(state.live[i]);
+        state.live.resize(kept);
+      }
+    }
   }
 
   // Write the cheapest state's choices; a parameter or constant takes the
