@@ -3,6 +3,7 @@
 #include "compiler/run/Checkpointing.h"
 
 #include "compiler/support/Error.h"
+#include "runtime/core/Json.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -40,7 +41,7 @@ llvm::json::Object planOf(llvm::StringRef bundle) {
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
     return {};
-  auto json = llvm::json::parse((*buffer)->getBuffer());
+  auto json = rt::parseJson((*buffer)->getBuffer());
   if (!json) {
     llvm::consumeError(json.takeError());
     return {};

@@ -262,21 +262,8 @@ llvm::Expected<Tensor> Executor::readVariable(llvm::StringRef name) {
   return host;
 }
 
-llvm::Error Executor::readVariable(llvm::StringRef name, Tensor &host) {
-  Tensor *var = storage(name);
-  if (!var)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "the program has no variable '" + name +
-                                       "'");
-  if (host.dtype() != var->dtype() || host.shape() != var->shape())
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "variable '" + name +
-                                       "': the host tensor has another "
-                                       "dtype or shape");
-  return memory_.copyToHost(host.data(), var->data(), var->bytes());
-}
-
-llvm::Error Executor::writeVariable(llvm::StringRef name, const Tensor &host) {
+llvm::Expected<Tensor *> Executor::variableLike(llvm::StringRef name,
+                                                const Tensor &host) {
   Tensor *var = storage(name);
   if (!var)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -288,7 +275,21 @@ llvm::Error Executor::writeVariable(llvm::StringRef name, const Tensor &host) {
                                        shapeString(var->shape(), var->dtype()) +
                                        ", got " +
                                        shapeString(host.shape(), host.dtype()));
-  return memory_.copyToDevice(var->data(), host.data(), var->bytes());
+  return var;
+}
+
+llvm::Error Executor::readVariable(llvm::StringRef name, Tensor &host) {
+  auto var = variableLike(name, host);
+  if (!var)
+    return var.takeError();
+  return memory_.copyToHost(host.data(), (*var)->data(), (*var)->bytes());
+}
+
+llvm::Error Executor::writeVariable(llvm::StringRef name, const Tensor &host) {
+  auto var = variableLike(name, host);
+  if (!var)
+    return var.takeError();
+  return memory_.copyToDevice((*var)->data(), host.data(), (*var)->bytes());
 }
 
 int64_t Executor::variableBytes() const {

@@ -67,6 +67,9 @@ private:
   llvm::Error prepare();
   /// The variable's tensor in the executor's memory, or nullptr.
   Tensor *storage(llvm::StringRef name);
+  /// The variable `name`, checked to have `host`'s dtype and shape.
+  llvm::Expected<Tensor *> variableLike(llvm::StringRef name,
+                                        const Tensor &host);
 
   struct PreparedFunction {
     const program::Function *function = nullptr;
