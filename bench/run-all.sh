@@ -5,7 +5,7 @@
 # whole output is kept in the log directory. docs/performance.md records
 # the latest table.
 # Usage: bench/run-all.sh [BUILD_DIR] [LOG_DIR]   (default: build, a temp dir)
-# About 10 minutes on the 2-core reference machine.
+# About 12 minutes on the 2-core reference machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build}"
@@ -37,6 +37,7 @@ run train_step bench/train_step.sh "$build" 4
 run collectives bench/collectives.sh "$build" 16 5
 run overlap bench/overlap.sh "$build" 6
 run ckpt bench/ckpt.sh "$build"
+run trace_error bench/trace-error.sh "$build"
 echo "all benchmarks: $(($(date +%s) - start)) s; logs in $logs" >&2
 fi
 
@@ -88,6 +89,11 @@ row("resharded checkpoint load",
 row("dp4 step, gradient sync overlapped",
     grab("overlap", r"overlapped with backward:\s+([\d.]+ ms)"),
     grab("overlap", r"speedup from overlap: ([\d.]+x)", "{0} vs --no-overlap"))
+row("cost model error on this machine",
+    grab("trace_error", r"^cost model error on this machine: step "
+         r"measured/predicted (.*)$"),
+    "dtc plan report --trace: step time measured/predicted, and the "
+    "time-weighted median kernel error")
 ratios = re.findall(r"^\S+\s+\d+ MiB\s+[\d.]+\s+[\d.]+\s+([\d.]+)$",
                     text("collectives"), re.M)
 if ratios:

@@ -93,11 +93,17 @@ llvm::Error explainPlan(const PlanView &view, int64_t k,
 llvm::Error diffPlans(const PlanView &a, const PlanView &b,
                       llvm::raw_ostream &out);
 
-/// `dtc plan report`: the HTML page.
-std::string renderReport(const PlanView &view);
-/// Writes renderReport(view) to `path` (atomically: a temporary file renamed
-/// into place).
-llvm::Error writeReport(const PlanView &view, llvm::StringRef path);
+struct TraceComparison; // TraceCompare.h
+
+/// `dtc plan report`: the HTML page; with `trace` (`--trace DIR`), a
+/// "Predicted vs measured" section sets the step `dtc run --trace` measured
+/// against the cost model's replay of it.
+std::string renderReport(const PlanView &view,
+                         const TraceComparison *trace = nullptr);
+/// Writes renderReport(view, trace) to `path` (atomically: a temporary file
+/// renamed into place).
+llvm::Error writeReport(const PlanView &view, llvm::StringRef path,
+                        const TraceComparison *trace = nullptr);
 
 /// One forward or backward of one micro-batch (one chunk of it when
 /// interleaved) on a pipeline stage, in seconds from the step's start.

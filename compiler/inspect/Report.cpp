@@ -11,12 +11,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/inspect/Inspect.h"
+#include "compiler/inspect/TraceCompare.h"
 
 #include "compiler/planner/Planner.h"
 #include "compiler/support/Error.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -24,6 +26,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 using namespace dtc;
 
@@ -148,7 +151,9 @@ const char *kScript = R"js(
 
 class ReportWriter {
 public:
-  ReportWriter(const PlanView &v, llvm::raw_ostream &os) : v(v), os(os) {}
+  ReportWriter(const PlanView &v, const TraceComparison *trace,
+               llvm::raw_ostream &os)
+      : v(v), trace(trace), os(os) {}
 
   void write() {
     const Prediction &p = v.predicted;
@@ -168,18 +173,25 @@ public:
     writeCards(p);
     writeMesh();
     writeTimeline();
+    if (trace)
+      writeTraceComparison();
     writeMemory();
     writeBreakdown();
     writeAlternatives();
     os << "</main>\n<footer>Written by dtc plan report from "
        << escape(v.planPath)
-       << ". Every number is the cost model's prediction "
-          "(docs/cost-model.md).</footer>\n";
+       << (trace ? ". Every number is the cost model's prediction "
+                   "(docs/cost-model.md) except the measured ones, from "
+                   "the traces in " +
+                       escape(trace->dir) + ".</footer>\n"
+                 : std::string(". Every number is the cost model's "
+                               "prediction (docs/cost-model.md).</footer>\n"));
     os << "<script>" << kScript << "</script>\n</body></html>\n";
   }
 
 private:
   const PlanView &v;
+  const TraceComparison *trace;
   llvm::raw_ostream &os;
 
   void card(llvm::StringRef key, const std::string &value, bool bad = false) {
@@ -582,6 +594,217 @@ private:
     return 10 * magnitude;
   }
 
+  // --- Predicted vs measured (--trace) --------------------------------------
+
+  static const char *traceCategory(const TimelineEvent &e) {
+    llvm::StringRef op(e.op);
+    if (e.track != 0)
+      return "comm";
+    if (op == "dtc.wait")
+      return "wait";
+    if (op.ends_with("_start"))
+      return "post";
+    if (op == "dtc.matmul" || op.starts_with("dtc.conv") ||
+        op.starts_with("dtc.attention"))
+      return "gemm";
+    return "kernel";
+  }
+
+  static const char *traceColor(llvm::StringRef category) {
+    return llvm::StringSwitch<const char *>(category)
+        .Case("gemm", "#4e79a7")
+        .Case("kernel", "#a0cbe8")
+        .Case("post", "#f28e2b")
+        .Case("wait", "#e15759")
+        .Default("#59a14f");
+  }
+
+  static std::string eventTitle(const TimelineEvent &e) {
+    llvm::StringRef op(e.op);
+    return llvm::formatv("{0}{1} ({2} #{3}, call {4}): {5}", op,
+                         e.loc.empty() ? std::string() : " at '" + e.loc + "'",
+                         e.function, e.index, e.call,
+                         formatSeconds(e.end - e.start))
+        .str();
+  }
+
+  /// One track's events as rects; runs of events narrower than a pixel
+  /// merge into one rect colored by the category with the most time.
+  template <typename Scale>
+  void writeTraceTrack(llvm::ArrayRef<const TimelineEvent *> events, double y,
+                       double h, Scale X) {
+    std::vector<const TimelineEvent *> run;
+    double runEnd = 0;
+    auto flush = [&] {
+      if (run.empty())
+        return;
+      double t0 = run.front()->start, t1 = run.front()->end;
+      std::map<std::string, double> time;
+      for (const TimelineEvent *e : run) {
+        t1 = std::max(t1, e->end);
+        time[traceCategory(*e)] += e->end - e->start;
+      }
+      std::string category =
+          std::max_element(time.begin(), time.end(), [](auto &a, auto &b) {
+            return a.second < b.second;
+          })->first;
+      std::string title =
+          run.size() == 1
+              ? eventTitle(*run.front())
+              : llvm::formatv("{0} instructions, {1} to {2}: mostly {3}",
+                              run.size(), formatSeconds(t0), formatSeconds(t1),
+                              category)
+                    .str();
+      os << "<rect class=\"ev " << category << "\" x=\"" << num(X(t0))
+         << "\" y=\"" << num(y) << "\" width=\""
+         << num(std::max(0.5, X(t1) - X(t0))) << "\" height=\"" << num(h)
+         << "\" fill=\"" << traceColor(category) << "\"><title>"
+         << escape(title) << "</title></rect>";
+      run.clear();
+    };
+    for (const TimelineEvent *e : events) {
+      if (!run.empty() && (X(runEnd) - X(run.front()->start) >= 1 ||
+                           X(e->start) - X(runEnd) > 0.5))
+        flush();
+      runEnd = run.empty() ? e->end : std::max(runEnd, e->end);
+      run.push_back(e);
+    }
+    flush();
+  }
+
+  void writeTraceComparison() {
+    const TraceComparison &c = *trace;
+    os << "<section id=\"trace\"><h2>Predicted vs measured</h2>\n";
+    os << "<p class=\"note\">Step " << c.step << " of the " << c.stepsInTrace
+       << " traced in " << escape(c.dir)
+       << (c.stepsInTrace >= 3
+               ? " (the step of median duration, leaving out the first)"
+               : " (the step of median duration)")
+       << ". Per pipeline stage, its lowest rank: the cost model's replay of "
+          "the rank's program on cluster "
+       << escape(c.clusterName)
+       << " (each instruction priced alone, communication on its own track, "
+          "waits blocking) above what dtc run measured, on one time axis. "
+          "The thin band under a row is the communication track"
+       << (c.overheadS > 0
+               ? llvm::formatv("; every call costs {0} of overhead",
+                               formatSeconds(c.overheadS))
+                     .str()
+               : std::string("; the cluster knows no per-call overhead, so "
+                             "none is predicted"))
+       << ". The planner's own prediction, from its per-layer formulas "
+          "rather than this program's instructions, is "
+       << formatSeconds(v.predicted.stepTimeS) << ".</p>\n";
+    if (!c.matched)
+      os << "<p class=\"note\">Transfers between the stages could not be "
+            "matched; each rank was replayed on its own.</p>\n";
+    os << "<div class=\"cards\">\n";
+    card("measured step", formatSeconds(c.measuredStepS));
+    card("predicted step", formatSeconds(c.predictedStepS));
+    card(
+        "measured / predicted",
+        c.predictedStepS > 0
+            ? llvm::formatv("x{0:F2}", c.measuredStepS / c.predictedStepS).str()
+            : std::string("-"));
+    if (c.medianKernelError)
+      card("median kernel error",
+           llvm::formatv("{0:F0}%", 100 * *c.medianKernelError).str());
+    os << "</div>\n";
+
+    double left = 150, right = 16, laneH = 18, band = 5, gapH = 4,
+           stageGap = 12, top = 8, axisH = 30;
+    double rowH = laneH + band + gapH;
+    double stageH = 2 * rowH + stageGap;
+    double plotW = kWidth - left - right;
+    double height = top + c.stages.size() * stageH + axisH;
+    double end = std::max({c.measuredStepS, c.predictedStepS, 1e-9});
+    for (const StageComparison &s : c.stages)
+      end = std::max({end, s.predicted.end, s.measured.end});
+    auto X = [&](double t) { return left + plotW * t / end; };
+    os << "<svg id=\"trace-gantt\" viewBox=\"0 0 " << num(kWidth) << " "
+       << num(height)
+       << "\" role=\"img\" aria-label=\"predicted and measured timelines\">\n";
+    for (auto [i, s] : llvm::enumerate(c.stages)) {
+      for (int row = 0; row < 2; ++row) {
+        const RankTimeline &timeline = row == 0 ? s.predicted : s.measured;
+        double y = top + i * stageH + row * rowH;
+        os << "<g class=\"trace-lane\" data-stage=\"" << s.stage
+           << "\" data-rank=\"" << s.rank << "\" data-kind=\""
+           << (row == 0 ? "predicted" : "measured") << "\">";
+        os << "<text x=\"0\" y=\"" << num(y + laneH / 2 + 4)
+           << "\" font-size=\"11.5\">"
+           << (row == 0 ? "stage " + std::to_string(s.stage)
+                        : "rank " + std::to_string(s.rank))
+           << " <tspan fill=\"#5d6677\">"
+           << (row == 0 ? "predicted" : "measured") << "</tspan></text>";
+        os << "<rect x=\"" << num(X(0)) << "\" y=\"" << num(y) << "\" width=\""
+           << num(plotW) << "\" height=\"" << num(laneH)
+           << "\" fill=\"#f1f3f7\"/>";
+        std::vector<const TimelineEvent *> compute, comm;
+        for (const TimelineEvent &e : timeline.events)
+          (e.track == 0 ? compute : comm).push_back(&e);
+        auto byStart = [](const TimelineEvent *a, const TimelineEvent *b) {
+          return a->start < b->start;
+        };
+        llvm::stable_sort(compute, byStart);
+        llvm::stable_sort(comm, byStart);
+        writeTraceTrack(compute, y, laneH, X);
+        writeTraceTrack(comm, y + laneH + 1, band - 1, X);
+        os << "<line class=\"lane-end\" x1=\"" << num(X(timeline.end))
+           << "\" y1=\"" << num(y - 1) << "\" x2=\"" << num(X(timeline.end))
+           << "\" y2=\"" << num(y + laneH + band) << "\" stroke=\"#1f2a3d\" "
+           << "stroke-width=\"1.5\"><title>"
+           << (row == 0 ? "predicted" : "measured") << " end of rank " << s.rank
+           << "'s step: " << formatSeconds(timeline.end)
+           << "</title></line></g>\n";
+      }
+    }
+    double axisY = top + c.stages.size() * stageH;
+    os << "<line x1=\"" << num(left) << "\" y1=\"" << num(axisY) << "\" x2=\""
+       << num(left + plotW) << "\" y2=\"" << num(axisY)
+       << "\" stroke=\"#8a93a5\"/>";
+    double tick = niceStep(end / 8);
+    for (double t = 0; t <= end * 1.0001; t += tick)
+      os << "<line x1=\"" << num(X(t)) << "\" y1=\"" << num(axisY) << "\" x2=\""
+         << num(X(t)) << "\" y2=\"" << num(axisY + 4)
+         << "\" stroke=\"#8a93a5\"/><text x=\"" << num(X(t)) << "\" y=\""
+         << num(axisY + 16)
+         << "\" font-size=\"10\" text-anchor=\"middle\" fill=\"#5d6677\">"
+         << formatSeconds(t) << "</text>";
+    os << "</svg>\n";
+    legend({{traceColor("gemm"), "matmul, convolution, attention"},
+            {traceColor("kernel"), "other kernels"},
+            {traceColor("post"), "posting communication"},
+            {traceColor("wait"), "waiting for communication"},
+            {traceColor("comm"), "communication in flight"}});
+
+    constexpr size_t kRows = 15;
+    os << "<h2 style=\"margin-top:14px\">Largest deviations</h2>\n<p "
+          "class=\"note\">Per instruction of the ranks above, its time on the "
+          "compute track summed over the step's calls (a wait: the time "
+          "blocked), largest |measured - predicted| first; "
+       << std::min(kRows, c.deviations.size()) << " of " << c.deviations.size()
+       << ".</p>\n";
+    os << "<table id=\"deviations\"><tr><th>rank</th><th>instruction</th>"
+          "<th>op</th><th>loc</th><th class=\"n\">calls</th><th "
+          "class=\"n\">predicted</th><th class=\"n\">measured</th><th "
+          "class=\"n\">measured / predicted</th></tr>\n";
+    for (const InstructionDeviation &d :
+         llvm::ArrayRef(c.deviations).take_front(kRows))
+      os << "<tr class=\"dev\"><td>" << d.rank << " (stage " << d.stage
+         << ")</td><td class=\"mono\">" << escape(d.function) << " #" << d.index
+         << "</td><td class=\"mono\">" << escape(d.op)
+         << "</td><td class=\"mono\">" << escape(d.loc)
+         << "</td><td class=\"n\">" << d.calls << "</td><td class=\"n\">"
+         << formatSeconds(d.predictedS) << "</td><td class=\"n\">"
+         << formatSeconds(d.measuredS) << "</td><td class=\"n\">"
+         << (d.predictedS > 0
+                 ? llvm::formatv("x{0:F2}", d.measuredS / d.predictedS).str()
+                 : std::string("-"))
+         << "</td></tr>\n";
+    os << "</table></section>\n";
+  }
+
   // --- Memory --------------------------------------------------------------
 
   static std::vector<Segment> memorySegments(const MemoryBreakdown &m) {
@@ -782,17 +1005,19 @@ private:
 };
 } // namespace
 
-std::string dtc::renderReport(const PlanView &view) {
+std::string dtc::renderReport(const PlanView &view,
+                              const TraceComparison *trace) {
   std::string html;
   llvm::raw_string_ostream os(html);
-  ReportWriter(view, os).write();
+  ReportWriter(view, trace, os).write();
   return html;
 }
 
-llvm::Error dtc::writeReport(const PlanView &view, llvm::StringRef path) {
+llvm::Error dtc::writeReport(const PlanView &view, llvm::StringRef path,
+                             const TraceComparison *trace) {
   if (llvm::Error err = requirePlanned(view))
     return err;
-  std::string html = renderReport(view);
+  std::string html = renderReport(view, trace);
   llvm::SmallString<256> tmp(path);
   tmp += ".partial";
   {

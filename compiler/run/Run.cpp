@@ -4,9 +4,11 @@
 
 #include "compiler/run/Checkpointing.h"
 #include "compiler/run/Launch.h"
+#include "compiler/run/Telemetry.h"
 #include "compiler/support/Error.h"
 #include "frontends/onnx/HostTensor.h"
 #include "runtime/core/Executor.h"
+#include "runtime/core/Json.h"
 #include "runtime/core/Shard.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/mpi/MpiCommunicator.h"
@@ -32,6 +34,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <thread>
 
 namespace dtc {
 namespace {
@@ -440,9 +443,173 @@ localTokensShape(const program::Program &p, const RankContext &context) {
                   p.training().micro_step());
 }
 
+/// What the metrics need from the bundle's plan.json: the model's training
+/// FLOPs per token and the cluster's peak per GPU (0 when absent).
+struct PlanFigures {
+  double flopsPerToken = 0, peakFlopsPerRank = 0;
+};
+
+PlanFigures readPlanFigures(llvm::StringRef bundle) {
+  PlanFigures figures;
+  llvm::SmallString<256> path(bundle);
+  llvm::sys::path::append(path, "plan.json");
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return figures;
+  auto json = rt::parseJson((*buffer)->getBuffer());
+  if (!json) {
+    llvm::consumeError(json.takeError());
+    return figures;
+  }
+  const llvm::json::Object *plan = json->getAsObject();
+  if (!plan)
+    return figures;
+  if (const llvm::json::Object *model = plan->getObject("model"))
+    figures.flopsPerToken = model->getNumber("flops_per_token").value_or(0);
+  if (const llvm::json::Object *cluster = plan->getObject("cluster"))
+    figures.peakFlopsPerRank =
+        1e12 * cluster->getNumber("peak_tflops").value_or(0);
+  return figures;
+}
+
+/// One step's job-wide figures, from every rank's [step seconds,
+/// collective waits, pipeline waits, peak memory] (gatherFromRanks).
+struct StepMetrics {
+  double tflops = 0, mfu = 0;
+  /// Means over ranks: time blocked on collectives; the share of the step
+  /// blocked on pipeline transfers (bubbles, measured).
+  double exposedCommSeconds = 0, bubbleFraction = 0;
+  int64_t peakMemoryBytes = 0;
+  int peakMemoryRank = 0;
+  /// Per rank: the step minus its waits.
+  std::vector<double> computeSeconds;
+};
+
+StepMetrics summarize(llvm::ArrayRef<double> figures, int worldSize,
+                      const PlanFigures &plan, double tokensPerS) {
+  StepMetrics m;
+  constexpr size_t kFields = 4;
+  int ranks = static_cast<int>(figures.size() / kFields);
+  for (int r = 0; r < ranks; ++r) {
+    const double *f = figures.data() + r * kFields;
+    m.exposedCommSeconds += f[1] / ranks;
+    m.bubbleFraction += (f[0] > 0 ? f[2] / f[0] : 0) / ranks;
+    if (static_cast<int64_t>(f[3]) > m.peakMemoryBytes) {
+      m.peakMemoryBytes = static_cast<int64_t>(f[3]);
+      m.peakMemoryRank = r;
+    }
+    m.computeSeconds.push_back(std::max(0.0, f[0] - f[1] - f[2]));
+  }
+  double flops = plan.flopsPerToken * tokensPerS;
+  m.tflops = flops / 1e12;
+  if (plan.peakFlopsPerRank > 0)
+    m.mfu = flops / (plan.peakFlopsPerRank * worldSize);
+  return m;
+}
+
+/// Fault injection for tests (docs/testing.md): "RANK:MS" sleeps MS
+/// milliseconds before each micro-step on that rank (a straggler);
+/// "STEP:VARIABLE" writes a NaN into element 0 of that variable at that
+/// step, where a rank holds it in host memory (a parameter before the
+/// micro-steps, any other variable after them).
+struct TrainingFaults {
+  int slowRank = -1;
+  int64_t slowMillis = 0;
+  int64_t nanStep = -1;
+  std::string nanVariable;
+
+  static TrainingFaults fromEnvironment() {
+    TrainingFaults faults;
+    if (const char *slow = std::getenv("DTC_FAULT_SLOW_RANK")) {
+      auto [rank, ms] = llvm::StringRef(slow).split(':');
+      if (rank.getAsInteger(10, faults.slowRank) ||
+          ms.getAsInteger(10, faults.slowMillis))
+        faults.slowRank = -1;
+    }
+    if (const char *nan = std::getenv("DTC_FAULT_NAN")) {
+      auto [step, name] = llvm::StringRef(nan).split(':');
+      if (!step.getAsInteger(10, faults.nanStep))
+        faults.nanVariable = name.str();
+    }
+    return faults;
+  }
+  void poison(rt::Executor &executor, int64_t step, bool parameters) const {
+    if (step != nanStep)
+      return;
+    for (const program::Variable &v : executor.program().variables())
+      if (v.name() == nanVariable && (v.role() == "parameter") == parameters)
+        if (rt::Tensor *t = executor.variable(v.name());
+            t && t->dtype() == rt::DType::F32 && t->numElements() > 0)
+          t->as<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+  }
+};
+
+/// Stops a diverged run with the tensor to blame: the first NaN/Inf in a
+/// parameter when the loss is not finite, else (host memory, where the scan
+/// is cheap) in a gradient before the optimizer spreads it. Every rank
+/// learns every rank's finding (one all-gather), so all stop together and
+/// report the same culprit, the lowest rank's.
+llvm::Error checkDivergence(const program::Program &p,
+                            const RankContext &context, rt::Executor &executor,
+                            rt::Communicator *communicator, int64_t step,
+                            double loss) {
+  bool lossFinite = std::isfinite(loss);
+  std::optional<NonFinite> culprit;
+  llvm::StringRef role = lossFinite ? "grad" : "parameter";
+  if (!lossFinite || executor.memory().isHost()) {
+    auto found = findNonFinite(executor, role);
+    if (!found)
+      return found.takeError();
+    culprit = *found;
+  }
+  // Per rank: [loss finite, culprit variable (-1: none), element, value].
+  std::vector<double> mine = {
+      lossFinite ? 1.0 : 0.0, culprit ? double(culprit->variable) : -1.0,
+      culprit ? double(culprit->element) : 0.0, culprit ? culprit->value : 0.0};
+  auto all = gatherFromRanks(communicator, executor.memory(), mine);
+  if (!all)
+    return all.takeError();
+  const size_t fields = mine.size();
+  bool anyLossBad = false;
+  int blamed = -1;
+  for (size_t r = 0; r * fields < all->size(); ++r) {
+    const double *f = all->data() + r * fields;
+    anyLossBad |= f[0] == 0.0;
+    if (blamed < 0 && f[1] >= 0)
+      blamed = static_cast<int>(r);
+  }
+  if (!anyLossBad && blamed < 0)
+    return llvm::Error::success();
+  std::string where = "no parameter holds a NaN or Inf";
+  if (blamed >= 0) {
+    const double *f = all->data() + blamed * fields;
+    const program::RankProgram *owner = rt::rankProgramOf(p, blamed);
+    int index = static_cast<int>(f[1]);
+    std::string name = owner && index < owner->variables_size()
+                           ? owner->variables(index).name()
+                           : "variable " + std::to_string(index);
+    const program::Variable *v = owner && index < owner->variables_size()
+                                     ? &owner->variables(index)
+                                     : nullptr;
+    bool gradient = v && v->role() == "grad";
+    where = llvm::formatv("{0} '{1}' holds {2} at element {3} on rank {4}",
+                          gradient ? "the gradient of" : "parameter",
+                          gradient ? v->parameter() : name, f[3],
+                          static_cast<int64_t>(f[2]), blamed)
+                .str();
+  }
+  if (anyLossBad)
+    return failure("step {0}: the loss is {1}; {2}; training diverged (lower "
+                   "the learning rate or check the data)",
+                   step, lossFinite ? std::nan("") : loss, where);
+  return failure("step {0}: {1}; training diverged (lower the learning rate, "
+                 "clip gradients or check the data)",
+                 step, where);
+}
+
 llvm::Error runTraining(const program::Program &p, const RankContext &context,
-                        rt::Executor &executor, const RunOptions &o,
-                        llvm::raw_ostream &out) {
+                        rt::Executor &executor, rt::Communicator *communicator,
+                        const RunOptions &o, llvm::raw_ostream &out) {
   const program::Training &train = p.training();
   if (!o.steps)
     return badInput("--steps N is required for training");
@@ -502,11 +669,52 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
       return created.takeError();
     saver = std::move(*created);
   }
+  // Traces, figures and guard rails (docs/observability.md).
+  const TrainingFaults faults = TrainingFaults::fromEnvironment();
+  const PlanFigures planFigures = readPlanFigures(o.bundle);
+  std::unique_ptr<TraceWriter> trace;
+  std::vector<rt::InstructionEvent> events;
+  std::vector<TraceWriter::Call> calls;
+  if (!o.traceDir.empty()) {
+    auto zero = agreeOnTimeZero(communicator, executor.memory());
+    if (!zero)
+      return zero.takeError();
+    auto opened = TraceWriter::open(
+        o.traceDir, *context.program,
+        {context.rank, &context.mesh, o.bundle,
+         executor.memory().isHost() ? "cpu" : executor.memory().name().str()},
+        *zero);
+    if (!opened)
+      return opened.takeError();
+    trace = std::move(*opened);
+    executor.recordTrace(&events);
+  }
+  std::optional<StragglerWatch> stragglers;
+  if (reports) {
+    std::vector<std::vector<int>> peers(p.world_size());
+    for (int r = 0; r < p.world_size(); ++r)
+      for (int q = 0; q < p.world_size(); ++q)
+        if (rt::rankProgramOf(p, q) == rt::rankProgramOf(p, r))
+          peers[r].push_back(q);
+    stragglers.emplace(o.stragglerFactor, std::move(peers));
+  }
+  int64_t failedStep = firstStep;
+  auto closeTrace = llvm::make_scope_exit([&] {
+    if (trace)
+      llvm::consumeError(
+          trace->close(llvm::formatv("failed at step {0}", failedStep).str()));
+  });
+
   int64_t logEvery = std::max<int64_t>(1, *o.steps / 10);
   auto start = std::chrono::steady_clock::now();
   double firstLoss = 0, lastLoss = 0;
   for (int64_t step = firstStep; step <= *o.steps; ++step) {
+    failedStep = step;
     auto stepStart = std::chrono::steady_clock::now();
+    executor.resetWaitTimes();
+    events.clear();
+    calls.clear();
+    faults.poison(executor, step, /*parameters=*/true);
     double lossSum = 0;
     for (int64_t call = 0; call < train.grad_accum(); ++call) {
       const llvm::SmallVector<int64_t, 3> &shape = *tokensShape;
@@ -531,23 +739,30 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
           call + 1 == train.grad_accum() && !train.last_micro_step().empty()
               ? train.last_micro_step()
               : train.micro_step();
+      if (context.rank == faults.slowRank)
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(faults.slowMillis));
+      size_t firstEvent = events.size();
       auto loss = executor.run(function, {tokens, labels});
       if (!loss)
         return failure("step {0}: {1}", step, llvm::toString(loss.takeError()));
+      calls.push_back({firstEvent, events.size(), call, call * perCall});
       lossSum += (*loss)[0].as<float>()[0];
     }
     double loss = lossSum / static_cast<double>(train.grad_accum());
-    if (!std::isfinite(loss))
-      return failure("step {0}: the loss is {1}; training diverged (lower "
-                     "the learning rate or check the data)",
-                     step, loss);
+    faults.poison(executor, step, /*parameters=*/false);
+    if (llvm::Error e =
+            checkDivergence(p, context, executor, communicator, step, loss))
+      return e;
     double lr = learningRate(train.optimizer(), step);
+    size_t firstEvent = events.size();
     auto applied =
         executor.run(train.apply(), {scalarF32(static_cast<float>(lr)),
                                      scalarF32(static_cast<float>(step))});
     if (!applied)
       return failure("step {0}: {1}", step,
                      llvm::toString(applied.takeError()));
+    calls.push_back({firstEvent, events.size(), 0, -1});
     double gradNorm = (*applied)[0].as<float>()[0];
     if (!std::isfinite(gradNorm))
       return failure("step {0}: the gradient norm is {1}; training diverged",
@@ -566,18 +781,47 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
     double stepS = std::chrono::duration<double>(now - stepStart).count();
     double elapsed = std::chrono::duration<double>(now - start).count();
     double tokensPerS = static_cast<double>(microPerStep * mb * seq) / stepS;
+    if (trace)
+      if (llvm::Error e =
+              trace->writeStep(step, stepStart, now, loss, events, calls))
+        return e;
+    // Every rank's figures, for the metrics and the straggler check:
+    // [step seconds, collective waits, pipeline waits, peak memory].
+    const rt::WaitTimes &waits = executor.waitTimes();
+    auto figures =
+        gatherFromRanks(communicator, executor.memory(),
+                        {stepS, waits.collectiveSeconds, waits.pipelineSeconds,
+                         static_cast<double>(executor.memory().isHost()
+                                                 ? peakResidentBytes()
+                                                 : executor.allocatedBytes())});
+    if (!figures)
+      return failure("step {0}: gathering the ranks' figures: {1}", step,
+                     llvm::toString(figures.takeError()));
     if (step == firstStep)
       firstLoss = loss;
     lastLoss = loss;
     if (!reports)
       continue;
+    StepMetrics m =
+        summarize(*figures, p.world_size(), planFigures, tokensPerS);
+    for (const std::string &warning :
+         stragglers->addStep(step, m.computeSeconds))
+      llvm::errs() << "warning: " << warning << "\n";
     if (o.logJson) {
-      llvm::json::Object line{{"step", step},
-                              {"loss", loss},
-                              {"grad_norm", gradNorm},
-                              {"lr", lr},
-                              {"tokens_per_s", tokensPerS},
-                              {"step_time_s", stepS}};
+      llvm::json::Object line{
+          {"step", step},
+          {"loss", loss},
+          {"grad_norm", gradNorm},
+          {"lr", lr},
+          {"tokens_per_s", tokensPerS},
+          {"step_time_s", stepS},
+          {"tflops", m.tflops},
+          {"mfu", m.mfu},
+          {"peak_memory_bytes", m.peakMemoryBytes},
+          {"peak_memory_rank", m.peakMemoryRank},
+          {"exposed_comm_s", m.exposedCommSeconds},
+          {"exposed_comm_fraction", m.exposedCommSeconds / stepS},
+          {"bubble_fraction", m.bubbleFraction}};
       out << llvm::json::Value(std::move(line)) << "\n";
       out.flush();
     }
@@ -585,8 +829,10 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
                  static_cast<double>(*o.steps - step);
     std::string progress =
         llvm::formatv("step {0}/{1}  loss {2:f4}  grad norm {3:f3}  lr "
-                      "{4:e2}  {5:f0} tokens/s  ETA {6:f0} s",
-                      step, *o.steps, loss, gradNorm, lr, tokensPerS, eta)
+                      "{4:e2}  {5:f0} tokens/s  {6:f3} TFLOP/s  MFU {7:f1}%  "
+                      "comm {8:f0}%  ETA {9:f0} s",
+                      step, *o.steps, loss, gradNorm, lr, tokensPerS, m.tflops,
+                      100 * m.mfu, 100 * m.exposedCommSeconds / stepS, eta)
             .str();
     if (terminal) {
       llvm::errs() << "\r" << progress << "\x1b[K";
@@ -600,6 +846,15 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
   if (saver)
     if (llvm::Error e = saver->finish())
       return e;
+  closeTrace.release();
+  if (trace) {
+    executor.recordTrace(nullptr);
+    if (llvm::Error e = trace->close("complete"))
+      return e;
+    if (reports)
+      llvm::errs() << llvm::formatv("wrote {0} trace(s) to {1}\n",
+                                    p.world_size(), o.traceDir);
+  }
   if (reports && !o.logJson)
     out << llvm::formatv("trained {0} steps: loss {1:f4} -> {2:f4}\n",
                          *o.steps - firstStep + 1, firstLoss, lastLoss);
@@ -705,9 +960,10 @@ llvm::Error runRank(const program::Program &p, const RankContext &context,
   });
   if (llvm::Error e = initializeVariables(p, context, **executor, o))
     return e;
-  llvm::Error e = p.mode() == "train"
-                      ? runTraining(p, context, **executor, o, out)
-                      : runInference(p, context, **executor, o, out);
+  llvm::Error e =
+      p.mode() == "train"
+          ? runTraining(p, context, **executor, communicator, o, out)
+          : runInference(p, context, **executor, o, out);
   if (e)
     return e;
   if (!o.dumpState.empty())

@@ -53,6 +53,12 @@ struct RunOptions {
   /// Each save is written before training goes on (bench/ckpt.sh's
   /// baseline for the asynchronous save).
   bool ckptSync = false;
+  /// Each rank writes its Chrome/Perfetto trace here
+  /// (docs/observability.md); empty: no trace.
+  std::string traceDir;
+  /// A rank whose compute time per step exceeds this factor times its
+  /// peers' median is named (0: never).
+  double stragglerFactor = 2.0;
 };
 
 /// `host` (an ONNX tensor decoded by the frontend) as a runtime tensor of

@@ -658,6 +658,9 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
       (*inst->mutable_attrs())["request"].set_i(it->second);
       inst->set_stream(1);
     }
+    if (auto micro = op->getAttrOfType<mlir::IntegerAttr>(
+            mlir::dtc::kMicroBatchAttrName))
+      inst->set_micro_batch(micro.getInt());
     for (mlir::NamedAttribute attr : op->getAttrDictionary()) {
       llvm::StringRef name = attr.getName().getValue();
       if (name.contains('.') || name == "operandSegmentSizes")

@@ -33,6 +33,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -214,6 +216,14 @@ mlir::Attribute activationLayout(mlir::Builder &b, mlir::Type type,
 }
 
 /// Clones `callee`'s body at the builder with `args`; returns its results.
+/// Tags `op` with the micro-batch of the pipeline step it computes for,
+/// which the program keeps for traces (Instruction.micro_batch).
+void tagMicroBatch(mlir::Operation *op, int64_t micro) {
+  op->setAttr(d::kMicroBatchAttrName,
+              mlir::IntegerAttr::get(
+                  mlir::IntegerType::get(op->getContext(), 64), micro));
+}
+
 llvm::SmallVector<mlir::Value> inlineCall(mlir::OpBuilder &b,
                                           mlir::func::FuncOp callee,
                                           mlir::ValueRange args) {
@@ -674,6 +684,7 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
         const Message &next = channel[n++];
         posted[next] = b.create<d::RecvStartOp>(loc, handle(messageType(next)),
                                                 pp, from - s);
+        tagMicroBatch(posted[next].getDefiningOp(), next.micro);
       }
       return posted[m].getDefiningOp();
     };
@@ -702,6 +713,15 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
     for (auto [index, p] : llvm::enumerate(schedules[s])) {
       const Chunk &chunk = mine[p.chunk];
       const int64_t c = p.chunk * stages + s, i = p.micro;
+      // What this pass adds to the body belongs to micro-batch i (receives
+      // posted ahead for later passes are tagged with their own).
+      mlir::Operation *before = body->empty() ? nullptr : &body->back();
+      auto tagPass = llvm::make_scope_exit([&, i = i] {
+        auto it = before ? std::next(before->getIterator()) : body->begin();
+        for (mlir::Operation &op : llvm::make_range(it, body->end()))
+          if (!op.hasAttr(d::kMicroBatchAttrName))
+            tagMicroBatch(&op, i);
+      });
       size_t firstGrad = 0;
       for (int64_t k = 0; k < p.chunk; ++k)
         firstGrad += mine[k].params.size();
@@ -739,7 +759,9 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
     // Sends complete before the step ends (their buffers stay reserved
     // until then), so no rank blocks on a send while its peer blocks too.
     for (mlir::Value sent : sends)
-      b.create<d::WaitOp>(loc, sent);
+      b.create<d::WaitOp>(loc, sent)->setAttr(
+          d::kMicroBatchAttrName,
+          sent.getDefiningOp()->getAttr(d::kMicroBatchAttrName));
     // The mean loss over the micro-batches, from the last stage to all.
     mlir::Value loss =
         lossSum ? b.create<d::MulOp>(

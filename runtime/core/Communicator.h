@@ -21,6 +21,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -115,6 +116,12 @@ public:
   /// Blocks until the operation is complete (its output written, its input
   /// free to reuse).
   virtual llvm::Error wait(Request request) = 0;
+  /// When the operation that the last wait() returned for had completed,
+  /// where the backend observes it (traces); nullopt when it does not.
+  virtual std::optional<std::chrono::steady_clock::time_point>
+  lastWaitCompletion() const {
+    return std::nullopt;
+  }
 };
 
 } // namespace dtc::runtime

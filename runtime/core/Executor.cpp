@@ -112,9 +112,10 @@ llvm::Error Executor::prepare() {
     constants_.push_back(std::move(t));
   }
 
-  for (const program::Function &f : program_.functions()) {
+  for (auto [functionIndex, f] : llvm::enumerate(program_.functions())) {
     PreparedFunction &prepared = functions_[f.name()];
     prepared.function = &f;
+    prepared.index = static_cast<int32_t>(functionIndex);
     if (f.arena_bytes() < 0)
       return programError("function '" + f.name() + "' has a negative arena");
     llvm::Expected<Tensor> arenaTensor = Tensor::allocate(
@@ -177,6 +178,30 @@ llvm::Error Executor::prepare() {
     auto validId = [&](int id) {
       return id >= 0 && id < static_cast<int>(prepared.views.size());
     };
+    // A wait is for a pipeline transfer when its start (same `request`)
+    // is a send or a receive.
+    llvm::DenseMap<int64_t, WaitKind> requestKind;
+    for (const program::Instruction &inst : f.instructions()) {
+      auto request = inst.attrs().find("request");
+      if (request == inst.attrs().end())
+        continue;
+      llvm::StringRef op = inst.op();
+      if (op == "dtc.wait")
+        continue;
+      requestKind[request->second.i()] =
+          op == "dtc.send_start" || op == "dtc.recv_start"
+              ? WaitKind::Pipeline
+              : WaitKind::Collective;
+    }
+    prepared.waits.assign(f.instructions_size(), WaitKind::None);
+    for (auto [index, inst] : llvm::enumerate(f.instructions())) {
+      auto request = inst.attrs().find("request");
+      if (inst.op() != "dtc.wait" || request == inst.attrs().end())
+        continue;
+      auto kind = requestKind.find(request->second.i());
+      prepared.waits[index] =
+          kind == requestKind.end() ? WaitKind::Collective : kind->second;
+    }
     for (const program::Instruction &inst : f.instructions()) {
       KernelFn fn = kernels_.lookup(inst.op());
       if (!fn)
@@ -292,6 +317,18 @@ llvm::Error Executor::writeVariable(llvm::StringRef name, const Tensor &host) {
   return memory_.copyToDevice((*var)->data(), host.data(), (*var)->bytes());
 }
 
+int64_t Executor::allocatedBytes() const {
+  int64_t bytes = variableBytes();
+  for (const Tensor &c : constants_)
+    bytes += c.bytes();
+  for (const auto &entry : functions_) {
+    bytes += entry.second.arena.bytes();
+    for (const Tensor &a : entry.second.arguments)
+      bytes += a.bytes();
+  }
+  return bytes;
+}
+
 int64_t Executor::variableBytes() const {
   int64_t bytes = 0;
   for (const auto &entry : variables_)
@@ -355,8 +392,37 @@ llvm::Expected<std::vector<Tensor>> Executor::run(llvm::StringRef name,
     for (int id : inst.outputs())
       outputs.push_back(prepared.views[id]);
     KernelCall call(inst, inputs, outputs, &context_);
+    WaitKind wait = prepared.waits[index];
+    if (!trace_ && wait == WaitKind::None) {
+      if (llvm::Error e = prepared.kernels[index](call))
+        return std::move(e);
+      continue;
+    }
+    auto begin = TraceClock::now();
+    if (trace_)
+      memory_.pushRange(inst.op());
     if (llvm::Error e = prepared.kernels[index](call))
       return std::move(e);
+    if (trace_) {
+      if (!memory_.isHost())
+        if (llvm::Error e = memory_.synchronize())
+          return std::move(e);
+      memory_.popRange();
+    }
+    auto end = TraceClock::now();
+    if (wait != WaitKind::None) {
+      double seconds = std::chrono::duration<double>(end - begin).count();
+      (wait == WaitKind::Pipeline ? waits_.pipelineSeconds
+                                  : waits_.collectiveSeconds) += seconds;
+    }
+    if (trace_) {
+      TraceClock::time_point completed = end;
+      if (wait != WaitKind::None && context_.communicator)
+        if (auto at = context_.communicator->lastWaitCompletion())
+          completed = std::min(*at, end);
+      trace_->push_back(
+          {prepared.index, static_cast<int32_t>(index), begin, end, completed});
+    }
   }
   if (!context_.pending.empty())
     return programError("function '" + f.name() + "' ends with " +

@@ -16,9 +16,32 @@
 
 #include "llvm/ADT/StringMap.h"
 
+#include <chrono>
 #include <vector>
 
 namespace dtc::runtime {
+
+using TraceClock = std::chrono::steady_clock;
+
+/// One executed instruction, for traces (docs/observability.md): which one
+/// (the function's index in the RankProgram, the instruction's in the
+/// function), when it ran on the rank's compute stream, and for a
+/// `dtc.wait`, when its communication completed (the backend's own record;
+/// the wait's end when the backend keeps none).
+struct InstructionEvent {
+  int32_t function = 0;
+  int32_t instruction = 0;
+  TraceClock::time_point begin, end, completed;
+};
+
+/// Where a rank's time went, accumulated over calls until reset: time
+/// blocked in `dtc.wait` on collectives (exposed communication) and on
+/// pipeline sends/receives (waiting for a neighbouring stage: bubbles).
+/// Kept whether or not a trace is recorded (two clock reads per wait).
+struct WaitTimes {
+  double collectiveSeconds = 0;
+  double pipelineSeconds = 0;
+};
 
 class Executor {
 public:
@@ -56,8 +79,20 @@ public:
   llvm::Expected<std::vector<Tensor>> run(llvm::StringRef function,
                                           llvm::ArrayRef<Tensor> args);
 
+  /// Appends an InstructionEvent per executed instruction to `events` from
+  /// now on (null: stop). On a device, each instruction is then followed by
+  /// a synchronization so that its times are its own (overlap is lost), and
+  /// is wrapped in a named range for the device's profiler (NVTX).
+  void recordTrace(std::vector<InstructionEvent> *events) { trace_ = events; }
+  const WaitTimes &waitTimes() const { return waits_; }
+  void resetWaitTimes() { waits_ = {}; }
+
   /// Bytes of variables, constants and the largest arena.
   int64_t variableBytes() const;
+  /// Every byte the executor holds in its memory space: variables,
+  /// constants, arenas and argument buffers (its peak: nothing is
+  /// allocated while running).
+  int64_t allocatedBytes() const;
   int64_t arenaBytes(llvm::StringRef function) const;
 
 private:
@@ -71,8 +106,13 @@ private:
   llvm::Expected<Tensor *> variableLike(llvm::StringRef name,
                                         const Tensor &host);
 
+  /// What a `dtc.wait` waits for, by instruction (None for the others).
+  enum class WaitKind : uint8_t { None, Collective, Pipeline };
+
   struct PreparedFunction {
     const program::Function *function = nullptr;
+    int32_t index = 0; ///< in the RankProgram
+    std::vector<WaitKind> waits;
     std::vector<KernelFn> kernels;
     std::vector<TensorRef> views; // by value id; arguments patched per call
     /// (value id, argument position) of every value stored in an argument.
@@ -89,6 +129,8 @@ private:
   llvm::StringMap<Tensor> variables_;
   std::vector<Tensor> constants_;
   llvm::StringMap<PreparedFunction> functions_;
+  std::vector<InstructionEvent> *trace_ = nullptr;
+  WaitTimes waits_;
 };
 
 } // namespace dtc::runtime

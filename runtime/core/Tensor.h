@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace dtc::runtime {
 
@@ -111,6 +112,10 @@ public:
   /// Waits for the work queued so far; reports what failed in it (a kernel
   /// fault, an out-of-range id a kernel flagged).
   virtual llvm::Error synchronize() { return llvm::Error::success(); }
+  /// Opens and closes a named range around the work queued in between, for
+  /// the device's profiler (traces); no-ops by default.
+  virtual void pushRange(const std::string &name) {}
+  virtual void popRange() {}
 };
 
 /// The host: copies are memcpy.

@@ -38,6 +38,9 @@ public:
   llvm::Error copyToHost(void *dst, const void *src, size_t bytes) override;
   llvm::Error copyOnDevice(void *dst, const void *src, size_t bytes) override;
   llvm::Error synchronize() override;
+  /// NVTX ranges: Nsight Systems shows traced instructions by op name.
+  void pushRange(const std::string &name) override;
+  void popRange() override;
 };
 
 /// out = in (a contiguous device tensor of `inShape`) with its dims

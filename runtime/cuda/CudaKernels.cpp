@@ -14,6 +14,7 @@
 #include "llvm/ADT/SmallVector.h"
 
 #include <cmath>
+#include <nvtx3/nvToolsExt.h>
 
 namespace dtc::runtime::cuda {
 
@@ -1141,6 +1142,12 @@ Error CudaMemory::copyOnDevice(void *dst, const void *src, size_t bytes) {
 }
 
 Error CudaMemory::synchronize() { return cudaError(ops::synchronize()); }
+
+void CudaMemory::pushRange(const std::string &name) {
+  nvtxRangePushA(name.c_str());
+}
+
+void CudaMemory::popRange() { nvtxRangePop(); }
 
 llvm::Expected<Tensor> toDevice(const Tensor &host, MemorySpace &memory) {
   llvm::Expected<Tensor> device =

@@ -148,6 +148,7 @@ struct Job {
   int firstError = MPI_SUCCESS;
   MPI_Status lastStatus{};
   bool done = false;
+  std::chrono::steady_clock::time_point completedAt;
   std::string error;
 };
 
@@ -169,6 +170,8 @@ struct MpiCommunicator::Impl {
   std::unordered_map<Request, std::shared_ptr<Job>> jobs;
   Request nextRequest = 1;
   int waiters = 0;
+  /// When the job the last wait() returned for completed.
+  std::chrono::steady_clock::time_point lastWaitCompletion;
   bool stop = false;
   std::thread thread;
 
@@ -221,6 +224,7 @@ struct MpiCommunicator::Impl {
       std::lock_guard<std::mutex> lock(mutex);
       job.error = std::move(message);
       job.done = true;
+      job.completedAt = std::chrono::steady_clock::now();
       // The buffers are not needed any more; a job may stay unwaited.
       job.sendScratch = {};
       job.recvScratch = {};
@@ -754,10 +758,17 @@ llvm::Error MpiCommunicator::wait(Request request) {
   impl.wake.notify_one();
   impl.done.wait(lock, [&] { return job->done; });
   --impl.waiters;
+  impl.lastWaitCompletion = job->completedAt;
   impl.jobs.erase(request);
   if (!job->error.empty())
     return makeError(job->error);
   return llvm::Error::success();
+}
+
+std::optional<std::chrono::steady_clock::time_point>
+MpiCommunicator::lastWaitCompletion() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->lastWaitCompletion;
 }
 
 bool MpiCommunicator::isComplete(Request request) const {

@@ -64,6 +64,8 @@ public:
   llvm::Expected<Request> recv(llvm::StringRef axis, int64_t peerOffset,
                                const TensorRef &output) override;
   llvm::Error wait(Request request) override;
+  std::optional<std::chrono::steady_clock::time_point>
+  lastWaitCompletion() const override;
 
   /// Whether `request` has completed, without waiting (false for an unknown
   /// request). Lets tests see that operations progress in the background.

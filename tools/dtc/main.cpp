@@ -10,6 +10,7 @@
 #include "compiler/calibrate/Calibrate.h"
 #include "compiler/ckpt/Ckpt.h"
 #include "compiler/inspect/Inspect.h"
+#include "compiler/inspect/TraceCompare.h"
 #include "compiler/run/Run.h"
 #include "compiler/support/Error.h"
 #include "frontends/hf/HfConfig.h"
@@ -25,6 +26,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 
 namespace {
@@ -186,18 +188,41 @@ void addPlan(CLI::App &app, ToolArgs &a, Action &action) {
       plan->add_subcommand("report", "One self-contained HTML page of a plan");
   report->add_option("BUNDLE", a.bundle, "Plan bundle directory")->required();
   report->add_option("-o", a.output, "Output .html file")->required();
-  report->callback([&a, &action] {
-    action = withPlan(a.bundle, [&a](const dtc::PlanView &view) -> llvm::Error {
-      auto start = std::chrono::steady_clock::now();
-      if (llvm::Error err = dtc::writeReport(view, a.output))
-        return err;
-      double seconds = std::chrono::duration<double>(
-                           std::chrono::steady_clock::now() - start)
-                           .count();
-      llvm::outs() << llvm::formatv("wrote {0} ({1} GPUs) in {2:F3} s\n",
-                                    a.output, view.plan.gpus(), seconds);
-      return llvm::Error::success();
-    });
+  // Owned by the callbacks: ToolArgs is shared with the other commands.
+  auto traceDir = std::make_shared<std::string>();
+  auto traceCluster = std::make_shared<std::string>();
+  report->add_option("--trace", *traceDir,
+                     "Set the step 'dtc run --trace DIR' measured against "
+                     "the predicted one");
+  report->add_option("--cluster", *traceCluster,
+                     "With --trace: the cluster the bundle was compiled for, "
+                     "when not a preset (a dtc.cluster/1 file)");
+  report->callback([&a, &action, traceDir, traceCluster] {
+    action = withPlan(
+        a.bundle,
+        [&a, traceDir, traceCluster](const dtc::PlanView &view) -> llvm::Error {
+          auto start = std::chrono::steady_clock::now();
+          std::optional<dtc::TraceComparison> trace;
+          if (!traceDir->empty()) {
+            auto compared = dtc::compareTrace(view, *traceDir, *traceCluster);
+            if (!compared)
+              return compared.takeError();
+            trace = std::move(*compared);
+          } else if (!traceCluster->empty()) {
+            return dtc::badInput("--cluster is only used with --trace");
+          }
+          if (llvm::Error err =
+                  dtc::writeReport(view, a.output, trace ? &*trace : nullptr))
+            return err;
+          double seconds = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - start)
+                               .count();
+          llvm::outs() << llvm::formatv("wrote {0} ({1} GPUs) in {2:F3} s\n",
+                                        a.output, view.plan.gpus(), seconds);
+          if (trace)
+            llvm::outs() << dtc::traceSummaryLine(*trace) << "\n";
+          return llvm::Error::success();
+        });
   });
 }
 
@@ -235,6 +260,14 @@ void addRun(CLI::App &app, dtc::RunOptions &o, dtc::VerifyOptions &v,
   // For bench/ckpt.sh: the synchronous save the asynchronous one is
   // measured against.
   run->add_flag("--ckpt-sync", o.ckptSync)->group("");
+  run->add_option("--trace", o.traceDir,
+                  "Write one Chrome/Perfetto trace per rank to "
+                  "DIR/rank-R.trace.json");
+  run->add_option("--straggler-factor", o.stragglerFactor,
+                  "Name a rank whose compute time per step exceeds its "
+                  "peers' median by this factor (0: off)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   run->callback([&o, &action] {
     if (o.ckptDir.empty() && (o.saveEvery || o.resume)) {
       action = [&o] {

@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+"""Checks the metrics of a `dtc run --log-json` log: every line has the
+documented fields (docs/observability.md), each within its range.
+
+usage: check_metrics.py LOG STEPS [pipeline]
+
+With "pipeline", the measured bubble must be above zero (a pipeline stage
+waits for its neighbours at least at the start and end of each step).
+"""
+import json
+import sys
+
+path, steps = sys.argv[1], int(sys.argv[2])
+pipeline = len(sys.argv) > 3 and sys.argv[3] == "pipeline"
+lines = [json.loads(l) for l in open(path) if l.startswith("{")]
+if [l["step"] for l in lines] != list(range(1, steps + 1)):
+    sys.exit("check_metrics: steps %r" % [l.get("step") for l in lines])
+fields = ["loss", "grad_norm", "lr", "tokens_per_s", "step_time_s", "tflops",
+          "mfu", "peak_memory_bytes", "peak_memory_rank", "exposed_comm_s",
+          "exposed_comm_fraction", "bubble_fraction"]
+for l in lines:
+    missing = [f for f in fields if f not in l]
+    if missing:
+        sys.exit("check_metrics: step %d lacks %s" % (l["step"], missing))
+    ok = (l["tokens_per_s"] > 0 and l["step_time_s"] > 0 and
+          l["tflops"] > 0 and 0 < l["mfu"] < 1 and
+          l["peak_memory_bytes"] > 1 << 20 and l["peak_memory_rank"] >= 0 and
+          0 <= l["exposed_comm_s"] <= l["step_time_s"] and
+          0 <= l["exposed_comm_fraction"] <= 1 and
+          0 <= l["bubble_fraction"] <= 1)
+    # TFLOP/s is the model's FLOPs per token times tokens per second.
+    if not ok:
+        sys.exit("check_metrics: out of range at step %d: %r" % (l["step"], l))
+    if pipeline and not l["bubble_fraction"] > 0:
+        sys.exit("check_metrics: no bubble measured at step %d" % l["step"])
+print("metrics: %d steps, every field in range" % len(lines))
