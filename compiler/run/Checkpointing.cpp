@@ -204,7 +204,7 @@ llvm::Error TrainingSaver::save(rt::Executor &executor,
   // written.
   if (writer_->busy())
     if (llvm::Error e = writer_->finish())
-      return failure("checkpoint: {0}", llvm::toString(std::move(e)));
+      return saveFailed(std::move(e));
   std::vector<rt::SaveItem> items;
   for (const program::Variable &v : program_.variables()) {
     std::optional<std::string> key = rt::checkpointKey(v);
@@ -233,14 +233,37 @@ llvm::Error TrainingSaver::save(rt::Executor &executor,
                           {"seed", std::to_string(position.seed)}}}};
   if (llvm::Error e =
           writer_->startSave(position.step, std::move(items), std::move(meta)))
-    return failure("checkpoint: {0}", llvm::toString(std::move(e)));
+    return saveFailed(std::move(e));
   return llvm::Error::success();
 }
 
 llvm::Error TrainingSaver::finish() {
   if (llvm::Error e = writer_->finish())
-    return failure("checkpoint: {0}", llvm::toString(std::move(e)));
+    return saveFailed(std::move(e));
   return llvm::Error::success();
+}
+
+llvm::Error TrainingSaver::saveFailed(llvm::Error error) {
+  std::string message;
+  bool io = false;
+  llvm::handleAllErrors(std::move(error), [&](const llvm::ErrorInfoBase &e) {
+    message += (message.empty() ? "" : "; ") + e.message();
+    io |= e.convertToErrorCode() == std::errc::io_error;
+  });
+  if (!io)
+    return failure("checkpoint: {0}", message);
+  // A failed write (a full disk, a lost mount) never touches a committed
+  // step: say which one a --resume would start from, read back from the
+  // directory rather than assumed, and what to do.
+  std::string kept = "no step is committed yet";
+  if (auto latest = rt::latestStep(root_))
+    kept = llvm::sys::path::filename(*latest).str() +
+           " (the step --resume starts from) is intact";
+  else
+    llvm::consumeError(latest.takeError());
+  return failure("checkpoint: {0}; {1}: make room in {2} (or pass another "
+                 "--ckpt-dir) and rerun with --resume",
+                 message, kept, root_);
 }
 
 } // namespace dtc

@@ -66,6 +66,9 @@ private:
   TrainingSaver(const program::RankProgram &program, const runtime::Mesh &mesh,
                 int rank, std::string root, runtime::ChunkWriters writers,
                 llvm::json::Object plan);
+  /// The writer's error as dtc run reports it; an I/O error also names the
+  /// step a --resume would start from and what to do.
+  llvm::Error saveFailed(llvm::Error error);
 
   const program::RankProgram &program_;
   const runtime::Mesh &mesh_;

@@ -249,9 +249,30 @@ llvm::Error writeTensorProto(const rt::Tensor &tensor, llvm::StringRef name,
   return llvm::Error::success();
 }
 
+/// `--trace DIR`: this rank's trace, recording from now on (null without
+/// --trace). Collective: every rank agrees on the time zero.
+llvm::Expected<std::unique_ptr<TraceWriter>>
+startTrace(const RankContext &context, rt::Executor &executor,
+           rt::Communicator *communicator,
+           std::vector<rt::InstructionEvent> &events, const RunOptions &o) {
+  if (o.traceDir.empty())
+    return nullptr;
+  auto zero = agreeOnTimeZero(communicator, executor.memory());
+  if (!zero)
+    return zero.takeError();
+  auto trace = TraceWriter::open(
+      o.traceDir, *context.program,
+      {context.rank, &context.mesh, o.bundle,
+       executor.memory().isHost() ? "cpu" : executor.memory().name().str()},
+      *zero);
+  if (trace)
+    executor.recordTrace(&events);
+  return trace;
+}
+
 llvm::Error runInference(const program::Program &p, const RankContext &context,
-                         rt::Executor &executor, const RunOptions &o,
-                         llvm::raw_ostream &out) {
+                         rt::Executor &executor, rt::Communicator *communicator,
+                         const RunOptions &o, llvm::raw_ostream &out) {
   const program::RankProgram &rank = *context.program;
   const program::Function *fn = nullptr;
   for (const program::Function &f : rank.functions())
@@ -315,7 +336,23 @@ llvm::Error runInference(const program::Program &p, const RankContext &context,
     }
     args.push_back(std::move(whole));
   }
+  std::vector<rt::InstructionEvent> events;
+  auto trace = startTrace(context, executor, communicator, events, o);
+  if (!trace)
+    return trace.takeError();
+  auto begin = rt::TraceClock::now();
   auto results = executor.run(fn->name(), args);
+  if (*trace) {
+    // One call: the trace's step 1.
+    executor.recordTrace(nullptr);
+    if (results)
+      if (llvm::Error e =
+              (*trace)->writeStep(1, begin, rt::TraceClock::now(), std::nan(""),
+                                  events, {{0, events.size(), 0, -1}}))
+        return e;
+    if (llvm::Error e = (*trace)->close(results ? "complete" : "failed"))
+      return e;
+  }
   if (!results)
     return failure("{0}", llvm::toString(results.takeError()));
   // Every rank holds the whole outputs (the partitioner returns whole
@@ -672,23 +709,12 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
   // Traces, figures and guard rails (docs/observability.md).
   const TrainingFaults faults = TrainingFaults::fromEnvironment();
   const PlanFigures planFigures = readPlanFigures(o.bundle);
-  std::unique_ptr<TraceWriter> trace;
   std::vector<rt::InstructionEvent> events;
   std::vector<TraceWriter::Call> calls;
-  if (!o.traceDir.empty()) {
-    auto zero = agreeOnTimeZero(communicator, executor.memory());
-    if (!zero)
-      return zero.takeError();
-    auto opened = TraceWriter::open(
-        o.traceDir, *context.program,
-        {context.rank, &context.mesh, o.bundle,
-         executor.memory().isHost() ? "cpu" : executor.memory().name().str()},
-        *zero);
-    if (!opened)
-      return opened.takeError();
-    trace = std::move(*opened);
-    executor.recordTrace(&events);
-  }
+  auto startedTrace = startTrace(context, executor, communicator, events, o);
+  if (!startedTrace)
+    return startedTrace.takeError();
+  std::unique_ptr<TraceWriter> trace = std::move(*startedTrace);
   std::optional<StragglerWatch> stragglers;
   if (reports) {
     std::vector<std::vector<int>> peers(p.world_size());
@@ -777,14 +803,16 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
     if (saver && o.ckptSync)
       if (llvm::Error e = saver->finish())
         return e;
+    // Writing the trace counts in the step time (what tracing costs).
+    if (trace)
+      if (llvm::Error e = trace->writeStep(step, stepStart,
+                                           std::chrono::steady_clock::now(),
+                                           loss, events, calls))
+        return e;
     auto now = std::chrono::steady_clock::now();
     double stepS = std::chrono::duration<double>(now - stepStart).count();
     double elapsed = std::chrono::duration<double>(now - start).count();
     double tokensPerS = static_cast<double>(microPerStep * mb * seq) / stepS;
-    if (trace)
-      if (llvm::Error e =
-              trace->writeStep(step, stepStart, now, loss, events, calls))
-        return e;
     // Every rank's figures, for the metrics and the straggler check:
     // [step seconds, collective waits, pipeline waits, peak memory].
     const rt::WaitTimes &waits = executor.waitTimes();
@@ -963,7 +991,7 @@ llvm::Error runRank(const program::Program &p, const RankContext &context,
   llvm::Error e =
       p.mode() == "train"
           ? runTraining(p, context, **executor, communicator, o, out)
-          : runInference(p, context, **executor, o, out);
+          : runInference(p, context, **executor, communicator, o, out);
   if (e)
     return e;
   if (!o.dumpState.empty())

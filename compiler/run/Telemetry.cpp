@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 
 namespace dtc {
 
@@ -421,14 +422,39 @@ llvm::Expected<std::optional<NonFinite>> findNonFinite(rt::Executor &executor,
     if (dtype != rt::DType::F32 && dtype != rt::DType::F16 &&
         dtype != rt::DType::BF16 && dtype != rt::DType::F64)
       continue;
-    for (int64_t i = 0, n = t->numElements(); i < n; ++i) {
-      double x = dtype == rt::DType::F64 ? t->as<double>()[i]
-                 : dtype == rt::DType::F32
-                     ? static_cast<double>(t->as<float>()[i])
-                     : static_cast<double>(rt::loadAsFloat(t->ref(), i));
-      if (!std::isfinite(x))
-        return NonFinite{static_cast<int>(index), i, x};
+    const int64_t n = t->numElements();
+    auto element = [&](int64_t i) {
+      return dtype == rt::DType::F64 ? t->as<double>()[i]
+             : dtype == rt::DType::F32
+                 ? static_cast<double>(t->as<float>()[i])
+                 : static_cast<double>(rt::loadAsFloat(t->ref(), i));
+    };
+    if (dtype == rt::DType::F32) {
+      // The common case, every step: a float is NaN or Inf exactly when its
+      // exponent bits are all ones, and an integer max over a block (which
+      // vectorizes, unlike a float test) finds whether the block holds one
+      // (22 ms for 124 MB here).
+      const char *data = static_cast<const char *>(t->data());
+      constexpr int64_t kBlock = 4096;
+      for (int64_t begin = 0; begin < n; begin += kBlock) {
+        int64_t end = std::min(n, begin + kBlock);
+        uint32_t largest = 0;
+        for (int64_t i = begin; i < end; ++i) {
+          uint32_t bits;
+          std::memcpy(&bits, data + 4 * i, 4);
+          largest = std::max(largest, bits & 0x7fffffffu);
+        }
+        if (largest < 0x7f800000u)
+          continue;
+        for (int64_t i = begin; i < end; ++i)
+          if (!std::isfinite(element(i)))
+            return NonFinite{static_cast<int>(index), i, element(i)};
+      }
+      continue;
     }
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(element(i)))
+        return NonFinite{static_cast<int>(index), i, element(i)};
   }
   return std::nullopt;
 }
@@ -473,9 +499,9 @@ StragglerWatch::addStep(int64_t step, llvm::ArrayRef<double> computeSeconds) {
                         "step, x{2:f2} the median of the {3} other rank(s) "
                         "running its program ({4:f1} ms; steps {5}-{6}, "
                         "--straggler-factor {7})",
-                        r, 1e3 * mine / perStep,
-                        mine / std::max(median, 1e-12), others.size(),
-                        1e3 * median / perStep, firstStep_ + 1, step, factor_)
+                        r, 1e3 * mine / perStep, mine / std::max(median, 1e-12),
+                        others.size(), 1e3 * median / perStep, firstStep_ + 1,
+                        step, factor_)
               .str());
     }
   }
