@@ -56,6 +56,17 @@ struct Layout {
                   SmallVector<bool, 4>(numAxes, false)};
   }
   bool splits(size_t a) const { return dim[a] >= 0; }
+  /// The axis whose split of `a`'s dim nests inside `a`'s (a later mesh
+  /// axis on the same dim: a dim split over several axes is cut in mesh
+  /// order, outermost first), or an interleaved one sharing it; -1 when
+  /// `a` is alone or innermost on its dim, so that a local slice, gather
+  /// or reduce-scatter of `a` acts on contiguous parts of the others' chunk.
+  int nestedInside(size_t a) const {
+    for (size_t b = 0; b < dim.size(); ++b)
+      if (b != a && dim[b] == dim[a] && (b > a || block[a] || block[b]))
+        return static_cast<int>(b);
+    return -1;
+  }
   bool isPartial() const { return llvm::is_contained(partial, true); }
   Layout dimsOnly() const {
     Layout l = *this;
@@ -107,6 +118,8 @@ private:
   Attribute toAttr(const Layout &layout, RankedTensorType type);
   RankedTensorType localType(RankedTensorType global, const Layout &layout);
   FailureOr<Value> reshard(Value original, const Layout &to, Location loc);
+  LogicalResult nestingError(Location loc, RankedTensorType global, int64_t dim,
+                             size_t a, size_t b);
   Value startAndWait(Operation *start);
   FailureOr<SmallVector<Layout>> resultLayouts(Operation *op);
   LogicalResult partitionRuleOp(ShardingRuleOpInterface rule);
@@ -198,6 +211,18 @@ Value Partitioner::startAndWait(Operation *start) {
       .getOutput();
 }
 
+// A dim split over several mesh axes is cut in mesh order: axis `a` can be
+// sliced, gathered or reduce-scattered on its own only where it is the
+// innermost cut of that dim.
+LogicalResult Partitioner::nestingError(Location loc, RankedTensorType global,
+                                        int64_t dim, size_t a, size_t b) {
+  return emitError(loc) << "cannot change the split of dimension " << dim
+                        << " of " << global << " over \"" << mesh.axes[a].name
+                        << "\" while it is also split over \""
+                        << mesh.axes[b].name
+                        << "\" inside it (or interleaved with it)";
+}
+
 // From the layout the producer left `original` in to `to`: partial sums
 // first (reduce-scatter where the target splits that axis, else all-reduce),
 // then splits that go (all-gather) or move (all-to-all), then new splits
@@ -234,6 +259,8 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &to,
       next.partial[a] = false;
       next.dim[a] = to.dim[a];
       next.block[a] = to.block[a];
+      if (int b = next.nestedInside(a); b >= 0)
+        return nestingError(loc, global, to.dim[a], a, b);
       auto start = ReduceScatterStartOp::create(
           builder, loc, handleType(next), value,
           builder.getArrayAttr({axisName(a)}), to.dim[a], to.block[a], "sum");
@@ -251,10 +278,13 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &to,
     value = startAndWait(start);
   }
 
-  for (size_t a = 0; a < numAxes(); ++a) {
+  // Inner axes first: an axis leaves a dim only once no axis nests in it.
+  for (size_t a : llvm::reverse(llvm::seq<size_t>(0, numAxes()))) {
     if (!layout.splits(a) ||
         (layout.dim[a] == to.dim[a] && layout.block[a] == to.block[a]))
       continue;
+    if (int b = layout.nestedInside(a); b >= 0)
+      return nestingError(loc, global, layout.dim[a], a, b);
     bool moves = to.splits(a) && !layout.block[a] && !to.block[a] &&
                  llvm::none_of(llvm::seq<size_t>(0, numAxes()), [&](size_t b) {
                    return b != a && layout.dim[b] == to.dim[a];
@@ -280,13 +310,11 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &to,
   for (size_t a = 0; a < numAxes(); ++a) {
     if (!to.splits(a) || layout.splits(a))
       continue;
-    for (size_t b = 0; b < numAxes(); ++b)
-      if (layout.dim[b] == to.dim[a])
-        return emitError(loc) << "cannot split dimension " << to.dim[a]
-                              << " over two mesh axes";
     Layout next = layout;
     next.dim[a] = to.dim[a];
     next.block[a] = to.block[a];
+    if (int b = next.nestedInside(a); b >= 0)
+      return nestingError(loc, global, to.dim[a], a, b);
     value = ShardSliceOp::create(builder, loc, localType(global, next), value,
                                  builder.getArrayAttr({axisName(a)}), to.dim[a],
                                  to.block[a]);
