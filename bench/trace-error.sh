@@ -5,7 +5,9 @@
 # `dtc plan report --trace` sets the measured step against the model's
 # replay of it. Prints per plan the step time measured / predicted and the
 # median over kernels of |measured / predicted - 1|, weighted by measured
-# time (how far off a typical second of kernel time is priced).
+# time (how far off a typical second of kernel time is priced). The replay
+# charges the calibrated per-kernel-call overhead (kernel_overhead_us) on
+# every call.
 #
 # Usage: bench/trace-error.sh [BUILD_DIR] [STEPS]   (default: build, 5)
 # Environment: THREADS (OpenMP threads for calibrate and the runs, default
@@ -56,8 +58,10 @@ for entry in "${plans[@]}"; do
   "$dtc" run "$tmp/$name.dtc" --steps "$steps" --data "$tmp/tokens.bin" \
     --init --trace "$tmp/$name.trace" >"$tmp/$name.run.log" 2>&1 ||
     { cat "$tmp/$name.run.log"; exit 1; }
+  # No --cluster: plan.json carries the calibrated cluster (cluster.spec),
+  # kernel_overhead_us included.
   "$dtc" plan report "$tmp/$name.dtc" --trace "$tmp/$name.trace" \
-    --cluster "$cluster" -o "$tmp/$name.html" | tee "$tmp/$name.report"
+    -o "$tmp/$name.html" | tee "$tmp/$name.report"
 done
 echo "load average after:  $(cut -d' ' -f1-3 /proc/loadavg)"
 

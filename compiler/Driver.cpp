@@ -270,6 +270,10 @@ static llvm::Error writeBundleAtomically(
   return llvm::Error::success();
 }
 
+/// The summary figures, and under "spec" the whole cluster as a
+/// dtc.cluster/1 object (after --gpus-per-node), so that `dtc plan report
+/// --trace` can price instructions on a cluster file's constants without
+/// the file.
 static llvm::json::Object clusterJson(const Cluster &c) {
   return llvm::json::Object{
       {"name", c.name},
@@ -280,6 +284,7 @@ static llvm::json::Object clusterJson(const Cluster &c) {
       {"hbm_bytes", c.hbmBytes},
       {"intra_node_gbps", c.intraNodeGBps},
       {"inter_node_gbps", c.interNodeGBps},
+      {"spec", clusterToJsonObject(c)},
   };
 }
 

@@ -535,44 +535,10 @@ Cluster calibrate::clusterFromMeasurements(const Measurements &m,
     c.attentionEfficiency = modelled / a.forwardSeconds;
     c.attentionBackwardRatio = a.backwardSeconds / a.forwardSeconds;
   }
+  // What every kernel call costs besides its work: plan report --trace
+  // prices it per call (the planner's per-layer formulas do not).
+  c.kernelOverheadUs = 1e6 * m.perOpSeconds;
   return c;
-}
-
-std::string calibrate::clusterToJson(const Cluster &c) {
-  auto link = [](double gbps, double latencyUs, double efficiency) {
-    return llvm::json::Object{{"bandwidth_gbytes_per_s", gbps},
-                              {"latency_us", latencyUs},
-                              {"efficiency", efficiency}};
-  };
-  llvm::json::Object peaks{{"bf16", c.peakBf16Tflops},
-                           {"fp16", c.peakFp16Tflops},
-                           {"tf32", c.peakTf32Tflops}};
-  if (c.peakFp8Tflops > 0)
-    peaks["fp8"] = c.peakFp8Tflops;
-  llvm::json::Object root{
-      {"schema", "dtc.cluster/1"},
-      {"name", c.name},
-      {"gpu", c.gpu},
-      {"gpus_per_node", c.gpusPerNode},
-      {"peak_tflops", std::move(peaks)},
-      {"hbm", llvm::json::Object{{"capacity_gbytes", c.hbmBytes / 1e9},
-                                 {"bandwidth_tbytes_per_s",
-                                  c.hbmBytesPerSecond / 1e12}}},
-      {"intra_node",
-       link(c.intraNodeGBps, c.intraNodeLatencyUs, c.intraNodeEfficiency)},
-      {"inter_node",
-       link(c.interNodeGBps, c.interNodeLatencyUs, c.interNodeEfficiency)},
-      {"gemm_efficiency", llvm::json::Object{{"peak", c.gemmPeakEfficiency},
-                                             {"half_size", c.gemmHalfSize}}},
-      {"memory_efficiency", c.memoryEfficiency},
-      {"attention",
-       llvm::json::Object{{"efficiency", c.attentionEfficiency},
-                          {"backward_ratio", c.attentionBackwardRatio}}},
-  };
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
-  return text;
 }
 
 static llvm::Error writeAtomically(llvm::StringRef path, llvm::StringRef text) {

@@ -115,13 +115,10 @@ llvm::Expected<Measurements> measure(const Options &options,
 /// gemm_efficiency.peak = 1, the "HBM" is main memory at the bandwidth
 /// dtc.add reaches with memory_efficiency from the step fit, and both links are
 /// memory copies (the multi-rank CPU runtime does not exist yet to measure
-/// collectives).
+/// collectives), and kernel_overhead_us is the one-element dtc.add's time.
+/// The file is written by dtc::clusterToJson (Cluster.h).
 Cluster clusterFromMeasurements(const Measurements &m, const GemmFit &fit,
                                 llvm::StringRef name);
-
-/// `cluster` as a complete `dtc.cluster/1` document (every key, so nothing
-/// falls back to a GPU default).
-std::string clusterToJson(const Cluster &cluster);
 
 /// `dtc calibrate`: measure, fit, print what was measured and fitted, and
 /// write the cluster file to `outputPath` atomically (a temporary file

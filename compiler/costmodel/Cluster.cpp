@@ -291,11 +291,16 @@ llvm::Expected<Cluster> dtc::parseClusterJson(llvm::StringRef text,
   if (!root)
     return badInput("cluster file {0}: the top level must be a JSON object",
                     source);
+  return parseClusterObject(*root, source, gpus);
+}
 
+llvm::Expected<Cluster> dtc::parseClusterObject(const llvm::json::Object &root,
+                                                llvm::StringRef source,
+                                                int64_t gpus) {
   // A file may start from a preset and override some fields.
   Cluster cluster;
   bool fromBase = false;
-  if (const llvm::json::Value *base = root->get("base")) {
+  if (const llvm::json::Value *base = root.get("base")) {
     std::optional<llvm::StringRef> name = base->getAsString();
     const Preset *preset = name ? findPreset(*name) : nullptr;
     if (!preset)
@@ -311,14 +316,14 @@ llvm::Expected<Cluster> dtc::parseClusterJson(llvm::StringRef text,
     cluster.peakBf16Tflops = cluster.peakFp16Tflops = 0;
     cluster.peakFp8Tflops = cluster.peakTf32Tflops = 0;
   }
-  if (const llvm::json::Value *schema = root->get("schema")) {
+  if (const llvm::json::Value *schema = root.get("schema")) {
     if (schema->getAsString() != llvm::StringRef("dtc.cluster/1"))
       return badInput("cluster file {0}: schema must be \"dtc.cluster/1\"",
                       source);
   }
 
   std::string error;
-  ObjectReader top(*root, "", source, error);
+  ObjectReader top(root, "", source, error);
   std::string ignored;
   top.string("schema", ignored);
   top.string("base", ignored);
@@ -327,6 +332,8 @@ llvm::Expected<Cluster> dtc::parseClusterJson(llvm::StringRef text,
   top.integer("gpus_per_node", cluster.gpusPerNode);
   top.number("memory_efficiency", cluster.memoryEfficiency,
              ObjectReader::Range::Fraction);
+  top.number("kernel_overhead_us", cluster.kernelOverheadUs,
+             ObjectReader::Range::NonNegative);
 
   if (const llvm::json::Object *peaks = top.child("peak_tflops")) {
     ObjectReader r(*peaks, "peak_tflops", source, error);
@@ -412,6 +419,48 @@ llvm::Expected<Cluster> dtc::parseClusterJson(llvm::StringRef text,
   cluster.hbmBytesPerSecond = hbmTBps * 1e12;
   cluster.gpus = gpus;
   return cluster;
+}
+
+llvm::json::Object dtc::clusterToJsonObject(const Cluster &c) {
+  auto link = [](double gbps, double latencyUs, double efficiency) {
+    return llvm::json::Object{{"bandwidth_gbytes_per_s", gbps},
+                              {"latency_us", latencyUs},
+                              {"efficiency", efficiency}};
+  };
+  llvm::json::Object peaks{{"bf16", c.peakBf16Tflops},
+                           {"fp16", c.peakFp16Tflops},
+                           {"tf32", c.peakTf32Tflops}};
+  if (c.peakFp8Tflops > 0)
+    peaks["fp8"] = c.peakFp8Tflops;
+  return llvm::json::Object{
+      {"schema", "dtc.cluster/1"},
+      {"name", c.name},
+      {"gpu", c.gpu},
+      {"gpus_per_node", c.gpusPerNode},
+      {"peak_tflops", std::move(peaks)},
+      {"hbm", llvm::json::Object{{"capacity_gbytes", c.hbmBytes / 1e9},
+                                 {"bandwidth_tbytes_per_s",
+                                  c.hbmBytesPerSecond / 1e12}}},
+      {"intra_node",
+       link(c.intraNodeGBps, c.intraNodeLatencyUs, c.intraNodeEfficiency)},
+      {"inter_node",
+       link(c.interNodeGBps, c.interNodeLatencyUs, c.interNodeEfficiency)},
+      {"gemm_efficiency", llvm::json::Object{{"peak", c.gemmPeakEfficiency},
+                                             {"half_size", c.gemmHalfSize}}},
+      {"memory_efficiency", c.memoryEfficiency},
+      {"attention",
+       llvm::json::Object{{"efficiency", c.attentionEfficiency},
+                          {"backward_ratio", c.attentionBackwardRatio}}},
+      {"kernel_overhead_us", c.kernelOverheadUs},
+  };
+}
+
+std::string dtc::clusterToJson(const Cluster &cluster) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", llvm::json::Value(clusterToJsonObject(cluster)))
+     << "\n";
+  return text;
 }
 
 llvm::Expected<Cluster> dtc::readClusterFile(llvm::StringRef path,

@@ -13,6 +13,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
 
 #include <cstdint>
 #include <optional>
@@ -67,6 +68,11 @@ struct Cluster {
   /// calibrate` measures them.
   double attentionEfficiency = 1;
   double attentionBackwardRatio = 2.5;
+  /// Fixed cost of one kernel call, in microseconds: what `dtc calibrate`
+  /// measures on the CPU runtime. 0 on every preset; the planner's formulas
+  /// leave it out, and only `dtc plan report --trace`'s per-instruction
+  /// replay adds it to every call.
+  double kernelOverheadUs = 0;
 
   /// Dense peak FLOP/s (not TFLOP/s) for `type`; 0 if unsupported.
   double peakFlops(DType type) const;
@@ -84,6 +90,19 @@ llvm::Expected<Cluster> lookupClusterPreset(llvm::StringRef name, int64_t gpus);
 /// Parses a `dtc.cluster/1` JSON document; `source` names it in errors.
 llvm::Expected<Cluster> parseClusterJson(llvm::StringRef text,
                                          llvm::StringRef source, int64_t gpus);
+/// The same for a document's top-level object already parsed (plan.json's
+/// `cluster.spec`).
+llvm::Expected<Cluster> parseClusterObject(const llvm::json::Object &root,
+                                           llvm::StringRef source,
+                                           int64_t gpus);
+
+/// `cluster` as a complete `dtc.cluster/1` object: every key (fp8 only when
+/// supported), so reading it back needs no preset and gives `cluster` again
+/// (all but `gpus`, which comes from `--gpus`). The inverse of
+/// parseClusterJson.
+llvm::json::Object clusterToJsonObject(const Cluster &cluster);
+/// The same as a document: indented JSON and a final newline.
+std::string clusterToJson(const Cluster &cluster);
 
 /// Reads a `dtc.cluster/1` JSON file.
 llvm::Expected<Cluster> readClusterFile(llvm::StringRef path, int64_t gpus);

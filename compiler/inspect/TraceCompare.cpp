@@ -201,33 +201,77 @@ llvm::Expected<program::Program> loadProgram(llvm::StringRef bundle) {
   return program;
 }
 
-/// The cluster the bundle was compiled for.
+/// plan.json's `cluster.spec`, the whole dtc.cluster/1 object dtc compile
+/// records; nullopt for a bundle written before it did.
+llvm::Expected<std::optional<Cluster>> recordedCluster(const PlanView &view,
+                                                       int64_t gpus) {
+  auto json = runtime::parseJson(view.text);
+  if (!json)
+    return badInput("{0}: not valid JSON: {1}", view.planPath,
+                    llvm::toString(json.takeError()));
+  const llvm::json::Object *root = json->getAsObject();
+  const llvm::json::Object *cluster =
+      root ? root->getObject("cluster") : nullptr;
+  const llvm::json::Value *spec = cluster ? cluster->get("spec") : nullptr;
+  if (!spec)
+    return std::nullopt;
+  const llvm::json::Object *object = spec->getAsObject();
+  if (!object)
+    return badInput("{0}: cluster.spec must be a dtc.cluster/1 object",
+                    view.planPath);
+  auto parsed =
+      parseClusterObject(*object, view.planPath + " (cluster.spec)", gpus);
+  if (!parsed)
+    return parsed.takeError();
+  return std::optional<Cluster>(std::move(*parsed));
+}
+
+/// The cluster the bundle was compiled for: `given` (--cluster) when set,
+/// else plan.json's cluster.spec, else (older bundles) the preset of
+/// plan.json's cluster name.
 llvm::Expected<Cluster> bundleCluster(const PlanView &view,
                                       llvm::StringRef given) {
   int64_t gpus = std::max<int64_t>(view.plan.gpus(), 1);
-  llvm::Expected<Cluster> cluster =
-      given.empty() ? lookupClusterPreset(view.cluster.name, gpus)
-                    : loadCluster(given, gpus);
+  std::optional<Cluster> cluster;
+  std::string from;
+  if (!given.empty()) {
+    auto loaded = loadCluster(given, gpus);
+    if (!loaded)
+      return loaded.takeError();
+    cluster = std::move(*loaded);
+    from = ("--cluster " + given).str();
+  } else {
+    auto recorded = recordedCluster(view, gpus);
+    if (!recorded)
+      return recorded.takeError();
+    cluster = std::move(*recorded);
+    from = view.planPath + ": cluster.spec";
+  }
   if (!cluster) {
-    if (!given.empty())
-      return cluster.takeError();
-    llvm::consumeError(cluster.takeError());
-    return badInput("{0}: the bundle was compiled for cluster '{1}', which "
-                    "is not a preset (plan.json records only its name): give "
-                    "the cluster file it was compiled with, --cluster FILE",
-                    view.planPath, view.cluster.name);
+    auto preset = lookupClusterPreset(view.cluster.name, gpus);
+    if (!preset) {
+      llvm::consumeError(preset.takeError());
+      return badInput("{0}: the bundle was compiled for cluster '{1}', which "
+                      "is not a preset, and its plan.json (written before "
+                      "dtc recorded cluster.spec) holds only the name: give "
+                      "the cluster file it was compiled with, --cluster FILE",
+                      view.planPath, view.cluster.name);
+    }
+    cluster = std::move(*preset);
+    from = "preset " + view.cluster.name;
   }
   if (cluster->name != view.cluster.name ||
       std::abs(cluster->peakBf16Tflops - view.cluster.peakTflops) >
           1e-6 * std::max(1.0, view.cluster.peakTflops))
-    return badInput("--cluster {0}: cluster '{1}' ({2} TFLOP/s) is not the "
-                    "one {3} was compiled for ('{4}', {5} TFLOP/s)",
-                    given, cluster->name, cluster->peakBf16Tflops, view.bundle,
+    return badInput("{0}: cluster '{1}' ({2} TFLOP/s) is not the one {3} was "
+                    "compiled for ('{4}', {5} TFLOP/s)",
+                    from, cluster->name, cluster->peakBf16Tflops, view.bundle,
                     view.cluster.name, view.cluster.peakTflops);
-  // dtc compile --gpus-per-node overrides the cluster's.
+  // dtc compile --gpus-per-node overrides the cluster's (cluster.spec
+  // already holds it; a --cluster file or a preset does not).
   if (view.cluster.gpusPerNode > 0)
     cluster->gpusPerNode = view.cluster.gpusPerNode;
-  return cluster;
+  return std::move(*cluster);
 }
 
 /// Checks `trace` against the bundle's program for its rank.
@@ -341,6 +385,7 @@ llvm::Expected<TraceComparison> dtc::compareTrace(const PlanView &view,
   c.clusterName = cluster->name;
   c.step = *step;
   c.stepsInTrace = static_cast<int64_t>(traces.front().steps.size());
+  c.overheadS = cluster->kernelOverheadUs * kMicro;
   InstructionPricer pricer(*cluster, *mesh, c.overheadS);
   auto predicted = predictStep(*program, ranks, pricer);
   if (!predicted)

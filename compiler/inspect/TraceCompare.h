@@ -84,11 +84,12 @@ struct TraceComparison {
 };
 
 /// Compares `view`'s bundle (its program.pb) with the traces in `dir`.
-/// `cluster` names the cluster the bundle was compiled for (a preset or a
-/// dtc.cluster/1 file); empty: plan.json's cluster name, which must then
-/// be a preset. Missing or unreadable trace files, bad JSON and a trace of
-/// another bundle (world size, mesh, instructions) are bad-input errors
-/// naming the file.
+/// `cluster` overrides the cluster the bundle was compiled for (a preset
+/// or a dtc.cluster/1 file); empty: plan.json's cluster.spec, else (older
+/// bundles) its cluster name as a preset. Each call is charged the
+/// cluster's kernel_overhead_us. Missing or unreadable trace files, bad JSON
+/// and a trace of another bundle (world size, mesh, instructions) are bad-input
+/// errors naming the file.
 llvm::Expected<TraceComparison> compareTrace(const PlanView &view,
                                              llvm::StringRef dir,
                                              llvm::StringRef cluster = "");

@@ -126,6 +126,7 @@ Measurements handMeasurements() {
   m.attention.forwardSeconds = 1.2582912e-4;
   m.attention.backwardSeconds = 4 * 1.2582912e-4;
   m.step.memoryEfficiency = 0.25;
+  m.perOpSeconds = 0.5e-6;
   return m;
 }
 
@@ -155,6 +156,7 @@ TEST(CalibrateTest, ClusterFileReadsBack) {
   EXPECT_DOUBLE_EQ(read->interNodeGBps, 8);
   EXPECT_NEAR(read->attentionEfficiency, 0.5, 1e-9);
   EXPECT_NEAR(read->attentionBackwardRatio, 4, 1e-9);
+  EXPECT_DOUBLE_EQ(read->kernelOverheadUs, 0.5);
 }
 
 TEST(CalibrateTest, AttentionConstantsReachTheCostModel) {

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 using namespace dtc;
 
 namespace {
@@ -191,4 +193,119 @@ TEST(ClusterFile, PresetsCarryDtypePeaksAndConstants) {
     EXPECT_LE(c->gemmPeakEfficiency, 1) << name.str();
     EXPECT_GT(c->hbmBytesPerSecond, 0) << name.str();
   }
+}
+
+TEST(ClusterFile, KernelOverheadIsOptionalAndNonNegative) {
+  auto c = parseClusterJson(R"({"base": "h100", "kernel_overhead_us": 0.75})",
+                            "c.json", 8);
+  ASSERT_TRUE(static_cast<bool>(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ(c->kernelOverheadUs, 0.75);
+  auto zero = parseClusterJson(R"({"base": "h100", "kernel_overhead_us": 0})",
+                               "c.json", 8);
+  ASSERT_TRUE(static_cast<bool>(zero)) << llvm::toString(zero.takeError());
+  EXPECT_EQ(zero->kernelOverheadUs, 0);
+  // Absent: 0, as on every preset (the cost model has no per-kernel term).
+  auto full = parseClusterJson(kFull, "c.json", 16);
+  ASSERT_TRUE(static_cast<bool>(full)) << llvm::toString(full.takeError());
+  EXPECT_EQ(full->kernelOverheadUs, 0);
+  for (llvm::StringRef name : clusterPresetNames())
+    EXPECT_EQ(lookupClusterPreset(name, 8)->kernelOverheadUs, 0) << name.str();
+  EXPECT_NE(errorOf(R"({"base": "h100", "kernel_overhead_us": -1})")
+                .find("kernel_overhead_us must be a non-negative number, got "
+                      "-1"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"base": "h100", "kernel_overhead_us": "1"})")
+                .find("kernel_overhead_us must be a non-negative number"),
+            std::string::npos);
+}
+
+namespace {
+/// Every field of Cluster. The JSON carries hbm in GB and TB/s, so those two
+/// go through a division and a multiplication by a power of ten and may
+/// differ in the last bits; everything else must come back exactly.
+void expectSameCluster(const Cluster &a, const Cluster &b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.gpu, b.gpu);
+  EXPECT_EQ(a.peakBf16Tflops, b.peakBf16Tflops);
+  EXPECT_EQ(a.peakFp16Tflops, b.peakFp16Tflops);
+  EXPECT_EQ(a.peakFp8Tflops, b.peakFp8Tflops);
+  EXPECT_EQ(a.peakTf32Tflops, b.peakTf32Tflops);
+  EXPECT_DOUBLE_EQ(a.hbmBytes, b.hbmBytes);
+  EXPECT_DOUBLE_EQ(a.hbmBytesPerSecond, b.hbmBytesPerSecond);
+  EXPECT_EQ(a.gpusPerNode, b.gpusPerNode);
+  EXPECT_EQ(a.intraNodeGBps, b.intraNodeGBps);
+  EXPECT_EQ(a.interNodeGBps, b.interNodeGBps);
+  EXPECT_EQ(a.gpus, b.gpus);
+  EXPECT_EQ(a.intraNodeLatencyUs, b.intraNodeLatencyUs);
+  EXPECT_EQ(a.interNodeLatencyUs, b.interNodeLatencyUs);
+  EXPECT_EQ(a.intraNodeEfficiency, b.intraNodeEfficiency);
+  EXPECT_EQ(a.interNodeEfficiency, b.interNodeEfficiency);
+  EXPECT_EQ(a.gemmPeakEfficiency, b.gemmPeakEfficiency);
+  EXPECT_EQ(a.gemmHalfSize, b.gemmHalfSize);
+  EXPECT_EQ(a.memoryEfficiency, b.memoryEfficiency);
+  EXPECT_EQ(a.attentionEfficiency, b.attentionEfficiency);
+  EXPECT_EQ(a.attentionBackwardRatio, b.attentionBackwardRatio);
+  EXPECT_EQ(a.kernelOverheadUs, b.kernelOverheadUs);
+}
+} // namespace
+
+TEST(ClusterFile, ClusterToJsonReadsBackAsTheSameCluster) {
+  // Every field away from every preset's and parseClusterJson's defaults,
+  // with digits that do not survive a short printout, so a field the
+  // writer forgot or rounds reads back different.
+  Cluster odd;
+  odd.name = "odd \"lab\" cluster";
+  odd.gpu = "Some GPU (3 threads)";
+  odd.peakBf16Tflops = 123.456789012345;
+  odd.peakFp16Tflops = 0.1 + 0.2;
+  odd.peakFp8Tflops = 1e-3 / 3;
+  odd.peakTf32Tflops = 7.0 / 3;
+  odd.hbmBytes = 33554432.0 * 1001;
+  odd.hbmBytesPerSecond = 17.71e9 + 1.0 / 7;
+  odd.gpusPerNode = 3;
+  odd.intraNodeGBps = 15.263;
+  odd.interNodeGBps = 2.0 / 3;
+  odd.gpus = 6;
+  odd.intraNodeLatencyUs = 0;
+  odd.interNodeLatencyUs = 11.25;
+  odd.intraNodeEfficiency = 0.61;
+  odd.interNodeEfficiency = 1.0 / 3;
+  odd.gemmPeakEfficiency = 0.999;
+  odd.gemmHalfSize = 13.9;
+  odd.memoryEfficiency = 0.135;
+  odd.attentionEfficiency = 1.7;
+  odd.attentionBackwardRatio = 7.08;
+  odd.kernelOverheadUs = 0.37;
+
+  Cluster noFp8 = odd;
+  noFp8.name = "no-fp8";
+  noFp8.peakFp8Tflops = 0;
+
+  std::vector<Cluster> clusters = {odd, noFp8};
+  for (llvm::StringRef name : clusterPresetNames())
+    clusters.push_back(*lookupClusterPreset(name, 6));
+  for (const Cluster &c : clusters) {
+    SCOPED_TRACE(c.name);
+    std::string text = clusterToJson(c);
+    EXPECT_EQ(text.back(), '\n');
+    // A complete document: read without a base, nothing from a preset.
+    EXPECT_EQ(text.find("\"base\""), std::string::npos);
+    EXPECT_NE(text.find("\"schema\": \"dtc.cluster/1\""), std::string::npos);
+    EXPECT_NE(text.find("\"kernel_overhead_us\""), std::string::npos);
+    auto read = parseClusterJson(text, "round-trip.json", c.gpus);
+    ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+    expectSameCluster(c, *read);
+
+    // The already-parsed form, as plan.json's cluster.spec is read.
+    auto fromObject =
+        parseClusterObject(clusterToJsonObject(c), "spec", c.gpus);
+    ASSERT_TRUE(static_cast<bool>(fromObject))
+        << llvm::toString(fromObject.takeError());
+    expectSameCluster(c, *fromObject);
+  }
+  // The number of GPUs is not in the file: --gpus gives it.
+  auto resized = parseClusterJson(clusterToJson(odd), "c.json", 64);
+  ASSERT_TRUE(static_cast<bool>(resized));
+  EXPECT_EQ(resized->gpus, 64);
+  EXPECT_EQ(clusterToJson(odd).find("\"gpus\""), std::string::npos);
 }

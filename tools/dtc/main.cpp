@@ -195,8 +195,9 @@ void addPlan(CLI::App &app, ToolArgs &a, Action &action) {
                      "Set the step 'dtc run --trace DIR' measured against "
                      "the predicted one");
   report->add_option("--cluster", *traceCluster,
-                     "With --trace: the cluster the bundle was compiled for, "
-                     "when not a preset (a dtc.cluster/1 file)");
+                     "With --trace: override the cluster recorded in "
+                     "plan.json (needed only for bundles written before "
+                     "cluster.spec)");
   report->callback([&a, &action, traceDir, traceCluster] {
     action = withPlan(
         a.bundle,

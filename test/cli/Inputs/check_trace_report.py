@@ -50,7 +50,10 @@ PROBE = r"""
   r.deviation_ratios = 0;
   q('#deviations tr.dev').forEach(function(row){
     var cells = row.querySelectorAll('td');
-    if (/^x[0-9]+\.[0-9]{2}$/.test(cells[cells.length - 1].textContent)) r.deviation_ratios++; });
+    var ratio = cells[cells.length - 1].textContent;
+    // A wait predicted to block for no time has no ratio.
+    if (/^x[0-9]+\.[0-9]{2}$/.test(ratio) ||
+        (ratio == '-' && cells[cells.length - 3].textContent == '0 s')) r.deviation_ratios++; });
   r.trace_cards = q('#trace .card').length;
   r.plan_lanes = q('#gantt .lane').length;
   r.height = document.documentElement.scrollHeight;
