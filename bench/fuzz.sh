@@ -5,6 +5,8 @@
 #   bench/fuzz.sh fuzz-program-loader 600
 #   bench/fuzz.sh fuzz-cluster-json 600 -jobs=2   # extra args go to libFuzzer
 #   bench/fuzz.sh fuzz-checkpoint 600
+#   bench/fuzz.sh fuzz-onnx-importer 600
+#   bench/fuzz.sh fuzz-mlir-parser 600
 # Configures (once) a clang build in $DTC_FUZZ_BUILD_DIR (default build-fuzz)
 # with -DDTC_BUILD_FUZZERS=ON and every library under ASan and libFuzzer's
 # coverage instrumentation; builds only the target. Crashes are written to
@@ -52,6 +54,12 @@ if [ "$target" = fuzz-program-loader ]; then
   fi
   seedDirs+=("$opSeeds")
 fi
+# Text inputs parse in time linear in their size: keep them small (the
+# seeds are at most 10 KB).
+maxLen=$((1 << 20))
+if [ "$target" = fuzz-mlir-parser ]; then
+  maxLen=$((64 << 10))
+fi
 dict=()
 if [ -f "test/fuzz/${target#fuzz-}.dict" ]; then
   dict=(-dict="test/fuzz/${target#fuzz-}.dict")
@@ -60,5 +68,5 @@ fi
 # LSan's report at exit covers leaks.
 OMP_NUM_THREADS=1 "$build/bin/$target" "$corpus" "${seedDirs[@]}" \
   -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
-  -max_len=$((1 << 20)) -print_final_stats=1 \
+  -max_len="$maxLen" -print_final_stats=1 \
   -artifact_prefix="$artifacts/" "${dict[@]}" "$@"

@@ -88,15 +88,20 @@ dtc::onnx::resolveSlice(ArrayRef<int64_t> shape, ArrayRef<int64_t> starts,
       start += dim;
     if (end < 0)
       end += dim;
+    // ceil(distance / |step|) without `distance + |step| - 1`, which
+    // overflowed for steps near INT64_MAX into a negative count (fuzz
+    // finding); |INT64_MIN| is taken in unsigned arithmetic.
     int64_t count;
+    uint64_t stride = step > 0 ? static_cast<uint64_t>(step)
+                               : 0 - static_cast<uint64_t>(step);
     if (step > 0) {
       start = std::clamp<int64_t>(start, 0, dim);
       end = std::clamp<int64_t>(end, 0, dim);
-      count = end > start ? (end - start + step - 1) / step : 0;
+      count = end > start ? (end - start - 1) / stride + 1 : 0;
     } else {
       start = std::clamp<int64_t>(start, 0, dim - 1);
       end = std::clamp<int64_t>(end, -1, dim - 1);
-      count = start > end ? (start - end - step - 1) / -step : 0;
+      count = start > end ? (start - end - 1) / stride + 1 : 0;
     }
     r.starts[*axis] = start;
     r.steps[*axis] = step;
@@ -466,6 +471,10 @@ Results Evaluator::cast(int32_t to) {
 }
 
 Results Evaluator::gather() {
+  // The ONNX checker is skipped for models it does not know (contrib
+  // domains): a missing input reaches here (fuzz finding).
+  if (!in(1))
+    return fail("needs data and indices inputs");
   const HostTensor &data = *in(0), &indices = *in(1);
   if (indices.isFloat())
     return fail("indices must be integers");
@@ -664,12 +673,20 @@ Results Evaluator::range() {
   if (!start || !limit || !delta || start->size() != 1 || limit->size() != 1 ||
       delta->size() != 1)
     return fail("start, limit and delta must be scalars");
+  // An integer start with a float delta read delta->ints[0] out of bounds
+  // (fuzz finding); ONNX requires one type.
+  if (start->dataType != limit->dataType || start->dataType != delta->dataType)
+    return fail("start, limit and delta have different types");
   double s = start->getDouble(0), l = limit->getDouble(0),
          d = delta->getDouble(0);
   if (d == 0)
     return fail("delta is 0");
-  int64_t count =
-      std::max<int64_t>(0, static_cast<int64_t>(std::ceil((l - s) / d)));
+  // Compared as a double: a count beyond int64 (or NaN) must not be cast.
+  double steps = std::ceil((l - s) / d);
+  if (!(steps <= static_cast<double>(kMaxHostElements)))
+    return fail("Range of " + std::to_string(steps) +
+                " elements is too large to evaluate at import time");
+  int64_t count = std::max<int64_t>(0, static_cast<int64_t>(steps));
   if (!checkSize({count}))
     return std::nullopt;
   HostTensor out = HostTensor::zeros(start->dataType, {count});
@@ -705,6 +722,8 @@ Results Evaluator::trilu() {
   const HostTensor &x = *in(0);
   if (x.rank() < 2)
     return fail("input must have rank >= 2");
+  if (in(1) && in(1)->size() != 1)
+    return fail("k must be a scalar"); // getInt(0) read past an empty k
   int64_t k = in(1) ? in(1)->getInt(0) : 0;
   bool upper = getIntAttr(node, "upper", 1) != 0;
   HostTensor out = x;
@@ -903,6 +922,9 @@ Results Evaluator::run() {
         [](int64_t a, int64_t b) -> OptI {
           if (b == 0)
             return std::nullopt;
+          // INT64_MIN / -1 traps (SIGFPE); wrap as the integer ops do.
+          if (b == -1)
+            return static_cast<int64_t>(0 - static_cast<uint64_t>(a));
           return a / b;
         });
   if (op == "Mod") {
@@ -918,6 +940,8 @@ Results Evaluator::run() {
         [fmod](int64_t a, int64_t b) -> OptI {
           if (b == 0)
             return std::nullopt;
+          if (b == -1)
+            return 0; // INT64_MIN % -1 traps (SIGFPE)
           int64_t r = a % b;
           if (!fmod && r != 0 && ((r < 0) != (b < 0)))
             r += b;
@@ -1047,6 +1071,8 @@ Results Evaluator::run() {
   if (op == "Identity")
     return one(*in(0));
   if (op == "Dropout") {
+    if (in(2) && in(2)->size() != 1)
+      return fail("training_mode must be a scalar");
     if (in(2) && in(2)->getInt(0) != 0)
       return fail("training_mode is true; dtc imports inference graphs");
     SmallVector<HostTensor> outs = {*in(0)};

@@ -146,9 +146,14 @@ mlir::Type dtc::onnx::toElementType(int32_t t, mlir::MLIRContext &ctx) {
 }
 
 int64_t dtc::onnx::numElements(llvm::ArrayRef<int64_t> shape) {
+  // Saturates at INT64_MAX: the dims of a model are untrusted, and a product
+  // that wrapped (e.g. to 0) would pass every size limit (fuzz finding).
+  if (llvm::is_contained(shape, 0))
+    return 0;
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    if (__builtin_mul_overflow(n, d, &n))
+      return INT64_MAX;
   return n;
 }
 
@@ -318,6 +323,17 @@ static std::optional<std::string> readExternal(const ::onnx::TensorProto &proto,
     error = "external data without a location";
     return std::nullopt;
   }
+  // As ONNX requires: the file lies in the model's directory or below it.
+  // Without this a model could make dtc read any file (or a device such as
+  // /dev/zero); constants outside an initializer have no directory.
+  if (baseDir.empty() || llvm::sys::path::is_absolute(location) ||
+      llvm::is_contained(llvm::make_range(llvm::sys::path::begin(location),
+                                          llvm::sys::path::end(location)),
+                         "..")) {
+    error = "external data location '" + location +
+            "' is not a relative path inside the model's directory";
+    return std::nullopt;
+  }
   llvm::SmallString<256> path(baseDir);
   llvm::sys::path::append(path, location);
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
@@ -328,7 +344,7 @@ static std::optional<std::string> readExternal(const ::onnx::TensorProto &proto,
     return std::nullopt;
   }
   llvm::StringRef bytes = (*buffer)->getBuffer();
-  if (offset > bytes.size() || (length && offset + *length > bytes.size())) {
+  if (offset > bytes.size() || (length && *length > bytes.size() - offset)) {
     error = "external data range is outside " + std::string(path);
     return std::nullopt;
   }
@@ -353,10 +369,14 @@ dtc::onnx::decodeTensor(const ::onnx::TensorProto &proto,
     return std::nullopt;
   }
   int64_t n = t.size();
-  if (t.isFloat())
-    t.floats.assign(n, 0.0);
-  else
-    t.ints.assign(n, 0);
+  // The data must be there before anything is allocated for it: dims are
+  // untrusted (fuzz finding: dims [2^40] without data allocated 8 TiB).
+  auto allocate = [&] {
+    if (t.isFloat())
+      t.floats.assign(n, 0.0);
+    else
+      t.ints.assign(n, 0);
+  };
 
   std::optional<std::string> external;
   if (proto.data_location() == ::onnx::TensorProto::EXTERNAL) {
@@ -366,11 +386,13 @@ dtc::onnx::decodeTensor(const ::onnx::TensorProto &proto,
   }
   if (external || proto.has_raw_data()) {
     const std::string &raw = external ? *external : proto.raw_data();
-    if (raw.size() != n * elementSize) {
+    if (raw.size() % elementSize != 0 ||
+        raw.size() / elementSize != static_cast<uint64_t>(n)) {
       error = "has " + std::to_string(raw.size()) + " bytes of data for " +
               std::to_string(n) + " elements of " + dataTypeName(t.dataType);
       return std::nullopt;
     }
+    allocate();
     for (int64_t i = 0; i < n; ++i)
       decodeRawElement(t, i, raw.data() + i * elementSize);
     return t;
@@ -378,8 +400,10 @@ dtc::onnx::decodeTensor(const ::onnx::TensorProto &proto,
 
   // Typed fields: which one holds the data depends on the element type.
   auto checkCount = [&](int64_t count) {
-    if (count == n)
+    if (count == n) {
+      allocate();
       return true;
+    }
     error = "has " + std::to_string(count) + " values for " +
             std::to_string(n) + " elements";
     return false;

@@ -104,7 +104,8 @@ std::string(::dtc::onnx::detail::loweringKey)(const ::onnx::NodeProto &node) {
   return node.domain() + "::" + node.op_type();
 }
 
-int32_t ::dtc::onnx::detail::dataTypeOf(Type elementType) {
+// Parenthesized: clang reads `int32_t ::dtc` as a nested name.
+int32_t(::dtc::onnx::detail::dataTypeOf)(Type elementType) {
   if (elementType.isF32())
     return kFloat;
   if (elementType.isF16())
@@ -628,10 +629,15 @@ Error ModelImporter::runOnnxChecks() {
   // rules below, with the node's name. Stored value_info may hold the
   // export-time shapes; infer from the bound inputs only.
   model.mutable_graph()->clear_value_info();
+  // No data propagation: ONNX 1.12's dereferences missing types and
+  // overflows on huge Slice steps (segfaults inside libonnx, found by
+  // fuzz-onnx-importer: a Shape of a Concat that fails inference; a Slice
+  // step of INT64_MAX). dtc evaluates that shape arithmetic itself; ONNX
+  // still infers every shape that does not depend on tensor contents.
   try {
     ::onnx::ShapeInferenceOptions inferOptions(/*check_type=*/true,
                                                /*strict_mode=*/0,
-                                               /*data_prop=*/true);
+                                               /*data_prop=*/false);
     ::onnx::shape_inference::InferShapes(
         model, ::onnx::OpSchemaRegistry::Instance(), inferOptions);
   } catch (const std::exception &e) {

@@ -358,8 +358,12 @@ LogicalResult powGrad(GradientEmitter &e) {
     Value power = d::PowOp::create(e.b, e.loc, l, e.sub(r, e.scalar(r, 1)));
     lhsGrad = e.mul(e.mul(g, power), r);
   }
-  if (e.wants(1))
-    rhsGrad = e.mul(e.mul(g, output(e)), d::LogOp::create(e.b, e.loc, l));
+  if (e.wants(1)) {
+    // Created first so that the IR does not depend on the compiler's
+    // argument evaluation order.
+    Value log = d::LogOp::create(e.b, e.loc, l);
+    rhsGrad = e.mul(e.mul(g, output(e)), log);
+  }
   setBinaryGrads(e, lhsGrad, rhsGrad);
   return success();
 }

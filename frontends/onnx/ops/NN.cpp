@@ -81,8 +81,10 @@ Error ModelImporter::lowerLayerNorm(llvm::ArrayRef<Entry *> ins) {
 }
 
 Error ModelImporter::lowerDropout(llvm::ArrayRef<Entry *> ins) {
+  // The size check: getInt(0) read past an empty training_mode.
   if (ins.size() > 2 && ins[2] &&
-      (!ins[2]->known || ins[2]->known->getInt(0) != 0))
+      (!ins[2]->known || ins[2]->known->size() != 1 ||
+       ins[2]->known->getInt(0) != 0))
     return nodeError("training_mode must be a constant false; dtc imports "
                      "the inference graph and adds training itself");
   if (Error err = checkUnusedOutputs(1))
