@@ -22,3 +22,33 @@ llvm_config.add_tool_substitutions(
     ["dtc-opt", "dtc"], [config.dtc_tools_dir])
 config.substitutions.append(("%models", os.path.join(config.dtc_src_root,
                                                      "test", "models")))
+
+# tmpfs-mount: this process may mount a small tmpfs (root in a container
+# usually may), so tests can fill a disk on purpose
+# (test/cli/ckpt-disk-full.test). Elsewhere they are UNSUPPORTED, never
+# passing.
+def _can_mount_tmpfs():
+    import shutil
+    import subprocess
+    import tempfile
+    if not shutil.which("mount") or not shutil.which("umount"):
+        return False
+    where = tempfile.mkdtemp(prefix="dtc-lit-tmpfs-")
+    try:
+        quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     timeout=10)
+        if subprocess.call(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs",
+                            where], **quiet) != 0:
+            return False
+        return subprocess.call(["umount", where], **quiet) == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        try:
+            os.rmdir(where)
+        except OSError:
+            pass
+
+
+if _can_mount_tmpfs():
+    config.available_features.add("tmpfs-mount")

@@ -308,8 +308,9 @@ llvm::Error TraceWriter::writeStep(int64_t step, TraceClock::time_point begin,
     *t.os << c.inst->commArgs;
   }
   if (t.os->has_error())
-    return failure("--trace: cannot write {0}: {1}", t.partial,
-                   t.os->error().message());
+    return failure("--trace: cannot write {0}: {1}; make room there (or "
+                   "pass another --trace DIR); the .partial file is kept",
+                   t.partial, t.os->error().message());
   return llvm::Error::success();
 }
 
@@ -330,7 +331,9 @@ llvm::Error TraceWriter::close(llvm::StringRef status) {
   if (t.os->has_error()) {
     std::string message = t.os->error().message();
     t.os->clear_error();
-    return failure("--trace: cannot write {0}: {1}", t.partial, message);
+    return failure("--trace: cannot write {0}: {1}; make room there (or "
+                   "pass another --trace DIR); the .partial file is kept",
+                   t.partial, message);
   }
   if (std::error_code ec = llvm::sys::fs::rename(t.partial, t.path))
     return failure("--trace: cannot rename {0}: {1}", t.partial, ec.message());

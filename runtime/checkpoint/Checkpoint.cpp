@@ -761,10 +761,20 @@ llvm::Expected<std::string> latestStep(llvm::StringRef root) {
   std::string file = join(root, "latest");
   auto buffer = llvm::MemoryBuffer::getFile(file);
   if (!buffer) {
-    if (buffer.getError() == std::errc::no_such_file_or_directory)
-      return corrupt(root + ": no 'latest' file (no committed checkpoint "
-                            "here); pass a step directory or another root");
-    return ioError(file + ": cannot read: " + buffer.getError().message());
+    if (buffer.getError() != std::errc::no_such_file_or_directory)
+      return ioError(file + ": cannot read: " + buffer.getError().message());
+    // `latest` is written after COMMITTED: a save that failed in between
+    // (no space left for `latest.tmp`, a crash) leaves a committed step and
+    // no `latest`. That step is a checkpoint, so the newest committed step
+    // stands in, as `dtc run --resume` has it (test/cli/ckpt-disk-full.test).
+    auto steps = listSteps(root);
+    if (!steps)
+      return steps.takeError();
+    for (const StepEntry &s : llvm::reverse(*steps))
+      if (s.committed)
+        return s.path;
+    return corrupt(root + ": no 'latest' file (no committed checkpoint "
+                          "here); pass a step directory or another root");
   }
   llvm::StringRef name = (*buffer)->getBuffer().trim();
   if (name.empty() || name.contains('/') || !name.starts_with("step-"))

@@ -209,8 +209,9 @@ llvm::Expected<std::vector<StepEntry>> listSteps(llvm::StringRef root);
 /// Whether `path` is a checkpoint root (has `latest` or step directories)
 /// rather than a step directory.
 bool isCheckpointRoot(llvm::StringRef path);
-/// The step directory `root/latest` names; an error when it is missing or
-/// names no committed step.
+/// The step directory `root/latest` names (when `latest` is missing, the
+/// newest committed step: a save can fail between COMMITTED and `latest`);
+/// an error when it names no committed step or there is none.
 llvm::Expected<std::string> latestStep(llvm::StringRef root);
 
 } // namespace dtc::runtime

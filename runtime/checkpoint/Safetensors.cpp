@@ -374,8 +374,14 @@ llvm::Error writeFileAtomic(llvm::StringRef path, llvm::StringRef text) {
     p += n;
     left -= n;
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    std::string why = errnoText();
+  // Closed whether or not fsync worked (no descriptor leaks per failed
+  // save); the first failure is the one reported.
+  bool synced = ::fsync(fd) == 0;
+  std::string why = synced ? "" : errnoText();
+  bool closed = ::close(fd) == 0;
+  if (!synced || !closed) {
+    if (synced)
+      why = errnoText();
     ::unlink(tmp.c_str());
     return ioError(tmp + ": fsync failed: " + why);
   }

@@ -592,6 +592,51 @@ TEST(Checkpoint, SaveWithoutEveryManifestIsNotCommitted) {
   EXPECT_NE(out.find("step-00000010: ok"), std::string::npos) << out;
 }
 
+// A save that fails after COMMITTED but before `latest` is replaced (no
+// space left for latest.tmp: test/cli/ckpt-disk-full.test) leaves a
+// committed step and no `latest`. The root still opens, verifies and
+// resumes at the newest committed step, not at an uncommitted later one.
+TEST(Checkpoint, MissingLatestFallsBackToNewestCommittedStep) {
+  std::string root = tempDir();
+  std::vector<VarSpec> specs = {
+      {"w", "parameter", "h.0.w", {8, 6}, {{{"tp"}}, {}}}};
+  std::map<std::string, rt::Tensor> wholes = {
+      {"h.0.w", wholeTensor(specs[0], 1)}};
+  // Before any save completes: no committed step, no `latest`.
+  rt::WriterOptions options;
+  options.commitTimeout = std::chrono::milliseconds(100);
+  llvm::consumeError(save(root, 5, "tp:2", specs, wholes, options, {1}));
+  std::string none = errorText(rt::latestStep(root).takeError());
+  EXPECT_NE(none.find("no 'latest' file (no committed checkpoint here)"),
+            std::string::npos)
+      << none;
+
+  ASSERT_EQ(errorText(save(root, 10, "tp:2", specs, wholes)), "");
+  wholes["h.0.w"] = wholeTensor(specs[0], 2);
+  ASSERT_EQ(errorText(save(root, 20, "tp:2", specs, wholes)), "");
+  wholes["h.0.w"] = wholeTensor(specs[0], 3);
+  llvm::consumeError(save(root, 30, "tp:2", specs, wholes, options, {0}));
+  ASSERT_FALSE(llvm::sys::fs::exists(root + "/step-00000030/COMMITTED"));
+  ASSERT_FALSE(llvm::sys::fs::remove(root + "/latest"));
+
+  auto latest = rt::latestStep(root);
+  ASSERT_TRUE(static_cast<bool>(latest)) << llvm::toString(latest.takeError());
+  EXPECT_EQ(*latest, root + "/step-00000020");
+  auto ckpt = rt::Checkpoint::open(root);
+  ASSERT_TRUE(static_cast<bool>(ckpt)) << llvm::toString(ckpt.takeError());
+  EXPECT_EQ(ckpt->step(), 20);
+  auto w = ckpt->readWhole("h.0.w");
+  ASSERT_TRUE(static_cast<bool>(w)) << llvm::toString(w.takeError());
+  EXPECT_EQ(w->as<float>()[7], wholeTensor(specs[0], 2).as<float>()[7]);
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  EXPECT_EQ(errorText(dtc::verifyCheckpoint(root, os)), "");
+  EXPECT_NE(out.find("verified 2 committed steps (latest step-00000020), 2 "
+                     "partial ignored"),
+            std::string::npos)
+      << out;
+}
+
 TEST(Checkpoint, StaleManifestOfAnotherSaveIsNotMerged) {
   std::string root = tempDir();
   std::vector<VarSpec> specs = {
