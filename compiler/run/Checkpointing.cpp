@@ -243,6 +243,10 @@ llvm::Error TrainingSaver::finish() {
   return llvm::Error::success();
 }
 
+llvm::Error TrainingSaver::poll() {
+  return writer_->busy() ? llvm::Error::success() : finish();
+}
+
 llvm::Error TrainingSaver::saveFailed(llvm::Error error) {
   std::string message;
   bool io = false;

@@ -61,6 +61,10 @@ public:
                    const TrainingPosition &position);
   /// Waits for the save in flight (rank 0: until it is committed).
   llvm::Error finish();
+  /// The error of a save that already ended, without waiting for one in
+  /// flight: called every step, so that a failed save (a full disk) stops
+  /// the run at once rather than at the next save.
+  llvm::Error poll();
 
 private:
   TrainingSaver(const program::RankProgram &program, const runtime::Mesh &mesh,

@@ -800,8 +800,8 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
         ((o.saveEvery > 0 && step % o.saveEvery == 0) || step == *o.steps))
       if (llvm::Error e = saver->save(executor, position))
         return e;
-    if (saver && o.ckptSync)
-      if (llvm::Error e = saver->finish())
+    if (saver)
+      if (llvm::Error e = o.ckptSync ? saver->finish() : saver->poll())
         return e;
     // Writing the trace counts in the step time (what tracing costs).
     if (trace)
