@@ -522,17 +522,7 @@ private:
     }
     // Time axis with the predicted step time.
     double axisY = top + stages * rowH;
-    os << "<line x1=\"" << num(left) << "\" y1=\"" << num(axisY) << "\" x2=\""
-       << num(left + plotW) << "\" y2=\"" << num(axisY)
-       << "\" stroke=\"#8a93a5\"/>";
-    double tick = niceStep(end / 8);
-    for (double t = 0; t <= end * 1.0001; t += tick)
-      os << "<line x1=\"" << num(X(t)) << "\" y1=\"" << num(axisY) << "\" x2=\""
-         << num(X(t)) << "\" y2=\"" << num(axisY + 4)
-         << "\" stroke=\"#8a93a5\"/><text x=\"" << num(X(t)) << "\" y=\""
-         << num(axisY + 16)
-         << "\" font-size=\"10\" text-anchor=\"middle\" fill=\"#5d6677\">"
-         << formatSeconds(t) << "</text>";
+    writeTimeAxis(axisY, left, plotW, end);
     os << "<line x1=\"" << num(X(p.stepTimeS)) << "\" y1=\"" << num(top - 4)
        << "\" x2=\"" << num(X(p.stepTimeS)) << "\" y2=\"" << num(axisY)
        << "\" stroke=\"#1f2a3d\" stroke-dasharray=\"4 3\"><title>predicted "
@@ -582,6 +572,22 @@ private:
            << ops[i].microBatch << "</text>";
       i = j;
     }
+  }
+
+  /// A time axis from 0 to `end` seconds under a plot `plotW` wide.
+  void writeTimeAxis(double axisY, double left, double plotW, double end) {
+    auto X = [&](double t) { return left + plotW * t / end; };
+    os << "<line x1=\"" << num(left) << "\" y1=\"" << num(axisY) << "\" x2=\""
+       << num(left + plotW) << "\" y2=\"" << num(axisY)
+       << "\" stroke=\"#8a93a5\"/>";
+    double tick = niceStep(end / 8);
+    for (double t = 0; t <= end * 1.0001; t += tick)
+      os << "<line x1=\"" << num(X(t)) << "\" y1=\"" << num(axisY) << "\" x2=\""
+         << num(X(t)) << "\" y2=\"" << num(axisY + 4)
+         << "\" stroke=\"#8a93a5\"/><text x=\"" << num(X(t)) << "\" y=\""
+         << num(axisY + 16)
+         << "\" font-size=\"10\" text-anchor=\"middle\" fill=\"#5d6677\">"
+         << formatSeconds(t) << "</text>";
   }
 
   static double niceStep(double raw) {
@@ -760,17 +766,7 @@ private:
       }
     }
     double axisY = top + c.stages.size() * stageH;
-    os << "<line x1=\"" << num(left) << "\" y1=\"" << num(axisY) << "\" x2=\""
-       << num(left + plotW) << "\" y2=\"" << num(axisY)
-       << "\" stroke=\"#8a93a5\"/>";
-    double tick = niceStep(end / 8);
-    for (double t = 0; t <= end * 1.0001; t += tick)
-      os << "<line x1=\"" << num(X(t)) << "\" y1=\"" << num(axisY) << "\" x2=\""
-         << num(X(t)) << "\" y2=\"" << num(axisY + 4)
-         << "\" stroke=\"#8a93a5\"/><text x=\"" << num(X(t)) << "\" y=\""
-         << num(axisY + 16)
-         << "\" font-size=\"10\" text-anchor=\"middle\" fill=\"#5d6677\">"
-         << formatSeconds(t) << "</text>";
+    writeTimeAxis(axisY, left, plotW, end);
     os << "</svg>\n";
     legend({{traceColor("gemm"), "matmul, convolution, attention"},
             {traceColor("kernel"), "other kernels"},
