@@ -536,9 +536,6 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
   const int64_t virtualStages = std::max<int64_t>(1, options.virtualStages);
   const int64_t chunks = stages * virtualStages;
   const int64_t micro = options.gradAccum;
-  if (options.zeroStage >= 3)
-    return badInput("pipeline: ZeRO stage 3 with pipeline stages is not "
-                    "lowered yet; pin --zero 2 or lower");
   if (options.schedule != "1f1b" && options.schedule != "gpipe")
     return badInput("pipeline: schedule '{0}' is not lowered (1f1b, its "
                     "interleaved form with virtual stages, and gpipe are)",
@@ -783,6 +780,10 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
 
     TrainingStepOptions applyOptions = options;
     ZeroLayout zero = zeroLayoutOf(applyOptions, params);
+    // ZeRO-3: every pass inlined its own copy of the chunk's parameters,
+    // so each copy is gathered once, before the pass that reads it.
+    if (options.zeroStage >= 3)
+      gatherParametersForUse(step, zero, options.overlap);
     buildApply(*stageModule, params, applyOptions, zero, {kPipelineAxis.str()});
     if (mlir::failed(mlir::verify(*stageModule)))
       return failure("pipeline stage {0}: the built functions do not verify "

@@ -119,6 +119,12 @@ GradientResult describeGradient(mlir::func::FuncOp grad, unsigned index);
 ZeroLayout zeroLayoutOf(const TrainingStepOptions &options,
                         llvm::ArrayRef<GradientResult> params);
 
+/// ZeRO-3: stores each parameter of `step` that `layout` shards as its
+/// flat part and all-gathers it before its uses (once for the forward
+/// pass, once for the backward pass), prefetching one gather ahead.
+void gatherParametersForUse(mlir::func::FuncOp step, const ZeroLayout &layout,
+                            bool prefetch);
+
 /// Builds `apply` in `module`; `normAxes` are added to every gradient's
 /// axes of the global norm (the pipeline axis: each stage holds its own
 /// parameters). Gradients in `syncedInStep` were reduced by the step

@@ -306,7 +306,13 @@ void gatherParametersForUse(mlir::func::FuncOp step, const ZeroLayout &layout,
   if (!prefetch)
     return;
   // Gathers in program order; each start moves up to the previous wait
-  // (or to its parameter, if that comes later).
+  // (or to its parameter, if that comes later). Compared by their positions
+  // before any move: only starts move, and each is compared before it
+  // does, so these stay exact (isBeforeInBlock would renumber the whole
+  // block after every move: quadratic in a pipeline step of many passes).
+  llvm::DenseMap<mlir::Operation *, unsigned> order;
+  for (auto [i, op] : llvm::enumerate(body))
+    order[&op] = i;
   llvm::SmallVector<std::pair<d::AllGatherStartOp, mlir::Operation *>> gathers;
   for (auto start : body.getOps<d::AllGatherStartOp>())
     if (start.getInput().getDefiningOp<d::ParameterOp>())
@@ -314,9 +320,9 @@ void gatherParametersForUse(mlir::func::FuncOp step, const ZeroLayout &layout,
   for (unsigned k = 1; k < gathers.size(); ++k) {
     mlir::Operation *after = gathers[k - 1].second;
     mlir::Operation *input = gathers[k].first.getInput().getDefiningOp();
-    if (after->isBeforeInBlock(input))
+    if (order.lookup(after) < order.lookup(input))
       after = input;
-    if (after->isBeforeInBlock(gathers[k].first))
+    if (order.lookup(after) < order.lookup(gathers[k].first))
       gathers[k].first->moveAfter(after);
   }
 }
