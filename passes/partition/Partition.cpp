@@ -315,6 +315,17 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &to,
     next.block[a] = to.block[a];
     if (int b = next.nestedInside(a); b >= 0)
       return nestingError(loc, global, to.dim[a], a, b);
+    // Every axis on the dim together must divide it.
+    int64_t parts = 1;
+    for (size_t b = 0; b < numAxes(); ++b)
+      if (next.dim[b] == to.dim[a])
+        parts *= axisSize(b);
+    if (global.getDimSize(to.dim[a]) % parts)
+      return emitError(loc)
+             << "cannot split dimension " << to.dim[a] << " of " << global
+             << " over \"" << mesh.axes[a].name
+             << "\" too: its size is not divisible by the " << parts
+             << " parts of all the mesh axes splitting it";
     value = ShardSliceOp::create(builder, loc, localType(global, next), value,
                                  builder.getArrayAttr({axisName(a)}), to.dim[a],
                                  to.block[a]);
