@@ -207,6 +207,23 @@ importAndSimplify(const CompileOptions &o, int64_t batch,
   return module;
 }
 
+/// The plan's mesh of one pipeline stage, outermost first: the
+/// data-parallel axis, the expert-parallel axis carved out of its inner
+/// ranks (Megatron-Core's parallel folding, so an EP group is as close as
+/// the data-parallel ranks get), then tensor parallelism. `all` keeps axes
+/// of size 1 (for --emit sharded/partitioned, whose output names them).
+static std::string stageMesh(const ParallelPlan &plan, bool all) {
+  llvm::SmallVector<std::string> axes;
+  int64_t dpOuter = plan.dp / std::max<int64_t>(plan.ep, 1);
+  if (all || dpOuter > 1)
+    axes.push_back(llvm::formatv("dp:{0}", dpOuter));
+  if (plan.ep > 1)
+    axes.push_back(llvm::formatv("ep:{0}", plan.ep));
+  if (all || plan.tp > 1)
+    axes.push_back(llvm::formatv("tp:{0}", plan.tp));
+  return llvm::join(axes, ",");
+}
+
 /// The model as one data-parallel step of the plan sees it (dp micro-batches)
 /// with every op's sharding over the plan's dp x tp mesh. Pipeline stages
 /// and context parallelism are laid out by later passes (issue 7).
@@ -218,7 +235,7 @@ shardForPlan(const CompileOptions &o, const ParallelPlan &plan,
   if (!module)
     return module.takeError();
   mlir::dtc::DtcPropagateShardingOptions options;
-  options.mesh = llvm::formatv("dp:{0},tp:{1}", plan.dp, plan.tp).str();
+  options.mesh = stageMesh(plan, /*all=*/true);
   options.sequenceParallel = plan.sequenceParallel;
   mlir::PassManager pm(&context);
   pm.addPass(mlir::dtc::createDtcPropagateSharding(options));
@@ -361,19 +378,20 @@ static void printSummary(llvm::raw_ostream &out, const ModelSummary &m,
 constexpr int64_t kVerifiableBytes = int64_t(1) << 30;
 
 /// Why the partitioner cannot lower `plan` to runtime programs yet (empty
-/// when it can): data and tensor parallelism (with sequence parallelism),
-/// ZeRO 1-3 and pipeline stages (GPipe, 1F1B, interleaved 1F1B) are
-/// lowered; context and expert parallelism are not (docs/partition.md).
+/// when it can): data, tensor (with sequence parallelism) and expert
+/// parallelism, ZeRO 1-3 and pipeline stages (GPipe, 1F1B, interleaved
+/// 1F1B) are lowered; context parallelism is not (docs/partition.md).
 static std::string unsupportedForPrograms(const ParallelPlan &plan) {
-  llvm::SmallVector<std::string> missing;
   if (plan.cp > 1)
-    missing.push_back(llvm::formatv("context parallelism (cp={0})", plan.cp));
-  if (plan.ep > 1)
-    missing.push_back(llvm::formatv("expert parallelism (ep={0})", plan.ep));
-  if (missing.empty())
-    return "";
-  return "no runtime program yet for this plan's " + llvm::join(missing, ", ") +
-         "; pin a lowered plan (--cp 1 --ep 1) to run it";
+    return llvm::formatv("no runtime program yet for this plan's context "
+                         "parallelism (cp={0}); pin a lowered plan (--cp 1) "
+                         "to run it",
+                         plan.cp);
+  if (plan.ep > 1 && plan.dp % plan.ep)
+    return llvm::formatv("expert parallelism is carved out of data "
+                         "parallelism: ep={0} must divide dp={1}",
+                         plan.ep, plan.dp);
+  return "";
 }
 
 llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
@@ -435,9 +453,7 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
     // collectives, over the same mesh as the shardings.
     if (o.emit == "partitioned") {
       mlir::dtc::DtcPartitionOptions options;
-      options.mesh = llvm::formatv("dp:{0},tp:{1}", planResult->best.plan.dp,
-                                   planResult->best.plan.tp)
-                         .str();
+      options.mesh = stageMesh(planResult->best.plan, /*all=*/true);
       mlir::PassManager pm(&context);
       pm.addPass(mlir::dtc::createDtcPartition(options));
       if (mlir::failed(pm.run(**sharded)))
@@ -481,8 +497,8 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
       if (plan.pp > 1)
         axes.push_back(llvm::formatv("pp:{0}", plan.pp));
       if (plan.dp > 1)
-        axes.push_back(llvm::formatv("dp:{0}", plan.dp));
-      if (plan.tp > 1)
+        axes.push_back(stageMesh(plan, /*all=*/false));
+      else if (plan.tp > 1)
         axes.push_back(llvm::formatv("tp:{0}", plan.tp));
       TrainingStepOptions &t = build.training;
       t.mesh = llvm::join(axes, ",");

@@ -115,6 +115,12 @@ llvm::Expected<TransformerSpec> extractTransformerSpec(ModuleOp module,
                   llvm::any_of(activation->getUsers(), [](Operation *user) {
                     return isa<mlir::dtc::MulOp>(user);
                   });
+  // Mixture of experts: the first layer's router sets the spec's.
+  main.walk([&](mlir::dtc::MoeRouteOp route) {
+    spec.experts = route.getLogits().getType().getDimSize(2);
+    spec.topK = route.getTopK();
+    return WalkResult::interrupt();
+  });
   // Tied: the output projection reads the embedding table itself.
   Value tableValue = embedding.getTable();
   spec.tiedEmbeddings = llvm::any_of(tableValue.getUsers(), [](Operation *u) {

@@ -58,6 +58,10 @@ def DtcPropagateSharding : Pass<"dtc-propagate-sharding"> {
     Option<"dataParallelAxis", "data-parallel-axis", "std::string",
            /*default=*/"\"dp\"",
            "Mesh axis the batch dim of the graph inputs is split over">,
+    Option<"expertParallelAxis", "expert-parallel-axis", "std::string",
+           /*default=*/"\"ep\"",
+           "Mesh axis that splits the batch inside the data-parallel one "
+           "and the experts of MoE layers (docs/moe.md)">,
     Option<"sequenceParallel", "sequence-parallel", "bool",
            /*default=*/"false",
            "Let axes other than the data-parallel one split token dims "

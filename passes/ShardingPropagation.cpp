@@ -14,6 +14,7 @@
 #include "dialects/dtc/DtcOps.h"
 #include "passes/AffineMatch.h"
 #include "passes/Passes.h"
+#include "passes/ReshapeSplits.h"
 #include "passes/ShardingRules.h"
 
 #include "mlir/IR/Builders.h"
@@ -100,6 +101,13 @@ struct State {
   std::shared_ptr<const Trail> trail;
 };
 
+/// The MoE ops, which read and write tokens on one side and the expert
+/// buffer on the other.
+bool isExpertBoundary(Operation *op) {
+  return isa<MoeRouteOp, MoeDispatchOp, MoeCombineOp, MoeRouteGradOp,
+             MoeDispatchGradOp, MoeCombineGradOp>(op);
+}
+
 int64_t bytesOf(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor || !tensor.hasStaticShape() ||
@@ -116,15 +124,20 @@ public:
       : axes(axes), beam(beam), flopsPerByte(flopsPerByte),
         memoryWeight(memoryWeight), sequenceParallel(sequenceParallel) {}
 
-  LogicalResult run(FunctionOpInterface func, StringRef dpAxis);
+  LogicalResult run(FunctionOpInterface func, StringRef dpAxis,
+                    StringRef epAxis);
 
 private:
   ArrayRef<MeshAxis> axes;
   int64_t beam;
   double flopsPerByte, memoryWeight;
   bool sequenceParallel;
-  std::optional<size_t> dp;
-  /// Per value dim: 0 model, 1 tokens (sequence), 2 batch.
+  /// The data-parallel axis and the expert-parallel axis inside it: both
+  /// split the batch (dp outermost), and ep splits the experts instead in
+  /// the expert computations between moe_dispatch and moe_combine.
+  std::optional<size_t> dp, ep;
+  bool isDataAxis(size_t a) const { return a == dp || a == ep; }
+  /// Per value dim: 0 model, 1 tokens (sequence), 2 batch, 3 experts.
   DenseMap<Value, SmallVector<int>> tokenDims;
 
   DenseMap<Value, unsigned> number;
@@ -319,6 +332,13 @@ void Propagation::collectTokenDims(Block &body) {
         for (auto [d, expr] : llvm::enumerate(map.getResults()))
           if (auto dimExpr = dyn_cast<AffineDimExpr>(expr))
             dims[d] = loops[dimExpr.getPosition()];
+        // The experts dim of an expert buffer [b, E, C, h] (dispatch's
+        // result and its gradient) marks the expert computations; the
+        // tokens' values around them (gates, router logits) are not.
+        if (isExpertBoundary(&op))
+          for (int &kind : dims)
+            if (kind == 3 || (dims.size() == 4 && &kind == &dims[1]))
+              kind = dims.size() == 4 ? 3 : 0;
         tokenDims[result] = dims;
       }
     } else if (auto reshape = dyn_cast<ReshapeOp>(&op)) {
@@ -427,10 +447,13 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
         sh.partial |= 1u << a;
       }
     }
-    // Two axes on one dim: not chosen by propagation.
+    // Two axes on one dim: only the data axes, on the batch (cut in mesh
+    // order), where the dim divides by both.
     for (size_t a = 0; a < numAxes(); ++a)
       for (size_t b = a + 1; b < numAxes(); ++b)
-        if (sh.dim[a] >= 0 && sh.dim[a] == sh.dim[b])
+        if (sh.dim[a] >= 0 && sh.dim[a] == sh.dim[b] &&
+            (!isDataAxis(a) || !isDataAxis(b) || sh.block[a] || sh.block[b] ||
+             shape[sh.dim[a]] % (axes[a].size * axes[b].size)))
           return std::nullopt;
     (isResult ? choice.results : choice.operands).push_back(sh);
   }
@@ -489,25 +512,34 @@ Propagation::ruleChoices(ShardingRuleOpInterface rule) {
             blocks[l].push_back(b);
     }
   }
-  // Per axis: unsplit, or one loop with one block. The data-parallel axis
-  // always splits the batch where the op has one.
+  // Per axis: unsplit, or one loop with one block. The data axes always
+  // split the batch where the op has one; the expert axis splits the experts
+  // instead where the op computes per expert (the MoE ops themselves read
+  // and write tokens, so they stay on the batch: the buffer's reshard
+  // between the two is the token all-to-all).
+  bool boundary = isExpertBoundary(op);
   SmallVector<SmallVector<std::pair<int64_t, int64_t>>> options(numAxes());
   for (size_t a = 0; a < numAxes(); ++a) {
     int64_t n = axes[a].size;
-    bool hasBatch =
-        a == dp &&
-        llvm::any_of(llvm::seq<int64_t>(0, numLoops), [&](int64_t l) {
-          return token[l] == 2 && extent[l] % n == 0;
-        });
-    if (!hasBatch)
+    auto hasLoopOf = [&](int kind) {
+      return llvm::any_of(llvm::seq<int64_t>(0, numLoops), [&](int64_t l) {
+        return token[l] == kind && extent[l] % n == 0;
+      });
+    };
+    bool splitsExperts = a == ep && !boundary && hasLoopOf(3);
+    bool hasBatch = isDataAxis(a) && !splitsExperts && hasLoopOf(2);
+    if (!hasBatch && !splitsExperts)
       options[a].push_back({-1, 0});
     for (int64_t l = 0; l < numLoops; ++l) {
       if (extent[l] < n || extent[l] % n)
         continue;
-      // The data-parallel axis splits tokens only; without sequence
-      // parallelism the other axes split the model only.
-      if (a == dp ? (hasBatch ? token[l] != 2 : !token[l])
-                  : token[l] && !sequenceParallel)
+      // The data axes split tokens only; without sequence parallelism the
+      // other axes split the model only. Only the expert axis splits the
+      // experts.
+      if (splitsExperts   ? token[l] != 3
+          : token[l] == 3 ? true
+          : isDataAxis(a) ? (hasBatch ? token[l] != 2 : !token[l])
+                          : token[l] && !sequenceParallel)
         continue;
       if (iterators[l] == IteratorType::reduction &&
           (indexedByResult[l] || !isSumLikeReduction(op, l, numLoops)))
@@ -526,9 +558,12 @@ Propagation::ruleChoices(ShardingRuleOpInterface rule) {
       return;
     }
     for (auto option : options[a]) {
+      // One loop per axis, but the data axes may share the batch.
       if (option.first >= 0 &&
-          llvm::any_of(ArrayRef(pick).take_front(a),
-                       [&](auto p) { return p.first == option.first; }))
+          llvm::any_of(llvm::seq<size_t>(0, a), [&](size_t b) {
+            return pick[b].first == option.first &&
+                   !(isDataAxis(a) && isDataAxis(b));
+          }))
         continue;
       pick[a] = option;
       enumerate(a + 1);
@@ -541,48 +576,32 @@ Propagation::ruleChoices(ShardingRuleOpInterface rule) {
 // A reshape keeps the row-major order: a split is a digit of the flat index
 // (stride U, n values), found again in whichever result dim holds it.
 Choice Propagation::reshapeChoice(ReshapeOp op, const Sh &input) {
-  auto inShape = op.getInput().getType().getShape();
-  auto outShape = op.getOutput().getType().getShape();
-  auto trailing = [](ArrayRef<int64_t> shape) {
-    SmallVector<int64_t> t(shape.size(), 1);
-    for (int64_t i = shape.size() - 2; i >= 0; --i)
-      t[i] = t[i + 1] * shape[i + 1];
-    return t;
-  };
-  SmallVector<int64_t> inT = trailing(inShape), outT = trailing(outShape);
+  SmallVector<AxisSplit> in(numAxes());
+  SmallVector<int64_t> sizes;
+  for (size_t a = 0; a < numAxes(); ++a) {
+    in[a] = {input.dim[a], input.block[a]};
+    sizes.push_back(axes[a].size);
+  }
+  SmallVector<AxisSplit> out =
+      reshapeSplits(op.getInput().getType().getShape(),
+                    op.getOutput().getType().getShape(), in, sizes);
   Choice choice;
   Sh required = input, result = Sh::replicated(numAxes());
   result.partial = input.partial;
   for (size_t a = 0; a < numAxes(); ++a) {
     if (!input.splits(a))
       continue;
-    int64_t n = axes[a].size, d = input.dim[a];
-    bool shared = llvm::any_of(llvm::seq<size_t>(0, numAxes()), [&](size_t b) {
-      return b != a && input.dim[b] == d;
-    });
-    int64_t run = input.block[a] ? input.block[a] : inShape[d];
-    int64_t stride = inT[d] * run / n;
-    bool mapped = false;
-    for (size_t j = 0; j < outShape.size() && !shared; ++j) {
-      if (stride % outT[j] || stride * n > outT[j] * outShape[j] ||
-          (outT[j] * outShape[j]) % (stride * n))
-        continue;
-      int64_t outRun = stride * n / outT[j];
-      result.dim[a] = j;
-      result.block[a] = outRun == outShape[j] ? 0 : outRun;
-      mapped = true;
-      break;
-    }
-    if (!mapped) {
+    if (out[a].dim < 0) {
       required.dim[a] = -1;
       required.block[a] = 0;
+      continue;
     }
+    result.dim[a] = out[a].dim;
+    result.block[a] = out[a].block;
+    choice.usedAxes |= 1u << a;
   }
   choice.operands.push_back(required);
   choice.results.push_back(result);
-  for (size_t a = 0; a < numAxes(); ++a)
-    if (required.splits(a))
-      choice.usedAxes |= 1u << a;
   choice.cost = memoryCost(op.getOutput(), result, 1);
   return choice;
 }
@@ -690,7 +709,8 @@ LogicalResult Propagation::checkSharding(Value value, const Sh &sh,
   return success();
 }
 
-LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis) {
+LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
+                               StringRef epAxis) {
   Region &region = func.getFunctionBody();
   if (region.empty())
     return success();
@@ -718,9 +738,12 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis) {
                << v.getType();
 
   // Graph inputs: an explicit sharding, else the batch dim over `dpAxis`.
-  for (auto [a, axis] : llvm::enumerate(axes))
+  for (auto [a, axis] : llvm::enumerate(axes)) {
     if (axis.name == dpAxis)
       dp = a;
+    if (axis.name == epAxis)
+      ep = a;
+  }
   for (BlockArgument arg : body.getArguments()) {
     Sh sh = Sh::replicated(numAxes());
     if (auto attr = func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
@@ -735,8 +758,10 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis) {
                << " dims for a value of rank "
                << cast<RankedTensorType>(arg.getType()).getRank();
       sh = *parsed;
-    } else if (dp && cast<RankedTensorType>(arg.getType()).getRank() > 0) {
-      sh.dim[*dp] = 0;
+    } else if (cast<RankedTensorType>(arg.getType()).getRank() > 0) {
+      for (std::optional<size_t> a : {dp, ep})
+        if (a)
+          sh.dim[*a] = 0;
     }
     if (failed(checkSharding(arg, sh, arg.getLoc())))
       return failure();
@@ -967,7 +992,7 @@ struct DtcPropagateShardingPass
     for (FunctionOpInterface func : funcs) {
       Propagation propagation(axes, std::max<int64_t>(beamWidth, 1),
                               flopsPerByte, memoryWeight, sequenceParallel);
-      if (failed(propagation.run(func, dataParallelAxis)))
+      if (failed(propagation.run(func, dataParallelAxis, expertParallelAxis)))
         return signalPassFailure();
     }
   }

@@ -24,6 +24,9 @@ inline bool isSumLikeReduction(Operation *op, int64_t loop, int64_t numLoops) {
   // Positions of the loss average linearly; the vocabulary is a log-sum-exp.
   if (isa<CrossEntropyOp>(op))
     return loop != numLoops - 1;
+  // MoE loops (b, s, e, c, h): the experts and slots of a token add up.
+  if (isa<MoeCombineOp, MoeDispatchGradOp>(op))
+    return loop == 2 || loop == 3;
   return false;
 }
 
@@ -31,7 +34,8 @@ inline bool isSumLikeReduction(Operation *op, int64_t loop, int64_t numLoops) {
 /// index (weight gradients over the rows, key and value gradients over the
 /// queries): splitting that loop leaves that result a partial sum.
 inline bool sumsOverParallelLoops(Operation *op) {
-  return isa<LayerNormGradOp, RmsNormGradOp, AttentionGradOp>(op);
+  return isa<LayerNormGradOp, RmsNormGradOp, AttentionGradOp, MoeCombineGradOp>(
+      op);
 }
 
 } // namespace mlir::dtc

@@ -47,7 +47,6 @@ struct RankContext {
   int rank = 0;
   rt::Mesh mesh;
   const program::RankProgram *program = nullptr;
-  int64_t dpIndex = 0; ///< coordinate on the "dp" axis
   /// Rank 0 prints progress, logs and results; the others stay quiet.
   bool reports() const { return rank == 0; }
 };
@@ -69,8 +68,6 @@ llvm::Expected<RankContext> rankContext(const program::Program &p, int rank) {
     return badInput("program.pb: no program for rank {0}; recompile the "
                     "bundle",
                     rank);
-  if (int dp = context.mesh.axisIndex("dp"); dp >= 0)
-    context.dpIndex = context.mesh.coordinates(rank)[dp];
   return context;
 }
 
@@ -466,14 +463,46 @@ rt::Tensor scalarF32(float value) {
 /// The shape of the tokens this rank trains on per call: [rows, seq] or,
 /// for a pipeline step, [micro-batches, rows, seq] (the data-parallel group
 /// splits the rows of each micro-batch).
-llvm::Expected<llvm::SmallVector<int64_t, 3>>
-localTokensShape(const program::Program &p, const RankContext &context) {
+/// This rank's part of the training batch: the local shape of the tokens
+/// argument ([rows, seq], or [calls, rows, seq] for a pipeline) and which
+/// part of the global micro-batch's rows it is, from the argument's shard
+/// (the data axes, dp and the ep inside it, cut the rows in mesh order).
+struct TokensPart {
+  llvm::SmallVector<int64_t, 3> shape;
+  int64_t rowPart = 0;
+};
+
+llvm::Expected<TokensPart> localTokensPart(const program::Program &p,
+                                           const RankContext &context) {
   for (const program::Function &f : context.program->functions())
     if (f.name() == p.training().micro_step())
       for (const program::Argument &a : f.arguments()) {
         const auto &shape = f.values(a.value()).type().shape();
-        if (a.feed() == "tokens" && (shape.size() == 2 || shape.size() == 3))
-          return llvm::SmallVector<int64_t, 3>(shape.begin(), shape.end());
+        if (a.feed() != "tokens" || (shape.size() != 2 && shape.size() != 3))
+          continue;
+        TokensPart part;
+        part.shape.assign(shape.begin(), shape.end());
+        if (a.shard_size() == 0) {
+          // A pipeline stage's tokens carry no shard: the data axes cut the
+          // rows in mesh order.
+          std::vector<int64_t> at = context.mesh.coordinates(context.rank);
+          for (auto [i, axis] : llvm::enumerate(context.mesh.axes()))
+            if (axis.name == "dp" || axis.name == "ep")
+              part.rowPart = part.rowPart * axis.size + at[i];
+          return part;
+        }
+        program::Variable whole;
+        whole.set_name("tokens");
+        *whole.mutable_type() = f.values(a.value()).type();
+        *whole.mutable_global_shape() = a.global_shape();
+        *whole.mutable_shard() = a.shard();
+        auto layout = rt::ShardLayout::of(whole, context.mesh, context.rank);
+        if (!layout)
+          return badInput("program.pb: the tokens argument: {0}; recompile "
+                          "the bundle",
+                          llvm::toString(layout.takeError()));
+        part.rowPart = layout->dimParts()[shape.size() - 2].index;
+        return part;
       }
   return badInput("program.pb: '{0}' has no tokens argument; recompile the "
                   "bundle",
@@ -653,15 +682,16 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
   auto data = loadTokens(o, train.seq_len(), train.vocab());
   if (!data)
     return data.takeError();
-  auto tokensShape = localTokensShape(p, context);
-  if (!tokensShape)
-    return tokensShape.takeError();
+  auto tokens = localTokensPart(p, context);
+  if (!tokens)
+    return tokens.takeError();
+  const llvm::SmallVector<int64_t, 3> &tokensShape = tokens->shape;
   // `mb` rows of the global micro-batch, of which this rank trains rows
   // [first, first + rows).
   const int64_t mb = train.micro_batch(), seq = train.seq_len();
-  const int64_t rows = (*tokensShape)[tokensShape->size() - 2];
-  const int64_t first = context.dpIndex * rows;
-  const int64_t perCall = tokensShape->size() == 3 ? (*tokensShape)[0] : 1;
+  const int64_t rows = tokensShape[tokensShape.size() - 2];
+  const int64_t first = tokens->rowPart * rows;
+  const int64_t perCall = tokensShape.size() == 3 ? tokensShape[0] : 1;
   const int64_t microPerStep = train.grad_accum() * perCall;
   const int64_t windows = data->count - seq; // valid window starts
   bool reports = context.reports();
@@ -743,7 +773,7 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
     faults.poison(executor, step, /*parameters=*/true);
     double lossSum = 0;
     for (int64_t call = 0; call < train.grad_accum(); ++call) {
-      const llvm::SmallVector<int64_t, 3> &shape = *tokensShape;
+      const llvm::SmallVector<int64_t, 3> &shape = tokensShape;
       rt::Tensor tokens(rt::DType::I64, shape), labels(rt::DType::I64, shape);
       for (int64_t part = 0; part < perCall; ++part) {
         int64_t micro = call * perCall + part; // of this optimizer step

@@ -300,4 +300,58 @@ def Dtc_AdamWOp : Dtc_ShapedOp<"adamw"> {
   }];
 }
 
+
+def Dtc_MoeRouteGradOp : Dtc_ShapedOp<"moe_route_grad"> {
+  let summary = "Gradient of moe_route: the router logits' gradient";
+  let description = [{
+    `logits [b, s, E]`, `gates_grad [b, s, E]`, `aux_grad [b]` -> `[b, s,
+    E]`, with the attributes of the `dtc.moe_route` it differentiates; the
+    choices are made again from the logits. The choice and the drops are
+    piecewise constant, so the gradient flows through the scores of the
+    chosen experts and the mean scores of the auxiliary loss.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$logits, Dtc_FloatTensor:$gates_grad,
+                   Dtc_FloatTensor:$aux_grad, I64Attr:$top_k,
+                   I64Attr:$capacity,
+                   DefaultValuedAttr<StrAttr, "\"softmax\"">:$score,
+                   UnitAttr:$normalize);
+  let results = (outs Dtc_FloatTensor:$logits_grad);
+  let assemblyFormat = [{
+    $logits `,` $gates_grad `,` $aux_grad attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Dtc_MoeDispatchGradOp : Dtc_ShapedOp<"moe_dispatch_grad"> {
+  let summary = "Gradient of moe_dispatch: buffer gradients summed per token";
+  let description = [{
+    `grad [b, E, C, h]`, `slots [b, E, C]` -> `[b, seq_len, h]`, the sum of
+    the slots' gradients of each token. Loops as `dtc.moe_combine`.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$grad, Dtc_IndexTensor:$slots,
+                   I64Attr:$seq_len);
+  let results = (outs Dtc_FloatTensor:$input_grad);
+  let assemblyFormat =
+      "$grad `,` $slots attr-dict `:` functional-type(operands, results)";
+}
+
+def Dtc_MoeCombineGradOp : Dtc_ShapedOp<"moe_combine_grad"> {
+  let summary = "Gradient of moe_combine: expert-buffer and gate gradients";
+  let description = [{
+    Operands of `dtc.moe_combine` plus the output's gradient `grad [b, s,
+    h]`; results `experts_grad [b, E, C, h]` (the gate-weighted gradient of
+    each slot's token) and `gates_grad [b, s, E]` (the dot product of the
+    slot's expert output with its token's gradient). Loops (b, s, e, c, h),
+    all parallel; each result sums over the loops it does not index.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$experts, Dtc_IndexTensor:$slots,
+                   Dtc_FloatTensor:$gates, Dtc_FloatTensor:$grad);
+  let results = (outs Dtc_FloatTensor:$experts_grad,
+                      Dtc_FloatTensor:$gates_grad);
+  let assemblyFormat = [{
+    $experts `,` $slots `,` $gates `,` $grad attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
 #endif // DTC_GRAD_OPS_TD

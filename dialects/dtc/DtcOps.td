@@ -427,6 +427,75 @@ def Dtc_CrossEntropyOp : Dtc_ShapedOp<"cross_entropy"> {
       "$logits `,` $labels attr-dict `:` functional-type(operands, results)";
 }
 
+//===----------------------------------------------------------------------===//
+// Mixture of experts (docs/moe.md)
+//===----------------------------------------------------------------------===//
+
+// A token-choice MoE layer is four ops around plain batched matmuls:
+// moe_route picks each token's experts and fills per-sequence capacity
+// slots, moe_dispatch gathers tokens into an expert buffer [b, E, C, h],
+// the experts are matmuls batched over E, and moe_combine adds the expert
+// outputs back into token order weighted by the gates. Capacity is per
+// sequence, so a split of the batch computes exactly what one device does,
+// and expert parallelism is the reshard of the buffer from a batch split
+// to an expert split: one all-to-all before the experts, one after.
+
+def Dtc_MoeRouteOp : Dtc_ShapedOp<"moe_route"> {
+  let summary = "Top-k expert choice with capacity slots per sequence";
+  let description = [{
+    `logits [b, s, E]` -> `gates [b, s, E]`, `slots [b, E, C]` (i64),
+    `aux [b]`. Each token's scores are the softmax (or `score = "sigmoid"`)
+    of its router logits; it picks the `top_k` largest (ties: lower expert
+    index), whose gates are their scores, divided by their sum when
+    `normalize`. Slots fill by choice rank, then position (GShard's
+    priority): the `c`-th token to reach expert `e` of sequence `b` lands in
+    `slots[b, e, c]` when `c < capacity` (C), else it is dropped and its gate
+    is 0; empty slots hold -1. `aux` is each sequence's load-balancing loss
+    `E * sum_e f_e * P_e` (f_e: the fraction of the sequence's choices that
+    picked e, P_e: its mean score), 1 when balanced. Loops (b, s, e, c):
+    only the batch splits; the rest read across positions and experts.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$logits, I64Attr:$top_k,
+                   I64Attr:$capacity,
+                   DefaultValuedAttr<StrAttr, "\"softmax\"">:$score,
+                   UnitAttr:$normalize);
+  let results = (outs Dtc_FloatTensor:$gates, Dtc_IndexTensor:$slots,
+                      Dtc_FloatTensor:$aux);
+  let assemblyFormat =
+      "$logits attr-dict `:` functional-type(operands, results)";
+}
+
+def Dtc_MoeDispatchOp : Dtc_ShapedOp<"moe_dispatch"> {
+  let summary = "Gather tokens into the expert buffer";
+  let description = [{
+    `input [b, s, h]`, `slots [b, E, C]` -> `[b, E, C, h]` with
+    `output[b, e, c] = input[b, slots[b, e, c]]`, zero for an empty slot.
+    Loops (b, s, e, c, h); positions are a reduction that cannot split
+    (slots address them globally).
+  }];
+  let arguments = (ins Dtc_FloatTensor:$input, Dtc_IndexTensor:$slots);
+  let results = (outs Dtc_FloatTensor:$output);
+  let assemblyFormat =
+      "$input `,` $slots attr-dict `:` functional-type(operands, results)";
+}
+
+def Dtc_MoeCombineOp : Dtc_ShapedOp<"moe_combine"> {
+  let summary = "Gate-weighted sum of the expert outputs in token order";
+  let description = [{
+    `experts [b, E, C, h]`, `slots [b, E, C]`, `gates [b, s, E]` ->
+    `[b, s, h]`: `output[b, t] = sum over (e, c) with slots[b, e, c] = t of
+    gates[b, t, e] * experts[b, e, c]`. Loops (b, s, e, c, h); e and c are
+    sum reductions, so splitting the experts leaves partial sums.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$experts, Dtc_IndexTensor:$slots,
+                   Dtc_FloatTensor:$gates);
+  let results = (outs Dtc_FloatTensor:$output);
+  let assemblyFormat = [{
+    $experts `,` $slots `,` $gates attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
 include "dialects/dtc/DtcGradOps.td"
 include "dialects/dtc/DtcCollectiveOps.td"
 

@@ -119,6 +119,8 @@ ModelConfig parseLlamaLike(Keys &k, StringRef modelType) {
   c.normEps = k.number("rms_norm_eps", 1e-6);
   c.ropeTheta = k.number("rope_theta", 10000.0);
   c.tiedEmbeddings = k.boolean("tie_word_embeddings", false);
+  if (moe)
+    c.routerAuxLossCoef = k.number("router_aux_loss_coef", 0.001);
   if (modelType == "mixtral") {
     c.ffn = k.integer("intermediate_size");
     c.experts = k.integer("num_local_experts");
@@ -128,6 +130,7 @@ ModelConfig parseLlamaLike(Keys &k, StringRef modelType) {
     c.ffn = k.integer("moe_intermediate_size");
     c.experts = k.integer("num_experts");
     c.topK = k.integer("num_experts_per_tok");
+    c.normTopKProb = k.boolean("norm_topk_prob", modelType != "qwen2_moe");
     if (modelType == "qwen2_moe") {
       c.qkvBias = true;
       c.sharedExpertFfn =

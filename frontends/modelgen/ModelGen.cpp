@@ -14,12 +14,14 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include "onnx/onnx_pb.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -612,29 +614,30 @@ Name Builder::llamaBlock(const Name &x, int64_t layer) {
 }
 
 Name Builder::moe(const Name &x, int64_t layer) {
-  // Dense routing: every expert runs and is weighted by its softmax router
-  // probability (the ONNX importer has no TopK; top_k is in the metadata).
+  // ONNX Runtime's com.microsoft.MoE: softmax over the router logits, the
+  // top-k experts, SwiGLU experts silu(x W1^T) * (x W3^T) W2^T with the
+  // experts' weights stacked [E, out, in] (torch Linear's layout per expert).
   std::string p = "model.layers." + std::to_string(layer) +
                   (c.qwenMoeNames ? ".mlp" : ".block_sparse_moe");
   std::string scope = "/" + p;
   Name logits = linear(x, p + ".gate", c.hidden, c.experts, false);
-  onnx::NodeProto *sm = node("Softmax", {logits}, scope + "/Softmax");
-  attr(sm, "axis", int64_t(2));
-  Name probs = sm->output(0);
-  Name sum;
-  for (int64_t e = 0; e < c.experts; ++e) {
-    std::string ep = p + ".experts." + std::to_string(e);
-    std::string es = scope + "/experts." + std::to_string(e);
-    Name y = c.qwenMoeNames ? swiglu(x, ep + ".gate_proj", ep + ".up_proj",
-                                     ep + ".down_proj", c.ffnSize(), es)
-                            : swiglu(x, ep + ".w1", ep + ".w3", ep + ".w2",
-                                     c.ffnSize(), es);
-    Name w = op("Slice", {probs, ints({e}), ints({e + 1}), ints({2})},
-                es + "/Slice");
-    Name weighted = op("Mul", {y, w}, es + "/Mul_route");
-    sum =
-        sum.empty() ? weighted : op("Add", {sum, weighted}, es + "/Add_route");
-  }
+  Name rows =
+      op("Reshape", {logits, ints({-1, c.experts})}, scope + "/Reshape_router");
+  int64_t h = c.hidden, f = c.ffnSize(), e = c.experts;
+  std::string ep = p + ".experts.";
+  Name w1 = weight(ep + (c.qwenMoeNames ? "gate_proj" : "w1"), {e, f, h});
+  Name w2 = weight(ep + (c.qwenMoeNames ? "down_proj" : "w2"), {e, h, f});
+  Name w3 = weight(ep + (c.qwenMoeNames ? "up_proj" : "w3"), {e, f, h});
+  onnx::NodeProto *n =
+      node("MoE", {x, rows, w1, "", w2, "", w3}, scope + "/MoE");
+  n->set_domain("com.microsoft");
+  attr(n, "k", c.topK);
+  attr(n, "normalize_routing_weights", int64_t(c.normTopKProb ? 1 : 0));
+  onnx::AttributeProto *act = n->add_attribute();
+  act->set_name("activation_type");
+  act->set_type(onnx::AttributeProto::STRING);
+  act->set_s("silu");
+  Name sum = n->output(0);
   if (c.sharedExpertFfn) {
     std::string sp = p + ".shared_expert";
     Name y = swiglu(x, sp + ".gate_proj", sp + ".up_proj", sp + ".down_proj",
@@ -742,6 +745,13 @@ void Builder::build() {
   outType->mutable_shape()->add_dim()->set_dim_value(c.vocab);
 }
 
+/// `value` as text that reads back exactly (metadata numbers).
+std::string exactText(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.17g", value);
+  return text;
+}
+
 } // namespace
 
 Error dtc::modelgen::buildModel(const ModelConfig &config,
@@ -776,7 +786,11 @@ Error dtc::modelgen::buildModel(const ModelConfig &config,
   if (config.arch == Arch::MoE) {
     meta("num_experts", std::to_string(config.experts));
     meta("num_experts_per_tok", std::to_string(config.topK));
-    meta("dtc.modelgen.moe_routing", "dense-softmax");
+    meta("router_aux_loss_coef", exactText(config.routerAuxLossCoef));
+    meta("moe_capacity_factor", exactText(config.capacityFactor));
+    onnx::OperatorSetIdProto *ms = model.add_opset_import();
+    ms->set_domain("com.microsoft");
+    ms->set_version(1);
   }
   onnx::GraphProto *graph = model.mutable_graph();
   graph->set_name(config.name);

@@ -62,6 +62,13 @@ struct ModelConfig {
   /// HF naming of the MoE block: Mixtral's `block_sparse_moe.experts.E.w1`
   /// (false) or Qwen's `mlp.experts.E.gate_proj` (true).
   bool qwenMoeNames = false;
+  /// Divide the chosen experts' router scores by their sum (Mixtral,
+  /// Qwen3-MoE) or use them as they are (Qwen2-MoE).
+  bool normTopKProb = true;
+  /// Weight of each layer's load-balancing loss (HF router_aux_loss_coef).
+  double routerAuxLossCoef = 0.001;
+  /// Expert capacity as a multiple of the even share; 0: dropless.
+  double capacityFactor = 0;
 
   int64_t kvHeadCount() const { return kvHeads ? kvHeads : heads; }
   int64_t headSize() const {

@@ -180,6 +180,9 @@ public:
   Error lowerSkipLayerNorm(llvm::ArrayRef<Entry *> ins);
   Error lowerContribGelu(llvm::ArrayRef<Entry *> ins);
   Error lowerContribAttention(llvm::ArrayRef<Entry *> ins);
+  Error lowerMoE(llvm::ArrayRef<Entry *> ins);
+  /// A number from the model's metadata_props, or `fallback`.
+  double metadataNumber(llvm::StringRef key, double fallback) const;
   /// `x + bias`, or x when there is no bias.
   Expected<Value> addOptional(Value x, Entry *bias);
   Error checkUnusedOutputs(int from);

@@ -784,7 +784,8 @@ Expected<Value> ModelImporter::finish(Operation *op) {
           &ctx, op->getLoc(), op->getOperands(), op->getAttrDictionary(),
           op->getPropertiesStorage(), op->getRegions(), types));
       if (ok)
-        op->getResult(0).setType(types.front());
+        for (auto [result, type] : llvm::zip(op->getResults(), types))
+          result.setType(type);
     }
     ok = ok && succeeded(verify(op, /*verifyRecursively=*/false));
   }
@@ -793,6 +794,16 @@ Expected<Value> ModelImporter::finish(Operation *op) {
   std::string name = op->getName().getStringRef().str();
   op->erase();
   return nodeError("cannot build {0}: {1}", name, message);
+}
+
+double ModelImporter::metadataNumber(llvm::StringRef key,
+                                     double fallback) const {
+  for (const auto &prop : model.metadata_props()) {
+    double value;
+    if (prop.key() == key && !llvm::StringRef(prop.value()).getAsDouble(value))
+      return value;
+  }
+  return fallback;
 }
 
 Expected<Value> ModelImporter::reshape(Value input,

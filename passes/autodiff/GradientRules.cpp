@@ -564,6 +564,49 @@ LogicalResult embeddingGrad(GradientEmitter &e) {
 }
 
 //===----------------------------------------------------------------------===//
+// Mixture of experts: route (gates, aux) -> logits, dispatch -> input,
+// combine -> experts and gates. Slots are integers (no cotangent).
+//===----------------------------------------------------------------------===//
+
+LogicalResult moeRouteGrad(GradientEmitter &e) {
+  auto op = mlir::cast<d::MoeRouteOp>(e.op);
+  // A result nothing reads back from the loss has a zero cotangent.
+  Value gates = e.grad(0) ? e.grad(0) : e.splat(op.getGates().getType(), 0);
+  Value aux = e.grad(2) ? e.grad(2) : e.splat(op.getAux().getType(), 0);
+  llvm::SmallVector<mlir::NamedAttribute> attrs{
+      e.i64Attr("top_k", op.getTopK()), e.i64Attr("capacity", op.getCapacity()),
+      e.attr("score", op.getScoreAttr())};
+  if (op.getNormalize())
+    attrs.push_back(e.unitAttr("normalize"));
+  e.setGrad(0, e.create("dtc.moe_route_grad", {op.getLogits(), gates, aux},
+                        {op.getLogits().getType()}, attrs)
+                   ->getResult(0));
+  return success();
+}
+
+LogicalResult moeDispatchGrad(GradientEmitter &e) {
+  auto op = mlir::cast<d::MoeDispatchOp>(e.op);
+  RankedTensorType input = op.getInput().getType();
+  e.setGrad(0, e.create("dtc.moe_dispatch_grad", {e.grad(), op.getSlots()},
+                        {input}, {e.i64Attr("seq_len", input.getDimSize(1))})
+                   ->getResult(0));
+  return success();
+}
+
+LogicalResult moeCombineGrad(GradientEmitter &e) {
+  auto op = mlir::cast<d::MoeCombineOp>(e.op);
+  Operation *grad =
+      e.create("dtc.moe_combine_grad",
+               {op.getExperts(), op.getSlots(), op.getGates(), e.grad()},
+               {op.getExperts().getType(), op.getGates().getType()}, {});
+  if (e.wants(0))
+    e.setGrad(0, grad->getResult(0));
+  if (e.wants(2))
+    e.setGrad(2, grad->getResult(1));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Convolution and pooling
 //===----------------------------------------------------------------------===//
 
@@ -720,6 +763,9 @@ const llvm::DenseMap<llvm::StringRef, GradientRule> &ruleTable() {
     add(d::AttentionOp::getOperationName(), attentionGrad);
     add(d::CrossEntropyOp::getOperationName(), crossEntropyGrad);
     add(d::EmbeddingOp::getOperationName(), embeddingGrad);
+    add(d::MoeRouteOp::getOperationName(), moeRouteGrad);
+    add(d::MoeDispatchOp::getOperationName(), moeDispatchGrad);
+    add(d::MoeCombineOp::getOperationName(), moeCombineGrad);
     // Convolution and pooling.
     add(d::ConvOp::getOperationName(), convGrad);
     add(d::MaxPoolOp::getOperationName(), maxPoolGrad);

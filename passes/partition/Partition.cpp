@@ -17,6 +17,7 @@
 #include "dialects/dtc/DtcOps.h"
 #include "passes/AffineMatch.h"
 #include "passes/Passes.h"
+#include "passes/ReshapeSplits.h"
 #include "passes/ShardingRules.h"
 #include "passes/autodiff/Autodiff.h"
 
@@ -44,7 +45,7 @@ constexpr StringLiteral kShardingAttr = "dtc.sharding";
 
 /// A value's layout over the mesh, per axis: the dim it splits (-1: none),
 /// that dim's interleave block (0: whole dim) and whether the value is a
-/// partial sum over the axis. One axis per dim at most.
+/// partial sum over the axis. Several axes on one dim cut it in mesh order.
 struct Layout {
   SmallVector<int64_t, 4> dim;
   SmallVector<int64_t, 4> block;
@@ -147,24 +148,31 @@ FailureOr<Layout> Partitioner::fromAttr(Attribute attr, RankedTensorType type,
                           << ")";
   };
   for (int64_t d = 0; d < type.getRank(); ++d) {
-    SmallVector<StringRef> names = sharding.getDimAxes(d);
-    if (names.size() > 1)
-      return emitError(loc) << "dimension " << d
-                            << " is split over several mesh axes, which "
-                               "dtc-partition does not support yet";
-    for (StringRef name : names) {
+    // Several axes on one dim cut it in mesh order, outermost first (the
+    // data axes dp and ep on the batch).
+    int64_t product = 1, previous = -1;
+    std::string names;
+    for (StringRef name : sharding.getDimAxes(d)) {
       FailureOr<size_t> a = lookup(name);
       if (failed(a))
         return failure();
+      if (static_cast<int64_t>(*a) <= previous)
+        return emitError(loc) << "dimension " << d
+                              << " lists its mesh axes out of mesh order ("
+                              << mesh.str() << ")";
+      previous = *a;
+      product *= axisSize(*a);
+      names += (names.empty() ? "\"" : ", \"") + name.str() + "\"";
       int64_t size = type.getDimSize(d), block = sharding.getBlocks()[d];
       int64_t run = block ? block : size;
-      if (size % run || run % axisSize(*a))
+      if (size % run || run % product)
         return emitError(loc)
                << "dimension " << d << " of size " << size
                << (block ? " (interleave block " + std::to_string(block) + ")"
                          : std::string())
-               << " is not divisible by " << axisSize(*a)
-               << ", the size of mesh axis \"" << name << "\"";
+               << " is not divisible by " << product << ", the size of mesh "
+               << (names.find(',') == std::string::npos ? "axis " : "axes ")
+               << names;
       layout.dim[*a] = d;
       layout.block[*a] = block;
     }
@@ -285,18 +293,19 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &to,
       continue;
     if (int b = layout.nestedInside(a); b >= 0)
       return nestingError(loc, global, layout.dim[a], a, b);
-    bool moves = to.splits(a) && !layout.block[a] && !to.block[a] &&
-                 llvm::none_of(llvm::seq<size_t>(0, numAxes()), [&](size_t b) {
-                   return b != a && layout.dim[b] == to.dim[a];
-                 });
+    // An all-to-all moves the axis where it lands innermost on its new dim
+    // (the data axes' batch cut, dp then ep, after the MoE experts).
     Layout next = layout;
+    next.dim[a] = to.dim[a];
+    bool moves = to.splits(a) && !layout.block[a] && !to.block[a] &&
+                 next.nestedInside(a) < 0;
     if (moves) {
-      next.dim[a] = to.dim[a];
       auto start = AllToAllStartOp::create(
           builder, loc, handleType(next), value,
           builder.getArrayAttr({axisName(a)}), to.dim[a], layout.dim[a]);
       value = startAndWait(start);
     } else {
+      next = layout;
       next.dim[a] = -1;
       next.block[a] = 0;
       auto start = AllGatherStartOp::create(
@@ -627,39 +636,27 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
 // reshape of the remaining digits is then the same reshape of local shapes.
 LogicalResult Partitioner::partitionReshape(ReshapeOp op) {
   const Layout &input = current.lookup(op.getInput()).second;
-  auto inShape = globalType.lookup(op.getInput()).getShape();
-  auto outShape = globalType.lookup(op.getOutput()).getShape();
-  auto trailing = [](ArrayRef<int64_t> shape) {
-    SmallVector<int64_t> t(shape.size(), 1);
-    for (int64_t i = shape.size() - 2; i >= 0; --i)
-      t[i] = t[i + 1] * shape[i + 1];
-    return t;
-  };
-  SmallVector<int64_t> inT = trailing(inShape), outT = trailing(outShape);
+  SmallVector<AxisSplit> in(numAxes());
+  SmallVector<int64_t> sizes;
+  for (size_t a = 0; a < numAxes(); ++a) {
+    in[a] = {input.dim[a], input.block[a]};
+    sizes.push_back(axisSize(a));
+  }
+  SmallVector<AxisSplit> out =
+      reshapeSplits(globalType.lookup(op.getInput()).getShape(),
+                    globalType.lookup(op.getOutput()).getShape(), in, sizes);
   Layout required = input, result = Layout::replicated(numAxes());
   result.partial = input.partial;
   for (size_t a = 0; a < numAxes(); ++a) {
     if (!input.splits(a))
       continue;
-    int64_t n = axisSize(a), d = input.dim[a];
-    int64_t run = input.block[a] ? input.block[a] : inShape[d];
-    int64_t stride = inT[d] * run / n;
-    bool mapped = false;
-    for (size_t j = 0; j < outShape.size(); ++j) {
-      if (stride % outT[j] || stride * n > outT[j] * outShape[j] ||
-          (outT[j] * outShape[j]) % (stride * n) ||
-          llvm::is_contained(result.dim, static_cast<int64_t>(j)))
-        continue;
-      int64_t outRun = stride * n / outT[j];
-      result.dim[a] = j;
-      result.block[a] = outRun == outShape[j] ? 0 : outRun;
-      mapped = true;
-      break;
-    }
-    if (!mapped) {
+    if (out[a].dim < 0) {
       required.dim[a] = -1;
       required.block[a] = 0;
+      continue;
     }
+    result.dim[a] = out[a].dim;
+    result.block[a] = out[a].block;
   }
   return copyOp(op, {required}, {result});
 }

@@ -48,6 +48,32 @@ int64_t vocabOfTokens(mlir::Value tokens) {
   return 0;
 }
 
+/// The loss plus each MoE layer's load-balancing loss (its mean over the
+/// sequences) times the layer's `dtc.aux_loss_coeff`, summed over layers as
+/// Megatron-Core does.
+mlir::Value addAuxiliaryLosses(mlir::OpBuilder &b, mlir::Location loc,
+                               mlir::Block &body, mlir::Value loss) {
+  for (auto route : body.getOps<d::MoeRouteOp>()) {
+    auto coeff = route->getAttrOfType<mlir::FloatAttr>("dtc.aux_loss_coeff");
+    if (!coeff || coeff.getValueAsDouble() == 0)
+      continue;
+    mlir::Value mean = b.create<d::ReduceMeanOp>(
+        loc, route.getAux(), llvm::ArrayRef<int64_t>{0}, false);
+    if (tensorType(mean).getElementType() != tensorType(loss).getElementType())
+      mean = b.create<d::CastOp>(
+          loc, mean, mlir::TypeAttr::get(tensorType(loss).getElementType()));
+    auto weight =
+        mlir::RankedTensorType::get({}, tensorType(loss).getElementType());
+    mlir::Value scale = b.create<d::ConstantOp>(
+        loc, mlir::DenseElementsAttr::get(
+                 weight, b.getFloatAttr(weight.getElementType(),
+                                        coeff.getValueAsDouble())
+                             .getValue()));
+    loss = b.create<d::AddOp>(loc, loss, b.create<d::MulOp>(loc, mean, scale));
+  }
+  return loss;
+}
+
 /// Appends next-token cross-entropy to logits when the model has no loss.
 llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward) {
   mlir::Block &body = forward.getBody().front();
@@ -104,6 +130,7 @@ llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward) {
                     "integer input; --bind NAME=tokens|labels is not "
                     "supported yet");
   }
+  loss = addAuxiliaryLosses(b, loc, body, loss);
   auto tokensType = tensorType(body.getArgument(0));
   info.microBatch = tokensType.getDimSize(0);
   info.seqLen = tokensType.getDimSize(1);

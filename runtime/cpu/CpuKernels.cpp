@@ -20,6 +20,7 @@ void registerCpuKernels(KernelRegistry &registry) {
   registerTransformerKernels(registry);
   registerGradientKernels(registry);
   registerOptimizerKernels(registry);
+  registerMoeKernels(registry);
   registerShardSliceKernel(registry);
   // The collectives work on host memory through the rank's communicator.
   runtime::registerCollectiveKernels(registry);

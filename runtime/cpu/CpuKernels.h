@@ -26,6 +26,7 @@ void registerConvPoolKernels(KernelRegistry &registry);
 void registerTransformerKernels(KernelRegistry &registry);
 void registerGradientKernels(KernelRegistry &registry);
 void registerOptimizerKernels(KernelRegistry &registry);
+void registerMoeKernels(KernelRegistry &registry);
 /// dtc.shard_slice (runtime/cpu/Collective.cpp).
 void registerShardSliceKernel(KernelRegistry &registry);
 

@@ -30,10 +30,19 @@ func.func @indivisible(
 
 // -----
 
-func.func @two_axes_on_one_dim(
-    // expected-error @+1 {{dimension 1 is split over several mesh axes, which dtc-partition does not support yet}}
-    %x: tensor<4x8xf32> {dtc.sharding = #dtc.sharding<[[], ["dp", "tp"]]>}) -> tensor<4x8xf32> {
+// Several axes on one dim cut it in mesh order, outermost first.
+func.func @two_axes_out_of_mesh_order(
+    // expected-error @+1 {{dimension 1 lists its mesh axes out of mesh order (dp:2,tp:2)}}
+    %x: tensor<4x8xf32> {dtc.sharding = #dtc.sharding<[[], ["tp", "dp"]]>}) -> tensor<4x8xf32> {
   return %x : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @two_axes_indivisible(
+    // expected-error @+1 {{dimension 1 of size 6 is not divisible by 4, the size of mesh axes "dp", "tp"}}
+    %x: tensor<4x6xf32> {dtc.sharding = #dtc.sharding<[[], ["dp", "tp"]]>}) -> tensor<4x6xf32> {
+  return %x : tensor<4x6xf32>
 }
 
 // -----

@@ -600,6 +600,37 @@ TEST(Gradient, AttentionScaled) {
        "tensor<2x2x3x3xf32>"});
 }
 
+/// A whole MoE layer: route (top-2 of 4 experts, 2 slots per expert, so
+/// some of the 12 choices per sequence are dropped), dispatch, SwiGLU
+/// experts as batched matmuls, combine, plus each sequence's auxiliary
+/// loss. The router logits are a shuffled ramp (steps of 0.15), so no
+/// perturbation changes a choice.
+GradientCase moeLayer(const std::string &routeAttrs) {
+  return {
+      "%arg0: tensor<2x6x4xf32>, %arg1: tensor<2x6x4xf32>",
+      R"(  %gates, %slots, %aux = dtc.moe_route %arg1 {top_k = 2 : i64, capacity = 2 : i64, )" +
+          routeAttrs +
+          R"(} : (tensor<2x6x4xf32>) -> (tensor<2x6x4xf32>, tensor<2x4x2xi64>, tensor<2xf32>)
+  %buf = dtc.moe_dispatch %arg0, %slots : (tensor<2x6x4xf32>, tensor<2x4x2xi64>) -> tensor<2x4x2x4xf32>
+  %w1 = dtc.parameter "w1" : tensor<4x4x5xf32>
+  %w3 = dtc.parameter "w3" : tensor<4x4x5xf32>
+  %w2 = dtc.parameter "w2" : tensor<4x5x4xf32>
+  %h1 = dtc.matmul %buf, %w1 : (tensor<2x4x2x4xf32>, tensor<4x4x5xf32>) -> tensor<2x4x2x5xf32>
+  %a = dtc.silu %h1 : tensor<2x4x2x5xf32>
+  %h3 = dtc.matmul %buf, %w3 : (tensor<2x4x2x4xf32>, tensor<4x4x5xf32>) -> tensor<2x4x2x5xf32>
+  %g = dtc.mul %a, %h3 : (tensor<2x4x2x5xf32>, tensor<2x4x2x5xf32>) -> tensor<2x4x2x5xf32>
+  %o = dtc.matmul %g, %w2 : (tensor<2x4x2x5xf32>, tensor<4x5x4xf32>) -> tensor<2x4x2x4xf32>
+  %y = dtc.moe_combine %o, %slots, %gates : (tensor<2x4x2x4xf32>, tensor<2x4x2xi64>, tensor<2x6x4xf32>) -> tensor<2x6x4xf32>
+  %auxr = dtc.reshape %aux : (tensor<2xf32>) -> tensor<2x1x1xf32>
+  %out = dtc.add %y, %auxr : (tensor<2x6x4xf32>, tensor<2x1x1xf32>) -> tensor<2x6x4xf32>)",
+      "tensor<2x6x4xf32>",
+      {{"arg1", Dist::Distinct}}};
+}
+
+TEST(Gradient, MoeSoftmaxNormalized) { checkGradients(moeLayer("normalize")); }
+
+TEST(Gradient, MoeSigmoid) { checkGradients(moeLayer("score = \"sigmoid\"")); }
+
 TEST(Gradient, CrossEntropyIgnoreIndex) {
   checkGradients(
       {"%arg0: tensor<2x3x5xf32>",

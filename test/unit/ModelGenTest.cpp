@@ -167,9 +167,12 @@ TEST(ModelGenTest, LlamaGqaAndMoeImport) {
   ModelConfig moe = presetOrDie("tiny-mixtral");
   Imported e = generateAndImport(ctx, moe, true, 16);
   EXPECT_EQ(e.params, expectedParams(moe));
-  EXPECT_EQ(e.histogram["softmax"], moe.layers); // the routers
-  EXPECT_EQ(e.histogram["sigmoid"] + e.histogram["silu"],
-            moe.layers * moe.experts);
+  // ONNX Runtime's MoE op: one route, dispatch and combine per layer, the
+  // experts' SwiGLU batched over the experts.
+  EXPECT_EQ(e.histogram["moe_route"], moe.layers);
+  EXPECT_EQ(e.histogram["moe_dispatch"], moe.layers);
+  EXPECT_EQ(e.histogram["moe_combine"], moe.layers);
+  EXPECT_EQ(e.histogram["silu"], moe.layers);
 
   // Qwen-MoE: q/k/v biases, a gated shared expert; Qwen3: qk-norm, head_dim.
   ModelConfig qwen = moe;

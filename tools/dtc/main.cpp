@@ -351,6 +351,7 @@ struct ModelgenArgs {
   std::string arch, preset, config, output;
   std::optional<int64_t> layers, hidden, heads, kvHeads, ffn, vocab, seqLen,
       experts, topK;
+  std::optional<double> capacityFactor;
   uint64_t seed = 0;
   bool shapeOnly = false;
 };
@@ -404,6 +405,13 @@ llvm::Error runModelgen(const ModelgenArgs &a) {
   set(config.maxPositions, a.seqLen);
   set(config.experts, a.experts);
   set(config.topK, a.topK);
+  if (a.capacityFactor) {
+    if (*a.capacityFactor < 0)
+      return dtc::badInput("--capacity-factor: must be >= 0 (0: dropless), "
+                           "got {0}",
+                           *a.capacityFactor);
+    config.capacityFactor = *a.capacityFactor;
+  }
   if (a.kvHeads && *a.kvHeads < 1)
     return dtc::badInput("--kv-heads: must be >= 1, got {0}", *a.kvHeads);
   if (a.ffn && *a.ffn < 1)
@@ -444,6 +452,9 @@ void addModelgen(CLI::App &app, ModelgenArgs &a, Action &action) {
   gen->add_option("--seq-len", a.seqLen, "Maximum positions");
   gen->add_option("--experts", a.experts, "Experts per MoE layer");
   gen->add_option("--top-k", a.topK, "Experts per token");
+  gen->add_option("--capacity-factor", a.capacityFactor,
+                  "Expert capacity per sequence as a multiple of the even "
+                  "share (0: dropless, the default)");
   gen->add_option("-o", a.output, "Output .onnx")->required();
   gen->add_flag("--shape-only", a.shapeOnly,
                 "Declare the weights only (external data, never written)");

@@ -11,7 +11,8 @@
 Reads the printed MLIR text line by line (one op a line, as dtc writes it);
 stdlib only. Element counts are of the full (unsharded) tensor a collective
 moves: an all_reduce's operand, a reduce_scatter's operand, an all_gather's
-result, a send's operand or a recv's result.
+result, a send's operand or a recv's result; an all_to_all's are one rank's
+operand.
 
 `collectives` prints, for each function (prefixed by its pipeline stage when
 the file has several), one line per (collective, mesh axes):
@@ -47,7 +48,7 @@ import re
 import sys
 
 COLLECTIVES = ("all_reduce_start", "reduce_scatter_start", "all_gather_start",
-               "send_start", "recv_start")
+               "all_to_all_start", "send_start", "recv_start")
 
 FUNC_RE = re.compile(r"^\s*func\.func @(\w+)\((.*)\) -> ")
 ARG_RE = re.compile(r"%arg(\d+): tensor<([^>]*)> \{([^}]*)\}")

@@ -1,0 +1,376 @@
+//===- Moe.cpp - Mixture-of-experts routing, dispatch and combine ---------===//
+//
+// Reference kernels of the dtc.moe_* ops (DtcOps.td, docs/moe.md). Every
+// sequence routes on its own (capacity is per sequence), so the kernels
+// split the batch across threads; within a sequence the order of every sum
+// is fixed, so results do not depend on the thread count.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/CpuKernels.h"
+#include "runtime/cpu/KernelUtil.h"
+
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+namespace dtc::runtime::cpu {
+
+namespace {
+
+struct RouteParams {
+  int64_t positions, experts, topK, capacity;
+  bool sigmoid, normalize;
+
+  static llvm::Expected<RouteParams> of(const KernelCall &call,
+                                        const TensorRef &logits) {
+    if (logits.rank() != 3)
+      return call.error("router logits must be [batch, seq, experts], got " +
+                        shapeString(logits.shape));
+    RouteParams p{logits.shape[1],
+                  logits.shape[2],
+                  call.i64("top_k"),
+                  call.i64("capacity"),
+                  call.str("score") == "sigmoid",
+                  call.flag("normalize")};
+    if (p.topK < 1 || p.topK > p.experts || p.capacity < 1)
+      return call.error("top_k " + std::to_string(p.topK) + " or capacity " +
+                        std::to_string(p.capacity) + " out of range for " +
+                        std::to_string(p.experts) + " experts");
+    return p;
+  }
+};
+
+/// One sequence's routing: scores, each token's top-k experts (by score,
+/// ties to the lower index), which choices kept a slot, and the slots.
+struct SequenceRoute {
+  std::vector<float> scores;   // [s, E]
+  std::vector<int64_t> chosen; // [s, k]
+  std::vector<char> kept;      // [s, k]
+  std::vector<int64_t> picks;  // [E]: choices per expert, before drops
+  std::vector<int64_t> slots;  // [E, C], -1 when empty
+
+  SequenceRoute(const RouteParams &p, const float *logits) {
+    int64_t s = p.positions, e = p.experts, k = p.topK;
+    scores.resize(s * e);
+    for (int64_t t = 0; t < s; ++t) {
+      const float *row = logits + t * e;
+      float *out = scores.data() + t * e;
+      if (p.sigmoid) {
+        for (int64_t i = 0; i < e; ++i)
+          out[i] = 1.0f / (1.0f + std::exp(-row[i]));
+        continue;
+      }
+      float max = row[0];
+      for (int64_t i = 1; i < e; ++i)
+        max = std::max(max, row[i]);
+      float sum = 0;
+      for (int64_t i = 0; i < e; ++i)
+        sum += out[i] = std::exp(row[i] - max);
+      for (int64_t i = 0; i < e; ++i)
+        out[i] /= sum;
+    }
+    chosen.resize(s * k);
+    std::vector<int64_t> order(e);
+    for (int64_t t = 0; t < s; ++t) {
+      const float *row = scores.data() + t * e;
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                        [&](int64_t a, int64_t b) {
+                          return row[a] > row[b] || (row[a] == row[b] && a < b);
+                        });
+      std::copy(order.begin(), order.begin() + k, chosen.begin() + t * k);
+    }
+    // Slots fill by choice rank, then position (GShard's priority).
+    kept.assign(s * k, 0);
+    picks.assign(e, 0);
+    slots.assign(e * p.capacity, -1);
+    for (int64_t j = 0; j < k; ++j)
+      for (int64_t t = 0; t < s; ++t) {
+        int64_t x = chosen[t * k + j];
+        if (picks[x] < p.capacity) {
+          slots[x * p.capacity + picks[x]] = t;
+          kept[t * k + j] = 1;
+        }
+        ++picks[x];
+      }
+  }
+
+  /// The sum of the chosen scores of token `t` (the normalizer).
+  float chosenSum(const RouteParams &p, int64_t t) const {
+    float sum = 0;
+    for (int64_t j = 0; j < p.topK; ++j)
+      sum += scores[t * p.experts + chosen[t * p.topK + j]];
+    return sum;
+  }
+};
+
+llvm::Error routeKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 1, 3))
+    return err;
+  const TensorRef &logits = call.input(0);
+  auto params = RouteParams::of(call, logits);
+  if (!params)
+    return params.takeError();
+  const RouteParams &p = *params;
+  int64_t batch = logits.shape[0], s = p.positions, e = p.experts;
+  if (auto err =
+          expectShape(call, call.output(1), {batch, e, p.capacity}, "slots"))
+    return err;
+  if (call.output(1).dtype != DType::I64)
+    return call.error("slots must be i64");
+  F32In in(logits);
+  F32Out gates(call.output(0)), aux(call.output(2));
+  int64_t *slots = call.output(1).as<int64_t>();
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < batch; ++b) {
+    SequenceRoute route(p, in.data() + b * s * e);
+    float *g = gates.data() + b * s * e;
+    std::fill(g, g + s * e, 0.0f);
+    for (int64_t t = 0; t < s; ++t) {
+      float norm = p.normalize ? route.chosenSum(p, t) : 1.0f;
+      for (int64_t j = 0; j < p.topK; ++j)
+        if (route.kept[t * p.topK + j]) {
+          int64_t x = route.chosen[t * p.topK + j];
+          g[t * e + x] = route.scores[t * e + x] / norm;
+        }
+    }
+    std::copy(route.slots.begin(), route.slots.end(),
+              slots + b * e * p.capacity);
+    // E * sum_e f_e P_e: f_e the share of the choices, P_e the mean score.
+    double loss = 0;
+    for (int64_t x = 0; x < e; ++x) {
+      double meanScore = 0;
+      for (int64_t t = 0; t < s; ++t)
+        meanScore += route.scores[t * e + x];
+      loss += double(route.picks[x]) / double(s * p.topK) * meanScore / s;
+    }
+    aux.data()[b] = static_cast<float>(e * loss);
+  }
+  gates.commit();
+  aux.commit();
+  return llvm::Error::success();
+}
+
+llvm::Error routeGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 3, 1))
+    return err;
+  const TensorRef &logits = call.input(0);
+  auto params = RouteParams::of(call, logits);
+  if (!params)
+    return params.takeError();
+  const RouteParams &p = *params;
+  int64_t batch = logits.shape[0], s = p.positions, e = p.experts, k = p.topK;
+  F32In in(logits), gatesGrad(call.input(1)), auxGrad(call.input(2));
+  F32Out out(call.output(0));
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < batch; ++b) {
+    SequenceRoute route(p, in.data() + b * s * e);
+    const float *gg = gatesGrad.data() + b * s * e;
+    std::vector<float> dScores(s * e, 0.0f);
+    // Auxiliary loss: d/dp[t, e] of E * sum f_e mean_t p = E f_e / s.
+    float auxScale = auxGrad[b] * float(e) / float(s);
+    for (int64_t x = 0; x < e; ++x) {
+      float share = float(route.picks[x]) / float(s * k);
+      for (int64_t t = 0; t < s; ++t)
+        dScores[t * e + x] = auxScale * share;
+    }
+    for (int64_t t = 0; t < s; ++t) {
+      const int64_t *c = route.chosen.data() + t * k;
+      const char *kept = route.kept.data() + t * k;
+      float *d = dScores.data() + t * e;
+      if (!p.normalize) {
+        for (int64_t j = 0; j < k; ++j)
+          if (kept[j])
+            d[c[j]] += gg[t * e + c[j]];
+        continue;
+      }
+      // gate_j = p_j / S over the chosen: dp_i += G_i / S - sum G_j p_j / S^2
+      float sum = route.chosenSum(p, t), weighted = 0;
+      for (int64_t j = 0; j < k; ++j)
+        if (kept[j]) {
+          d[c[j]] += gg[t * e + c[j]] / sum;
+          weighted += gg[t * e + c[j]] * route.scores[t * e + c[j]];
+        }
+      for (int64_t j = 0; j < k; ++j)
+        d[c[j]] -= weighted / (sum * sum);
+    }
+    float *dl = out.data() + b * s * e;
+    for (int64_t t = 0; t < s; ++t) {
+      const float *pr = route.scores.data() + t * e;
+      const float *d = dScores.data() + t * e;
+      if (p.sigmoid) {
+        for (int64_t x = 0; x < e; ++x)
+          dl[t * e + x] = d[x] * pr[x] * (1.0f - pr[x]);
+        continue;
+      }
+      float dot = 0;
+      for (int64_t x = 0; x < e; ++x)
+        dot += pr[x] * d[x];
+      for (int64_t x = 0; x < e; ++x)
+        dl[t * e + x] = pr[x] * (d[x] - dot);
+    }
+  }
+  out.commit();
+  return llvm::Error::success();
+}
+
+/// Checks that every slot of `slots [b, E, C]` is -1 or a position.
+llvm::Error checkSlots(const KernelCall &call, const TensorRef &slots,
+                       int64_t positions) {
+  if (slots.rank() != 3 ||
+      (slots.dtype != DType::I64 && slots.dtype != DType::I32))
+    return call.error("slots must be an i64 or i32 [batch, experts, "
+                      "capacity] tensor");
+  for (int64_t i = 0, n = slots.numElements(); i < n; ++i) {
+    int64_t t = loadAsInt(slots, i);
+    if (t < -1 || t >= positions)
+      return call.error("slot " + std::to_string(i) + " holds position " +
+                        std::to_string(t) + ", outside [-1, " +
+                        std::to_string(positions) + ")");
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error dispatchKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &x = call.input(0), &slots = call.input(1);
+  if (x.rank() != 3)
+    return call.error("input must be [batch, seq, hidden]");
+  int64_t batch = x.shape[0], s = x.shape[1], h = x.shape[2];
+  if (auto err = checkSlots(call, slots, s))
+    return err;
+  int64_t e = slots.shape[1], c = slots.shape[2];
+  if (auto err = expectShape(call, call.output(0), {batch, e, c, h}, "result"))
+    return err;
+  F32In in(x);
+  F32Out out(call.output(0));
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < batch * e * c; ++row) {
+    int64_t t = loadAsInt(slots, row), b = row / (e * c);
+    float *dst = out.data() + row * h;
+    if (t < 0)
+      std::fill(dst, dst + h, 0.0f);
+    else
+      std::copy_n(in.data() + (b * s + t) * h, h, dst);
+  }
+  out.commit();
+  return llvm::Error::success();
+}
+
+/// out[b, t] = sum over (e, c) with slots[b, e, c] = t of weight * rows[b,
+/// e, c], in (e, c) order; weight is gates[b, t, e] or 1.
+void gatherSum(const float *rows, const TensorRef &slots, const float *gates,
+               int64_t batch, int64_t s, int64_t e, int64_t c, int64_t h,
+               float *out) {
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < batch; ++b) {
+    float *y = out + b * s * h;
+    std::fill(y, y + s * h, 0.0f);
+    for (int64_t x = 0; x < e; ++x)
+      for (int64_t slot = 0; slot < c; ++slot) {
+        int64_t t = loadAsInt(slots, (b * e + x) * c + slot);
+        if (t < 0)
+          continue;
+        float w = gates ? gates[(b * s + t) * e + x] : 1.0f;
+        const float *r = rows + ((b * e + x) * c + slot) * h;
+        for (int64_t i = 0; i < h; ++i)
+          y[t * h + i] += w * r[i];
+      }
+  }
+}
+
+llvm::Error combineKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 3, 1))
+    return err;
+  const TensorRef &experts = call.input(0), &slots = call.input(1),
+                  &gates = call.input(2);
+  if (experts.rank() != 4 || gates.rank() != 3)
+    return call.error("experts must be [b, E, C, h] and gates [b, s, E]");
+  int64_t batch = experts.shape[0], e = experts.shape[1], c = experts.shape[2],
+          h = experts.shape[3], s = gates.shape[1];
+  if (auto err = checkSlots(call, slots, s))
+    return err;
+  if (auto err = expectShape(call, call.output(0), {batch, s, h}, "result"))
+    return err;
+  F32In rows(experts), g(gates);
+  F32Out out(call.output(0));
+  gatherSum(rows.data(), slots, g.data(), batch, s, e, c, h, out.data());
+  out.commit();
+  return llvm::Error::success();
+}
+
+llvm::Error dispatchGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &grad = call.input(0), &slots = call.input(1);
+  if (grad.rank() != 4)
+    return call.error("gradient must be [b, E, C, h]");
+  int64_t batch = grad.shape[0], e = grad.shape[1], c = grad.shape[2],
+          h = grad.shape[3], s = call.i64("seq_len");
+  if (auto err = checkSlots(call, slots, s))
+    return err;
+  if (auto err = expectShape(call, call.output(0), {batch, s, h}, "result"))
+    return err;
+  F32In rows(grad);
+  F32Out out(call.output(0));
+  gatherSum(rows.data(), slots, nullptr, batch, s, e, c, h, out.data());
+  out.commit();
+  return llvm::Error::success();
+}
+
+llvm::Error combineGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 4, 2))
+    return err;
+  const TensorRef &experts = call.input(0), &slots = call.input(1),
+                  &gates = call.input(2), &grad = call.input(3);
+  if (experts.rank() != 4 || gates.rank() != 3 || grad.rank() != 3)
+    return call.error("experts must be [b, E, C, h], gates [b, s, E] and the "
+                      "gradient [b, s, h]");
+  int64_t batch = experts.shape[0], e = experts.shape[1], c = experts.shape[2],
+          h = experts.shape[3], s = gates.shape[1];
+  if (auto err = checkSlots(call, slots, s))
+    return err;
+  F32In rows(experts), g(gates), dy(grad);
+  F32Out dRows(call.output(0)), dGates(call.output(1));
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < batch; ++b) {
+    float *dg = dGates.data() + b * s * e;
+    std::fill(dg, dg + s * e, 0.0f);
+    for (int64_t x = 0; x < e; ++x)
+      for (int64_t slot = 0; slot < c; ++slot) {
+        int64_t row = (b * e + x) * c + slot;
+        int64_t t = loadAsInt(slots, row);
+        float *dr = dRows.data() + row * h;
+        if (t < 0) {
+          std::fill(dr, dr + h, 0.0f);
+          continue;
+        }
+        const float *r = rows.data() + row * h;
+        const float *d = dy.data() + (b * s + t) * h;
+        float w = g[(b * s + t) * e + x], dot = 0;
+        for (int64_t i = 0; i < h; ++i) {
+          dr[i] = w * d[i];
+          dot += r[i] * d[i];
+        }
+        dg[t * e + x] += dot;
+      }
+  }
+  dRows.commit();
+  dGates.commit();
+  return llvm::Error::success();
+}
+
+} // namespace
+
+void registerMoeKernels(KernelRegistry &registry) {
+  registry.add("dtc.moe_route", routeKernel);
+  registry.add("dtc.moe_route_grad", routeGradKernel);
+  registry.add("dtc.moe_dispatch", dispatchKernel);
+  registry.add("dtc.moe_dispatch_grad", dispatchGradKernel);
+  registry.add("dtc.moe_combine", combineKernel);
+  registry.add("dtc.moe_combine_grad", combineGradKernel);
+}
+
+} // namespace dtc::runtime::cpu
