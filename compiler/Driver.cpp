@@ -541,10 +541,18 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
       }
       program.clear();
       if (stagesText.empty())
-        (*runModule)->print(programOs);
+        (*runModule)->print(programOs, programTextFlags());
       else
         programOs << stagesText;
-      files.emplace_back("program.pb", built->SerializeAsString());
+      // Protobuf refuses messages over 2 GB; say so instead of writing an
+      // empty program.pb.
+      std::string bytes;
+      if (!built->SerializeToString(&bytes))
+        return failure("program.pb: the program of this plan is {0:f1} GB, "
+                       "over protobuf's 2 GB limit; compile with "
+                       "--no-program to keep the plan",
+                       built->ByteSizeLong() / 1e9);
+      files.emplace_back("program.pb", std::move(bytes));
       auto layout = layoutJson(*built);
       if (!layout)
         return layout.takeError();

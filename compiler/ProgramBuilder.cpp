@@ -33,6 +33,8 @@ static void setTraining(program::Program &p, const TrainingStepInfo &info,
   t->set_micro_batch(info.microBatch);
   t->set_seq_len(info.seqLen);
   t->set_vocab(info.vocab);
+  t->set_moe_layers(info.moeLayers);
+  t->set_moe_experts(info.moeExperts);
   const OptimizerConfig &c = options.optimizer;
   program::Optimizer *opt = t->mutable_optimizer();
   opt->set_name("adamw");
@@ -46,6 +48,12 @@ static void setTraining(program::Program &p, const TrainingStepInfo &info,
   opt->set_eps(c.epsilon);
   opt->set_weight_decay(c.weightDecay);
   opt->set_grad_clip(c.gradClip);
+}
+
+mlir::OpPrintingFlags programTextFlags() {
+  mlir::OpPrintingFlags flags;
+  flags.elideLargeElementsAttrs(1 << 16);
+  return flags;
 }
 
 llvm::Expected<program::Program>
@@ -90,7 +98,7 @@ buildProgram(mlir::ModuleOp module, const ProgramBuildOptions &options,
       if (stagesText) {
         llvm::raw_string_ostream os(*stagesText);
         os << "// pipeline stage " << s << "\n";
-        (*stage)->print(os);
+        (*stage)->print(os, programTextFlags());
       }
     }
     return p;

@@ -14,6 +14,7 @@
 #include "runtime/proto/program.pb.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OperationSupport.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -28,6 +29,11 @@ struct ProgramBuildOptions {
   /// per-rank micro-batch). Pipeline options apply to training only.
   TrainingStepOptions training;
 };
+
+/// How program.mlir prints: constants of 64Ki elements or more are elided
+/// (`dense_resource<__elided__>`), since program.pb holds their bytes and a
+/// model's RoPE tables would otherwise fill gigabytes of text.
+mlir::OpPrintingFlags programTextFlags();
 
 /// Builds the program of every rank; `module` is rewritten into the
 /// functions the program runs, or for a pipeline into the forward function,

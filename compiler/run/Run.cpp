@@ -754,6 +754,20 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
           peers[r].push_back(q);
     stragglers.emplace(o.stragglerFactor, std::move(peers));
   }
+  // MoE routing figures: counted by the ranks that route their own tokens
+  // (the first of each group of replicas: coordinate 0 on the axes other
+  // than dp, ep and pp).
+  rt::MoeRoutingStats moeRouting;
+  const int64_t moeLayers = train.moe_layers(), experts = train.moe_experts();
+  bool countsRouting = true;
+  {
+    std::vector<int64_t> at = context.mesh.coordinates(context.rank);
+    for (auto [i, axis] : llvm::enumerate(context.mesh.axes()))
+      if (axis.name != "dp" && axis.name != "ep" && axis.name != "pp")
+        countsRouting = countsRouting && at[i] == 0;
+  }
+  if (moeLayers > 0)
+    executor.collectMoeRouting(&moeRouting);
   int64_t failedStep = firstStep;
   auto closeTrace = llvm::make_scope_exit([&] {
     if (trace)
@@ -855,6 +869,17 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
     if (!figures)
       return failure("step {0}: gathering the ranks' figures: {1}", step,
                      llvm::toString(figures.takeError()));
+    std::optional<MoeStepFigures> moe;
+    if (moeLayers > 0) {
+      auto all = gatherFromRanks(
+          communicator, executor.memory(),
+          flattenMoeRouting(moeRouting, moeLayers, experts, countsRouting));
+      if (!all)
+        return failure("step {0}: gathering the MoE routing figures: {1}", step,
+                       llvm::toString(all.takeError()));
+      moe = summarizeMoeRouting(*all, moeLayers, experts);
+      moeRouting.layers.clear();
+    }
     if (step == firstStep)
       firstLoss = loss;
     lastLoss = loss;
@@ -880,6 +905,8 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
           {"exposed_comm_s", m.exposedCommSeconds},
           {"exposed_comm_fraction", m.exposedCommSeconds / stepS},
           {"bubble_fraction", m.bubbleFraction}};
+      if (moe)
+        line["moe"] = moe->toJson();
       out << llvm::json::Value(std::move(line)) << "\n";
       out.flush();
     }
@@ -892,6 +919,10 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
                       step, *o.steps, loss, gradNorm, lr, tokensPerS, m.tflops,
                       100 * m.mfu, 100 * m.exposedCommSeconds / stepS, eta)
             .str();
+    if (moe)
+      progress += llvm::formatv("  MoE imbalance {0:f0}% drops {1:f1}%",
+                                100 * moe->imbalance, 100 * moe->dropRate)
+                      .str();
     if (terminal) {
       llvm::errs() << "\r" << progress << "\x1b[K";
       if (step == *o.steps)

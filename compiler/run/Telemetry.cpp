@@ -400,6 +400,71 @@ agreeOnTimeZero(rt::Communicator *communicator, rt::MemorySpace &memory) {
                           std::floor(wall) - earliest));
 }
 
+std::vector<double> flattenMoeRouting(const rt::MoeRoutingStats &stats,
+                                      int64_t layers, int64_t experts,
+                                      bool counts) {
+  const int64_t width = experts + 3;
+  std::vector<double> flat(layers * width, 0.0);
+  if (!counts)
+    return flat;
+  for (const auto &[layer, figures] : stats.layers) {
+    if (layer < 0 || layer >= layers)
+      continue;
+    double *row = flat.data() + layer * width;
+    for (int64_t e = 0;
+         e < experts && e < static_cast<int64_t>(figures.expertChoices.size());
+         ++e)
+      row[e] = figures.expertChoices[e];
+    row[experts] = figures.dropped;
+    row[experts + 1] = figures.auxSum;
+    row[experts + 2] = figures.sequences;
+  }
+  return flat;
+}
+
+MoeStepFigures summarizeMoeRouting(llvm::ArrayRef<double> allRanks,
+                                   int64_t layers, int64_t experts) {
+  const int64_t width = experts + 3;
+  std::vector<double> total(layers * width, 0.0);
+  for (size_t i = 0; i < allRanks.size(); ++i)
+    total[i % total.size()] += allRanks[i];
+  MoeStepFigures f;
+  double choices = 0, dropped = 0, aux = 0, sequences = 0;
+  for (int64_t l = 0; l < layers; ++l) {
+    const double *row = total.data() + l * width;
+    std::vector<double> tokens(row, row + experts);
+    double sum = 0, busiest = 0;
+    for (double t : tokens) {
+      sum += t;
+      busiest = std::max(busiest, t);
+    }
+    if (sum > 0)
+      f.imbalance = std::max(f.imbalance, busiest / (sum / experts) - 1);
+    choices += sum;
+    dropped += row[experts];
+    aux += row[experts + 1];
+    sequences += row[experts + 2];
+    f.expertTokens.push_back(std::move(tokens));
+  }
+  f.dropRate = choices > 0 ? dropped / choices : 0;
+  f.auxLoss = sequences > 0 ? aux / sequences : 0;
+  return f;
+}
+
+llvm::json::Object MoeStepFigures::toJson() const {
+  llvm::json::Array layers;
+  for (const std::vector<double> &tokens : expertTokens) {
+    llvm::json::Array counts;
+    for (double t : tokens)
+      counts.push_back(static_cast<int64_t>(std::llround(t)));
+    layers.push_back(std::move(counts));
+  }
+  return llvm::json::Object{{"expert_tokens", std::move(layers)},
+                            {"drop_rate", dropRate},
+                            {"aux_loss", auxLoss},
+                            {"imbalance", imbalance}};
+}
+
 int64_t peakResidentBytes() {
   struct rusage usage {};
   if (::getrusage(RUSAGE_SELF, &usage) != 0)

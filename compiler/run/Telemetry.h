@@ -18,6 +18,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <memory>
@@ -81,6 +82,28 @@ agreeOnTimeZero(runtime::Communicator *communicator,
 llvm::Expected<std::vector<double>>
 gatherFromRanks(runtime::Communicator *communicator,
                 runtime::MemorySpace &memory, llvm::ArrayRef<double> values);
+
+/// One step's MoE routing figures over the whole job (docs/observability.md).
+struct MoeStepFigures {
+  /// Per MoE layer, each expert's tokens (choices before drops): a layer's
+  /// counts sum to the step's tokens times top-k.
+  std::vector<std::vector<double>> expertTokens;
+  double dropRate = 0; ///< Choices dropped for want of capacity, over all.
+  double auxLoss = 0;  ///< Load-balancing loss, mean over layers/sequences.
+  /// The worst layer's busiest expert over its mean load, minus 1.
+  double imbalance = 0;
+  llvm::json::Object toJson() const;
+};
+
+/// This rank's routing figures laid out for gatherFromRanks: per layer,
+/// [each expert's choices, dropped, load-balancing loss sum, sequences];
+/// zeros when `counts` is false (a replica of another rank's tokens).
+std::vector<double> flattenMoeRouting(const runtime::MoeRoutingStats &stats,
+                                      int64_t layers, int64_t experts,
+                                      bool counts);
+/// The job's figures from every rank's flattenMoeRouting, concatenated.
+MoeStepFigures summarizeMoeRouting(llvm::ArrayRef<double> allRanks,
+                                   int64_t layers, int64_t experts);
 
 /// This process's peak resident memory in bytes (the host backend's peak
 /// memory: every buffer a rank allocates is host memory).

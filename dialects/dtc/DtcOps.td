@@ -452,13 +452,15 @@ def Dtc_MoeRouteOp : Dtc_ShapedOp<"moe_route"> {
     `slots[b, e, c]` when `c < capacity` (C), else it is dropped and its gate
     is 0; empty slots hold -1. `aux` is each sequence's load-balancing loss
     `E * sum_e f_e * P_e` (f_e: the fraction of the sequence's choices that
-    picked e, P_e: its mean score), 1 when balanced. Loops (b, s, e, c):
-    only the batch splits; the rest read across positions and experts.
+    picked e, P_e: its mean score), 1 when balanced. `layer` numbers the
+    model's MoE layers from 0 (the runtime's routing metrics). Loops (b, s,
+    e, c): only the batch splits; the rest read across positions and
+    experts.
   }];
   let arguments = (ins Dtc_FloatTensor:$logits, I64Attr:$top_k,
                    I64Attr:$capacity,
                    DefaultValuedAttr<StrAttr, "\"softmax\"">:$score,
-                   UnitAttr:$normalize);
+                   UnitAttr:$normalize, OptionalAttr<I64Attr>:$layer);
   let results = (outs Dtc_FloatTensor:$gates, Dtc_IndexTensor:$slots,
                       Dtc_FloatTensor:$aux);
   let assemblyFormat =

@@ -193,6 +193,8 @@ public:
   MLIRContext &ctx;
   OpBuilder builder;
   ::onnx::ModelProto model;
+  /// MoE layers imported so far (each dtc.moe_route's `layer`).
+  int64_t moeLayers = 0;
   int64_t opset = 0;
 
   /// Shapes of the graph inputs after binding, by name.

@@ -252,8 +252,10 @@ private:
 class FunctionLowering {
 public:
   FunctionLowering(mlir::func::FuncOp func, program::RankProgram &program,
-                   llvm::StringMap<int> &variableIndex)
-      : func_(func), program_(program), variableIndex_(variableIndex) {}
+                   llvm::StringMap<int> &variableIndex,
+                   llvm::DenseMap<mlir::Attribute, int> &constantIndex)
+      : func_(func), program_(program), variableIndex_(variableIndex),
+        constantIndex_(constantIndex) {}
 
   llvm::Error lower(program::Function &out);
 
@@ -270,6 +272,9 @@ private:
   mlir::func::FuncOp func_;
   program::RankProgram &program_;
   llvm::StringMap<int> &variableIndex_;
+  /// Each distinct constant is stored once in the program: a pipeline step
+  /// inlines its stage's constants (RoPE tables, masks) into every pass.
+  llvm::DenseMap<mlir::Attribute, int> &constantIndex_;
   llvm::DenseMap<mlir::Value, int> ids_;
 };
 
@@ -450,11 +455,15 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
         return failure("program lowering: constant at {0} is not a dense "
                        "elements attribute",
                        locationName(op.getLoc()));
-      program::Constant *c = program_.add_constants();
-      *c->mutable_type() = out.values(*id).type();
-      if (llvm::Error e = encodeConstant(dense, *c))
-        return e;
-      out.mutable_values(*id)->set_constant(program_.constants_size() - 1);
+      auto [index, isNew] =
+          constantIndex_.try_emplace(dense, program_.constants_size());
+      if (isNew) {
+        program::Constant *c = program_.add_constants();
+        *c->mutable_type() = out.values(*id).type();
+        if (llvm::Error e = encodeConstant(dense, *c))
+          return e;
+      }
+      out.mutable_values(*id)->set_constant(index->second);
       continue;
     }
     if (auto parameter = llvm::dyn_cast<d::ParameterOp>(op)) {
@@ -661,6 +670,9 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
     if (auto micro = op->getAttrOfType<mlir::IntegerAttr>(
             mlir::dtc::kMicroBatchAttrName))
       inst->set_micro_batch(micro.getInt());
+    // A recomputed op says so (the MoE routing metrics count a route once).
+    if (op->hasAttr("dtc.recomputed"))
+      (*inst->mutable_attrs())["recomputed"].set_b(true);
     for (mlir::NamedAttribute attr : op->getAttrDictionary()) {
       llvm::StringRef name = attr.getName().getValue();
       if (name.contains('.') || name == "operandSegmentSizes")
@@ -698,6 +710,7 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
 llvm::Expected<program::RankProgram> lowerToRankProgram(mlir::ModuleOp module) {
   program::RankProgram program;
   llvm::StringMap<int> variableIndex;
+  llvm::DenseMap<mlir::Attribute, int> constantIndex;
   for (auto func : module.getOps<mlir::func::FuncOp>()) {
     if (func.isExternal())
       continue;
@@ -705,7 +718,7 @@ llvm::Expected<program::RankProgram> lowerToRankProgram(mlir::ModuleOp module) {
       return failure("program lowering: function '{0}' has more than one "
                      "block",
                      func.getSymName());
-    FunctionLowering lowering(func, program, variableIndex);
+    FunctionLowering lowering(func, program, variableIndex, constantIndex);
     if (llvm::Error e = lowering.lower(*program.add_functions()))
       return std::move(e);
   }

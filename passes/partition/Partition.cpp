@@ -459,7 +459,9 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
     if (partialResult == results->end())
       continue;
     // The reduction loop split: the one whose operand dims the producers
-    // already split over this axis, else the first one that may be split.
+    // already split over this axis, else the first one that may be split
+    // and that no earlier axis splits (the loss's positions: dp takes the
+    // batch, tp the sequence).
     AffineMap resultMap =
         maps[numOperands + (partialResult - results->begin())];
     SmallVector<int64_t> candidates;
@@ -473,6 +475,12 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
       return op->emitOpError("result is partial over \"")
              << mesh.axes[a].name << "\" but no loop of the op can be split";
     loopOf[a] = candidates.front();
+    for (int64_t l : candidates)
+      if (!llvm::is_contained(ArrayRef(loopOf).take_front(a), l) &&
+          extent[l] % axisSize(a) == 0) {
+        loopOf[a] = l;
+        break;
+      }
     for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
       const Layout &have = current.lookup(operand).second;
       if (!have.splits(a))

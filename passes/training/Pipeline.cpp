@@ -198,18 +198,20 @@ mlir::func::FuncOp buildStage(mlir::ModuleOp into, mlir::func::FuncOp forward,
   return func;
 }
 
-/// The layout of a stage boundary activation: rows split over "dp" when
-/// the mesh has it, everything else whole.
+/// The layout of a stage boundary activation: rows split over the data
+/// axes the mesh has ("dp", then the "ep" inside it), everything else whole.
 mlir::Attribute activationLayout(mlir::Builder &b, mlir::Type type,
                                  llvm::StringRef mesh) {
-  bool dp = llvm::any_of(llvm::split(mesh, ','), [](llvm::StringRef item) {
-    return item.trim().starts_with("dp:");
-  });
+  llvm::SmallVector<llvm::StringRef> dataAxes;
+  for (llvm::StringRef item : llvm::split(mesh, ',')) {
+    llvm::StringRef name = item.trim().split(':').first;
+    if (name == "dp" || name == "ep")
+      dataAxes.push_back(name);
+  }
   auto rank = llvm::cast<mlir::RankedTensorType>(type).getRank();
   llvm::SmallVector<mlir::Attribute> dims;
   for (int64_t d = 0; d < rank; ++d)
-    dims.push_back(d == 0 && dp ? b.getStrArrayAttr({"dp"})
-                                : b.getArrayAttr({}));
+    dims.push_back(d == 0 ? b.getStrArrayAttr(dataAxes) : b.getArrayAttr({}));
   llvm::SmallVector<int64_t> blocks(rank, 0);
   return d::ShardingAttr::get(b.getContext(), b.getArrayAttr(dims), blocks,
                               b.getArrayAttr({}));
@@ -579,11 +581,16 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
   stageOptions.mesh = llvm::join(inner, ",");
   mlir::MLIRContext *ctx = module.getContext();
   auto tokensType = tensorType(forward.getArgument(0));
-  int64_t dp = 1;
-  for (llvm::StringRef item : inner)
-    if (item.starts_with("dp:"))
-      (void)item.drop_front(3).getAsInteger(10, dp);
-  const int64_t rows = tokensType.getDimSize(0) / dp;
+  // The rows each rank feeds: the batch cut over the data axes (dp and the
+  // ep inside it).
+  int64_t dataParts = 1;
+  for (llvm::StringRef item : inner) {
+    auto [name, size] = item.split(':');
+    int64_t n = 1;
+    if ((name == "dp" || name == "ep") && !size.getAsInteger(10, n))
+      dataParts *= n;
+  }
+  const int64_t rows = tokensType.getDimSize(0) / dataParts;
   const int64_t seq = tokensType.getDimSize(1);
 
   for (int64_t s = 0; s < stages; ++s) {

@@ -131,6 +131,11 @@ llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward) {
                     "supported yet");
   }
   loss = addAuxiliaryLosses(b, loc, body, loss);
+  for (auto route : body.getOps<d::MoeRouteOp>()) {
+    info.moeLayers =
+        std::max<int64_t>(info.moeLayers, route.getLayer().value_or(0) + 1);
+    info.moeExperts = tensorType(route.getLogits()).getDimSize(2);
+  }
   auto tokensType = tensorType(body.getArgument(0));
   info.microBatch = tokensType.getDimSize(0);
   info.seqLen = tokensType.getDimSize(1);

@@ -73,6 +73,8 @@ struct TrainingStepInfo {
   /// Micro-batches one call of the step function trains on (a pipeline
   /// step runs all of them; `micro_step` one).
   int64_t microBatchesPerCall = 1;
+  /// MoE layers (dtc.moe_route ops) and experts per layer; 0 without MoE.
+  int64_t moeLayers = 0, moeExperts = 0;
 };
 
 /// Replaces the functions of `module` (one forward function, `main`) by

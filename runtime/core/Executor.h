@@ -126,6 +126,12 @@ private:
   const KernelRegistry &kernels_;
   MemorySpace &memory_;
   ExecutionContext context_;
+
+public:
+  /// Where the kernels report MoE routing figures (null: nowhere).
+  void collectMoeRouting(MoeRoutingStats *stats) {
+    context_.moeRouting = stats;
+  }
   llvm::StringMap<Tensor> variables_;
   std::vector<Tensor> constants_;
   llvm::StringMap<PreparedFunction> functions_;

@@ -21,6 +21,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
+#include <map>
 #include <optional>
 
 namespace dtc::runtime {
@@ -29,9 +30,23 @@ namespace dtc::runtime {
 /// communicator (null in a single-rank run) and the requests of the
 /// collectives started and not yet waited, by the instructions' `request`
 /// attribute.
+/// What the dtc.moe_route kernels saw, per MoE layer (the op's `layer`),
+/// since the runner last cleared it: each expert's choices before drops,
+/// the choices dropped for want of capacity, and the load-balancing loss
+/// summed over sequences. Recomputed routes do not count.
+struct MoeRoutingStats {
+  struct Layer {
+    std::vector<double> expertChoices;
+    double dropped = 0, auxSum = 0, sequences = 0;
+  };
+  std::map<int64_t, Layer> layers;
+};
+
 struct ExecutionContext {
   Communicator *communicator = nullptr;
   llvm::DenseMap<int64_t, Request> pending;
+  /// Set by the runner to collect MoE routing figures; null: not collected.
+  MoeRoutingStats *moeRouting = nullptr;
 };
 
 class KernelCall {

@@ -11,6 +11,7 @@
 #include "runtime/cpu/KernelUtil.h"
 
 #include <cmath>
+#include <mutex>
 #include <numeric>
 #include <vector>
 
@@ -122,6 +123,15 @@ llvm::Error routeKernel(const KernelCall &call) {
   F32In in(logits);
   F32Out gates(call.output(0)), aux(call.output(2));
   int64_t *slots = call.output(1).as<int64_t>();
+  // The routing figures of dtc run's metrics (not of a recomputed route).
+  MoeRoutingStats::Layer *stats = nullptr;
+  std::mutex statsMutex;
+  if (ExecutionContext *context = call.context();
+      context && context->moeRouting && call.has("layer") &&
+      !call.flag("recomputed")) {
+    stats = &context->moeRouting->layers[call.i64("layer")];
+    stats->expertChoices.resize(e, 0.0);
+  }
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < batch; ++b) {
     SequenceRoute route(p, in.data() + b * s * e);
@@ -146,6 +156,15 @@ llvm::Error routeKernel(const KernelCall &call) {
       loss += double(route.picks[x]) / double(s * p.topK) * meanScore / s;
     }
     aux.data()[b] = static_cast<float>(e * loss);
+    if (stats) {
+      std::lock_guard<std::mutex> lock(statsMutex);
+      for (int64_t x = 0; x < e; ++x) {
+        stats->expertChoices[x] += route.picks[x];
+        stats->dropped += std::max<int64_t>(0, route.picks[x] - p.capacity);
+      }
+      stats->auxSum += aux.data()[b];
+      stats->sequences += 1;
+    }
   }
   gates.commit();
   aux.commit();

@@ -45,6 +45,19 @@
 namespace dtc::runtime::mpi {
 
 namespace {
+/// Open MPI's plugins allocate at init, at communicator splits and on the
+/// first use of each collective, and keep it until they are unloaded at
+/// MPI_Finalize, after which no one frees it: not dtc's leaks. Scopes that
+/// call into Open MPI hold one of these, so LeakSanitizer skips what they
+/// allocate (scripts/sanitize.sh).
+struct OpenMpiAllocations {
+#if defined(__SANITIZE_ADDRESS__)
+  __lsan::ScopedDisabler disabler;
+#endif
+};
+} // namespace
+
+namespace {
 
 llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
@@ -271,7 +284,7 @@ void MpiCommunicator::Impl::progress() {
     for (std::shared_ptr<Job> &job : fresh) {
       posted.clear();
       int rc = MPI_SUCCESS;
-      if (job->postMany) {
+      if (OpenMpiAllocations exempt; job->postMany) {
         rc = job->postMany(posted);
       } else {
         MPI_Request request = MPI_REQUEST_NULL;
@@ -296,8 +309,12 @@ void MpiCommunicator::Impl::progress() {
     int count = 0;
     indices.resize(active.size());
     statuses.resize(active.size());
-    int rc = MPI_Testsome(static_cast<int>(requests.size()), requests.data(),
-                          &count, indices.data(), statuses.data());
+    int rc;
+    {
+      OpenMpiAllocations exempt;
+      rc = MPI_Testsome(static_cast<int>(requests.size()), requests.data(),
+                        &count, indices.data(), statuses.data());
+    }
     if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
       // Nothing tells which operation failed: fail them all.
       for (std::shared_ptr<Job> &job : active)
@@ -354,12 +371,7 @@ llvm::Error initializeMpi(int *argc, char ***argv) {
   if (initialized) {
     MPI_Query_thread(&provided);
   } else {
-#if defined(__SANITIZE_ADDRESS__)
-    // Open MPI keeps what its init allocates until its plugins are unloaded
-    // at MPI_Finalize, after which no one frees it: not dtc's leaks
-    // (scripts/sanitize.sh).
-    __lsan::ScopedDisabler openMpiAllocations;
-#endif
+    OpenMpiAllocations exempt;
     int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
     if (rc != MPI_SUCCESS)
       return mpiError("MPI_Init_thread", rc);
@@ -377,9 +389,7 @@ void finalizeMpi() {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (initialized && !finalized) {
-#if defined(__SANITIZE_ADDRESS__)
-    __lsan::ScopedDisabler openMpiAllocations;
-#endif
+    OpenMpiAllocations exempt;
     MPI_Finalize();
   }
 }
@@ -417,10 +427,7 @@ MpiCommunicator::create(Mesh mesh) {
   if (provided < MPI_THREAD_SERIALIZED)
     return makeError("MPI was initialized without thread support; the MPI "
                      "backend needs MPI_THREAD_SERIALIZED or more");
-#if defined(__SANITIZE_ADDRESS__)
-  // The communicator splits allocate inside Open MPI's plugins too.
-  __lsan::ScopedDisabler openMpiAllocations;
-#endif
+  OpenMpiAllocations exempt;
   int worldSize = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

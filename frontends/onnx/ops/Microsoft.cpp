@@ -252,7 +252,8 @@ Error ModelImporter::lowerMoE(llvm::ArrayRef<Entry *> ins) {
   Type ph = placeholder();
   auto route = d::MoeRouteOp::create(
       builder, loc(), TypeRange{ph, ph, ph}, *logits, topK, capacity, "softmax",
-      getIntAttr(*node, "normalize_routing_weights", 0) != 0);
+      getIntAttr(*node, "normalize_routing_weights", 0) != 0,
+      builder.getI64IntegerAttr(moeLayers++));
   route->setAttr("dtc.aux_loss_coeff", builder.getF64FloatAttr(metadataNumber(
                                            "router_aux_loss_coef", 0.001)));
   if (auto checked = finish(route); !checked)
