@@ -335,10 +335,11 @@ void Propagation::collectTokenDims(Block &body) {
         // The experts dim of an expert buffer [b, E, C, h] (dispatch's
         // result and its gradient) marks the expert computations; the
         // tokens' values around them (gates, router logits) are not.
-        if (isExpertBoundary(&op))
-          for (int &kind : dims)
-            if (kind == 3 || (dims.size() == 4 && &kind == &dims[1]))
-              kind = dims.size() == 4 ? 3 : 0;
+        if (isExpertBoundary(&op)) {
+          std::replace(dims.begin(), dims.end(), 3, 0);
+          if (dims.size() == 4)
+            dims[1] = 3;
+        }
         tokenDims[result] = dims;
       }
     } else if (auto reshape = dyn_cast<ReshapeOp>(&op)) {
