@@ -119,6 +119,10 @@ llvm::Expected<TransformerSpec> extractTransformerSpec(ModuleOp module,
   main.walk([&](mlir::dtc::MoeRouteOp route) {
     spec.experts = route.getLogits().getType().getDimSize(2);
     spec.topK = route.getTopK();
+    // The expert buffer [b, E, C, h] is computed and exchanged whole.
+    spec.expertRowsPerToken =
+        static_cast<double>(spec.experts * route.getCapacity()) /
+        static_cast<double>(route.getLogits().getType().getDimSize(1));
     return WalkResult::interrupt();
   });
   // Tied: the output projection reads the embedding table itself.

@@ -237,8 +237,11 @@ static BlockCost blockCost(const Context &c, const LayerParams &params) {
   double gateWidth = spec.gatedMlp ? 2 : 1;
   if (spec.moe()) {
     double localExperts = static_cast<double>(spec.experts / plan.ep);
-    routed = static_cast<double>(spec.topK);
-    double perExpert = T * routed / localExperts;
+    routed = spec.expertRows();
+    // A ragged dispatch waits for its busiest expert; a static buffer is
+    // the same size for every expert.
+    double load = spec.expertRowsPerToken > 0 ? 1 : spec.routingImbalance;
+    double perExpert = T * routed * load / localExperts;
     up = linearTimes(perExpert, gateWidth * f / t, h, localExperts, c.type,
                      cluster);
     down = linearTimes(perExpert, h, f / t, localExperts, c.type, cluster);

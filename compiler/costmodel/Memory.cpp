@@ -40,8 +40,9 @@ LayerActivations dtc::layerActivationBytes(const TransformerSpec &spec,
     scores = e * p + mask * (p + e * p);
   }
   // MLP block: norm input, first-linear input, activation input(s), second
-  // linear input, dropout mask. Experts see each token top-k times.
-  double routed = spec.moe() ? static_cast<double>(spec.topK) : 1;
+  // linear input, dropout mask. Experts see each token top-k times (their
+  // static buffer's rows for dtc's MoE ops).
+  double routed = spec.moe() ? spec.expertRows() : 1;
   double f = static_cast<double>(spec.ffn());
   double mlp = 2 * e * x * rep +
                e * tokens * f / t * routed * (spec.gatedMlp ? 2 : 1) +

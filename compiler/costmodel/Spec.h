@@ -33,6 +33,18 @@ struct TransformerSpec {
   bool gatedMlp = false; ///< SwiGLU-style: three FFN matrices, not two.
   int64_t experts = 1;   ///< > 1: every block's MLP is a mixture of experts.
   int64_t topK = 1;
+  /// Expert rows computed and exchanged per token: 0 for a ragged dispatch
+  /// (Megatron's dropless grouped GEMM: top-k, the busiest expert's load
+  /// scaled by `routingImbalance`), else the static buffer of dtc's own MoE
+  /// ops, experts x capacity / sequence (filled or not; docs/moe.md).
+  double expertRowsPerToken = 0;
+  /// A ragged dispatch's busiest expert over the mean load (1: balanced).
+  double routingImbalance = 1;
+  /// The rows of expert work and of the dispatch all-to-all per token.
+  double expertRows() const {
+    return expertRowsPerToken > 0 ? expertRowsPerToken
+                                  : static_cast<double>(topK);
+  }
   bool tiedEmbeddings = false;
   bool causal = true;
   /// Dropout after attention probabilities and after each block's two

@@ -211,6 +211,42 @@ TEST(CostModel, ExpertParallelAllToAll) {
   EXPECT_LT(ratio, 2.0);
 }
 
+// dtc's MoE ops exchange and compute the whole static buffer: dropless
+// (capacity = sequence) is experts / top-k = 4 times the all-to-all bytes of
+// a ragged top-2 dispatch; a capacity factor of 1.25 is 1.25 times. A
+// ragged dispatch pays for its busiest expert instead.
+TEST(CostModel, ExpertBufferAndImbalance) {
+  TransformerSpec spec = llama8b();
+  spec.experts = 8;
+  spec.topK = 2;
+  ParallelPlan plan = basePlan();
+  plan.ep = 8;
+  auto predictWith = [&](double rows, double imbalance) {
+    TransformerSpec s = spec;
+    s.expertRowsPerToken = rows;
+    s.routingImbalance = imbalance;
+    auto p = predict(s, plan, h100(64));
+    EXPECT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+    return p ? *p : Prediction{};
+  };
+  Prediction ragged = predictWith(0, 1), dropless = predictWith(8, 1),
+             factor = predictWith(2.5, 1), skewed = predictWith(0, 1.5);
+  // Four and 1.25 times the bytes; the per-message latency stays the same.
+  double droplessRatio = dropless.commTime.ep / ragged.commTime.ep;
+  double factorRatio = factor.commTime.ep / ragged.commTime.ep;
+  EXPECT_GT(droplessRatio, 3.8);
+  EXPECT_LE(droplessRatio, 4 + 1e-9);
+  EXPECT_GT(factorRatio, 1.2);
+  EXPECT_LE(factorRatio, 1.25 + 1e-9);
+  EXPECT_GT(dropless.computeTimeS, factor.computeTimeS);
+  EXPECT_GT(factor.computeTimeS, ragged.computeTimeS);
+  EXPECT_GT(skewed.computeTimeS, ragged.computeTimeS);
+  EXPECT_DOUBLE_EQ(skewed.commTime.ep, ragged.commTime.ep);
+  // Model FLOPs count the useful top-k work whatever the dispatch.
+  EXPECT_DOUBLE_EQ(dropless.modelFlopsPerStep, ragged.modelFlopsPerStep);
+  EXPECT_GT(dropless.memoryPerGpuBytes, ragged.memoryPerGpuBytes);
+}
+
 TEST(CostModel, SkinnyGemmsRunFarBelowPeak) {
   Cluster cluster = h100(8);
   double big = gemmEfficiency(8192, 8192, 8192, cluster);
