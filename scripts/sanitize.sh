@@ -23,6 +23,9 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:abort_on_error=1"
 # uninstrumented libMLIR.so then writes (MLIR attribute storage built by
 # dtc's instrumented code): a false "use-after-poison" in StringAttr::get.
 export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=1:disable_coredump=1:allow_user_poisoning=0"
+# Third-party leaks, each named (sanitizer builds keep Open MPI's plugins
+# mapped so that their frames have names: runtime/mpi/MpiCommunicator.cpp).
+export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp"
 # Stacks are symbolized by LLVM's symbolizer when the PATH has none.
 if ! command -v llvm-symbolizer >/dev/null &&
    [ -x /usr/lib/llvm-22/bin/llvm-symbolizer ]; then
