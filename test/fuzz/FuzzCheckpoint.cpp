@@ -22,6 +22,7 @@
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/Safetensors.h"
+#include "test/fuzz/Scratch.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Error.h"
@@ -48,34 +49,6 @@ constexpr int kMaxRanks = 4;
 /// Rehashing stops at this many block hashes per chunk (fuzzed block sizes
 /// can be 1 byte).
 constexpr uint64_t kMaxRehashBlocks = 1 << 12;
-
-/// A new directory for one input (removed by removeAll after it): libFuzzer
-/// leaves through _Exit, so nothing would clean up at exit.
-std::string makeRoot() {
-  const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : nullptr;
-  if (!base)
-    base = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
-  std::string tmpl = std::string(base) + "/dtc-fuzz-ckpt-XXXXXX";
-  if (!mkdtemp(tmpl.data()))
-    std::abort();
-  return tmpl;
-}
-
-void writeFile(const std::string &path, llvm::StringRef bytes) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    std::abort();
-  const char *p = bytes.data();
-  size_t left = bytes.size();
-  while (left) {
-    ssize_t n = ::write(fd, p, left);
-    if (n <= 0)
-      std::abort();
-    p += n;
-    left -= n;
-  }
-  ::close(fd);
-}
 
 std::string sha256Hex(llvm::StringRef bytes) {
   unsigned char digest[EVP_MAX_MD_SIZE];
@@ -230,17 +203,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (size_t i = 1; i < sections.size() && ranks.size() < kMaxRanks; ++i)
     ranks.push_back(sections[i]);
 
-  std::string dir = makeRoot();
+  std::string dir = dtc::fuzz::makeScratchDir("ckpt");
   std::string step = dir + "/" + rt::stepDirName(1);
   if (::mkdir(step.c_str(), 0755) != 0)
     std::abort();
 
-  writeFile(step + "/index.json", (flags & 1) ? rehash(index, ranks) : index);
-  writeFile(step + "/COMMITTED", "");
+  dtc::fuzz::writeScratchFile(step + "/index.json",
+                              (flags & 1) ? rehash(index, ranks) : index);
+  dtc::fuzz::writeScratchFile(step + "/COMMITTED", "");
   for (auto [r, bytes] : llvm::enumerate(ranks))
-    writeFile(step + "/" + rt::rankFileName(r), bytes);
+    dtc::fuzz::writeScratchFile(step + "/" + rt::rankFileName(r), bytes);
   if (flags & 2)
-    writeFile(dir + "/latest", rt::stepDirName(1) + "\n");
+    dtc::fuzz::writeScratchFile(dir + "/latest", rt::stepDirName(1) + "\n");
   exercise((flags & 2) ? dir : step, step, ranks.size());
 
   for (size_t r = 0; r < ranks.size(); ++r)

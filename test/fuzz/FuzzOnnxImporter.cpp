@@ -26,6 +26,7 @@
 #include "dialects/dtc/DtcDialect.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/Passes.h"
+#include "test/fuzz/Scratch.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -44,32 +45,6 @@
 #include <unistd.h>
 
 namespace {
-
-std::string makeRoot() {
-  const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : nullptr;
-  if (!base)
-    base = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
-  std::string tmpl = std::string(base) + "/dtc-fuzz-onnx-XXXXXX";
-  if (!mkdtemp(tmpl.data()))
-    std::abort();
-  return tmpl;
-}
-
-void writeFile(const std::string &path, llvm::StringRef bytes) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    std::abort();
-  const char *p = bytes.data();
-  size_t left = bytes.size();
-  while (left) {
-    ssize_t n = ::write(fd, p, left);
-    if (n <= 0)
-      std::abort();
-    p += n;
-    left -= n;
-  }
-  ::close(fd);
-}
 
 bool verbose() {
   static const bool on = std::getenv("DTC_FUZZ_VERBOSE");
@@ -166,9 +141,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   uint8_t flags = data[0];
   llvm::StringRef model(reinterpret_cast<const char *>(data) + 1, size - 1);
-  std::string dir = makeRoot();
+  std::string dir = dtc::fuzz::makeScratchDir("onnx");
   std::string path = dir + ((flags & 8) ? "/model.onnxtxt" : "/model.onnx");
-  writeFile(path, model);
+  dtc::fuzz::writeScratchFile(path, model);
   import(path, flags);
   ::unlink(path.c_str());
   ::rmdir(dir.c_str());
