@@ -312,6 +312,8 @@ static llvm::json::Object modelJson(const ModelSummary &m) {
       {"parameter_tensors", m.parameterTensors},
       {"tokens_per_forward", m.tokensPerStep},
       {"flops_per_token", m.flopsPerToken()},
+      {"blocks", m.blocks},
+      {"distinct_blocks", m.distinctBlocks},
   };
 }
 
@@ -350,7 +352,16 @@ static void printSummary(llvm::raw_ostream &out, const ModelSummary &m,
                          double seconds) {
   out << "model    " << m.name << ": " << m.params << " parameters in "
       << m.parameterTensors << " tensors, "
-      << llvm::format("%.3g", m.flopsPerToken()) << " training FLOPs/token\n";
+      << llvm::format("%.3g", m.flopsPerToken()) << " training FLOPs/token";
+  if (m.blocks > 0) {
+    out << ", " << m.blocks << " transformer block"
+        << (m.blocks > 1 ? "s" : "");
+    if (m.blocks > 1)
+      out << (m.distinctBlocks == 1
+                  ? " (all alike)"
+                  : " (" + std::to_string(m.distinctBlocks) + " distinct)");
+  }
+  out << "\n";
   out << "cluster  " << c.gpus << " x " << c.gpu << " (" << c.name << ", "
       << c.gpusPerNode << " per node)\n";
   if (plan) {

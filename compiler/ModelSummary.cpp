@@ -4,6 +4,7 @@
 
 #include "compiler/support/Error.h"
 #include "dialects/dtc/DtcOps.h"
+#include "passes/TransformerBlocks.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"
@@ -35,6 +36,11 @@ ModelSummary summarizeModel(ModuleOp module, llvm::StringRef name) {
                             : shape.empty()   ? 1
                                               : shape[0];
   }
+
+  std::vector<TransformerBlock> blocks = findTransformerBlocks(main);
+  summary.blocks = static_cast<int64_t>(blocks.size());
+  for (auto [i, block] : llvm::enumerate(blocks))
+    summary.distinctBlocks += block.sameAs == i;
 
   llvm::StringSet<> seen;
   main.walk([&](Operation *op) {

@@ -20,6 +20,9 @@ struct ModelSummary {
   int64_t parameterTensors = 0; ///< Distinct dtc.parameter names.
   int64_t tokensPerStep = 0;    ///< Tokens in one forward of @main.
   double forwardFlops = 0;      ///< Matmul and attention FLOPs of @main.
+  /// Transformer blocks of @main (passes/TransformerBlocks.h) and how many
+  /// differ in structure; 0 when it is not a stack of blocks.
+  int64_t blocks = 0, distinctBlocks = 0;
   /// Training FLOPs per token: forward + backward (2x forward), no recompute.
   double flopsPerToken() const {
     return tokensPerStep ? 3 * forwardFlops / tokensPerStep : 0;

@@ -9,8 +9,8 @@ layout; output from PyTorch in fp32, checked against onnxruntime).
     pip install torch==2.5.1 transformers==4.47.1 onnx onnxruntime
     python scripts/export_hf_models.py --out test/models/hf [names...]
 
-Names: gpt2, llama, bert, bert-opset14 (LayerNorm decomposed), gpt2-ort
-(gpt2.onnx through onnxruntime's transformer optimizer); also mixtral and
+Names: gpt2, llama, mixtral, bert, bert-opset14 (LayerNorm decomposed),
+gpt2-ort and llama-ort (through onnxruntime's transformer optimizer); also
 <name>-dynamo (torch.onnx.export(dynamo=True), which needs onnxscript).
 transformers >= 4.48 needs torch >= 2.6.
 """
@@ -47,12 +47,13 @@ def llama():
 
 
 def mixtral():
-    # Exports, but its MoE routing is TopK/NonZero/OneHot/ScatterElements on
-    # run-time values, which dtc does not import: not a stored fixture.
+    # The sparse MoE block exports as TopK/OneHot/NonZero/ScatterElements on
+    # run-time values, one subgraph per expert; dtc fuses it into one MoE
+    # (frontends/onnx/FuseMoe.cpp). Top-2 of 4 experts.
     cfg = transformers.MixtralConfig(
         vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
         num_attention_heads=4, num_key_value_heads=2, intermediate_size=32,
-        num_local_experts=2, num_experts_per_tok=2,
+        num_local_experts=4, num_experts_per_tok=2,
         max_position_embeddings=POSITIONS, tie_word_embeddings=True)
     return transformers.MixtralForCausalLM(cfg), "logits"
 
@@ -108,9 +109,7 @@ def export(name, out_dir, dynamo=False, opset=17):
     with torch.no_grad():
         expected = wrapper(ids)
         if dynamo:
-            torch.onnx.export(wrapper, (ids,), path, dynamo=True,
-                              input_names=["input_ids"],
-                              output_names=[output])
+            export_dynamo(wrapper, ids, path, output)
         else:
             torch.onnx.export(
                 wrapper, (ids,), path, dynamo=False, opset_version=opset,
@@ -119,6 +118,48 @@ def export(name, out_dir, dynamo=False, opset=17):
                 dynamic_axes={"input_ids": {0: "batch", 1: "seq"},
                               output: {0: "batch", 1: "seq"}})
     write_data(path, stem, out_dir, ids.numpy(), expected.numpy())
+
+
+def export_dynamo(wrapper, ids, path, output):
+    """torch.onnx.export(dynamo=True) with dynamic batch and sequence dims,
+    saved as one self-contained file (no <name>.onnx.data)."""
+    batch = torch.export.Dim("batch", min=1, max=64)
+    seq = torch.export.Dim("seq", min=2, max=POSITIONS)
+    program = torch.onnx.export(
+        wrapper, (ids,), dynamo=True, input_names=["input_ids"],
+        output_names=[output],
+        dynamic_shapes={"input_ids": {0: batch, 1: seq}})
+    model = program.model_proto
+    fix_concat_axis(model)
+    # Each node carries its Python stack trace from the export machine:
+    # three quarters of the file, and nothing an importer reads.
+    for n in model.graph.node:
+        del n.metadata_props[:]
+    onnx.save(model, path, save_as_external_data=False)
+
+
+def fix_concat_axis(model):
+    """torch 2.5.1 with onnxscript writes the shapes it builds from symbolic
+    sizes as Concat of 0-D values without an `axis` (an invalid model): make
+    the parts 1-D and concatenate them on axis 0."""
+    minus1 = "fix_concat_minus1"
+    nodes, fixed = [], 0
+    for n in model.graph.node:
+        if n.op_type == "Concat" and not any(a.name == "axis"
+                                             for a in n.attribute):
+            for j, x in enumerate(list(n.input)):
+                flat = f"{x}_1d_{fixed}_{j}"
+                nodes.append(onnx.helper.make_node(
+                    "Reshape", [x, minus1], [flat]))
+                n.input[j] = flat
+            n.attribute.append(onnx.helper.make_attribute("axis", 0))
+            fixed += 1
+        nodes.append(n)
+    if fixed:
+        model.graph.initializer.append(numpy_helper.from_array(
+            np.array([-1], dtype=np.int64), minus1))
+        del model.graph.node[:]
+        model.graph.node.extend(nodes)
 
 
 def write_data(path, stem, out_dir, ids, expected):
@@ -140,35 +181,37 @@ def write_data(path, stem, out_dir, ids, expected):
           f"|ort - torch| = {diff:.2e}, ops {dict(sorted(ops.items()))}")
 
 
-def optimize_gpt2(out_dir):
-    """onnxruntime's transformer optimizer on the GPT-2 fixture: com.microsoft
-    fused ops (Attention, SkipLayerNormalization, FastGelu, ...)."""
+def optimize(name, out_dir):
+    """onnxruntime's transformer optimizer on a fixture: GPT-2 gets
+    com.microsoft fused ops (Attention, SkipLayerNormalization, FastGelu,
+    ...), LLaMA its RMSNorm ops (SimplifiedLayerNormalization,
+    SkipSimplifiedLayerNormalization)."""
     from onnxruntime.transformers import optimizer
-    src = os.path.join(out_dir, "gpt2.onnx")
-    dst = os.path.join(out_dir, "gpt2-ort.onnx")
+    src = os.path.join(out_dir, name + ".onnx")
+    dst = os.path.join(out_dir, name + "-ort.onnx")
     opt = optimizer.optimize_model(src, model_type="gpt2", num_heads=4,
                                    hidden_size=HIDDEN, opt_level=1,
                                    use_gpu=False)
     opt.save_model_to_file(dst)
     ids = numpy_helper.to_array(onnx.load_tensor(
-        os.path.join(out_dir, "gpt2", "test_data_set_0", "input_0.pb")))
+        os.path.join(out_dir, name, "test_data_set_0", "input_0.pb")))
     expected = numpy_helper.to_array(onnx.load_tensor(
-        os.path.join(out_dir, "gpt2", "test_data_set_0", "output_0.pb")))
-    write_data(dst, "gpt2-ort", out_dir, ids, expected)
+        os.path.join(out_dir, name, "test_data_set_0", "output_0.pb")))
+    write_data(dst, name + "-ort", out_dir, ids, expected)
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="test/models/hf")
     parser.add_argument("names", nargs="*",
-                        default=["gpt2", "llama", "bert", "bert-opset14",
-                                 "gpt2-ort"])
+                        default=["gpt2", "llama", "mixtral", "bert",
+                                 "bert-opset14", "gpt2-ort", "llama-ort"])
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     for name in args.names:
         try:
-            if name == "gpt2-ort":
-                optimize_gpt2(args.out)
+            if name.endswith("-ort"):
+                optimize(name[:-len("-ort")], args.out)
             elif name.endswith("-opset14"):
                 # LayerNormalization is opset 17: older exports decompose it.
                 export(name[:-len("-opset14")], args.out, opset=14)

@@ -378,6 +378,57 @@ def cases(rng):
         [vi("x", F, [6, 10]), vi("t", I64, [6])], [vi("loss", F, [])]), {
             "x": rand(rng, 6, 10), "t": labels}
 
+    # onnxruntime's RMSNorm (default domain), MultiHeadAttention (causal,
+    # bias), RotaryEmbedding (3-D input with per-token positions; 4-D input,
+    # interleaved pairs, partial rotary dim) and GroupQueryAttention (4 query
+    # heads over 2 kv heads, rotary inside, full-length sequences).
+    yield "ms_simplified_ln", ms_model(
+        [helper.make_node("SimplifiedLayerNormalization", ["x", "g"], ["y"],
+                          name="rmsnorm", axis=-1, epsilon=1e-6)],
+        [vi("x", F, [2, 3, 8])], [vi("y", F, [2, 3, 8])],
+        [init("g", rand(rng, 8))]), {"x": rand(rng, 2, 3, 8)}
+    yield "ms_mha", ms_model(
+        [helper.make_node("MultiHeadAttention", ["q", "k", "v", "b"], ["y"],
+                          name="mha", domain=ms, num_heads=2,
+                          unidirectional=1)],
+        [vi("q", F, [2, 5, 8]), vi("k", F, [2, 5, 8]), vi("v", F, [2, 5, 8])],
+        [vi("y", F, [2, 5, 8])], [init("b", rand(rng, 24))]), {
+            "q": rand(rng, 2, 5, 8), "k": rand(rng, 2, 5, 8),
+            "v": rand(rng, 2, 5, 8)}
+    angles = np.outer(np.arange(16), 1.0 / 10000 ** (np.arange(4) / 4))
+    cos4, sin4 = np.cos(angles).astype(np.float32), \
+        np.sin(angles).astype(np.float32)
+    yield "ms_rotary", ms_model(
+        [helper.make_node("RotaryEmbedding", ["x", "pos", "cos", "sin"],
+                          ["y1"], name="rope", domain=ms, num_heads=2),
+         helper.make_node("RotaryEmbedding", ["x4", "off", "cos2", "sin2"],
+                          ["y2"], name="rope_pairs", domain=ms,
+                          interleaved=1, rotary_embedding_dim=4,
+                          num_heads=2)],
+        [vi("x", F, [2, 5, 16]), vi("x4", F, [2, 2, 5, 8])],
+        [vi("y1", F, [2, 5, 16]), vi("y2", F, [2, 2, 5, 8])],
+        [init("pos", np.array([[0, 1, 2, 3, 4], [3, 4, 5, 6, 7]], np.int64)),
+         init("off", np.array([2], np.int64)),
+         init("cos", cos4), init("sin", sin4),
+         init("cos2", cos4[:, :2].copy()), init("sin2", sin4[:, :2].copy())]), {
+            "x": rand(rng, 2, 5, 16), "x4": rand(rng, 2, 2, 5, 8)}
+    # (onnxruntime's CPU kernel wants heads of a multiple of 16 with rotary.)
+    angles8 = np.outer(np.arange(16), 1.0 / 10000 ** (np.arange(8) / 8))
+    yield "ms_gqa", ms_model(
+        [helper.make_node("GroupQueryAttention",
+                          ["q", "k", "v", "", "", "seqlens", "total", "cos",
+                           "sin"], ["y", "present_k", "present_v"],
+                          name="gqa", domain=ms, num_heads=4, kv_num_heads=2,
+                          do_rotary=1)],
+        [vi("q", F, [2, 5, 64]), vi("k", F, [2, 5, 32]),
+         vi("v", F, [2, 5, 32])],
+        [vi("y", F, [2, 5, 64])],
+        [init("seqlens", np.array([4, 4], np.int32)),
+         init("total", np.array(5, np.int32)),
+         init("cos", np.cos(angles8).astype(np.float32)),
+         init("sin", np.sin(angles8).astype(np.float32))]), {
+            "q": rand(rng, 2, 5, 64), "k": rand(rng, 2, 5, 32),
+            "v": rand(rng, 2, 5, 32)}
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -170,13 +170,21 @@ llvm::Error initializeVariables(const program::Program &p,
     if (how == "model" && o.init)
       how = v.fallback_init();
     if (how == "model") {
-      auto it = initializers.find(v.parameter());
-      if (it == initializers.end())
+      auto lookup = [&](llvm::StringRef name) -> const ::onnx::TensorProto * {
+        auto it = initializers.find(name.str());
+        return it == initializers.end() ? nullptr : it->second;
+      };
+      std::vector<std::string> members(v.stack().begin(), v.stack().end());
+      if (members.empty() && !lookup(v.parameter()))
         return badInput("{0}: has no initializer '{1}'; recompile the "
                         "bundle or pass --init",
                         p.model_path(), v.parameter());
       std::string error;
-      auto host = onnx::decodeTensor(*it->second, baseDir, error);
+      auto host =
+          members.empty()
+              ? onnx::decodeTensor(*lookup(v.parameter()), baseDir, error)
+              : onnx::decodeStacked(members, v.stack_transposed(), lookup,
+                                    baseDir, error);
       if (!host)
         return badInput("{0}: initializer '{1}': {2}; pass --init to start "
                         "from random weights",

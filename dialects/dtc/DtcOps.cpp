@@ -214,6 +214,17 @@ static SmallVector<IteratorType> normalizedIteratorTypes(int64_t rank,
 LogicalResult ParameterOp::verify() {
   if (getName().empty())
     return emitOpError("needs a non-empty name");
+  if (std::optional<ArrayAttr> stack = getStack()) {
+    // Partitioned parameters hold a shard; their global type is elsewhere.
+    auto type = dyn_cast<RankedTensorType>(getOutput().getType());
+    bool whole = !(*this)->hasAttr("dtc.global_type") &&
+                 !(*this)->hasAttr("dtc.flat_shard");
+    if (stack->empty() ||
+        (whole && type && type.getRank() > 0 &&
+         type.getDimSize(0) != static_cast<int64_t>(stack->size())))
+      return emitOpError("stacks ")
+             << stack->size() << " initializers into " << getOutput().getType();
+  }
   return success();
 }
 

@@ -58,9 +58,19 @@ def Dtc_ParameterOp : Dtc_Op<"parameter", [Pure]> {
     ```mlir
     %w = dtc.parameter "transformer.h.0.attn.c_attn.weight" : tensor<64x192xf32>
     ```
+
+    `stack`: the weight is the model's initializers of these names stacked
+    along a new leading dim (the experts of an MoE layer exported one
+    Linear per expert); `stack_transposed`: each is stored transposed.
   }];
-  let arguments = (ins StrAttr:$name);
+  let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$stack,
+                       UnitAttr:$stack_transposed);
   let results = (outs Dtc_Tensor:$output);
+  let builders = [
+    OpBuilder<(ins "Type":$type, "StringRef":$name), [{
+      build($_builder, $_state, type, $_builder.getStringAttr(name),
+            ArrayAttr(), UnitAttr());
+    }]>];
   let assemblyFormat = "$name attr-dict `:` type($output)";
   let hasVerifier = 1;
 }

@@ -375,6 +375,7 @@ private:
   Results unaryFloat(std::function<double(double)> f);
   Results cast(int32_t to);
   Results gather();
+  Results gatherND();
   Results concat();
   Results transpose();
   Results slice(const HostTensor &data, const SliceDims &dims);
@@ -503,6 +504,40 @@ Results Evaluator::gather() {
         copyElement(out, (o * count + j) * inner + i, data,
                     (o * n + k) * inner + i);
     }
+  return one(std::move(out));
+}
+
+Results Evaluator::gatherND() {
+  if (!in(1))
+    return fail("needs data and indices inputs");
+  const HostTensor &data = *in(0), &indices = *in(1);
+  if (indices.isFloat())
+    return fail("indices must be integers");
+  if (int64_t b = getIntAttr(node, "batch_dims", 0); b != 0)
+    return fail("batch_dims = " + str(b) + " is not supported, only 0");
+  int64_t k = indices.rank() ? indices.shape.back() : 0;
+  if (k < 1 || k > data.rank())
+    return fail("the last dim of indices " + shapeString(indices.shape) +
+                " must be in [1, " + str(data.rank()) + "]");
+  // [indices..., data[k:]...]: each index tuple picks a slice of data.
+  SmallVector<int64_t> shape(indices.shape.begin(), indices.shape.end() - 1);
+  shape.append(data.shape.begin() + k, data.shape.end());
+  if (!checkSize(shape))
+    return std::nullopt;
+  HostTensor out = HostTensor::zeros(data.dataType, shape);
+  int64_t inner = numElements(ArrayRef(data.shape).drop_front(k));
+  for (int64_t j = 0, count = indices.size() / k; j < count; ++j) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t n = data.shape[d], i = indices.ints[j * k + d];
+      if (i < -n || i >= n)
+        return fail("index " + str(i) + " is out of range for dim " + str(d) +
+                    " of size " + str(n));
+      offset = offset * n + (i < 0 ? i + n : i);
+    }
+    for (int64_t i = 0; i < inner; ++i)
+      copyElement(out, j * inner + i, data, offset * inner + i);
+  }
   return one(std::move(out));
 }
 
@@ -888,7 +923,7 @@ static const llvm::StringSet<> &hostOps() {
       "Size",      "Slice",      "Split",       "Sqrt",
       "Squeeze",   "Sub",        "Sum",         "Tanh",
       "Tile",      "Transpose",  "Trilu",       "Unsqueeze",
-      "Where",     "Xor",
+      "Where",     "Xor",        "GatherND",
   };
   return ops;
 }
@@ -1123,6 +1158,8 @@ Results Evaluator::run() {
     return concat();
   if (op == "Gather")
     return gather();
+  if (op == "GatherND")
+    return gatherND();
   if (op == "Slice") {
     if (!in(1) || !in(2))
       return fail("needs starts and ends inputs");

@@ -515,3 +515,51 @@ mlir::DenseElementsAttr dtc::onnx::toElementsAttr(const HostTensor &t,
     values.push_back(toAP(v));
   return mlir::DenseElementsAttr::get(type, values);
 }
+
+std::optional<HostTensor> dtc::onnx::decodeStacked(
+    llvm::ArrayRef<std::string> members, bool transposeEach,
+    llvm::function_ref<const ::onnx::TensorProto *(llvm::StringRef)> lookup,
+    llvm::StringRef baseDir, std::string &error) {
+  HostTensor stacked;
+  for (auto [index, name] : llvm::enumerate(members)) {
+    const ::onnx::TensorProto *proto = lookup(name);
+    if (!proto) {
+      error = "no initializer '" + name + "'";
+      return std::nullopt;
+    }
+    auto member = decodeTensor(*proto, baseDir, error);
+    if (!member) {
+      error = "initializer '" + name + "': " + error;
+      return std::nullopt;
+    }
+    if (!member->isFloat() || (transposeEach && member->rank() != 2)) {
+      error = "initializer '" + name + "' is not a floating-point " +
+              (transposeEach ? "matrix" : "tensor");
+      return std::nullopt;
+    }
+    llvm::SmallVector<int64_t, 4> shape = member->shape;
+    if (transposeEach)
+      std::swap(shape[0], shape[1]);
+    if (index == 0) {
+      stacked.dataType = member->dataType;
+      stacked.shape.push_back(static_cast<int64_t>(members.size()));
+      stacked.shape.append(shape.begin(), shape.end());
+      stacked.floats.reserve(stacked.size());
+    } else if (llvm::ArrayRef<int64_t>(stacked.shape).drop_front() !=
+               llvm::ArrayRef<int64_t>(shape)) {
+      error = "initializer '" + name + "' is " + shapeString(member->shape) +
+              ", unlike the other experts' weights";
+      return std::nullopt;
+    }
+    if (!transposeEach) {
+      stacked.floats.insert(stacked.floats.end(), member->floats.begin(),
+                            member->floats.end());
+      continue;
+    }
+    int64_t rows = member->shape[0], cols = member->shape[1];
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t r = 0; r < rows; ++r)
+        stacked.floats.push_back(member->floats[r * cols + c]);
+  }
+  return stacked;
+}

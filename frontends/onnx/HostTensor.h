@@ -15,6 +15,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -103,6 +104,15 @@ struct HostTensor {
 std::optional<HostTensor> decodeTensor(const ::onnx::TensorProto &proto,
                                        llvm::StringRef baseDir,
                                        std::string &error);
+
+/// A parameter stacked from per-expert initializers (FuseMoe.h): each member
+/// (found by `lookup`, null if absent) decoded, transposed when
+/// `transposeEach` (members are then matrices), and stacked along a new
+/// leading dim. On failure returns nullopt and sets `error`.
+std::optional<HostTensor> decodeStacked(
+    llvm::ArrayRef<std::string> members, bool transposeEach,
+    llvm::function_ref<const ::onnx::TensorProto *(llvm::StringRef)> lookup,
+    llvm::StringRef baseDir, std::string &error);
 
 /// The tensor as a dense attribute of its dtc element type (splat when all
 /// elements are equal). The element type must have a dtc equivalent.

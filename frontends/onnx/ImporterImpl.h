@@ -11,6 +11,7 @@
 #define DTC_FRONTENDS_ONNX_IMPORTERIMPL_H
 
 #include "compiler/support/Error.h"
+#include "frontends/onnx/FuseMoe.h"
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "frontends/onnx/OnnxUtils.h"
@@ -76,6 +77,9 @@ public:
   // The rest is internal to the importer (OnnxImporter.cpp and ops/*.cpp).
   // Stages.
   Error load();
+  /// Replaces calls to the model's local functions (torchlib's
+  /// aten_getitem, Rank, ...) by their bodies, values renamed.
+  Error inlineLocalFunctions();
   /// Finds the floating-point initializers that are buffers evaluated on
   /// the host (see hostConstants).
   void findHostConstants();
@@ -170,6 +174,8 @@ public:
   Error lowerConcat(llvm::ArrayRef<Entry *> ins);
   Error lowerSlice(llvm::ArrayRef<Entry *> ins);
   Error lowerSplit(llvm::ArrayRef<Entry *> ins);
+  Error lowerSplitToSequence(llvm::ArrayRef<Entry *> ins);
+  Error lowerSequenceAt(llvm::ArrayRef<Entry *> ins);
   Error lowerGather(llvm::ArrayRef<Entry *> ins);
   Error lowerWhere(llvm::ArrayRef<Entry *> ins);
   Error lowerExpand(llvm::ArrayRef<Entry *> ins);
@@ -181,6 +187,17 @@ public:
   Error lowerContribGelu(llvm::ArrayRef<Entry *> ins);
   Error lowerContribAttention(llvm::ArrayRef<Entry *> ins);
   Error lowerMoE(llvm::ArrayRef<Entry *> ins);
+  Error lowerMultiHeadAttention(llvm::ArrayRef<Entry *> ins);
+  Error lowerGroupQueryAttention(llvm::ArrayRef<Entry *> ins);
+  Error lowerRotaryEmbedding(llvm::ArrayRef<Entry *> ins);
+  Error lowerSimplifiedLayerNorm(llvm::ArrayRef<Entry *> ins);
+  /// Rotary embedding of x [b, n, s, h] at `positions` ([b * s], or [s]
+  /// shared) from known cos/sin caches [max positions, >= rot / 2]: the
+  /// first `rot` features of each head turned, in halves or in pairs.
+  Expected<Value> applyRotary(Value x, llvm::ArrayRef<int64_t> positions,
+                              const HostTensor &cosCache,
+                              const HostTensor &sinCache, int64_t rot,
+                              bool interleaved);
   /// A number from the model's metadata_props, or `fallback`.
   double metadataNumber(llvm::StringRef key, double fallback) const;
   /// `x + bias`, or x when there is no bias.
@@ -193,6 +210,8 @@ public:
   MLIRContext &ctx;
   OpBuilder builder;
   ::onnx::ModelProto model;
+  /// Parameters stacked from per-expert initializers (FuseMoe.h), by name.
+  llvm::StringMap<StackedWeight> stackedWeights;
   /// MoE layers imported so far (each dtc.moe_route's `layer`).
   int64_t moeLayers = 0;
   int64_t opset = 0;
@@ -206,6 +225,9 @@ public:
   llvm::StringMap<int> useCounts;
 
   llvm::StringMap<Entry> values;
+  /// Tensor sequences (SplitToSequence outputs) by name, read by SequenceAt;
+  /// their entry in `values` holds neither a value nor a known tensor.
+  llvm::StringMap<llvm::SmallVector<Entry>> sequences;
   /// Host evaluations by memoKey: exporters repeat shape arithmetic and the
   /// causal mask in every layer; each is computed once.
   std::map<std::string, llvm::SmallVector<std::shared_ptr<const HostTensor>>>

@@ -169,9 +169,23 @@ Error ModelImporter::load() {
     return fileError("not an ONNX model: it has no graph, graph outputs or "
                      "opset imports");
   fileLoc = FileLineColLoc::get(&ctx, path, 0, 0);
+  if (Error err = inlineLocalFunctions())
+    return err;
+  auto stacked = fuseSparseMoeBlocks(model, path);
+  if (!stacked)
+    return stacked.takeError();
+  for (StackedWeight &weight : *stacked)
+    stackedWeights[weight.name] = std::move(weight);
   findHostConstants();
   releaseWeights();
   return Error::success();
+}
+
+/// False for the inputs a node reads only the type or shape of.
+static bool readsData(const ::onnx::NodeProto &n, int input) {
+  if (n.op_type() == "Shape" || n.op_type() == "Size")
+    return false;
+  return !(n.op_type() == "CastLike" && input == 1);
 }
 
 void ModelImporter::findHostConstants() {
@@ -188,9 +202,8 @@ void ModelImporter::findHostConstants() {
   llvm::StringMap<const ::onnx::NodeProto *> producers;
   for (const auto &n : graph.node()) {
     bool isDynamic = false;
-    if (n.op_type() != "Shape" && n.op_type() != "Size")
-      for (const auto &in : n.input())
-        isDynamic |= dynamic.contains(in);
+    for (auto [i, in] : llvm::enumerate(n.input()))
+      isDynamic |= readsData(n, i) && dynamic.contains(in);
     for (const auto &out : n.output()) {
       producers[out] = &n;
       if (isDynamic)
@@ -202,6 +215,14 @@ void ModelImporter::findHostConstants() {
   // buffer such as rotary inv_freq, not a weight: it is known on the host.
   llvm::SmallVector<std::string> work;
   for (const auto &n : graph.node()) {
+    // onnxruntime's rotary caches are tables the importer reads.
+    if (n.domain() == "com.microsoft") {
+      int first = n.op_type() == "RotaryEmbedding"       ? 2
+                  : n.op_type() == "GroupQueryAttention" ? 7
+                                                         : n.input_size();
+      for (int i = first; i < n.input_size() && i < first + 2; ++i)
+        work.push_back(n.input(i));
+    }
     if (loweringTable().contains(n.op_type()) || !isDefaultDomain(n.domain()))
       continue;
     bool isDynamic = false;
@@ -230,9 +251,10 @@ void ModelImporter::findHostConstants() {
     }
     auto it = producers.find(name);
     // Shape and Size read only the (bound) shape of their input.
-    if (it != producers.end() && it->second->op_type() != "Shape" &&
-        it->second->op_type() != "Size")
-      work.append(it->second->input().begin(), it->second->input().end());
+    if (it != producers.end())
+      for (auto [i, in] : llvm::enumerate(it->second->input()))
+        if (readsData(*it->second, i))
+          work.push_back(in);
   }
 }
 
@@ -960,6 +982,20 @@ Error ModelImporter::importNode() {
     return defineKnown(0, std::move((*results)[0]));
   }
 
+  // CastLike reads only the type of its second input: torchlib casts
+  // constants (the attention scale 1/sqrt(d)) like computed tensors.
+  if (op == "CastLike" && ins.size() == 2 && ins[0] && ins[0]->known &&
+      ins[1] && !ins[1]->known) {
+    HostTensor typeOnly;
+    typeOnly.dataType = ins[1]->dataType;
+    const HostTensor *args[] = {ins[0]->known.get(), &typeOnly};
+    std::string error;
+    auto results = evaluateNode(*node, args, error);
+    if (!results)
+      return nodeError("{0}", error);
+    return defineKnown(0, std::move((*results)[0]));
+  }
+
   bool allKnown = llvm::all_of(ins, [](Entry *e) { return !e || e->known; });
   if (allKnown && !ins.empty() && isDefaultDomain(node->domain()) &&
       canEvaluateOnHost(op)) {
@@ -1071,8 +1107,16 @@ Error ModelImporter::importGraph(ModuleOp module) {
     entry.shape.assign(init.dims().begin(), init.dims().end());
     auto type = RankedTensorType::get(entry.shape,
                                       toElementType(init.data_type(), ctx));
-    entry.value =
+    auto parameter =
         d::ParameterOp::create(builder, locFor(init.name()), type, init.name());
+    if (auto it = stackedWeights.find(init.name());
+        it != stackedWeights.end()) {
+      llvm::SmallVector<llvm::StringRef> members(it->second.members.begin(),
+                                                 it->second.members.end());
+      parameter.setStackAttr(builder.getStrArrayAttr(members));
+      parameter.setStackTransposed(it->second.transposed);
+    }
+    entry.value = parameter;
     values[init.name()] = std::move(entry);
   }
 

@@ -9,7 +9,9 @@
 // constants (PyTorch splits 1/sqrt(d) into sqrt of it on each side) and the
 // mask, after host evaluation, a constant that is 0 on and below the diagonal
 // and -inf (or <= -1e4) above it. The key the op wants, [b, h, t, d], is kT
-// with its last two dims swapped, folded into kT's own transpose.
+// with its last two dims swapped, folded into kT's own transpose. PyTorch's
+// dynamo exporter (torchlib) transposes the key through 3-D instead:
+// kT = reshape [b, h, d, t] of transpose [0, 2, 1] of reshape [b*h, t, d].
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,6 +61,35 @@ Value stripScale(Value value, double &scale, bool requireOneUse) {
       }
     return value;
   }
+}
+
+/// torchlib's key transpose: reshape[b, h, d, t](transpose[0, 2, 1](
+/// reshape[b*h, t, d](x))) is x read as [b, h, t, d] with the last two dims
+/// swapped. Returns x as [b, h, t, d] (a reshape, so GQA's repeat_kv under
+/// it stays visible to RaiseGroupedQueryAttention).
+std::optional<Value> untransposeFlatKey(Value kT, PatternRewriter &rewriter) {
+  auto outer = kT.getDefiningOp<d::ReshapeOp>();
+  if (!outer)
+    return std::nullopt;
+  auto transpose = outer.getInput().getDefiningOp<d::TransposeOp>();
+  if (!transpose || transpose.getPermutation() != ArrayRef<int64_t>{0, 2, 1})
+    return std::nullopt;
+  auto inner = transpose.getInput().getDefiningOp<d::ReshapeOp>();
+  if (!inner)
+    return std::nullopt;
+  auto kTType = cast<RankedTensorType>(kT.getType());
+  auto flatType = cast<RankedTensorType>(inner.getType());
+  if (kTType.getRank() != 4 || flatType.getRank() != 3)
+    return std::nullopt;
+  int64_t b = kTType.getDimSize(0), h = kTType.getDimSize(1),
+          dd = kTType.getDimSize(2), t = kTType.getDimSize(3);
+  if (flatType.getShape() != ArrayRef<int64_t>{b * h, t, dd})
+    return std::nullopt;
+  Value x = inner.getInput();
+  auto keyType = kTType.clone({b, h, t, dd});
+  if (x.getType() == keyType)
+    return x;
+  return d::ReshapeOp::create(rewriter, kT.getLoc(), keyType, x).getResult();
 }
 
 enum class MaskKind { None, Causal };
@@ -180,14 +211,19 @@ struct RaiseAttention : OpRewritePattern<d::MatmulOp> {
 
     Value key = kT;
     if (!qk.getTransposeRhs()) {
-      // key = kT with the last two dims swapped, merged into kT's transpose.
-      SmallVector<int64_t> perm = {0, 1, 3, 2};
-      if (auto inner = kT.getDefiningOp<d::TransposeOp>()) {
-        ArrayRef<int64_t> p = inner.getPermutation();
-        perm = {p[0], p[1], p[3], p[2]};
-        key = inner.getInput();
+      if (auto flat = untransposeFlatKey(kT, rewriter)) {
+        key = *flat;
+      } else {
+        // key = kT with the last two dims swapped, merged into kT's
+        // transpose.
+        SmallVector<int64_t> perm = {0, 1, 3, 2};
+        if (auto inner = kT.getDefiningOp<d::TransposeOp>()) {
+          ArrayRef<int64_t> p = inner.getPermutation();
+          perm = {p[0], p[1], p[3], p[2]};
+          key = inner.getInput();
+        }
+        key = d::TransposeOp::create(rewriter, kT.getLoc(), key, perm);
       }
-      key = d::TransposeOp::create(rewriter, kT.getLoc(), key, perm);
     }
     rewriter.replaceOpWithNewOp<d::AttentionOp>(
         pv, pv.getType(), q, key, v, causal, rewriter.getF64FloatAttr(scale));

@@ -483,6 +483,14 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
         if (llvm::Error e = setShard(var, &op))
           return e;
       }
+      if (std::optional<mlir::ArrayAttr> stack = parameter.getStack()) {
+        program::Variable &var =
+            *program_.mutable_variables(variableIndex_[name]);
+        var.clear_stack();
+        for (auto member : stack->getAsValueRange<mlir::StringAttr>())
+          var.add_stack(member.str());
+        var.set_stack_transposed(parameter.getStackTransposed());
+      }
       out.mutable_values(*id)->set_state(name.str());
       continue;
     }

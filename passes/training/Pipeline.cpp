@@ -27,6 +27,7 @@
 
 #include "compiler/support/Error.h"
 #include "dialects/dtc/DtcAttrs.h"
+#include "passes/TransformerBlocks.h"
 #include "passes/autodiff/Autodiff.h"
 #include "passes/training/StepParts.h"
 
@@ -85,35 +86,13 @@ llvm::Expected<StageCuts> chooseCuts(mlir::func::FuncOp forward,
   for (mlir::Operation &op : body.without_terminator())
     ops.push_back(&op);
   const unsigned n = ops.size();
-  llvm::DenseMap<mlir::Operation *, unsigned> index;
-  for (auto [i, op] : llvm::enumerate(ops))
-    index[op] = i;
-  auto lastUse = [&](mlir::Value v) {
-    unsigned last = 0;
-    for (mlir::Operation *user : v.getUsers())
-      last =
-          std::max(last, user == body.getTerminator() ? n : index.lookup(user));
-    return last;
-  };
-  // Sweep the cut points: the activations (results of ops that are not
-  // parameters or constants) defined before a cut and read after it.
   llvm::SmallVector<double> workBefore(n + 1, 0);
-  llvm::SetVector<mlir::Value> live;
-  llvm::SmallVector<std::pair<unsigned, mlir::Value>> candidates;
-  for (unsigned k = 0; k < n; ++k) {
+  for (unsigned k = 0; k < n; ++k)
     workBefore[k + 1] = workBefore[k] + (isFree(ops[k]) ? 0 : workOf(ops[k]));
-    if (!isFree(ops[k]))
-      for (mlir::Value r : ops[k]->getResults())
-        if (lastUse(r) > k)
-          live.insert(r);
-    live.remove_if([&](mlir::Value v) { return lastUse(v) <= k; });
-    if (live.size() == 1 && k + 1 < n) {
-      auto t = llvm::dyn_cast<mlir::RankedTensorType>(live[0].getType());
-      if (t && llvm::isa<mlir::FloatType>(t.getElementType()) &&
-          t.getRank() >= 2)
-        candidates.push_back({k + 1, live[0]});
-    }
-  }
+  // The cut points: where only the residual stream crosses.
+  llvm::SmallVector<std::pair<unsigned, mlir::Value>> candidates;
+  for (const SingleCrossing &point : findSingleCrossings(ops))
+    candidates.push_back({point.index, point.value});
   StageCuts cuts;
   cuts.begin.push_back(0);
   cuts.input.push_back(nullptr);
@@ -531,6 +510,44 @@ llvm::Expected<Chunk> buildChunk(mlir::ModuleOp module,
 
 using namespace training;
 
+/// A parameter several stages read: the input and output embeddings of a
+/// model that ties them.
+struct SharedParameter {
+  std::string name;
+  mlir::RankedTensorType type; ///< whole
+  llvm::SmallVector<int64_t> stages;
+  llvm::SmallVector<mlir::Attribute> shards; ///< per holder: its dtc.shard
+};
+
+/// The parameters more than one stage reads, in name order (the order all
+/// stages sum their gradients in), with how each stage splits its copy.
+llvm::Expected<std::vector<SharedParameter>>
+sharedAcrossStages(llvm::ArrayRef<llvm::SmallVector<GradientResult>> paramsOf) {
+  std::map<std::string, std::vector<std::pair<int64_t, const GradientResult *>>>
+      holders;
+  for (auto [s, params] : llvm::enumerate(paramsOf))
+    for (const GradientResult &p : params)
+      holders[p.parameter].push_back({s, &p});
+  std::vector<SharedParameter> shared;
+  for (auto &[name, copies] : holders) {
+    if (copies.size() < 2)
+      continue;
+    // The whole type; each stage's copy is gathered to it for the sum.
+    const GradientResult &first = *copies.front().second;
+    mlir::RankedTensorType whole = first.type;
+    if (auto global = llvm::dyn_cast_or_null<mlir::TypeAttr>(
+            first.shardAttrs.get("dtc.global_type")))
+      whole = llvm::cast<mlir::RankedTensorType>(global.getValue());
+    SharedParameter p{name, whole, {}, {}};
+    for (auto [s, copy] : copies) {
+      p.stages.push_back(s);
+      p.shards.push_back(copy->shardAttrs.get("dtc.shard"));
+    }
+    shared.push_back(std::move(p));
+  }
+  return shared;
+}
+
 llvm::Expected<TrainingStepInfo> buildPipelineStep(
     mlir::ModuleOp module, const TrainingStepOptions &options,
     llvm::SmallVectorImpl<mlir::OwningOpRef<mlir::ModuleOp>> &stageModules) {
@@ -593,18 +610,33 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
   const int64_t rows = tokensType.getDimSize(0) / dataParts;
   const int64_t seq = tokensType.getDimSize(1);
 
-  for (int64_t s = 0; s < stages; ++s) {
-    // This stage's model chunks: s, s + stages, ...
-    std::vector<Chunk> mine;
-    llvm::SmallVector<GradientResult> params;
+  // Every stage's model chunks (s, s + stages, ...) and parameters, each
+  // parameter once per stage.
+  std::vector<std::vector<Chunk>> chunksOf(stages);
+  std::vector<llvm::SmallVector<GradientResult>> paramsOf(stages);
+  for (int64_t s = 0; s < stages; ++s)
     for (int64_t k = 0; k < virtualStages; ++k) {
       auto chunk =
           buildChunk(module, forward, *cuts, k * stages + s, stageOptions);
       if (!chunk)
         return chunk.takeError();
-      llvm::append_range(params, chunk->params);
-      mine.push_back(std::move(*chunk));
+      for (const GradientResult &p : chunk->params)
+        if (llvm::none_of(paramsOf[s], [&](const GradientResult &q) {
+              return q.parameter == p.parameter;
+            }))
+          paramsOf[s].push_back(p);
+      chunksOf[s].push_back(std::move(*chunk));
     }
+  auto shared = sharedAcrossStages(paramsOf);
+  if (!shared)
+    return shared.takeError();
+
+  for (int64_t s = 0; s < stages; ++s) {
+    std::vector<Chunk> &mine = chunksOf[s];
+    const llvm::SmallVector<GradientResult> &params = paramsOf[s];
+    llvm::StringMap<size_t> accumulatorOf;
+    for (auto [i, p] : llvm::enumerate(params))
+      accumulatorOf[p.parameter] = i;
     mlir::OpBuilder b(ctx);
     mlir::OwningOpRef<mlir::ModuleOp> stageModule =
         mlir::ModuleOp::create(forward.getLoc());
@@ -726,9 +758,6 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
           if (!op.hasAttr(d::kMicroBatchAttrName))
             tagMicroBatch(&op, i);
       });
-      size_t firstGrad = 0;
-      for (int64_t k = 0; k < p.chunk; ++k)
-        firstGrad += mine[k].params.size();
       if (p.pass == 'F') {
         if (chunk.last)
           continue; // the last chunk's backward runs its forward
@@ -753,9 +782,11 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
       if (chunk.last)
         lossSum =
             lossSum ? b.create<d::AddOp>(loc, lossSum, results[0]) : results[0];
-      for (auto [j, index] : llvm::enumerate(chunk.gradIndex))
-        accumulators[firstGrad + j] = b.create<d::AddOp>(
-            loc, accumulators[firstGrad + j], results[index]);
+      for (auto [j, index] : llvm::enumerate(chunk.gradIndex)) {
+        mlir::Value &acc =
+            accumulators[accumulatorOf.lookup(chunk.params[j].parameter)];
+        acc = b.create<d::AddOp>(loc, acc, results[index]);
+      }
       if (chunk.dInputIndex >= 0)
         sends.push_back(
             send(results[chunk.dInputIndex], traffic->ownerOf(c - 1)));
@@ -791,7 +822,16 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
     // so each copy is gathered once, before the pass that reads it.
     if (options.zeroStage >= 3)
       gatherParametersForUse(step, zero, options.overlap);
-    buildApply(*stageModule, params, applyOptions, zero, {kPipelineAxis.str()});
+    std::vector<StageSharedGradient> sharedHere;
+    for (const SharedParameter &p : *shared) {
+      const auto *held = llvm::find(p.stages, s);
+      mlir::Attribute shard =
+          held == p.stages.end() ? nullptr : p.shards[held - p.stages.begin()];
+      sharedHere.push_back({p.name, p.type, shard, kPipelineAxis.str(),
+                            held != p.stages.end(), p.stages.front() == s});
+    }
+    buildApply(*stageModule, params, applyOptions, zero, {kPipelineAxis.str()},
+               /*syncedInStep=*/{}, /*scatteredInStep=*/false, sharedHere);
     if (mlir::failed(mlir::verify(*stageModule)))
       return failure("pipeline stage {0}: the built functions do not verify "
                      "(see the error above)",

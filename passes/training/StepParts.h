@@ -76,6 +76,18 @@ public:
     return wait(b.create<d::ReduceScatterStartOp>(
         loc, handle(divided(v, parts)), v, names({axis.str()}), 0, 0, "sum"));
   }
+  /// `v` gathered along `dim` (in interleave blocks of `block`, 0: whole)
+  /// into `whole`, or this rank's part of `v`.
+  mlir::Value allGather(mlir::Value v, llvm::StringRef axis, int64_t dim,
+                        int64_t block, mlir::RankedTensorType whole) {
+    return wait(b.create<d::AllGatherStartOp>(loc, handle(whole), v,
+                                              names({axis.str()}), dim, block));
+  }
+  mlir::Value slice(mlir::Value v, llvm::StringRef axis, int64_t dim,
+                    int64_t block, mlir::RankedTensorType part) {
+    return b.create<d::ShardSliceOp>(loc, part, v, names({axis.str()}), dim,
+                                     block);
+  }
   mlir::Value allGather(mlir::Value v, llvm::StringRef axis, int64_t parts) {
     auto type = tensorType(v);
     auto whole = mlir::RankedTensorType::get({type.getDimSize(0) * parts},
@@ -125,6 +137,22 @@ ZeroLayout zeroLayoutOf(const TrainingStepOptions &options,
 void gatherParametersForUse(mlir::func::FuncOp step, const ZeroLayout &layout,
                             bool prefetch);
 
+/// A parameter several pipeline stages read (input and output embeddings
+/// tied): its gradient is the sum of the stages'. Every stage joins one
+/// all-reduce over `axis` per such parameter, in the same order, those
+/// without the parameter with zeros; only the first stage that holds it
+/// counts it in the global norm.
+struct StageSharedGradient {
+  std::string parameter;
+  /// The whole parameter's type; `shard` is how this stage splits it (null:
+  /// whole). Split copies are gathered for the sum and sliced after it.
+  mlir::RankedTensorType type;
+  mlir::Attribute shard;
+  std::string axis;
+  bool held = false;
+  bool countsInNorm = false;
+};
+
 /// Builds `apply` in `module`; `normAxes` are added to every gradient's
 /// axes of the global norm (the pipeline axis: each stage holds its own
 /// parameters). Gradients in `syncedInStep` were reduced by the step
@@ -135,7 +163,8 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
                 const ZeroLayout &zeroLayout,
                 llvm::ArrayRef<std::string> normAxes = {},
                 const llvm::StringSet<> &syncedInStep = {},
-                bool scatteredInStep = false);
+                bool scatteredInStep = false,
+                llvm::ArrayRef<StageSharedGradient> sharedOverStages = {});
 
 /// dtc-propagate-sharding, then (with `partition`) dtc-partition over
 /// options.mesh, on every function of `module`.

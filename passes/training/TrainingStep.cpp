@@ -503,7 +503,8 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
                 const TrainingStepOptions &options,
                 const ZeroLayout &zeroLayout,
                 llvm::ArrayRef<std::string> extraNormAxes,
-                const llvm::StringSet<> &syncedInStep, bool scatteredInStep) {
+                const llvm::StringSet<> &syncedInStep, bool scatteredInStep,
+                llvm::ArrayRef<StageSharedGradient> sharedOverStages) {
   mlir::OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToEnd(module.getBody());
   mlir::Location loc = module.getLoc();
@@ -557,6 +558,17 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
   // first wait, so the norm of one gradient is computed while the next is
   // on the wire. A ZeRO-2/3 gradient is reduce-scattered over dp instead
   // (after an all-reduce over any other axis it is partial over).
+  // A gradient summed over pipeline stages is reduced whole first, its
+  // ZeRO part sliced afterwards: each stage's part must be complete before
+  // they are added, and stages may differ in what their step reduced.
+  llvm::StringSet<> sharedHere;
+  for (const StageSharedGradient &shared : sharedOverStages)
+    if (shared.held)
+      sharedHere.insert(shared.parameter);
+  auto scatters = [&](const GradientResult &p) {
+    return zeroLayout.shards(p.parameter) && options.zeroStage >= 2 &&
+           !sharedHere.contains(p.parameter);
+  };
   llvm::SmallVector<mlir::Value> grads;
   llvm::SmallVector<d::AllReduceStartOp> syncs(params.size());
   llvm::SmallVector<llvm::SmallVector<std::string>> normAxes;
@@ -567,11 +579,60 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
                      scatteredInStep;
     if (syncedInStep.contains(p.parameter) || scattered)
       axes.clear(); // reduced by micro_step_sync or micro_step
-    if (zeroLayout.shards(p.parameter) && options.zeroStage >= 2)
+    if (scatters(p))
       llvm::erase(axes, dpAxis);
     if (!axes.empty())
       syncs[i] = comm.startAllReduce(g, axes);
     grads.push_back(g);
+  }
+  // The gradients of parameters several pipeline stages read, each stage's
+  // part complete (synced above), summed over those stages.
+  llvm::StringSet<> countedElsewhere;
+  for (const StageSharedGradient &shared : sharedOverStages) {
+    if (!shared.held) {
+      comm.allReduce(b.create<d::ConstantOp>(
+                         loc, mlir::DenseElementsAttr::get(
+                                  shared.type,
+                                  b.getZeroAttr(shared.type.getElementType()))),
+                     {shared.axis});
+      continue;
+    }
+    size_t i = llvm::find_if(params,
+                             [&](const GradientResult &p) {
+                               return p.parameter == shared.parameter;
+                             }) -
+               params.begin();
+    if (syncs[i])
+      grads[i] = comm.wait(syncs[i]);
+    syncs[i] = nullptr;
+    // Whole on every stage for the sum (stages may split their copies
+    // differently), then this rank's part again.
+    struct Split {
+      int64_t dim, block;
+      std::string axis;
+    };
+    llvm::SmallVector<Split> splits;
+    if (auto sharding = llvm::dyn_cast_or_null<d::ShardingAttr>(shared.shard))
+      for (unsigned dim = 0; dim < sharding.getDims().size(); ++dim)
+        for (llvm::StringRef axis : sharding.getDimAxes(dim))
+          splits.push_back({dim, sharding.getBlocks()[dim], axis.str()});
+    llvm::SmallVector<mlir::RankedTensorType> partTypes;
+    mlir::Value g = grads[i];
+    for (const Split &split : splits) {
+      auto part = tensorType(g);
+      llvm::SmallVector<int64_t> shape(part.getShape());
+      shape[split.dim] = shared.type.getDimSize(split.dim);
+      partTypes.push_back(part);
+      g = comm.allGather(g, split.axis, split.dim, split.block,
+                         part.clone(shape));
+    }
+    g = comm.allReduce(g, {shared.axis});
+    for (size_t k = splits.size(); k-- > 0;)
+      g = comm.slice(g, splits[k].axis, splits[k].dim, splits[k].block,
+                     partTypes[k]);
+    grads[i] = g;
+    if (!shared.countsInNorm)
+      countedElsewhere.insert(shared.parameter);
   }
   for (auto [i, p] : llvm::enumerate(params)) {
     if (syncs[i])
@@ -582,8 +643,8 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
       continue;
     if (options.zeroStage < 2 || !scatteredInStep) {
       mlir::Value flat = flatten(b, loc, grads[i]);
-      grads[i] = options.zeroStage >= 2 ? comm.reduceScatter(flat, dpAxis, dp)
-                                        : comm.slice(flat, dpAxis, dp);
+      grads[i] = scatters(p) ? comm.reduceScatter(flat, dpAxis, dp)
+                             : comm.slice(flat, dpAxis, dp);
     }
     normAxes.back().push_back(dpAxis);
     llvm::sort(normAxes.back());
@@ -595,6 +656,8 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
   double inverseAccum = 1.0 / static_cast<double>(options.gradAccum);
   std::map<llvm::SmallVector<std::string>, mlir::Value> sumSquaresByAxes;
   for (auto [i, p] : llvm::enumerate(params)) {
+    if (countedElsewhere.contains(p.parameter))
+      continue;
     mlir::Value g = grads[i];
     llvm::SmallVector<int64_t> all;
     for (int64_t dim = 0; dim < tensorType(g).getRank(); ++dim)
@@ -646,8 +709,7 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
     bool sharded = zeroLayout.shards(p.parameter);
     bool stage3 = sharded && options.zeroStage >= 3;
     mlir::Type storedType = stage3 ? tensorType(g) : mlir::Type(p.type);
-    auto parameterOp =
-        b.create<d::ParameterOp>(loc, storedType, b.getStringAttr(p.parameter));
+    auto parameterOp = b.create<d::ParameterOp>(loc, storedType, p.parameter);
     for (const mlir::NamedAttribute &attr : p.shardAttrs)
       parameterOp->setAttr(attr.getName(), attr.getValue());
     if (stage3)

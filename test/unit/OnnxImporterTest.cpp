@@ -15,6 +15,7 @@
 #include "dialects/dtc/DtcOps.h"
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/OnnxImporter.h"
+#include "passes/TransformerBlocks.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -391,7 +392,8 @@ TEST_P(HfModelCase, MatchesPyTorchBeforeAndAfterRaising) {
 
 INSTANTIATE_TEST_SUITE_P(HfModels, HfModelCase,
                          testing::Values("gpt2", "llama", "bert",
-                                         "bert-opset14", "gpt2-ort"));
+                                         "bert-opset14", "gpt2-ort",
+                                         "llama-ort"));
 
 //===----------------------------------------------------------------------===//
 // A tiny CNN (scripts/export_cnn.py; reference from PyTorch, batch 2)
@@ -448,7 +450,8 @@ INSTANTIATE_TEST_SUITE_P(
                     "gather", "where", "expand_reduce_cast", "gelu_tanh",
                     "gelu_op", "attention", "host_eval", "ce_softmax_loss",
                     "ce_softmax_loss_3d", "ce_logsoftmax_nll", "ms_attention",
-                    "ms_skip_ln_gelu"));
+                    "ms_skip_ln_gelu", "ms_simplified_ln", "ms_mha",
+                    "ms_rotary", "ms_gqa"));
 
 TEST(OnnxImporterOps, RaisedForms) {
   MLIRContext ctx;
@@ -625,6 +628,40 @@ TEST(OnnxImporterErrors, RunTimeValueWhereAConstantIsNeeded) {
                   "computed at run time"});
 }
 
+TEST(OnnxImporterErrors, ContribOpsOutsideTheirTrainingForm) {
+  // GroupQueryAttention over padded sequences (seqlens_k below s - 1).
+  ::onnx::ModelProto gqa = readModel(kModels + "/onnx-ops/ms_gqa.onnx");
+  for (auto &init : *gqa.mutable_graph()->mutable_initializer())
+    if (init.name() == "seqlens") {
+      init.clear_raw_data();
+      init.clear_int32_data();
+      init.add_int32_data(2);
+      init.add_int32_data(4);
+    }
+  std::string path = writeTemp(gqa);
+  expectBadInput(importFails(path),
+                 {"node 'gqa' (com.microsoft::GroupQueryAttention)",
+                  "padded or cached sequences", "seqlens_k = 4"});
+  // RotaryEmbedding whose positions are a graph input (run-time values).
+  ::onnx::ModelProto rope = readModel(kModels + "/onnx-ops/ms_rotary.onnx");
+  auto *graph = rope.mutable_graph();
+  for (int i = 0; i < graph->initializer_size(); ++i)
+    if (graph->initializer(i).name() == "pos") {
+      graph->mutable_initializer()->DeleteSubrange(i, 1);
+      break;
+    }
+  auto *pos = graph->add_input();
+  pos->set_name("pos");
+  auto *type = pos->mutable_type()->mutable_tensor_type();
+  type->set_elem_type(::onnx::TensorProto::INT64);
+  type->mutable_shape()->add_dim()->set_dim_value(2);
+  type->mutable_shape()->add_dim()->set_dim_value(5);
+  path = writeTemp(rope);
+  expectBadInput(importFails(path),
+                 {"node 'rope' (com.microsoft::RotaryEmbedding)",
+                  "position_ids ('pos') is computed at run time"});
+}
+
 TEST(OnnxImporterErrors, TextFormat) {
   // The ONNX text format is accepted with the .onnxtxt extension.
   std::string good = writeTempBytes(R"(
@@ -638,6 +675,125 @@ TEST(OnnxImporterErrors, TextFormat) {
   EXPECT_EQ(histogram(*module)["dtc.relu"], 1);
   std::string bad = writeTempBytes("g (float x => (", "onnxtxt");
   expectBadInput(importFails(bad), {"not a valid ONNX text model"});
+}
+
+//===----------------------------------------------------------------------===//
+// Hugging Face sparse MoE blocks (FuseMoe.cpp)
+//===----------------------------------------------------------------------===//
+
+const std::string kMixtral = kModels + "/hf/mixtral.onnx";
+
+TEST(OnnxImporterMoe, FusesPyTorchMixtralBlocks) {
+  MLIRContext ctx;
+  auto module = importOk(ctx, kMixtral, options(2, 8, /*raise=*/false));
+  ASSERT_TRUE(module);
+  auto ops = histogram(*module);
+  EXPECT_EQ(ops["dtc.moe_route"], 2);
+  EXPECT_EQ(ops["dtc.moe_dispatch"], 2);
+  EXPECT_EQ(ops["dtc.moe_combine"], 2);
+  // One stacked [E, out, in] weight per projection and layer, made of the
+  // experts' initializers in expert order; those are not parameters.
+  llvm::StringMap<std::string> stacked;
+  std::vector<std::string> plain;
+  mainOf(*module).walk([&](d::ParameterOp p) {
+    if (!p.getStack()) {
+      plain.push_back(p.getName().str());
+      return;
+    }
+    std::string members;
+    for (auto m : p.getStack()->getAsValueRange<StringAttr>())
+      members += m.str() + " ";
+    stacked[p.getName()] = typeString(p.getType()) + " " + members;
+    EXPECT_FALSE(p.getStackTransposed()) << p.getName().str();
+  });
+  EXPECT_EQ(stacked.size(), 6u);
+  const std::string l1 = "model.model.layers.1.block_sparse_moe.experts.";
+  EXPECT_EQ(stacked.lookup(l1 + "*.w2.weight"),
+            "tensor<4x64x32xf32> " + l1 + "0.w2.weight " + l1 + "1.w2.weight " +
+                l1 + "2.w2.weight " + l1 + "3.w2.weight ");
+  for (const std::string &name : plain)
+    EXPECT_EQ(name.find(".experts."), std::string::npos) << name;
+}
+
+TEST(OnnxImporterMoe, UnmatchedExpertIsNamed) {
+  // Expert 1 of layer 0 with tanh where SiLU's sigmoid was: the block
+  // routes like an MoE but its expert is not the SwiGLU dtc fuses.
+  ::onnx::ModelProto model = readModel(kMixtral);
+  bool changed = false;
+  for (auto &n : *model.mutable_graph()->mutable_node())
+    if (!changed && n.op_type() == "Sigmoid" &&
+        n.name().find("layers.0/block_sparse_moe/experts.1/") !=
+            std::string::npos) {
+      n.set_op_type("Tanh");
+      changed = true;
+    }
+  ASSERT_TRUE(changed);
+  std::string path = writeTemp(model);
+  expectBadInput(importFails(path, options(2, 8)),
+                 {path.c_str(),
+                  "MoE block routed by node "
+                  "'/model/model/layers.0/block_sparse_moe/TopK' (TopK)",
+                  "expert 1: its MLP is not SwiGLU", "com.microsoft MoE"});
+}
+
+//===----------------------------------------------------------------------===//
+// Transformer blocks (passes/TransformerBlocks.h)
+//===----------------------------------------------------------------------===//
+
+TEST(TransformerBlocks, ExportedBlocksAreFoundAndAlike) {
+  MLIRContext ctx;
+  auto module = importOk(ctx, kModels + "/tiny-gpt-8l.onnx", options(2, 16));
+  ASSERT_TRUE(module);
+  func::FuncOp main = mainOf(*module);
+  std::vector<::dtc::TransformerBlock> blocks =
+      ::dtc::findTransformerBlocks(main);
+  ASSERT_EQ(blocks.size(), 8u);
+  llvm::SmallVector<Operation *> ops;
+  for (Operation &op : main.getBody().front().without_terminator())
+    ops.push_back(&op);
+  for (auto [i, block] : llvm::enumerate(blocks)) {
+    EXPECT_EQ(block.sameAs, 0u) << "block " << i;
+    // Each block holds exactly one attention and starts where the previous
+    // one ends, with the same number of ops.
+    int attentions = 0;
+    for (unsigned k = block.begin; k < block.end; ++k)
+      attentions += isa<d::AttentionOp>(ops[k]);
+    EXPECT_EQ(attentions, 1) << "block " << i;
+    if (i > 0) {
+      EXPECT_EQ(block.begin, blocks[i - 1].end);
+      EXPECT_EQ(block.end - block.begin, blocks[0].end - blocks[0].begin);
+    }
+  }
+  // The embedding comes before the first block, the head after the last.
+  EXPECT_TRUE(
+      llvm::any_of(llvm::ArrayRef(ops).take_front(blocks[0].begin),
+                   [](Operation *op) { return isa<d::EmbeddingOp>(op); }));
+  EXPECT_LT(blocks.back().end, ops.size());
+}
+
+TEST(TransformerBlocks, ADifferentBlockIsTold) {
+  // Layer 1's first LayerNorm with another epsilon: block 1 is not a copy
+  // of block 0 any more.
+  ::onnx::ModelProto model = readModel(kTinyGpt);
+  bool changed = false;
+  for (auto &n : *model.mutable_graph()->mutable_node())
+    if (!changed && n.op_type() == "LayerNormalization" &&
+        n.name().find("h.1") != std::string::npos) {
+      for (auto &attr : *n.mutable_attribute())
+        if (attr.name() == "epsilon")
+          attr.set_f(1e-3f);
+      changed = true;
+    }
+  ASSERT_TRUE(changed);
+  std::string path = writeTemp(model);
+  MLIRContext ctx;
+  auto module = importOk(ctx, path, options(2, 16));
+  ASSERT_TRUE(module);
+  std::vector<::dtc::TransformerBlock> blocks =
+      ::dtc::findTransformerBlocks(mainOf(*module));
+  ASSERT_EQ(blocks.size(), 2u);
+  EXPECT_EQ(blocks[0].sameAs, 0u);
+  EXPECT_EQ(blocks[1].sameAs, 1u);
 }
 
 } // namespace

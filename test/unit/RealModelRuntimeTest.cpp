@@ -18,6 +18,7 @@
 #include "RuntimeTestUtil.h"
 
 #include "compiler/run/Run.h"
+#include "dialects/dtc/DtcOps.h"
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/OnnxImporter.h"
 
@@ -86,14 +87,18 @@ std::optional<dx::HostTensor> readTensorPb(const std::string &path) {
   return dx::decodeTensor(proto, "", error);
 }
 
-/// The model's floating-point initializers by name: the values of
-/// dtc.parameter (the runtime's parameter variables).
-std::map<std::string, rt::Tensor> readParameters(const std::string &path) {
+/// The values of `module`'s dtc.parameter ops (the runtime's parameter
+/// variables): the model's floating-point initializers by name, and the
+/// stacks of per-expert initializers the importer made (FuseMoe.h).
+std::map<std::string, rt::Tensor> readParameters(const std::string &path,
+                                                 mlir::ModuleOp module) {
   std::map<std::string, rt::Tensor> params;
   ::onnx::ModelProto model;
   std::ifstream in(path, std::ios::binary);
   EXPECT_TRUE(model.ParseFromIstream(&in)) << path;
+  std::map<std::string, const ::onnx::TensorProto *> initializers;
   for (const auto &init : model.graph().initializer()) {
+    initializers[init.name()] = &init;
     std::string error;
     auto tensor = dx::decodeTensor(init, "", error);
     EXPECT_TRUE(tensor.has_value()) << init.name() << ": " << error;
@@ -101,6 +106,26 @@ std::map<std::string, rt::Tensor> readParameters(const std::string &path) {
       params[init.name()] =
           dtc::toRuntimeTensor(*tensor, dtypeOfOnnx(tensor->dataType));
   }
+  module.walk([&](mlir::dtc::ParameterOp p) {
+    std::optional<mlir::ArrayAttr> stack = p.getStack();
+    if (!stack)
+      return;
+    std::vector<std::string> members;
+    for (auto member : stack->getAsValueRange<mlir::StringAttr>())
+      members.push_back(member.str());
+    std::string error;
+    auto tensor = dx::decodeStacked(
+        members, p.getStackTransposed(),
+        [&](llvm::StringRef name) -> const ::onnx::TensorProto * {
+          auto it = initializers.find(name.str());
+          return it == initializers.end() ? nullptr : it->second;
+        },
+        "", error);
+    EXPECT_TRUE(tensor.has_value()) << p.getName().str() << ": " << error;
+    if (tensor)
+      params[p.getName().str()] =
+          dtc::toRuntimeTensor(*tensor, dtypeOfOnnx(tensor->dataType));
+  });
   return params;
 }
 
@@ -142,8 +167,8 @@ double runCase(const ModelCase &c, bool raise) {
     args.push_back(
         dtc::toRuntimeTensor(*host, dtypeOf(main.getArgumentTypes()[i])));
   }
-  auto outputs =
-      ::dtc::test::runOnCpu(**module, "main", args, readParameters(c.path));
+  auto outputs = ::dtc::test::runOnCpu(**module, "main", args,
+                                       readParameters(c.path, **module));
   if (!outputs) {
     ADD_FAILURE() << c.name << ": " << llvm::toString(outputs.takeError());
     return INFINITY;
@@ -211,7 +236,9 @@ std::vector<ModelCase> allCases() {
   std::vector<ModelCase> cases;
   cases.push_back({"tiny-gpt", kModels + "/tiny-gpt.onnx",
                    kModels + "/tiny-gpt/test_data_set_0", 2, 16});
-  for (const char *hf : {"gpt2", "llama", "bert", "bert-opset14", "gpt2-ort"})
+  for (const char *hf :
+       {"gpt2", "llama", "mixtral", "bert", "bert-opset14", "gpt2-ort",
+        "llama-ort", "gpt2-dynamo", "llama-dynamo"})
     cases.push_back({std::string("hf/") + hf, kModels + "/hf/" + hf + ".onnx",
                      kModels + "/hf/" + hf + "/test_data_set_0", 2, 8});
   cases.push_back({"cnn", kModels + "/cnn/cnn.onnx",
@@ -235,7 +262,11 @@ std::vector<ModelCase> allCases() {
                          "ce_softmax_loss_3d",
                          "ce_logsoftmax_nll",
                          "ms_attention",
-                         "ms_skip_ln_gelu"})
+                         "ms_skip_ln_gelu",
+                         "ms_simplified_ln",
+                         "ms_mha",
+                         "ms_rotary",
+                         "ms_gqa"})
     cases.push_back({std::string("onnx-ops/") + op,
                      kModels + "/onnx-ops/" + op + ".onnx",
                      kModels + "/onnx-ops/" + op + "/test_data_set_0",

@@ -3,7 +3,9 @@
 // Lowerings of the com.microsoft contrib ops onnxruntime's transformer
 // optimizer writes (python -m onnxruntime.transformers.optimizer):
 // SkipLayerNormalization, SkipSimplifiedLayerNormalization, FastGelu,
-// BiasGelu, Gelu, the packed-QKV Attention and MoE. Registered as
+// BiasGelu, Gelu, the packed-QKV Attention, MultiHeadAttention,
+// GroupQueryAttention, RotaryEmbedding and MoE, and the default-domain
+// SimplifiedLayerNormalization that onnxruntime defines. Registered as
 // "com.microsoft::<op>"; any other com.microsoft op is reported as
 // unsupported with its domain and opset.
 //
@@ -26,6 +28,18 @@ bool isUsed(const ::onnx::NodeProto &node, const llvm::StringMap<int> &uses,
             int index) {
   return index < node.output_size() && !node.output(index).empty() &&
          uses.lookup(node.output(index));
+}
+
+/// An error for the first of inputs [from, to) of the current node that is
+/// set: "dtc imports <op> without <what>".
+Error refuseSetInputs(ModelImporter &m, llvm::ArrayRef<Entry *> ins,
+                      size_t from, size_t to, llvm::StringRef what) {
+  for (size_t i = from; i < std::min(to, ins.size()); ++i)
+    if (ins[i])
+      return m.nodeError("input {0} ('{1}') is set; dtc imports {2} without "
+                         "{3}",
+                         i, m.node->input(i), m.node->op_type(), what);
+  return Error::success();
 }
 } // namespace
 
@@ -118,11 +132,9 @@ Error ModelImporter::lowerContribGelu(llvm::ArrayRef<Entry *> ins) {
 Error ModelImporter::lowerContribAttention(llvm::ArrayRef<Entry *> ins) {
   if (ins.size() < 2 || !ins[1])
     return nodeError("needs input and weights");
-  for (size_t i = 3; i < ins.size(); ++i)
-    if (ins[i])
-      return nodeError("input {0} ('{1}') is set; dtc imports Attention "
-                       "without mask_index, past or attention bias",
-                       i, node->input(i));
+  if (Error err = refuseSetInputs(*this, ins, 3, ins.size(),
+                                  "mask_index, past or attention bias"))
+    return err;
   if (Error err = checkUnusedOutputs(1))
     return err;
   if (getIntsAttr(*node, "qkv_hidden_sizes"))
@@ -198,11 +210,9 @@ Error ModelImporter::lowerMoE(llvm::ArrayRef<Entry *> ins) {
   if (ins.size() < 5 || !ins[1] || !ins[2] || !ins[4])
     return nodeError("needs input, router_probs, fc1_experts_weights and "
                      "fc2_experts_weights");
-  for (size_t i = 8; i < ins.size(); ++i)
-    if (ins[i])
-      return nodeError("input {0} ('{1}') is set; dtc imports MoE without "
-                       "quantization scales",
-                       i, node->input(i));
+  if (Error err =
+          refuseSetInputs(*this, ins, 8, ins.size(), "quantization scales"))
+    return err;
   if (getIntAttr(*node, "use_sparse_mixer", 0))
     return nodeError("use_sparse_mixer is not supported; export with the "
                      "softmax top-k router");
@@ -322,6 +332,403 @@ Error ModelImporter::lowerMoE(llvm::ArrayRef<Entry *> ins) {
   return defineValue(0, *out);
 }
 
+namespace {
+/// [b, s, n * h] -> [b, n, s, h].
+Expected<Value> splitHeads(ModelImporter &m, Value x, int64_t heads) {
+  llvm::ArrayRef<int64_t> shape =
+      cast<RankedTensorType>(x.getType()).getShape();
+  auto split = m.reshape(x, {shape[0], shape[1], heads, shape[2] / heads});
+  if (!split)
+    return split.takeError();
+  return m.finish(d::TransposeOp::create(m.builder, m.loc(), m.placeholder(),
+                                         *split,
+                                         llvm::ArrayRef<int64_t>{0, 2, 1, 3}));
+}
+
+/// [b, n, s, h] -> [b, s, n * h].
+Expected<Value> mergeHeads(ModelImporter &m, Value x) {
+  llvm::ArrayRef<int64_t> shape =
+      cast<RankedTensorType>(x.getType()).getShape();
+  auto merged =
+      m.finish(d::TransposeOp::create(m.builder, m.loc(), m.placeholder(), x,
+                                      llvm::ArrayRef<int64_t>{0, 2, 1, 3}));
+  if (!merged)
+    return merged.takeError();
+  return m.reshape(*merged, {shape[0], shape[2], shape[1] * shape[3]});
+}
+
+Expected<Value> binary(ModelImporter &m, llvm::StringRef kind, Value a,
+                       Value b) {
+  Operation *op;
+  if (kind == "mul")
+    op = d::MulOp::create(m.builder, m.loc(), m.placeholder(), a, b);
+  else if (kind == "sub")
+    op = d::SubOp::create(m.builder, m.loc(), m.placeholder(), a, b);
+  else
+    op = d::AddOp::create(m.builder, m.loc(), m.placeholder(), a, b);
+  return m.finish(op);
+}
+} // namespace
+
+// Rotary embedding of x [b, n, s, h] as elementwise ops with constant
+// tables (what the raised form of an exported rotary looks like too):
+// features [0, rot) of each head are turned by the angle of the token's
+// position, in halves (rotate_half) or in interleaved pairs; the rest pass.
+Expected<Value> ModelImporter::applyRotary(Value x,
+                                           llvm::ArrayRef<int64_t> positions,
+                                           const HostTensor &cosCache,
+                                           const HostTensor &sinCache,
+                                           int64_t rot, bool interleaved) {
+  llvm::ArrayRef<int64_t> shape =
+      cast<RankedTensorType>(x.getType()).getShape();
+  int64_t b = shape[0], s = shape[2], h = shape[3], half = rot / 2;
+  if (cosCache.rank() != 2 || cosCache.shape != sinCache.shape ||
+      cosCache.shape[1] < half || rot % 2 || rot > h || rot <= 0)
+    return nodeError("cos/sin caches {0} and {1} do not fit a rotary "
+                     "dimension of {2} in heads of {3}",
+                     shapeString(cosCache.shape), shapeString(sinCache.shape),
+                     rot, h);
+  // positions: one per token of each sequence ([b * s]) or shared ([s]).
+  int64_t rows = static_cast<int64_t>(positions.size()) == b * s ? b : 1;
+  HostTensor tables[2] = {HostTensor::zeros(kFloat, {rows, 1, s, half}),
+                          HostTensor::zeros(kFloat, {rows, 1, s, half})};
+  for (int64_t i = 0; i < rows * s; ++i) {
+    int64_t p = positions[i];
+    if (p < 0 || p >= cosCache.shape[0])
+      return nodeError("position {0} is outside the caches' {1} positions", p,
+                       cosCache.shape[0]);
+    for (int64_t j = 0; j < half; ++j) {
+      tables[0].floats[i * half + j] =
+          cosCache.floats[p * cosCache.shape[1] + j];
+      tables[1].floats[i * half + j] =
+          sinCache.floats[p * sinCache.shape[1] + j];
+    }
+  }
+  auto cos = constant(tables[0]);
+  if (!cos)
+    return cos.takeError();
+  auto sin = constant(tables[1]);
+  if (!sin)
+    return sin.takeError();
+  Value rotated = x;
+  if (rot < h) {
+    auto head = sliceAxis(x, 3, 0, rot);
+    if (!head)
+      return head.takeError();
+    rotated = *head;
+  }
+  // The two halves (or the even and odd features) of the rotated part.
+  Value x1, x2;
+  for (int k = 0; k < 2; ++k) {
+    auto part = interleaved ? sliceAxis(rotated, 3, k, half, 2)
+                            : sliceAxis(rotated, 3, k * half, half);
+    if (!part)
+      return part.takeError();
+    (k ? x2 : x1) = *part;
+  }
+  // y1 = x1 cos - x2 sin, y2 = x2 cos + x1 sin.
+  Value y[2];
+  for (int k = 0; k < 2; ++k) {
+    auto c = binary(*this, "mul", k ? x2 : x1, *cos);
+    if (!c)
+      return c.takeError();
+    auto t = binary(*this, "mul", k ? x1 : x2, *sin);
+    if (!t)
+      return t.takeError();
+    auto yk = binary(*this, k ? "add" : "sub", *c, *t);
+    if (!yk)
+      return yk.takeError();
+    y[k] = *yk;
+  }
+  Value out;
+  if (!interleaved) {
+    auto joined = finish(d::ConcatOp::create(builder, loc(), placeholder(),
+                                             ValueRange{y[0], y[1]}, 3));
+    if (!joined)
+      return joined.takeError();
+    out = *joined;
+  } else {
+    // Back into pairs: [.., half, 1] twice -> [.., half, 2] -> [.., rot].
+    Value pairs[2];
+    for (int k = 0; k < 2; ++k) {
+      auto r = reshape(y[k], {b, shape[1], s, half, 1});
+      if (!r)
+        return r.takeError();
+      pairs[k] = *r;
+    }
+    auto joined = finish(d::ConcatOp::create(
+        builder, loc(), placeholder(), ValueRange{pairs[0], pairs[1]}, 4));
+    if (!joined)
+      return joined.takeError();
+    auto flat = reshape(*joined, {b, shape[1], s, rot});
+    if (!flat)
+      return flat.takeError();
+    out = *flat;
+  }
+  if (rot == h)
+    return out;
+  auto rest = sliceAxis(x, 3, rot, h - rot);
+  if (!rest)
+    return rest.takeError();
+  return finish(d::ConcatOp::create(builder, loc(), placeholder(),
+                                    ValueRange{out, *rest}, 3));
+}
+
+/// The known int64 values of input `index` (positions, lengths), or an
+/// error saying they must be known when compiling.
+static Expected<std::vector<int64_t>>
+knownIndexInput(ModelImporter &m, llvm::ArrayRef<Entry *> ins, size_t index,
+                llvm::StringRef what) {
+  if (index >= ins.size() || !ins[index])
+    return m.nodeError("needs {0}", what);
+  if (!ins[index]->known)
+    return m.nodeError("{0} ('{1}') is computed at run time; dtc needs it "
+                       "known when compiling (an initializer, or computed "
+                       "from shapes)",
+                       what, m.node->input(index));
+  return ins[index]->known->toInts();
+}
+
+// SimplifiedLayerNormalization(X, scale) (onnxruntime's RMSNorm, in the
+// default domain): dtc.rms_norm over the trailing axes from `axis`.
+Error ModelImporter::lowerSimplifiedLayerNorm(llvm::ArrayRef<Entry *> ins) {
+  if (ins.size() < 2 || !ins[1])
+    return nodeError("needs X and scale");
+  if (Error err = checkUnusedOutputs(1))
+    return err;
+  int64_t rank = static_cast<int64_t>(ins[0]->shape.size());
+  int64_t axis = getIntAttr(*node, "axis", -1);
+  if (axis < 0)
+    axis += rank;
+  if (axis != rank - 1)
+    return nodeError("axis {0} normalizes several dims; dtc imports the last "
+                     "axis only",
+                     getIntAttr(*node, "axis", -1));
+  auto x = valueOf(*ins[0]);
+  if (!x)
+    return x.takeError();
+  auto scale = valueOf(*ins[1]);
+  if (!scale)
+    return scale.takeError();
+  auto norm = finish(
+      d::RmsNormOp::create(builder, loc(), placeholder(), *x, *scale, axis,
+                           llvm::APFloat(static_cast<double>(
+                               getFloatAttr(*node, "epsilon", 1e-5f)))));
+  if (!norm)
+    return norm.takeError();
+  return defineValue(0, *norm);
+}
+
+// MultiHeadAttention(query [b, s, d], key [b, t, d], value [b, t, d],
+// bias [3d]?) with num_heads, unidirectional (causal) and scale.
+Error ModelImporter::lowerMultiHeadAttention(llvm::ArrayRef<Entry *> ins) {
+  if (Error err = refuseSetInputs(*this, ins, 4, ins.size(),
+                                  "masks, attention bias or past state"))
+    return err;
+  if (Error err = checkUnusedOutputs(1))
+    return err;
+  int64_t heads = getIntAttr(*node, "num_heads", 0);
+  if (ins.size() < 3 || !ins[1] || !ins[2])
+    return nodeError("needs separate query, key and value (packed forms are "
+                     "not supported)");
+  llvm::ArrayRef<int64_t> q = ins[0]->shape, k = ins[1]->shape,
+                          v = ins[2]->shape;
+  if (q.size() != 3 || k.size() != 3 || v.size() != 3 || heads <= 0 ||
+      q[2] % heads || k[2] != q[2] || v[2] % heads || k[1] != v[1])
+    return nodeError("expects query [b, s, d], key and value [b, t, d] with "
+                     "num_heads dividing d");
+  llvm::SmallVector<Value, 3> parts;
+  int64_t d = q[2];
+  for (int i = 0; i < 3; ++i) {
+    auto x = valueOf(*ins[i]);
+    if (!x)
+      return x.takeError();
+    Value biased = *x;
+    if (ins.size() > 3 && ins[3]) {
+      auto bias = valueOf(*ins[3]);
+      if (!bias)
+        return bias.takeError();
+      auto part = sliceAxis(*bias, 0, i * d, i == 2 ? v[2] : d);
+      if (!part)
+        return part.takeError();
+      auto sum = binary(*this, "add", *x, *part);
+      if (!sum)
+        return sum.takeError();
+      biased = *sum;
+    }
+    auto split = splitHeads(*this, biased, heads);
+    if (!split)
+      return split.takeError();
+    parts.push_back(*split);
+  }
+  double scale = getFloatAttr(*node, "scale", 0.0f);
+  if (scale == 0.0)
+    scale = 1.0 / std::sqrt(static_cast<double>(d / heads));
+  auto attn = finish(d::AttentionOp::create(
+      builder, loc(), placeholder(), parts[0], parts[1], parts[2],
+      getIntAttr(*node, "unidirectional", 0) != 0,
+      builder.getF64FloatAttr(scale)));
+  if (!attn)
+    return attn.takeError();
+  auto out = mergeHeads(*this, *attn);
+  if (!out)
+    return out.takeError();
+  return defineValue(0, *out);
+}
+
+// RotaryEmbedding(input [b, s, n * h] or [b, n, s, h], position_ids [b, s]
+// or [1] (an offset), cos_cache, sin_cache [max positions, rot / 2]).
+// Positions and caches must be known when compiling.
+Error ModelImporter::lowerRotaryEmbedding(llvm::ArrayRef<Entry *> ins) {
+  if (ins.size() < 4 || !ins[2] || !ins[3] || !ins[2]->known || !ins[3]->known)
+    return nodeError("needs cos_cache and sin_cache known when compiling "
+                     "(initializers)");
+  if (getIntAttr(*node, "is_packed_batching", 0))
+    return nodeError("is_packed_batching is not supported");
+  if (getFloatAttr(*node, "scale", 1.0f) != 1.0f)
+    return nodeError("scale {0} is not supported (1 only)",
+                     getFloatAttr(*node, "scale", 1.0f));
+  llvm::ArrayRef<int64_t> shape = ins[0]->shape;
+  const HostTensor &cos = *ins[2]->known, &sin = *ins[3]->known;
+  int64_t rot = getIntAttr(*node, "rotary_embedding_dim", 0);
+  if (rot == 0 && cos.rank() == 2)
+    rot = 2 * cos.shape[1];
+  int64_t heads = getIntAttr(*node, "num_heads", 0);
+  bool flat = shape.size() == 3;
+  if (flat && heads == 0 && rot > 0)
+    heads = shape[2] / rot; // the heads are all rotary
+  if ((!flat && shape.size() != 4) ||
+      (flat && (heads <= 0 || shape[2] % heads)))
+    return nodeError("expects input [b, s, n * h] (with num_heads) or "
+                     "[b, n, s, h]");
+  int64_t b = shape[0], s = flat ? shape[1] : shape[2];
+  auto positions = knownIndexInput(*this, ins, 1, "position_ids");
+  if (!positions)
+    return positions.takeError();
+  std::vector<int64_t> pos = std::move(*positions);
+  if (pos.size() == 1) { // an offset: positions p .. p + s - 1
+    int64_t first = pos[0];
+    pos.resize(s);
+    for (int64_t i = 0; i < s; ++i)
+      pos[i] = first + i;
+  } else if (static_cast<int64_t>(pos.size()) != b * s) {
+    return nodeError("position_ids has {0} values, not 1 or {1} x {2}",
+                     pos.size(), b, s);
+  }
+  auto x = valueOf(*ins[0]);
+  if (!x)
+    return x.takeError();
+  Value heads4 = *x;
+  if (flat) {
+    auto split = splitHeads(*this, *x, heads);
+    if (!split)
+      return split.takeError();
+    heads4 = *split;
+  }
+  auto y = applyRotary(heads4, pos, cos, sin, rot,
+                       getIntAttr(*node, "interleaved", 0) != 0);
+  if (!y)
+    return y.takeError();
+  if (!flat)
+    return defineValue(0, *y);
+  auto merged = mergeHeads(*this, *y);
+  if (!merged)
+    return merged.takeError();
+  return defineValue(0, *merged);
+}
+
+// GroupQueryAttention(query [b, s, n * h], key, value [b, s, kv * h],
+// past_key?, past_value?, seqlens_k [b], total_sequence_length, cos_cache?,
+// sin_cache?) with num_heads, kv_num_heads, scale, do_rotary: causal
+// attention over kv heads shared by groups of query heads. dtc imports the
+// whole-sequence (prefill, training) form: no past state, every sequence
+// full length (seqlens_k = s - 1, total_sequence_length = s).
+Error ModelImporter::lowerGroupQueryAttention(llvm::ArrayRef<Entry *> ins) {
+  if (ins.size() < 7 || !ins[1] || !ins[2])
+    return nodeError("needs separate query, key and value (packed QKV is not "
+                     "supported)");
+  if (Error err = refuseSetInputs(*this, ins, 3, 5,
+                                  "past state (training and prefill)"))
+    return err;
+  if (Error err = refuseSetInputs(
+          *this, ins, 9, ins.size(),
+          "position_ids, attention bias, head sink, quantization or q/k "
+          "norms"))
+    return err;
+  if (Error err = checkUnusedOutputs(1))
+    return err;
+  for (const char *attr : {"softcap", "smooth_softmax", "qk_output"})
+    if (getFloatAttr(*node, attr, 0.0f) != 0.0f ||
+        getIntAttr(*node, attr, 0) != 0)
+      return nodeError("{0} is not supported", attr);
+  if (getIntAttr(*node, "local_window_size", -1) != -1)
+    return nodeError("local_window_size (sliding window attention) is not "
+                     "supported");
+  int64_t heads = getIntAttr(*node, "num_heads", 0);
+  int64_t kvHeads = getIntAttr(*node, "kv_num_heads", 0);
+  llvm::ArrayRef<int64_t> q = ins[0]->shape, k = ins[1]->shape,
+                          v = ins[2]->shape;
+  if (q.size() != 3 || k.size() != 3 || v.size() != 3 || heads <= 0 ||
+      kvHeads <= 0 || heads % kvHeads || q[2] % heads ||
+      k[2] != q[2] / heads * kvHeads || v[2] != k[2] || k[1] != q[1])
+    return nodeError("expects query [b, s, n * h] and key, value [b, s, kv * "
+                     "h] with kv_num_heads dividing num_heads");
+  int64_t s = q[1], h = q[2] / heads;
+  auto lengths = knownIndexInput(*this, ins, 5, "seqlens_k");
+  if (!lengths)
+    return lengths.takeError();
+  auto total = knownIndexInput(*this, ins, 6, "total_sequence_length");
+  if (!total)
+    return total.takeError();
+  if (total->size() != 1 || (*total)[0] != s ||
+      llvm::any_of(*lengths, [&](int64_t n) { return n != s - 1; }))
+    return nodeError("seqlens_k and total_sequence_length describe padded "
+                     "or cached sequences; dtc imports full sequences of "
+                     "{0} tokens (seqlens_k = {1}, total_sequence_length = "
+                     "{0})",
+                     s, s - 1);
+  Value parts[3];
+  for (int i = 0; i < 3; ++i) {
+    auto x = valueOf(*ins[i]);
+    if (!x)
+      return x.takeError();
+    auto split = splitHeads(*this, *x, i ? kvHeads : heads);
+    if (!split)
+      return split.takeError();
+    parts[i] = *split;
+  }
+  if (getIntAttr(*node, "do_rotary", 0)) {
+    if (ins.size() < 9 || !ins[7] || !ins[8] || !ins[7]->known ||
+        !ins[8]->known)
+      return nodeError("do_rotary needs cos_cache and sin_cache known when "
+                       "compiling");
+    std::vector<int64_t> pos(s);
+    for (int64_t i = 0; i < s; ++i)
+      pos[i] = i;
+    const HostTensor &cos = *ins[7]->known, &sin = *ins[8]->known;
+    int64_t rot = cos.rank() == 2 ? 2 * cos.shape[1] : 0;
+    bool interleaved = getIntAttr(*node, "rotary_interleaved", 0) != 0;
+    for (int i = 0; i < 2; ++i) {
+      auto turned = applyRotary(parts[i], pos, cos, sin, rot, interleaved);
+      if (!turned)
+        return turned.takeError();
+      parts[i] = *turned;
+    }
+  }
+  double scale = getFloatAttr(*node, "scale", 0.0f);
+  if (scale == 0.0)
+    scale = 1.0 / std::sqrt(static_cast<double>(h));
+  auto attn = finish(d::AttentionOp::create(
+      builder, loc(), placeholder(), parts[0], parts[1], parts[2],
+      /*causal=*/true, builder.getF64FloatAttr(scale)));
+  if (!attn)
+    return attn.takeError();
+  auto out = mergeHeads(*this, *attn);
+  if (!out)
+    return out.takeError();
+  return defineValue(0, *out);
+}
+
 void ::dtc::onnx::detail::registerMicrosoftOps(LoweringTable &table) {
   const std::string ms = "com.microsoft::";
   table[ms + "SkipLayerNormalization"] = &ModelImporter::lowerSkipLayerNorm;
@@ -332,4 +739,10 @@ void ::dtc::onnx::detail::registerMicrosoftOps(LoweringTable &table) {
   table[ms + "Gelu"] = &ModelImporter::lowerContribGelu;
   table[ms + "Attention"] = &ModelImporter::lowerContribAttention;
   table[ms + "MoE"] = &ModelImporter::lowerMoE;
+  table[ms + "MultiHeadAttention"] = &ModelImporter::lowerMultiHeadAttention;
+  table[ms + "GroupQueryAttention"] = &ModelImporter::lowerGroupQueryAttention;
+  table[ms + "RotaryEmbedding"] = &ModelImporter::lowerRotaryEmbedding;
+  // onnxruntime defines its RMSNorm in the default domain.
+  table["SimplifiedLayerNormalization"] =
+      &ModelImporter::lowerSimplifiedLayerNorm;
 }

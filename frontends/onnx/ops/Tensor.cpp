@@ -1,7 +1,7 @@
 //===- Tensor.cpp - Shapes, data movement, casts --------------------------===//
 //
 // Lowerings of Identity, Reshape-like ops, Transpose, Concat, Slice, Split,
-// Gather, Where, Expand and casts.
+// SplitToSequence / SequenceAt, Gather, Where, Expand and casts.
 //
 //===----------------------------------------------------------------------===//
 
@@ -184,6 +184,131 @@ Error ModelImporter::lowerSplit(llvm::ArrayRef<Entry *> ins) {
       return err;
   }
   return Error::success();
+}
+
+Error ModelImporter::lowerSplitToSequence(llvm::ArrayRef<Entry *> ins) {
+  // dtc has no sequence values: the parts are ordinary entries that only
+  // SequenceAt reads (torchlib's aten_getitem after inlining).
+  const std::string &name = node->output(0);
+  for (const auto &n : model.graph().node())
+    for (auto [i, in] : llvm::enumerate(n.input()))
+      if (in == name && (i != 0 || n.op_type() != "SequenceAt" ||
+                         !isDefaultDomain(n.domain())))
+        return nodeError("its sequence '{0}' is read by node '{1}' ({2}); dtc "
+                         "reads sequences only with SequenceAt",
+                         name, nodeName(n), loweringKey(n));
+  for (const auto &output : model.graph().output())
+    if (output.name() == name)
+      return nodeError("its sequence '{0}' is a graph output; dtc outputs "
+                       "tensors only",
+                       name);
+
+  std::string error;
+  auto axis =
+      normalizeAxis(getIntAttr(*node, "axis", 0), ins[0]->shape.size(), error);
+  if (!axis)
+    return nodeError("{0}", error);
+  int64_t dim = ins[0]->shape[*axis];
+  llvm::SmallVector<int64_t> sizes;
+  bool squeeze = false;
+  // One slice per part: bound the count for malformed models.
+  constexpr int64_t kMaxParts = int64_t(1) << 16;
+  if (ins.size() > 1 && ins[1]) {
+    auto known = knownInts(1, "split");
+    if (!known)
+      return known.takeError();
+    if (ins[1]->shape.empty()) {
+      // A scalar is the chunk length; the last chunk may be shorter.
+      int64_t chunk = known->front();
+      if (chunk < 1)
+        return nodeError("the split length must be >= 1, got {0}", chunk);
+      if (dim / chunk > kMaxParts)
+        return nodeError("splits a dim of size {0} into more than {1} parts",
+                         dim, kMaxParts);
+      for (int64_t at = 0; at < dim; at += chunk)
+        sizes.push_back(std::min(chunk, dim - at));
+    } else {
+      auto given = resolveSplit(dim, llvm::ArrayRef<int64_t>(*known),
+                                known->size(), false, error);
+      if (!given)
+        return nodeError("{0}", error);
+      sizes = *given;
+    }
+  } else {
+    // Without split: parts of length 1, squeezed unless keepdims.
+    if (dim > kMaxParts)
+      return nodeError("splits a dim of size {0} into more than {1} parts", dim,
+                       kMaxParts);
+    sizes.assign(dim, 1);
+    squeeze = getIntAttr(*node, "keepdims", 1) == 0;
+  }
+
+  llvm::SmallVector<Entry> parts;
+  int64_t offset = 0;
+  for (int64_t size : sizes) {
+    Entry part;
+    part.dataType = ins[0]->dataType;
+    part.shape = ins[0]->shape;
+    part.shape[*axis] = size;
+    if (squeeze)
+      part.shape.erase(part.shape.begin() + *axis);
+    if (ins[0]->known) {
+      // Known data stays known (shape arithmetic split into a sequence).
+      ::onnx::NodeProto slice;
+      slice.set_op_type("Slice");
+      HostTensor starts = HostTensor::fromInts({offset}),
+                 ends = HostTensor::fromInts({offset + size}),
+                 axes = HostTensor::fromInts({*axis});
+      const HostTensor *args[] = {ins[0]->known.get(), &starts, &ends, &axes};
+      auto sliced = evaluateNode(slice, args, error);
+      if (!sliced)
+        return nodeError("{0}", error);
+      HostTensor t = std::move((*sliced)[0]);
+      t.shape = part.shape;
+      part.known = std::make_shared<const HostTensor>(std::move(t));
+    } else {
+      auto input = valueOf(*ins[0]);
+      if (!input)
+        return input.takeError();
+      auto sliced = sliceAxis(*input, *axis, offset, size);
+      if (!sliced)
+        return sliced.takeError();
+      auto value = reshape(*sliced, part.shape);
+      if (!value)
+        return value.takeError();
+      part.value = *value;
+    }
+    offset += size;
+    parts.push_back(std::move(part));
+  }
+  // The sequence itself: an entry with neither value nor known tensor.
+  if (Error err = define(name, Entry()))
+    return err;
+  sequences[name] = std::move(parts);
+  return Error::success();
+}
+
+Error ModelImporter::lowerSequenceAt(llvm::ArrayRef<Entry *> ins) {
+  auto seq = sequences.find(node->input(0));
+  if (seq == sequences.end())
+    return nodeError("input '{0}' is not a sequence made by SplitToSequence, "
+                     "the only sequences dtc imports",
+                     node->input(0));
+  if (ins.size() < 2 || !ins[1])
+    return nodeError("needs a position input");
+  auto position = knownInts(1, "position");
+  if (!position)
+    return position.takeError();
+  if (position->size() != 1)
+    return nodeError("the position must be a scalar, got {0} values",
+                     position->size());
+  int64_t count = seq->second.size(), i = position->front();
+  if (i < -count || i >= count)
+    return nodeError("position {0} is out of range for a sequence of {1} "
+                     "tensors",
+                     i, count);
+  Entry copy = seq->second[i < 0 ? i + count : i];
+  return define(node->output(0), std::move(copy));
 }
 
 Error ModelImporter::lowerGather(llvm::ArrayRef<Entry *> ins) {
@@ -493,6 +618,8 @@ void ::dtc::onnx::detail::registerTensorOps(LoweringTable &table) {
   table["Concat"] = &ModelImporter::lowerConcat;
   table["Slice"] = &ModelImporter::lowerSlice;
   table["Split"] = &ModelImporter::lowerSplit;
+  table["SplitToSequence"] = &ModelImporter::lowerSplitToSequence;
+  table["SequenceAt"] = &ModelImporter::lowerSequenceAt;
   table["Gather"] = &ModelImporter::lowerGather;
   table["Where"] = &ModelImporter::lowerWhere;
   table["Expand"] = &ModelImporter::lowerExpand;
