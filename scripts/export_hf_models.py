@@ -9,7 +9,7 @@ layout; output from PyTorch in fp32, checked against onnxruntime).
     pip install torch==2.5.1 transformers==4.47.1 onnx onnxruntime
     python scripts/export_hf_models.py --out test/models/hf [names...]
 
-Names: gpt2, llama, mixtral, bert, bert-opset14 (LayerNorm decomposed),
+Names: gpt2, llama, mistral, mixtral, bert, bert-opset14 (LayerNorm decomposed),
 gpt2-ort and llama-ort (through onnxruntime's transformer optimizer); also
 <name>-dynamo (torch.onnx.export(dynamo=True), which needs onnxscript).
 transformers >= 4.48 needs torch >= 2.6.
@@ -46,6 +46,18 @@ def llama():
     return transformers.LlamaForCausalLM(cfg), "logits"
 
 
+def mistral():
+    # LLaMA's layout, untied, without a sliding window (Mistral-7B v0.2 on;
+    # a window narrower than the sequence makes a banded mask, which dtc
+    # imports as the unfused matmul/softmax it is).
+    cfg = transformers.MistralConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+        num_attention_heads=4, num_key_value_heads=2, intermediate_size=32,
+        max_position_embeddings=POSITIONS, sliding_window=None,
+        tie_word_embeddings=False)
+    return transformers.MistralForCausalLM(cfg), "logits"
+
+
 def mixtral():
     # The sparse MoE block exports as TopK/OneHot/NonZero/ScatterElements on
     # run-time values, one subgraph per expert; dtc fuses it into one MoE
@@ -68,7 +80,8 @@ def bert():
         "last_hidden_state"
 
 
-MODELS = {"gpt2": gpt2, "llama": llama, "mixtral": mixtral, "bert": bert}
+MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral,
+          "mixtral": mixtral, "bert": bert}
 
 
 class Wrapper(torch.nn.Module):
@@ -204,7 +217,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="test/models/hf")
     parser.add_argument("names", nargs="*",
-                        default=["gpt2", "llama", "mixtral", "bert",
+                        default=["gpt2", "llama", "mistral", "mixtral", "bert",
                                  "bert-opset14", "gpt2-ort", "llama-ort"])
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)

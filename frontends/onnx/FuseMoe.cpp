@@ -12,6 +12,11 @@
 //     y = (silu(x2[row] W1_e^T) * (x2[row] W3_e^T)) W2_e^T
 //     acc = acc + ScatterElements(0, row, y * weights[row, slot])
 //
+// The dynamo exporter writes the same block with `Equal(chosen[..., None],
+// Range(E))` for the one-hot mask, GatherND for the row and weight picks
+// and `ScatterND(acc, row, y * w, reduction = add)` for the accumulation;
+// both forms match.
+//
 // Matching keys on the router, on the expert index of each `mask[e]` gather
 // and on the expert MLP; the plumbing between them (index arithmetic,
 // expands, casts) is checked only for where it leads, so exporter versions
@@ -48,6 +53,13 @@ struct ExpertWeight {
   bool storedOutIn = false;
 };
 
+/// One expert's step of the accumulation: the node whose output is the
+/// accumulator after it, and the accumulator it read.
+struct Accumulation {
+  const NodeProto *out = nullptr;
+  std::string in;
+};
+
 /// The matched parts of one block.
 struct Block {
   const NodeProto *topK = nullptr;
@@ -82,7 +94,7 @@ private:
   llvm::Error matchExpert(Block &block, int64_t expert,
                           const NodeProto &maskGather,
                           const std::string &weights,
-                          std::vector<const NodeProto *> &adds);
+                          std::vector<Accumulation> &adds);
   void rewrite(const Block &block, std::vector<StackedWeight> &stacked);
   void removeDeadNodes();
 
@@ -253,8 +265,19 @@ llvm::Expected<std::optional<Block>> Fuser::match(const NodeProto &topK) {
   if (!gate || gate->op_type() != "MatMul")
     return std::nullopt;
   auto gateWeight = weightOf(gate->input(1));
+  // The one-hot mask of the choices: OneHot, or (dynamo) Equal against a
+  // Range of the expert indices.
   const NodeProto *oneHot = userOfType(topK.output(1), "OneHot");
-  if (!gateWeight || !oneHot)
+  const NodeProto *equal = nullptr;
+  if (const NodeProto *unsqueeze = userOfType(topK.output(1), "Unsqueeze"))
+    if ((equal = userOfType(unsqueeze->output(0), "Equal"))) {
+      const NodeProto *range =
+          producer(equal->input(0) == unsqueeze->output(0) ? equal->input(1)
+                                                           : equal->input(0));
+      if (!range || range->op_type() != "Range")
+        equal = nullptr;
+    }
+  if (!gateWeight || (!oneHot && !equal))
     return std::nullopt;
   // From here on this is an MoE router: what does not match is an error.
   const auto &gateDims = initializers.at(gateWeight->initializer)->dims();
@@ -284,11 +307,14 @@ llvm::Expected<std::optional<Block>> Fuser::match(const NodeProto &topK) {
         weights = div->output(0);
       }
 
-  auto depth = constantInts(oneHot->input(1));
-  if (!depth || depth->size() != 1 || (*depth)[0] != block.experts)
-    return blockError(topK, "OneHot's depth is not the router's {0} experts",
-                      block.experts);
-  const NodeProto *transpose = userOfType(oneHot->output(0), "Transpose");
+  if (oneHot) {
+    auto depth = constantInts(oneHot->input(1));
+    if (!depth || depth->size() != 1 || (*depth)[0] != block.experts)
+      return blockError(topK, "OneHot's depth is not the router's {0} experts",
+                        block.experts);
+  }
+  const NodeProto *transpose = userOfType(
+      forwardCasts(oneHot ? oneHot->output(0) : equal->output(0)), "Transpose");
   auto perm = transpose ? getIntsAttr(*transpose, "perm") : std::nullopt;
   if (!perm || *perm != llvm::SmallVector<int64_t>{2, 1, 0})
     return blockError(topK, "the expert mask is not OneHot(choices) "
@@ -305,7 +331,7 @@ llvm::Expected<std::optional<Block>> Fuser::match(const NodeProto &topK) {
                         nodeName(*g));
     maskGathers[(*e)[0]] = g;
   }
-  std::vector<const NodeProto *> adds;
+  std::vector<Accumulation> adds;
   block.w1.resize(block.experts);
   block.w2.resize(block.experts);
   block.w3.resize(block.experts);
@@ -316,21 +342,17 @@ llvm::Expected<std::optional<Block>> Fuser::match(const NodeProto &topK) {
     if (llvm::Error err = matchExpert(block, e, *it->second, weights, adds))
       return std::move(err);
   }
-  // The accumulation: a chain of Adds from zeros, one per expert; the block
-  // output is the one no other reads.
-  llvm::StringSet<> addOutputs;
-  for (const NodeProto *add : adds)
-    addOutputs.insert(add->output(0));
-  for (const NodeProto *add : adds) {
-    bool readByChain = llvm::any_of(adds, [&](const NodeProto *other) {
-      return other->input(0) == add->output(0) ||
-             other->input(1) == add->output(0);
+  // The accumulation: a chain from zeros, one step per expert; the block
+  // output is the step no other reads.
+  for (const Accumulation &step : adds) {
+    bool readByChain = llvm::any_of(adds, [&](const Accumulation &other) {
+      return other.in == step.out->output(0);
     });
     if (!readByChain) {
       if (block.output)
         return blockError(topK, "the experts' results are not summed into "
                                 "one accumulator");
-      block.output = add;
+      block.output = step.out;
     }
   }
   return block;
@@ -339,7 +361,7 @@ llvm::Expected<std::optional<Block>> Fuser::match(const NodeProto &topK) {
 llvm::Error Fuser::matchExpert(Block &block, int64_t expert,
                                const NodeProto &maskGather,
                                const std::string &weights,
-                               std::vector<const NodeProto *> &adds) {
+                               std::vector<Accumulation> &adds) {
   const NodeProto &topK = *block.topK;
   std::string mask = forwardCasts(maskGather.output(0));
   const NodeProto *nonZero = userOfType(mask, "NonZero");
@@ -352,20 +374,21 @@ llvm::Error Fuser::matchExpert(Block &block, int64_t expert,
   if (const NodeProto *gate = producer(block.logits))
     flat = gate->input(0);
   std::string rows;
-  std::string rowIndex;
-  for (const NodeProto *node : reachableFrom(nonZero->output(0), 6)) {
-    if (node->op_type() != "Gather" || node->input_size() < 2)
+  for (const NodeProto *node : reachableFrom(nonZero->output(0), 10)) {
+    if ((node->op_type() != "Gather" && node->op_type() != "GatherND") ||
+        node->input_size() < 2)
       continue;
-    const NodeProto *data = producer(node->input(0));
-    bool readsHidden =
-        node->input(0) == flat ||
-        (data && data->op_type() == "Unsqueeze" && data->input(0) == flat);
-    if (!readsHidden)
+    // x2, or x2 unsqueezed (and transposed) to gather rows with an index.
+    std::string data = node->input(0);
+    for (const char *wrap : {"Transpose", "Unsqueeze"})
+      if (const NodeProto *p = producer(data); p && p->op_type() == wrap)
+        data = p->input(0);
+    if (data != flat)
       continue;
     rows = node->output(0);
-    rowIndex = node->input(1);
-    if (const NodeProto *reshape = userOfType(rows, "Reshape"))
-      rows = reshape->output(0);
+    for (const char *unwrap : {"Transpose", "Reshape"})
+      if (const NodeProto *next = userOfType(rows, unwrap))
+        rows = next->output(0);
   }
   if (rows.empty())
     return blockError(topK,
@@ -422,25 +445,48 @@ llvm::Error Fuser::matchExpert(Block &block, int64_t expert,
   const std::string &scale = scaled->input(0) == downProj->output(0)
                                  ? scaled->input(1)
                                  : scaled->input(0);
-  if (!dependsOn(scale, weights) || !dependsOn(scale, rowIndex))
+  const std::string &chosen = nonZero->output(0);
+  if (!dependsOn(scale, weights) || !dependsOn(scale, chosen))
     return blockError(topK,
                       "expert {0}: its output is scaled by something "
                       "other than its tokens' routing weights",
                       expert);
-  const NodeProto *scatter = nullptr;
-  for (const NodeProto *node : reachableFrom(scaled->output(0), 4))
-    if (node->op_type() == "ScatterElements" && node->input_size() == 3 &&
-        dependsOn(node->input(2), scaled->output(0)) &&
-        dependsOn(node->input(1), rowIndex))
-      scatter = node;
-  const NodeProto *add =
-      scatter ? userOfType(scatter->output(0), "Add") : nullptr;
-  if (!add || getIntAttr(*scatter, "axis", 0) != 0)
+  // Added back at its tokens' rows: Add(acc, ScatterElements(zeros, rows,
+  // y)) or (dynamo) ScatterND(acc, rows, y, reduction = add), maybe between
+  // transposes.
+  Accumulation step;
+  for (const NodeProto *node : reachableFrom(scaled->output(0), 5)) {
+    bool elements = node->op_type() == "ScatterElements" &&
+                    getIntAttr(*node, "axis", 0) == 0;
+    bool nd = node->op_type() == "ScatterND" &&
+              getStringAttr(*node, "reduction", "none") == "add";
+    if ((!elements && !nd) || node->input_size() != 3 ||
+        !dependsOn(node->input(2), scaled->output(0)) ||
+        !dependsOn(node->input(1), chosen))
+      continue;
+    if (elements) {
+      const NodeProto *add = userOfType(node->output(0), "Add");
+      if (!add)
+        continue;
+      step.out = add;
+      step.in =
+          add->input(0) == node->output(0) ? add->input(1) : add->input(0);
+    } else {
+      step.out = node;
+      if (const NodeProto *t = userOfType(node->output(0), "Transpose"))
+        step.out = t;
+      step.in = node->input(0);
+      if (const NodeProto *t = producer(step.in);
+          t && t->op_type() == "Transpose")
+        step.in = t->input(0);
+    }
+  }
+  if (!step.out)
     return blockError(topK,
                       "expert {0}: its result is not added back at "
                       "its tokens' rows",
                       expert);
-  adds.push_back(add);
+  adds.push_back(step);
   return llvm::Error::success();
 }
 

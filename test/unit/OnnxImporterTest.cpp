@@ -391,7 +391,7 @@ TEST_P(HfModelCase, MatchesPyTorchBeforeAndAfterRaising) {
 }
 
 INSTANTIATE_TEST_SUITE_P(HfModels, HfModelCase,
-                         testing::Values("gpt2", "llama", "bert",
+                         testing::Values("gpt2", "llama", "mistral", "bert",
                                          "bert-opset14", "gpt2-ort",
                                          "llama-ort"));
 
