@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Predicted vs measured step time of CPU-backend training runs (issue 5):
-# `dtc calibrate` measures this machine, then for three GPT sizes
-# `dtc compile --gpus 1 --cluster calibrated.json` predicts the step time
+# `dtc calibrate` measures this machine, then for three GPT sizes on one
+# rank and the middle one under dp2, tp2 and pp2 (two MPI ranks)
+# `dtc compile --cluster calibrated.json` predicts the step time
 # (plan.json predicted.step_time_s) and `dtc run --log-json` measures it
 # (median step_time_s, the first step left out as warm-up). PASS when every
 # ratio is within 25%.
@@ -27,32 +28,42 @@ if [ -z "$cluster" ]; then
   "$dtc" calibrate -o "$cluster" | grep -v '^  gemm'
 fi
 
-# name layers hidden heads vocab seq batch
+# name layers hidden heads vocab seq batch plan (dp x tp x pp; one rank per
+# process, each with the calibrated thread count)
 sizes=(
-  "gpt-s 2 256 4 4096 128 8"
-  "gpt-m 4 512 8 8192 256 4"
-  "gpt-l 6 768 12 8192 256 4"
+  "gpt-s 2 256 4 4096 128 8 1x1x1"
+  "gpt-m 4 512 8 8192 256 4 1x1x1"
+  "gpt-l 6 768 12 8192 256 4 1x1x1"
+  "gpt-m-dp2 4 512 8 8192 256 8 2x1x1"
+  "gpt-m-tp2 4 512 8 8192 256 4 1x2x1"
+  "gpt-m-pp2 4 512 8 8192 256 8 1x1x2"
 )
 for size in "${sizes[@]}"; do
-  read -r name layers hidden heads vocab seq batch <<<"$size"
+  read -r name layers hidden heads vocab seq batch plan <<<"$size"
+  IFS=x read -r dp tp pp <<<"$plan"
+  gpus=$((dp * tp * pp))
+  # Two micro-batches per pipeline stage pass, one otherwise.
+  micro=$((batch / dp / (pp > 1 ? 2 : 1)))
   "$dtc" modelgen --arch gpt --layers "$layers" --hidden "$hidden" \
     --heads "$heads" --vocab "$vocab" --seq-len "$seq" --shape-only \
     -o "$tmp/$name.onnx" >/dev/null
-  "$dtc" compile "$tmp/$name.onnx" --gpus 1 --cluster "$cluster" \
-    --dtype fp32 --recompute none --seq-len "$seq" \
-    --global-batch "$batch" --micro-batch "$batch" -o "$tmp/$name.dtc" \
+  "$dtc" compile "$tmp/$name.onnx" --gpus "$gpus" --dp "$dp" --tp "$tp" \
+    --pp "$pp" --cp 1 --ep 1 --zero 0 --sequence-parallel off \
+    --cluster "$cluster" --dtype fp32 --recompute none --seq-len "$seq" \
+    --global-batch "$batch" --micro-batch "$micro" -o "$tmp/$name.dtc" \
     >/dev/null
   python3 test/cli/Inputs/make_tokens.py "$tmp/$name.bin" 100000 "$vocab"
   "$dtc" run "$tmp/$name.dtc" --steps "$steps" --data "$tmp/$name.bin" \
     --init --log-json >"$tmp/$name.log"
-  echo "$name $layers $hidden $heads $vocab $seq $batch" >>"$tmp/sizes.txt"
+  echo "$name $layers $hidden $heads $vocab $seq $batch $plan" >>"$tmp/sizes.txt"
 done
 echo "load average after:  $(cut -d' ' -f1-3 /proc/loadavg)"
 
 python3 - "$tmp" <<'PY'
 import json, statistics, sys
 tmp = sys.argv[1]
-print("%-6s %-28s %10s %10s %7s" % ("model", "layers/hidden/heads/vocab/seq/batch",
+print("%-9s %-35s %10s %10s %7s" % ("model",
+                                    "layers/hidden/heads/vocab/seq/batch/plan",
                                     "predicted", "measured", "ratio"))
 ok = True
 for line in open(tmp + "/sizes.txt"):
@@ -63,7 +74,7 @@ for line in open(tmp + "/sizes.txt"):
     measured = statistics.median(s["step_time_s"] for s in steps[1:] or steps)
     ratio = predicted / measured
     ok = ok and abs(ratio - 1) <= 0.25
-    print("%-6s %-35s %8.3f s %8.3f s %7.2f" % (name, "/".join(dims), predicted,
+    print("%-9s %-35s %8.3f s %8.3f s %7.2f" % (name, "/".join(dims), predicted,
                                                measured, ratio))
 print("PASS" if ok else "FAIL", "(every predicted/measured within 25%)")
 sys.exit(0 if ok else 1)
