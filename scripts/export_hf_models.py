@@ -9,7 +9,7 @@ layout; output from PyTorch in fp32, checked against onnxruntime).
     pip install torch==2.5.1 transformers==4.47.1 onnx onnxruntime
     python scripts/export_hf_models.py --out test/models/hf [names...]
 
-Names: gpt2, llama, mistral, mixtral, bert, bert-opset14 (LayerNorm decomposed),
+Names: gpt2, llama, mistral, mixtral, qwen2_moe, bert, bert-opset14 (LayerNorm decomposed),
 gpt2-ort and llama-ort (through onnxruntime's transformer optimizer); also
 <name>-dynamo (torch.onnx.export(dynamo=True), which needs onnxscript).
 transformers >= 4.48 needs torch >= 2.6.
@@ -70,6 +70,18 @@ def mixtral():
     return transformers.MixtralForCausalLM(cfg), "logits"
 
 
+def qwen2_moe():
+    # Top-2 of 4 routed experts without renormalization, plus the shared
+    # expert behind a sigmoid gate (ordinary ops around the fused block).
+    cfg = transformers.Qwen2MoeConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+        num_attention_heads=4, num_key_value_heads=2, intermediate_size=32,
+        moe_intermediate_size=16, shared_expert_intermediate_size=32,
+        num_experts=4, num_experts_per_tok=2, norm_topk_prob=False,
+        max_position_embeddings=POSITIONS, tie_word_embeddings=False)
+    return transformers.Qwen2MoeForCausalLM(cfg), "logits"
+
+
 def bert():
     cfg = transformers.BertConfig(
         vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
@@ -81,7 +93,7 @@ def bert():
 
 
 MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral,
-          "mixtral": mixtral, "bert": bert}
+          "mixtral": mixtral, "qwen2_moe": qwen2_moe, "bert": bert}
 
 
 class Wrapper(torch.nn.Module):
@@ -217,7 +229,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="test/models/hf")
     parser.add_argument("names", nargs="*",
-                        default=["gpt2", "llama", "mistral", "mixtral", "bert",
+                        default=["gpt2", "llama", "mistral", "mixtral",
+                                 "qwen2_moe", "bert",
                                  "bert-opset14", "gpt2-ort", "llama-ort"])
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)

@@ -95,7 +95,10 @@ private:
                           const NodeProto &maskGather,
                           const std::string &weights,
                           std::vector<Accumulation> &adds);
+  /// Plans the replacement of `block` (applied by applyReplacements).
   void rewrite(const Block &block, std::vector<StackedWeight> &stacked);
+  /// Puts each planned replacement where the node it replaces was.
+  void applyReplacements();
   void removeDeadNodes();
 
   const NodeProto *producer(const std::string &name) const {
@@ -178,6 +181,7 @@ private:
   std::map<std::string, const ::onnx::TensorProto *> initializers;
   std::map<std::string, const NodeProto *> producers;
   std::map<std::string, std::vector<const NodeProto *>> consumers;
+  std::map<const NodeProto *, std::vector<NodeProto>> replacements;
 };
 
 bool Fuser::dependsOn(const std::string &name,
@@ -501,6 +505,8 @@ void Fuser::rewrite(const Block &block, std::vector<StackedWeight> &stacked) {
     ++common;
   std::string scope = first.substr(0, common);
   scope = scope.substr(0, scope.rfind('/') + 1);
+  if (scope.empty()) // exporters that name nodes flat (dynamo): the router's
+    scope = nodeName(*block.topK) + "/";
 
   auto stack = [&](const std::vector<ExpertWeight> &members) {
     StackedWeight w;
@@ -545,7 +551,13 @@ void Fuser::rewrite(const Block &block, std::vector<StackedWeight> &stacked) {
   moe.add_input(stack(block.w2));
   moe.add_input("");
   moe.add_input(stack(block.w3));
-  moe.add_output(block.output->output(0));
+  // The MoE node reads the hidden states unflattened ([b, s, h]), so that
+  // batch and sequence stay separate dims; its result is flattened back to
+  // the block's [rows, h] for the readers (a Qwen-MoE shared expert adds
+  // to it there).
+  const std::string &out = block.output->output(0);
+  bool unflattened = block.input != producer(block.logits)->input(0);
+  moe.add_output(unflattened ? out + "/unflattened" : out);
   auto addInt = [&](const char *name, int64_t value) {
     auto *attr = moe.add_attribute();
     attr->set_name(name);
@@ -558,18 +570,38 @@ void Fuser::rewrite(const Block &block, std::vector<StackedWeight> &stacked) {
   activation->set_name("activation_type");
   activation->set_type(::onnx::AttributeProto::STRING);
   activation->set_s("silu");
-  // The block's output keeps its name (its readers reshape it back to
-  // [b, s, h]); its export-time shape ([rows, h]) no longer holds.
-  for (int i = 0; i < graph.value_info_size(); ++i)
-    if (graph.value_info(i).name() == block.output->output(0)) {
-      graph.mutable_value_info()->DeleteSubrange(i, 1);
-      break;
+  std::vector<NodeProto> &nodes = replacements[block.output];
+  nodes.push_back(moe);
+  if (!unflattened)
+    return;
+  NodeProto shape;
+  shape.set_name(scope + "MoE/rows_shape");
+  shape.set_op_type("Shape");
+  shape.add_input(producer(block.logits)->input(0));
+  shape.add_output(shape.name());
+  NodeProto flatten;
+  flatten.set_name(scope + "MoE/rows");
+  flatten.set_op_type("Reshape");
+  flatten.add_input(moe.output(0));
+  flatten.add_input(shape.output(0));
+  flatten.add_output(out);
+  nodes.push_back(shape);
+  nodes.push_back(flatten);
+}
+
+void Fuser::applyReplacements() {
+  ::google::protobuf::RepeatedPtrField<NodeProto> rebuilt;
+  for (NodeProto &n : *graph.mutable_node()) {
+    auto it = replacements.find(&n);
+    if (it == replacements.end()) {
+      rebuilt.Add()->Swap(&n);
+      continue;
     }
-  for (NodeProto &n : *graph.mutable_node())
-    if (&n == block.output) {
-      n = moe;
-      break;
-    }
+    for (NodeProto &replacement : it->second)
+      rebuilt.Add()->Swap(&replacement);
+  }
+  graph.mutable_node()->Swap(&rebuilt);
+  replacements.clear();
 }
 
 void Fuser::removeDeadNodes() {
@@ -615,6 +647,7 @@ llvm::Expected<std::vector<StackedWeight>> Fuser::run() {
     return stacked;
   for (const Block &block : blocks)
     rewrite(block, stacked);
+  applyReplacements();
   removeDeadNodes();
   bool hasMicrosoft = llvm::any_of(model.opset_import(), [](const auto &o) {
     return o.domain() == "com.microsoft";

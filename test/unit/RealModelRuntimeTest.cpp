@@ -236,10 +236,9 @@ std::vector<ModelCase> allCases() {
   std::vector<ModelCase> cases;
   cases.push_back({"tiny-gpt", kModels + "/tiny-gpt.onnx",
                    kModels + "/tiny-gpt/test_data_set_0", 2, 16});
-  for (const char *hf :
-       {"gpt2", "llama", "mistral", "mixtral", "bert", "bert-opset14",
-        "gpt2-ort", "llama-ort", "gpt2-dynamo", "llama-dynamo",
-        "mixtral-dynamo"})
+  for (const char *hf : {"gpt2", "llama", "mistral", "mixtral", "qwen2_moe",
+                         "bert", "bert-opset14", "gpt2-ort", "llama-ort",
+                         "gpt2-dynamo", "llama-dynamo", "mixtral-dynamo"})
     cases.push_back({std::string("hf/") + hf, kModels + "/hf/" + hf + ".onnx",
                      kModels + "/hf/" + hf + "/test_data_set_0", 2, 8});
   cases.push_back({"cnn", kModels + "/cnn/cnn.onnx",
