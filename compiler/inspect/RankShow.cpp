@@ -11,6 +11,7 @@
 #include "compiler/inspect/Inspect.h"
 
 #include "compiler/support/Error.h"
+#include "compiler/support/ProgramFile.h"
 
 #include "runtime/core/Communicator.h"
 #include "runtime/core/Shard.h"
@@ -138,15 +139,10 @@ dtc::summarizeRankProgram(llvm::StringRef bundle, int64_t rank) {
   llvm::sys::path::append(path, "program.pb");
   if (!llvm::sys::fs::exists(path))
     return std::nullopt;
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer)
-    return badInput("{0}: cannot read: {1}", path, buffer.getError().message());
-  program::Program proto;
-  if (!proto.ParseFromArray((*buffer)->getBufferStart(),
-                            static_cast<int>((*buffer)->getBufferSize())))
-    return badInput("{0}: not a valid program; recompile the bundle with "
-                    "'dtc compile'",
-                    path);
+  auto read = readBundleProgram(bundle, "program.pb", "");
+  if (!read)
+    return read.takeError();
+  program::Program proto = std::move(*read);
   int64_t world = std::max<int64_t>(proto.world_size(), 1);
   if (rank < 0 || rank >= world)
     return badInput("--rank {0}: {1} has {2} ranks, 0 to {3}", rank, path,

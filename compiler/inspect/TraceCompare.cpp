@@ -11,6 +11,7 @@
 #include "compiler/inspect/TraceCompare.h"
 
 #include "compiler/support/Error.h"
+#include "compiler/support/ProgramFile.h"
 
 #include "runtime/core/Json.h"
 #include "runtime/core/Shard.h"
@@ -183,22 +184,9 @@ dtc::weightedMedian(std::vector<std::pair<double, double>> values) {
 namespace {
 
 llvm::Expected<program::Program> loadProgram(llvm::StringRef bundle) {
-  llvm::SmallString<256> path(bundle);
-  llvm::sys::path::append(path, "program.pb");
-  if (!llvm::sys::fs::exists(path))
-    return badInput("{0}: no such file; --trace compares a bundle's runtime "
-                    "program, and this bundle has none",
-                    path);
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer)
-    return badInput("{0}: cannot read: {1}", path, buffer.getError().message());
-  program::Program program;
-  if (!program.ParseFromArray((*buffer)->getBufferStart(),
-                              static_cast<int>((*buffer)->getBufferSize())))
-    return badInput("{0}: not a valid program; recompile the bundle with "
-                    "'dtc compile'",
-                    path);
-  return program;
+  return readBundleProgram(bundle, "program.pb",
+                           "--trace compares a bundle's runtime program, and "
+                           "this bundle has none");
 }
 
 /// plan.json's `cluster.spec`, the whole dtc.cluster/1 object dtc compile

@@ -6,6 +6,7 @@
 #include "compiler/run/Launch.h"
 #include "compiler/run/Telemetry.h"
 #include "compiler/support/Error.h"
+#include "compiler/support/ProgramFile.h"
 #include "frontends/onnx/HostTensor.h"
 #include "runtime/core/Executor.h"
 #include "runtime/core/Json.h"
@@ -89,26 +90,15 @@ uint64_t hashName(llvm::StringRef name) {
 
 llvm::Expected<program::Program>
 loadProgram(llvm::StringRef bundle, llvm::StringRef file = "program.pb") {
-  llvm::SmallString<256> path(bundle);
-  llvm::sys::path::append(path, file);
   if (!llvm::sys::fs::is_directory(bundle))
     return badInput("{0}: no such bundle directory; create it with 'dtc "
                     "compile MODEL --gpus 1 -o {0}'",
                     bundle);
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer)
-    return badInput("{0}: missing; this bundle has no runtime program (the "
-                    "'program' line of dtc compile says why: pin a plan the "
-                    "partitioner lowers, or compile with --gpus 1)",
-                    path);
-  program::Program p;
-  if (!p.ParseFromArray((*buffer)->getBufferStart(),
-                        static_cast<int>((*buffer)->getBufferSize())) ||
-      p.schema() != "dtc.program/1" || p.ranks_size() == 0)
-    return badInput("{0}: not a dtc program (corrupt or from another "
-                    "version); recompile the bundle",
-                    path);
-  return p;
+  return readBundleProgram(bundle, file,
+                           "this bundle has no runtime program (the "
+                           "'program' line of dtc compile says why: pin a "
+                           "plan the partitioner lowers, or compile with "
+                           "--gpus 1)");
 }
 
 std::string shapeText(llvm::ArrayRef<int64_t> shape, rt::DType dtype) {

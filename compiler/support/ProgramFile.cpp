@@ -1,0 +1,30 @@
+//===- ProgramFile.cpp - Reading a bundle's runtime program ---------------===//
+
+#include "compiler/support/ProgramFile.h"
+
+#include "compiler/support/Error.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+llvm::Expected<dtc::program::Program>
+dtc::readBundleProgram(llvm::StringRef bundle, llvm::StringRef file,
+                       llvm::StringRef whenMissing) {
+  llvm::SmallString<256> path(bundle);
+  llvm::sys::path::append(path, file);
+  if (!llvm::sys::fs::exists(path))
+    return badInput("{0}: missing; {1}", path, whenMissing);
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return badInput("{0}: cannot read: {1}", path, buffer.getError().message());
+  program::Program p;
+  if (!p.ParseFromArray((*buffer)->getBufferStart(),
+                        static_cast<int>((*buffer)->getBufferSize())) ||
+      p.schema() != "dtc.program/1" || p.ranks_size() == 0)
+    return badInput("{0}: not a valid program (corrupt or from another "
+                    "version); recompile the bundle with 'dtc compile'",
+                    path);
+  return p;
+}
