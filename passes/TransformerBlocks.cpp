@@ -14,11 +14,12 @@
 namespace d = mlir::dtc;
 
 namespace dtc {
-namespace {
 
 bool isFree(mlir::Operation *op) {
   return llvm::isa<d::ParameterOp, d::ConstantOp>(op);
 }
+
+namespace {
 
 /// A structural hash of ops [begin, end): each op's name, attributes
 /// (parameter names left out) and result types, and for each operand where

@@ -21,6 +21,10 @@
 
 namespace dtc {
 
+/// Parameters and constants: values that exist without computing (stages
+/// and blocks take their own copies; they never cross a cut).
+bool isFree(mlir::Operation *op);
+
 /// The point before op `index` of a body, where `value` is the only
 /// activation (a floating-point tensor of rank >= 2 that is not a parameter
 /// or a constant) defined before and read after.

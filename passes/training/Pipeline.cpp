@@ -50,10 +50,6 @@ namespace {
 
 constexpr llvm::StringLiteral kPipelineAxis = "pp";
 
-bool isFree(mlir::Operation *op) {
-  return llvm::isa<d::ParameterOp, d::ConstantOp>(op);
-}
-
 /// An op's share of the work, for balancing stages: multiply-adds of
 /// contractions, elements written otherwise.
 double workOf(mlir::Operation *op) {

@@ -41,6 +41,58 @@ Error refuseSetInputs(ModelImporter &m, llvm::ArrayRef<Entry *> ins,
                          i, m.node->input(i), m.node->op_type(), what);
   return Error::success();
 }
+/// [b, s, n * h] -> [b, n, s, h].
+Expected<Value> splitHeads(ModelImporter &m, Value x, int64_t heads) {
+  llvm::ArrayRef<int64_t> shape =
+      cast<RankedTensorType>(x.getType()).getShape();
+  auto split = m.reshape(x, {shape[0], shape[1], heads, shape[2] / heads});
+  if (!split)
+    return split.takeError();
+  return m.finish(d::TransposeOp::create(m.builder, m.loc(), m.placeholder(),
+                                         *split,
+                                         llvm::ArrayRef<int64_t>{0, 2, 1, 3}));
+}
+
+/// [b, n, s, h] -> [b, s, n * h].
+Expected<Value> mergeHeads(ModelImporter &m, Value x) {
+  llvm::ArrayRef<int64_t> shape =
+      cast<RankedTensorType>(x.getType()).getShape();
+  auto merged =
+      m.finish(d::TransposeOp::create(m.builder, m.loc(), m.placeholder(), x,
+                                      llvm::ArrayRef<int64_t>{0, 2, 1, 3}));
+  if (!merged)
+    return merged.takeError();
+  return m.reshape(*merged, {shape[0], shape[2], shape[1] * shape[3]});
+}
+
+Expected<Value> binary(ModelImporter &m, llvm::StringRef kind, Value a,
+                       Value b) {
+  Operation *op;
+  if (kind == "mul")
+    op = d::MulOp::create(m.builder, m.loc(), m.placeholder(), a, b);
+  else if (kind == "sub")
+    op = d::SubOp::create(m.builder, m.loc(), m.placeholder(), a, b);
+  else
+    op = d::AddOp::create(m.builder, m.loc(), m.placeholder(), a, b);
+  return m.finish(op);
+}
+
+/// dtc.attention over q, k, v split into heads ([b, n, s, h]; k and v may
+/// have fewer heads), at the node's `scale` (absent or 0: 1 / sqrt(h)),
+/// merged back to [b, s, n * h].
+Expected<Value> attendAndMerge(ModelImporter &m, Value q, Value k, Value v,
+                               bool causal) {
+  double scale = getFloatAttr(*m.node, "scale", 0.0f);
+  if (scale == 0.0)
+    scale = 1.0 / std::sqrt(static_cast<double>(
+                      cast<RankedTensorType>(q.getType()).getShape().back()));
+  auto attn = m.finish(
+      d::AttentionOp::create(m.builder, m.loc(), m.placeholder(), q, k, v,
+                             causal, m.builder.getF64FloatAttr(scale)));
+  if (!attn)
+    return attn.takeError();
+  return mergeHeads(m, *attn);
+}
 } // namespace
 
 Expected<Value> ModelImporter::addOptional(Value x, Entry *bias) {
@@ -146,8 +198,7 @@ Error ModelImporter::lowerContribAttention(llvm::ArrayRef<Entry *> ins) {
       heads <= 0 || (wShape[1] / 3) % heads != 0)
     return nodeError("expects input [b, s, hidden], weights [hidden, 3 * "
                      "hidden] and num_heads dividing hidden");
-  int64_t b = inShape[0], s = inShape[1], hidden = wShape[1] / 3;
-  int64_t dHead = hidden / heads;
+  int64_t hidden = wShape[1] / 3;
   auto input = valueOf(*ins[0]);
   if (!input)
     return input.takeError();
@@ -166,31 +217,13 @@ Error ModelImporter::lowerContribAttention(llvm::ArrayRef<Entry *> ins) {
     auto part = sliceAxis(*biased, 2, i * hidden, hidden);
     if (!part)
       return part.takeError();
-    auto split = reshape(*part, {b, s, heads, dHead});
+    auto split = splitHeads(*this, *part, heads);
     if (!split)
       return split.takeError();
-    auto heads4 =
-        finish(d::TransposeOp::create(builder, loc(), placeholder(), *split,
-                                      llvm::ArrayRef<int64_t>{0, 2, 1, 3}));
-    if (!heads4)
-      return heads4.takeError();
-    parts.push_back(*heads4);
+    parts.push_back(*split);
   }
-  bool causal = getIntAttr(*node, "unidirectional", 0) != 0;
-  double scale = getFloatAttr(*node, "scale", 0.0f);
-  if (scale == 0.0)
-    scale = 1.0 / std::sqrt(static_cast<double>(dHead));
-  auto attn = finish(
-      d::AttentionOp::create(builder, loc(), placeholder(), parts[0], parts[1],
-                             parts[2], causal, builder.getF64FloatAttr(scale)));
-  if (!attn)
-    return attn.takeError();
-  auto merged =
-      finish(d::TransposeOp::create(builder, loc(), placeholder(), *attn,
-                                    llvm::ArrayRef<int64_t>{0, 2, 1, 3}));
-  if (!merged)
-    return merged.takeError();
-  auto out = reshape(*merged, {b, s, hidden});
+  auto out = attendAndMerge(*this, parts[0], parts[1], parts[2],
+                            getIntAttr(*node, "unidirectional", 0) != 0);
   if (!out)
     return out.takeError();
   return defineValue(0, *out);
@@ -331,44 +364,6 @@ Error ModelImporter::lowerMoE(llvm::ArrayRef<Entry *> ins) {
     return out.takeError();
   return defineValue(0, *out);
 }
-
-namespace {
-/// [b, s, n * h] -> [b, n, s, h].
-Expected<Value> splitHeads(ModelImporter &m, Value x, int64_t heads) {
-  llvm::ArrayRef<int64_t> shape =
-      cast<RankedTensorType>(x.getType()).getShape();
-  auto split = m.reshape(x, {shape[0], shape[1], heads, shape[2] / heads});
-  if (!split)
-    return split.takeError();
-  return m.finish(d::TransposeOp::create(m.builder, m.loc(), m.placeholder(),
-                                         *split,
-                                         llvm::ArrayRef<int64_t>{0, 2, 1, 3}));
-}
-
-/// [b, n, s, h] -> [b, s, n * h].
-Expected<Value> mergeHeads(ModelImporter &m, Value x) {
-  llvm::ArrayRef<int64_t> shape =
-      cast<RankedTensorType>(x.getType()).getShape();
-  auto merged =
-      m.finish(d::TransposeOp::create(m.builder, m.loc(), m.placeholder(), x,
-                                      llvm::ArrayRef<int64_t>{0, 2, 1, 3}));
-  if (!merged)
-    return merged.takeError();
-  return m.reshape(*merged, {shape[0], shape[2], shape[1] * shape[3]});
-}
-
-Expected<Value> binary(ModelImporter &m, llvm::StringRef kind, Value a,
-                       Value b) {
-  Operation *op;
-  if (kind == "mul")
-    op = d::MulOp::create(m.builder, m.loc(), m.placeholder(), a, b);
-  else if (kind == "sub")
-    op = d::SubOp::create(m.builder, m.loc(), m.placeholder(), a, b);
-  else
-    op = d::AddOp::create(m.builder, m.loc(), m.placeholder(), a, b);
-  return m.finish(op);
-}
-} // namespace
 
 // Rotary embedding of x [b, n, s, h] as elementwise ops with constant
 // tables (what the raised form of an exported rotary looks like too):
@@ -561,16 +556,8 @@ Error ModelImporter::lowerMultiHeadAttention(llvm::ArrayRef<Entry *> ins) {
       return split.takeError();
     parts.push_back(*split);
   }
-  double scale = getFloatAttr(*node, "scale", 0.0f);
-  if (scale == 0.0)
-    scale = 1.0 / std::sqrt(static_cast<double>(d / heads));
-  auto attn = finish(d::AttentionOp::create(
-      builder, loc(), placeholder(), parts[0], parts[1], parts[2],
-      getIntAttr(*node, "unidirectional", 0) != 0,
-      builder.getF64FloatAttr(scale)));
-  if (!attn)
-    return attn.takeError();
-  auto out = mergeHeads(*this, *attn);
+  auto out = attendAndMerge(*this, parts[0], parts[1], parts[2],
+                            getIntAttr(*node, "unidirectional", 0) != 0);
   if (!out)
     return out.takeError();
   return defineValue(0, *out);
@@ -673,7 +660,7 @@ Error ModelImporter::lowerGroupQueryAttention(llvm::ArrayRef<Entry *> ins) {
       k[2] != q[2] / heads * kvHeads || v[2] != k[2] || k[1] != q[1])
     return nodeError("expects query [b, s, n * h] and key, value [b, s, kv * "
                      "h] with kv_num_heads dividing num_heads");
-  int64_t s = q[1], h = q[2] / heads;
+  int64_t s = q[1];
   auto lengths = knownIndexInput(*this, ins, 5, "seqlens_k");
   if (!lengths)
     return lengths.takeError();
@@ -715,15 +702,8 @@ Error ModelImporter::lowerGroupQueryAttention(llvm::ArrayRef<Entry *> ins) {
       parts[i] = *turned;
     }
   }
-  double scale = getFloatAttr(*node, "scale", 0.0f);
-  if (scale == 0.0)
-    scale = 1.0 / std::sqrt(static_cast<double>(h));
-  auto attn = finish(d::AttentionOp::create(
-      builder, loc(), placeholder(), parts[0], parts[1], parts[2],
-      /*causal=*/true, builder.getF64FloatAttr(scale)));
-  if (!attn)
-    return attn.takeError();
-  auto out = mergeHeads(*this, *attn);
+  auto out = attendAndMerge(*this, parts[0], parts[1], parts[2],
+                            /*causal=*/true);
   if (!out)
     return out.takeError();
   return defineValue(0, *out);
