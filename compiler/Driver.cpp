@@ -210,8 +210,10 @@ importAndSimplify(const CompileOptions &o, int64_t batch,
 /// The plan's mesh of one pipeline stage, outermost first: the
 /// data-parallel axis, the expert-parallel axis carved out of its inner
 /// ranks (Megatron-Core's parallel folding, so an EP group is as close as
-/// the data-parallel ranks get), then tensor parallelism. `all` keeps axes
-/// of size 1 (for --emit sharded/partitioned, whose output names them).
+/// the data-parallel ranks get), context parallelism (its ring of K/V
+/// chunks sends the most bytes after tp), then tensor parallelism. `all`
+/// keeps axes of size 1 (for --emit sharded/partitioned, whose output names
+/// them); cp only when the plan has it.
 static std::string stageMesh(const ParallelPlan &plan, bool all) {
   llvm::SmallVector<std::string> axes;
   int64_t dpOuter = plan.dp / std::max<int64_t>(plan.ep, 1);
@@ -219,6 +221,8 @@ static std::string stageMesh(const ParallelPlan &plan, bool all) {
     axes.push_back(llvm::formatv("dp:{0}", dpOuter));
   if (plan.ep > 1)
     axes.push_back(llvm::formatv("ep:{0}", plan.ep));
+  if (plan.cp > 1)
+    axes.push_back(llvm::formatv("cp:{0}", plan.cp));
   if (all || plan.tp > 1)
     axes.push_back(llvm::formatv("tp:{0}", plan.tp));
   return llvm::join(axes, ",");
@@ -389,15 +393,18 @@ static void printSummary(llvm::raw_ostream &out, const ModelSummary &m,
 constexpr int64_t kVerifiableBytes = int64_t(1) << 30;
 
 /// Why the partitioner cannot lower `plan` to runtime programs yet (empty
-/// when it can): data, tensor (with sequence parallelism) and expert
-/// parallelism, ZeRO 1-3 and pipeline stages (GPipe, 1F1B, interleaved
-/// 1F1B) are lowered; context parallelism is not (docs/partition.md).
+/// when it can): data, tensor (with sequence parallelism), expert and
+/// context parallelism, ZeRO 1-3 and pipeline stages (GPipe, 1F1B,
+/// interleaved 1F1B) are lowered; context parallelism not yet together with
+/// pipeline stages or expert parallelism (docs/partition.md).
 static std::string unsupportedForPrograms(const ParallelPlan &plan) {
-  if (plan.cp > 1)
-    return llvm::formatv("no runtime program yet for this plan's context "
-                         "parallelism (cp={0}); pin a lowered plan (--cp 1) "
-                         "to run it",
-                         plan.cp);
+  if (plan.cp > 1 && (plan.pp > 1 || plan.ep > 1))
+    return llvm::formatv("no runtime program yet for context parallelism "
+                         "(cp={0}) together with {1}; pin --cp 1 or {2} to "
+                         "run it",
+                         plan.cp,
+                         plan.pp > 1 ? "pipeline stages" : "expert parallelism",
+                         plan.pp > 1 ? "--pp 1" : "--ep 1");
   if (plan.ep > 1 && plan.dp % plan.ep)
     return llvm::formatv("expert parallelism is carved out of data "
                          "parallelism: ep={0} must divide dp={1}",
@@ -507,10 +514,8 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
       llvm::SmallVector<std::string> axes;
       if (plan.pp > 1)
         axes.push_back(llvm::formatv("pp:{0}", plan.pp));
-      if (plan.dp > 1)
+      if (plan.dp * plan.cp * plan.tp > 1)
         axes.push_back(stageMesh(plan, /*all=*/false));
-      else if (plan.tp > 1)
-        axes.push_back(llvm::formatv("tp:{0}", plan.tp));
       TrainingStepOptions &t = build.training;
       t.mesh = llvm::join(axes, ",");
       t.sequenceParallel = plan.sequenceParallel && plan.tp > 1;

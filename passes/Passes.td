@@ -62,6 +62,11 @@ def DtcPropagateSharding : Pass<"dtc-propagate-sharding"> {
            /*default=*/"\"ep\"",
            "Mesh axis that splits the batch inside the data-parallel one "
            "and the experts of MoE layers (docs/moe.md)">,
+    Option<"contextParallelAxis", "context-parallel-axis", "std::string",
+           /*default=*/"\"cp\"",
+           "Mesh axis the sequence dim of the graph inputs is split over; "
+           "it splits sequence loops only, and attention over it reads its "
+           "keys and values split too (ring attention)">,
     Option<"sequenceParallel", "sequence-parallel", "bool",
            /*default=*/"false",
            "Let axes other than the data-parallel one split token dims "
@@ -119,6 +124,11 @@ def DtcPartition : Pass<"dtc-partition", "::mlir::ModuleOp"> {
     Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
            "Device mesh as name:size pairs, outermost first (dp:2,tp:4); "
            "the same as propagation's">,
+    Option<"contextParallelAxis", "context-parallel-axis", "std::string",
+           /*default=*/"\"cp\"",
+           "Mesh axis of context parallelism: attention with its query "
+           "positions split over it runs as a ring over its key/value "
+           "chunks">,
     Option<"deferGradientSync", "defer-gradient-sync", "bool",
            /*default=*/"false",
            "Return parameter gradients as partial sums (their dtc.sharding "

@@ -125,7 +125,7 @@ public:
         memoryWeight(memoryWeight), sequenceParallel(sequenceParallel) {}
 
   LogicalResult run(FunctionOpInterface func, StringRef dpAxis,
-                    StringRef epAxis);
+                    StringRef epAxis, StringRef cpAxis);
 
 private:
   ArrayRef<MeshAxis> axes;
@@ -137,6 +137,13 @@ private:
   /// the expert computations between moe_dispatch and moe_combine.
   std::optional<size_t> dp, ep;
   bool isDataAxis(size_t a) const { return a == dp || a == ep; }
+  /// The context-parallel axis: splits token loops only, the sequence
+  /// where there is one; attention split over it reads its keys and values
+  /// split too (ring attention).
+  std::optional<size_t> cp;
+  /// Axes that cut tokens: they may share a dim, cut in mesh order (the
+  /// flattened [batch * sequence] rows of a weight gradient under dp x cp).
+  bool isTokenAxis(size_t a) const { return isDataAxis(a) || a == cp; }
   /// Per value dim: 0 model, 1 tokens (sequence), 2 batch, 3 experts.
   DenseMap<Value, SmallVector<int>> tokenDims;
 
@@ -448,15 +455,31 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
         sh.partial |= 1u << a;
       }
     }
-    // Two axes on one dim: only the data axes, on the batch (cut in mesh
-    // order), where the dim divides by both.
+    // Two axes on one dim: only the token axes, on the batch or the
+    // flattened tokens (cut in mesh order), where the dim divides by both.
     for (size_t a = 0; a < numAxes(); ++a)
       for (size_t b = a + 1; b < numAxes(); ++b)
         if (sh.dim[a] >= 0 && sh.dim[a] == sh.dim[b] &&
-            (!isDataAxis(a) || !isDataAxis(b) || sh.block[a] || sh.block[b] ||
+            (!isTokenAxis(a) || !isTokenAxis(b) || sh.block[a] || sh.block[b] ||
              shape[sh.dim[a]] % (axes[a].size * axes[b].size)))
           return std::nullopt;
     (isResult ? choice.results : choice.operands).push_back(sh);
+  }
+  // Attention over query positions split by the context axis runs as a
+  // ring (the partitioner's lowering): keys and values stay split, and
+  // their gradients come back to the ranks that hold them.
+  double ringBytes = 0;
+  if (cp && loops[*cp].first == 2 && isa<AttentionOp, AttentionGradOp>(op)) {
+    for (unsigned i : {1u, 2u}) {
+      choice.operands[i].dim[*cp] = 2;
+      ringBytes += localBytes(op->getOperand(i), choice.operands[i]);
+      if (isa<AttentionGradOp>(op)) {
+        choice.results[i].dim[*cp] = 2;
+        choice.results[i].partial &= ~(1u << *cp);
+        ringBytes += localBytes(op->getResult(i), choice.results[i]);
+      }
+    }
+    ringBytes *= static_cast<double>(axes[*cp].size - 1);
   }
   // Node cost: compute, activations and parameter state per device.
   double flops = 1;
@@ -466,7 +489,7 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
       flops *= extent[l];
   if (isa<MatmulOp, ConvOp, AttentionOp>(op))
     flops *= 2;
-  choice.cost = 3 * flops / splitFactor / flopsPerByte;
+  choice.cost = 3 * flops / splitFactor / flopsPerByte + ringBytes;
   for (auto [result, sh] : llvm::zip(op->getResults(), choice.results))
     choice.cost += memoryCost(result, sh, 1);
   for (auto [operand, sh] : llvm::zip(op->getOperands(), choice.operands))
@@ -529,7 +552,13 @@ Propagation::ruleChoices(ShardingRuleOpInterface rule) {
     };
     bool splitsExperts = a == ep && !boundary && hasLoopOf(3);
     bool hasBatch = isDataAxis(a) && !splitsExperts && hasLoopOf(2);
-    if (!hasBatch && !splitsExperts)
+    // The context axis splits the sequence where the op has one, as the
+    // data axes the batch (else a tiny model would rather gather the
+    // tokens than pay for the ring); where no such split is legal (the
+    // router's expert slots do not index positions), the op reads whole
+    // sequences.
+    bool hasSequence = a == cp && hasLoopOf(1);
+    if (!hasBatch && !splitsExperts && !hasSequence)
       options[a].push_back({-1, 0});
     for (int64_t l = 0; l < numLoops; ++l) {
       if (extent[l] < n || extent[l] % n)
@@ -539,6 +568,7 @@ Propagation::ruleChoices(ShardingRuleOpInterface rule) {
       // experts.
       if (splitsExperts   ? token[l] != 3
           : token[l] == 3 ? true
+          : a == cp       ? token[l] != 1 && token[l] != 2
           : isDataAxis(a) ? (hasBatch ? token[l] != 2 : !token[l])
                           : token[l] && !sequenceParallel)
         continue;
@@ -559,11 +589,11 @@ Propagation::ruleChoices(ShardingRuleOpInterface rule) {
       return;
     }
     for (auto option : options[a]) {
-      // One loop per axis, but the data axes may share the batch.
+      // One loop per axis, but the token axes may share the batch.
       if (option.first >= 0 &&
           llvm::any_of(llvm::seq<size_t>(0, a), [&](size_t b) {
             return pick[b].first == option.first &&
-                   !(isDataAxis(a) && isDataAxis(b));
+                   !(isTokenAxis(a) && isTokenAxis(b));
           }))
         continue;
       pick[a] = option;
@@ -571,6 +601,11 @@ Propagation::ruleChoices(ShardingRuleOpInterface rule) {
     }
   };
   enumerate(0);
+  if (choices.empty() && cp &&
+      !llvm::is_contained(options[*cp], std::pair<int64_t, int64_t>{-1, 0})) {
+    options[*cp].push_back({-1, 0});
+    enumerate(0);
+  }
   return choices;
 }
 
@@ -711,7 +746,7 @@ LogicalResult Propagation::checkSharding(Value value, const Sh &sh,
 }
 
 LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
-                               StringRef epAxis) {
+                               StringRef epAxis, StringRef cpAxis) {
   Region &region = func.getFunctionBody();
   if (region.empty())
     return success();
@@ -738,12 +773,15 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
                             "only, got ")
                << v.getType();
 
-  // Graph inputs: an explicit sharding, else the batch dim over `dpAxis`.
+  // Graph inputs: an explicit sharding, else the batch dim over `dpAxis`
+  // (and `epAxis`), the sequence dim over `cpAxis`.
   for (auto [a, axis] : llvm::enumerate(axes)) {
     if (axis.name == dpAxis)
       dp = a;
     if (axis.name == epAxis)
       ep = a;
+    if (axis.name == cpAxis)
+      cp = a;
   }
   for (BlockArgument arg : body.getArguments()) {
     Sh sh = Sh::replicated(numAxes());
@@ -763,6 +801,8 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
       for (std::optional<size_t> a : {dp, ep})
         if (a)
           sh.dim[*a] = 0;
+      if (cp && cast<RankedTensorType>(arg.getType()).getRank() > 1)
+        sh.dim[*cp] = 1;
     }
     if (failed(checkSharding(arg, sh, arg.getLoc())))
       return failure();
@@ -993,7 +1033,8 @@ struct DtcPropagateShardingPass
     for (FunctionOpInterface func : funcs) {
       Propagation propagation(axes, std::max<int64_t>(beamWidth, 1),
                               flopsPerByte, memoryWeight, sequenceParallel);
-      if (failed(propagation.run(func, dataParallelAxis, expertParallelAxis)))
+      if (failed(propagation.run(func, dataParallelAxis, expertParallelAxis,
+                                 contextParallelAxis)))
         return signalPassFailure();
     }
   }

@@ -464,10 +464,11 @@ rt::Tensor scalarF32(float value) {
 /// This rank's part of the training batch: the local shape of the tokens
 /// argument ([rows, seq], or [calls, rows, seq] for a pipeline) and which
 /// part of the global micro-batch's rows it is, from the argument's shard
-/// (the data axes, dp and the ep inside it, cut the rows in mesh order).
+/// (the data axes, dp and the ep inside it, cut the rows in mesh order),
+/// and which part of each sequence (context parallelism cuts the columns).
 struct TokensPart {
   llvm::SmallVector<int64_t, 3> shape;
-  int64_t rowPart = 0;
+  int64_t rowPart = 0, columnPart = 0;
 };
 
 llvm::Expected<TokensPart> localTokensPart(const program::Program &p,
@@ -500,6 +501,7 @@ llvm::Expected<TokensPart> localTokensPart(const program::Program &p,
                           "the bundle",
                           llvm::toString(layout.takeError()));
         part.rowPart = layout->dimParts()[shape.size() - 2].index;
+        part.columnPart = layout->dimParts()[shape.size() - 1].index;
         return part;
       }
   return badInput("program.pb: '{0}' has no tokens argument; recompile the "
@@ -689,6 +691,9 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
   const int64_t mb = train.micro_batch(), seq = train.seq_len();
   const int64_t rows = tokensShape[tokensShape.size() - 2];
   const int64_t first = tokens->rowPart * rows;
+  // This rank's columns [column, column + columns) of each window.
+  const int64_t columns = tokensShape.back();
+  const int64_t column = tokens->columnPart * columns;
   const int64_t perCall = tokensShape.size() == 3 ? tokensShape[0] : 1;
   const int64_t microPerStep = train.grad_accum() * perCall;
   const int64_t windows = data->count - seq; // valid window starts
@@ -796,10 +801,10 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
               ((step - 1) * microPerStep + micro) * mb + first + row);
           int64_t begin = static_cast<int64_t>(mix(mix(seed) ^ sample) %
                                                static_cast<uint64_t>(windows));
-          int64_t at = (part * rows + row) * seq;
-          for (int64_t j = 0; j < seq; ++j) {
-            tokens.as<int64_t>()[at + j] = data->at(begin + j);
-            labels.as<int64_t>()[at + j] = data->at(begin + j + 1);
+          int64_t at = (part * rows + row) * columns;
+          for (int64_t j = 0; j < columns; ++j) {
+            tokens.as<int64_t>()[at + j] = data->at(begin + column + j);
+            labels.as<int64_t>()[at + j] = data->at(begin + column + j + 1);
           }
         }
       }

@@ -122,10 +122,12 @@ def Dtc_SendStartOp : Dtc_StartOp<"send_start"> {
     `mesh_axes` is this rank's plus `peer_offset`, all other coordinates
     equal (a pipeline neighbour). The handle is `!dtc.async<none>`: its wait
     says the buffer may be reused. Only ranks that have such a peer may run
-    it (pipeline stages are separate functions).
+    it (pipeline stages are separate functions), unless `cyclic`: then the
+    coordinate wraps around the axis (the ring of context parallelism,
+    where every rank sends and receives).
   }];
   let arguments = (ins Dtc_Tensor:$input, StrArrayAttr:$mesh_axes,
-                   I64Attr:$peer_offset);
+                   I64Attr:$peer_offset, UnitAttr:$cyclic);
   let assemblyFormat =
       "$input attr-dict `:` type($input) `->` qualified(type($handle))";
 }
@@ -134,9 +136,11 @@ def Dtc_RecvStartOp : Dtc_StartOp<"recv_start"> {
   let summary = "Start receiving a tensor from a peer along one mesh axis";
   let description = [{
     The matching half of `dtc.send_start`: receives the tensor of the
-    handle's type from the rank at `peer_offset` along the axis.
+    handle's type from the rank at `peer_offset` along the axis (wrapping
+    around it when `cyclic`).
   }];
-  let arguments = (ins StrArrayAttr:$mesh_axes, I64Attr:$peer_offset);
+  let arguments = (ins StrArrayAttr:$mesh_axes, I64Attr:$peer_offset,
+                   UnitAttr:$cyclic);
   let assemblyFormat = "attr-dict `:` qualified(type($handle))";
 }
 
@@ -172,6 +176,80 @@ def Dtc_ShardSliceOp : Dtc_Op<"shard_slice", [Pure]> {
   let assemblyFormat =
       "$input attr-dict `:` type($input) `->` type($output)";
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Ring attention (context parallelism, docs/partition.md)
+//===----------------------------------------------------------------------===//
+
+// The sequence is cut into n contiguous chunks over `mesh_axes` (n the
+// group size). A rank's queries are chunk c, its position in the group; the
+// key/value chunk it holds after `kv_shift` hops of the ring is chunk
+// (c - kv_shift) mod n. Positions are global, so `causal` masks key
+// position k * t + j after query position c * s + i.
+class Dtc_RingAttentionOp<string mnemonic> : Dtc_Op<mnemonic, [Pure]> {
+  let hasVerifier = 1;
+}
+
+def Dtc_AttentionBlockOp : Dtc_RingAttentionOp<"attention_block"> {
+  let summary = "Attention of this rank's query chunk over one key chunk";
+  let description = [{
+    `query [b, h, s, d]`, `key [b, g, t, d]`, `value [b, g, t, e]` (heads
+    as `dtc.attention`) -> `output [b, h, s, e]`, normalized over this
+    chunk's keys, and `lse [b, h, s]` (f32), the log of each row's softmax
+    denominator (scores scaled by `scale`). A row that sees no key of the
+    chunk (causal, chunk after it) has output 0 and lse -inf.
+    `dtc.attention_merge` combines the blocks of all chunks.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$query, Dtc_FloatTensor:$key,
+                   Dtc_FloatTensor:$value, StrArrayAttr:$mesh_axes,
+                   I64Attr:$kv_shift, UnitAttr:$causal, F64Attr:$scale);
+  let results = (outs Dtc_FloatTensor:$output, Dtc_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Dtc_AttentionMergeOp : Dtc_Op<"attention_merge", [Pure]> {
+  let summary = "Attention over two key sets from the attention over each";
+  let description = [{
+    `(output_a, lse_a, output_b, lse_b) -> (output, lse)`: with
+    `l = log(exp(lse_a) + exp(lse_b))`, `output = output_a * exp(lse_a - l)
+    + output_b * exp(lse_b - l)` per row (the online-softmax merge); rows
+    where both are -inf stay 0 and -inf.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$output_a, Dtc_FloatTensor:$lse_a,
+                   Dtc_FloatTensor:$output_b, Dtc_FloatTensor:$lse_b);
+  let results = (outs Dtc_FloatTensor:$output, Dtc_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $output_a `,` $lse_a `,` $output_b `,` $lse_b attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dtc_AttentionBlockGradOp : Dtc_RingAttentionOp<"attention_block_grad"> {
+  let summary = "One key chunk's share of the attention gradient";
+  let description = [{
+    Operands as `dtc.attention_block` plus the whole-sequence `output`,
+    `lse` (merged over every chunk) and the output's gradient `grad`.
+    Results: this chunk's contribution to the query gradient, and this
+    rank's queries' contributions to the chunk's key and value gradients
+    (summed over the query heads of a group). Summed over the ring, they
+    are `dtc.attention_grad`'s results.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$query, Dtc_FloatTensor:$key,
+                   Dtc_FloatTensor:$value, Dtc_FloatTensor:$output,
+                   Dtc_FloatTensor:$lse, Dtc_FloatTensor:$grad,
+                   StrArrayAttr:$mesh_axes, I64Attr:$kv_shift,
+                   UnitAttr:$causal, F64Attr:$scale);
+  let results = (outs Dtc_FloatTensor:$query_grad, Dtc_FloatTensor:$key_grad,
+                      Dtc_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $output `,` $lse `,` $grad attr-dict `:`
+    functional-type(operands, results)
+  }];
 }
 
 #endif // DTC_COLLECTIVE_OPS_TD

@@ -88,12 +88,17 @@ struct Layout {
 
 class Partitioner {
 public:
-  Partitioner(const DeviceMesh &mesh, bool deferGradientSync, MLIRContext *ctx)
-      : mesh(mesh), deferGradientSync(deferGradientSync), builder(ctx) {}
+  Partitioner(const DeviceMesh &mesh, StringRef contextAxis,
+              bool deferGradientSync, MLIRContext *ctx)
+      : mesh(mesh), contextAxis(mesh.find(contextAxis)),
+        deferGradientSync(deferGradientSync), builder(ctx) {}
   LogicalResult run(func::FuncOp func);
 
 private:
   const DeviceMesh &mesh;
+  /// The context-parallel axis, if the mesh has it: attention whose query
+  /// positions it splits runs as a ring over the key/value chunks.
+  std::optional<size_t> contextAxis;
   /// Gradient results stay partial sums (the training step reduces the
   /// accumulated gradients once per step).
   bool deferGradientSync;
@@ -107,6 +112,12 @@ private:
   DenseMap<Value, std::pair<Value, Layout>> current;
   /// Per original value and layout: a local value already resharded.
   DenseMap<Value, std::map<std::string, Value>> resharded;
+  /// A ring attention forward: the local operands it read, its output and
+  /// the log-sum-exp of its rows, which the gradient's ring reuses.
+  struct RingForward {
+    Value query, key, value, output, lse;
+  };
+  DenseMap<Operation *, RingForward> ringForwards;
 
   size_t numAxes() const { return mesh.axes.size(); }
   int64_t axisSize(size_t a) const { return mesh.axes[a].size; }
@@ -124,6 +135,14 @@ private:
   Value startAndWait(Operation *start);
   FailureOr<SmallVector<Layout>> resultLayouts(Operation *op);
   LogicalResult partitionRuleOp(ShardingRuleOpInterface rule);
+  LogicalResult partitionRingAttention(Operation *op, ArrayRef<Layout> results,
+                                       size_t axis);
+  SmallVector<std::pair<Value, Value>>
+  startRingShift(ValueRange values, size_t axis, Location loc);
+  SmallVector<Value> finishRingShift(ArrayRef<std::pair<Value, Value>> handles,
+                                     Location loc);
+  RingForward emitRingForward(Value query, Value key, Value value, bool causal,
+                              double scale, size_t axis, Location loc);
   LogicalResult partitionReshape(ReshapeOp op);
   LogicalResult partitionOther(Operation *op, const Layout *operandLayout);
   LogicalResult copyOp(Operation *op, ArrayRef<Layout> operandLayouts,
@@ -412,6 +431,9 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
   FailureOr<SmallVector<Layout>> results = resultLayouts(op);
   if (failed(results))
     return failure();
+  if (contextAxis && isa<AttentionOp, AttentionGradOp>(op) &&
+      (*results)[0].dim[*contextAxis] == 2)
+    return partitionRingAttention(op, *results, *contextAxis);
   SmallVector<IteratorType> iterators = rule.getLoopIteratorTypes();
   SmallVector<AffineMap> maps = rule.getIndexingMaps();
   size_t numOperands = op->getNumOperands();
@@ -635,6 +657,197 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
       divisor *= axisSize(a);
   if (divisor > 1)
     scaleResult(copy, 0, divisor);
+  return success();
+}
+
+// Ring attention (context parallelism). The context axis cuts the sequence
+// into n chunks; a rank holds its chunk of the queries, keys and values.
+// Step i attends the local queries to the key/value chunk that i hops of
+// the ring brought (cyclic send to +1, receive from -1), started before the
+// step's block computes so the transfer overlaps it; the blocks merge by
+// their log-sum-exp. n - 1 exchanges of K and V per forward pass.
+
+SmallVector<std::pair<Value, Value>>
+Partitioner::startRingShift(ValueRange values, size_t axis, Location loc) {
+  ArrayAttr axes = builder.getArrayAttr({axisName(axis)});
+  SmallVector<std::pair<Value, Value>> handles;
+  for (Value value : values) {
+    Value send = SendStartOp::create(
+        builder, loc,
+        AsyncType::get(builder.getContext(), builder.getNoneType()), value,
+        axes, builder.getI64IntegerAttr(1), builder.getUnitAttr());
+    Value recv = RecvStartOp::create(
+        builder, loc, AsyncType::get(builder.getContext(), value.getType()),
+        axes, builder.getI64IntegerAttr(-1), builder.getUnitAttr());
+    handles.push_back({send, recv});
+  }
+  return handles;
+}
+
+SmallVector<Value>
+Partitioner::finishRingShift(ArrayRef<std::pair<Value, Value>> handles,
+                             Location loc) {
+  SmallVector<Value> received;
+  for (auto [send, recv] : handles) {
+    WaitOp::create(builder, loc, send);
+    received.push_back(WaitOp::create(builder, loc, recv).getOutput());
+  }
+  return received;
+}
+
+Partitioner::RingForward Partitioner::emitRingForward(Value query, Value key,
+                                                      Value value, bool causal,
+                                                      double scale, size_t axis,
+                                                      Location loc) {
+  int64_t n = axisSize(axis);
+  ArrayAttr axes = builder.getArrayAttr({axisName(axis)});
+  auto q = cast<RankedTensorType>(query.getType());
+  auto v = cast<RankedTensorType>(value.getType());
+  auto outputType = RankedTensorType::get(
+      {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), v.getDimSize(3)},
+      q.getElementType());
+  auto lseType =
+      RankedTensorType::get(q.getShape().drop_back(), builder.getF32Type());
+  RingForward ring{query, key, value, Value(), Value()};
+  Value chunkKey = key, chunkValue = value;
+  for (int64_t i = 0; i < n; ++i) {
+    SmallVector<std::pair<Value, Value>> shift;
+    if (i + 1 < n)
+      shift = startRingShift({chunkKey, chunkValue}, axis, loc);
+    auto block = AttentionBlockOp::create(
+        builder, loc, outputType, lseType, query, chunkKey, chunkValue, axes,
+        builder.getI64IntegerAttr(i),
+        causal ? builder.getUnitAttr() : UnitAttr(),
+        builder.getF64FloatAttr(scale));
+    if (i == 0) {
+      ring.output = block.getOutput();
+      ring.lse = block.getLse();
+    } else {
+      auto merged = AttentionMergeOp::create(builder, loc, outputType, lseType,
+                                             ring.output, ring.lse,
+                                             block.getOutput(), block.getLse());
+      ring.output = merged.getOutput();
+      ring.lse = merged.getLse();
+    }
+    if (!shift.empty()) {
+      SmallVector<Value> next = finishRingShift(shift, loc);
+      chunkKey = next[0];
+      chunkValue = next[1];
+    }
+  }
+  return ring;
+}
+
+// The forward ring as above. The gradient's ring reuses the forward's
+// output and log-sum-exp (recomputing them by a forward ring when this
+// function does not hold that forward) and sends each key/value chunk's
+// gradient accumulator along with the chunk: after n steps it is back at
+// the rank that holds the chunk, summed over every rank's queries. n - 1
+// exchanges of K and V and n of their gradients.
+LogicalResult Partitioner::partitionRingAttention(Operation *op,
+                                                  ArrayRef<Layout> results,
+                                                  size_t axis) {
+  Layout queryLayout = results[0];
+  for (size_t a = 0; a < numAxes(); ++a)
+    if (queryLayout.partial[a] ||
+        (queryLayout.splits(a) &&
+         (queryLayout.dim[a] == 3 || queryLayout.block[a])))
+      return op->emitOpError("ring attention over \"")
+             << mesh.axes[axis].name << "\" reads its batch, heads and "
+             << "positions split, not its head dims or interleaved, over \""
+             << mesh.axes[a].name << "\"";
+  // Keys and values [b, g, t, *] split like the queries [b, h, s, *]:
+  // batch, kv heads (which must divide like the query heads) and chunks.
+  Layout kvLayout = queryLayout;
+  RankedTensorType keyType = globalType.lookup(op->getOperand(1));
+  for (size_t a = 0; a < numAxes(); ++a)
+    if (kvLayout.dim[a] == 1 && keyType.getDimSize(1) % axisSize(a))
+      return op->emitOpError("grouped-query attention with query heads "
+                             "split over \"")
+             << mesh.axes[a].name
+             << "\" and key/value heads that do not divide it is not "
+                "supported yet";
+  SmallVector<Layout> operandLayouts = {queryLayout, kvLayout, kvLayout};
+  if (isa<AttentionGradOp>(op))
+    operandLayouts.push_back(queryLayout);
+  SmallVector<Value> operands;
+  for (auto [operand, layout] : llvm::zip(op->getOperands(), operandLayouts)) {
+    FailureOr<Value> local = reshard(operand, layout, op->getLoc());
+    if (failed(local))
+      return failure();
+    operands.push_back(*local);
+  }
+  Location loc = op->getLoc();
+
+  if (auto attention = dyn_cast<AttentionOp>(op)) {
+    RingForward ring = emitRingForward(
+        operands[0], operands[1], operands[2], attention.getCausal(),
+        attention.getEffectiveScale(), axis, loc);
+    ringForwards[op] = ring;
+    current[attention.getOutput()] = {ring.output, queryLayout};
+    return success();
+  }
+
+  auto grad = cast<AttentionGradOp>(op);
+  bool causal = grad.getCausal();
+  double scale = grad.getEffectiveScale();
+  // The forward of these operands, if this function partitioned it.
+  std::optional<RingForward> forward;
+  for (Operation *user : grad.getQuery().getUsers()) {
+    auto attention = dyn_cast<AttentionOp>(user);
+    auto it = ringForwards.find(user);
+    if (attention && it != ringForwards.end() &&
+        attention.getKey() == grad.getKey() &&
+        attention.getValue() == grad.getValue() &&
+        attention.getCausal() == causal &&
+        attention.getEffectiveScale() == scale &&
+        it->second.query == operands[0] && it->second.key == operands[1] &&
+        it->second.value == operands[2])
+      forward = it->second;
+  }
+  if (!forward)
+    forward = emitRingForward(operands[0], operands[1], operands[2], causal,
+                              scale, axis, loc);
+
+  int64_t n = axisSize(axis);
+  ArrayAttr axes = builder.getArrayAttr({axisName(axis)});
+  Value chunkKey = operands[1], chunkValue = operands[2];
+  Value queryGrad, keyGrad, valueGrad; // this chunk's accumulators
+  // The previous rank's accumulators in flight: waited only where they are
+  // added, so each transfer overlaps the next block's computation.
+  SmallVector<std::pair<Value, Value>> gradShift;
+  for (int64_t i = 0; i < n; ++i) {
+    SmallVector<std::pair<Value, Value>> shift;
+    if (i + 1 < n)
+      shift = startRingShift({chunkKey, chunkValue}, axis, loc);
+    auto block = AttentionBlockGradOp::create(
+        builder, loc, operands[0].getType(), chunkKey.getType(),
+        chunkValue.getType(), operands[0], chunkKey, chunkValue,
+        forward->output, forward->lse, operands[3], axes,
+        builder.getI64IntegerAttr(i),
+        causal ? builder.getUnitAttr() : UnitAttr(),
+        builder.getF64FloatAttr(scale));
+    keyGrad = block.getKeyGrad();
+    valueGrad = block.getValueGrad();
+    if (i == 0) {
+      queryGrad = block.getQueryGrad();
+    } else {
+      queryGrad = AddOp::create(builder, loc, queryGrad, block.getQueryGrad());
+      SmallVector<Value> received = finishRingShift(gradShift, loc);
+      keyGrad = AddOp::create(builder, loc, received[0], keyGrad);
+      valueGrad = AddOp::create(builder, loc, received[1], valueGrad);
+    }
+    gradShift = startRingShift({keyGrad, valueGrad}, axis, loc);
+    if (!shift.empty()) {
+      SmallVector<Value> next = finishRingShift(shift, loc);
+      chunkKey = next[0];
+      chunkValue = next[1];
+    }
+  }
+  SmallVector<Value> received = finishRingShift(gradShift, loc);
+  current[grad.getQueryGrad()] = {queryGrad, queryLayout};
+  current[grad.getKeyGrad()] = {received[0], kvLayout};
+  current[grad.getValueGrad()] = {received[1], kvLayout};
   return success();
 }
 
@@ -893,7 +1106,8 @@ struct DtcPartitionPass : mlir::dtc::impl::DtcPartitionBase<DtcPartitionPass> {
         func.emitError("dtc-partition needs a single-block body");
         return signalPassFailure();
       }
-      Partitioner partitioner(*parsed, deferGradientSync, &getContext());
+      Partitioner partitioner(*parsed, contextParallelAxis, deferGradientSync,
+                              &getContext());
       if (failed(partitioner.run(func)))
         return signalPassFailure();
     }

@@ -124,12 +124,25 @@ llvm::Expected<std::string> peerAxisOf(const KernelCall &call) {
   return axes.front();
 }
 
+/// The peer's offset along `axis`; a `cyclic` one wraps around the axis, so
+/// it becomes the plain offset that reaches the same coordinate.
+int64_t peerOffsetOf(const KernelCall &call, Communicator &comm,
+                     llvm::StringRef axis) {
+  int64_t offset = call.i64("peer_offset");
+  int index = comm.mesh().axisIndex(axis);
+  if (!call.flag("cyclic") || index < 0)
+    return offset;
+  int64_t size = comm.mesh().axes()[index].size;
+  int64_t at = comm.mesh().coordinates(comm.rank())[index];
+  return ((at + offset) % size + size) % size - at;
+}
+
 llvm::Error sendStart(const KernelCall &call) {
   llvm::Expected<std::string> axis = peerAxisOf(call);
   if (!axis)
     return axis.takeError();
   return startOp(call, 1, 0, [&](Communicator &comm) {
-    return comm.send(*axis, call.i64("peer_offset"), call.input(0));
+    return comm.send(*axis, peerOffsetOf(call, comm, *axis), call.input(0));
   });
 }
 
@@ -138,7 +151,7 @@ llvm::Error recvStart(const KernelCall &call) {
   if (!axis)
     return axis.takeError();
   return startOp(call, 0, 1, [&](Communicator &comm) {
-    return comm.recv(*axis, call.i64("peer_offset"), call.output(0));
+    return comm.recv(*axis, peerOffsetOf(call, comm, *axis), call.output(0));
   });
 }
 

@@ -25,20 +25,10 @@ llvm::Error shardSliceKernel(const KernelCall &call) {
   const TensorRef &in = call.input(0);
   const TensorRef &out = call.output(0);
   std::vector<std::string> axes = call.strings("mesh_axes");
-  // The group and this rank's place in it; a single-rank run (no
-  // communicator) is a group of one.
-  int64_t size = 1, position = 0;
-  ExecutionContext *context = call.context();
-  if (context && context->communicator) {
-    Communicator &comm = *context->communicator;
-    llvm::Expected<std::vector<int>> group =
-        comm.mesh().group(comm.rank(), axes);
-    if (!group)
-      return call.error(llvm::toString(group.takeError()));
-    size = static_cast<int64_t>(group->size());
-    position =
-        std::find(group->begin(), group->end(), comm.rank()) - group->begin();
-  }
+  llvm::Expected<GroupPlace> place = groupPlaceOf(call);
+  if (!place)
+    return place.takeError();
+  int64_t size = place->size, position = place->position;
   int64_t dim = call.i64("dim");
   llvm::Expected<SplitLayout> layout = SplitLayout::get(
       in.shape, dtypeSize(in.dtype), dim, call.i64("block"), size);

@@ -1,9 +1,8 @@
 //===- Transformer.cpp - Attention and cross-entropy kernels --------------===//
 //
-// dtc.attention splits (batch, head, block of 64 query rows) across threads:
-// scores = scale * Q K^T for the block through sgemm, a numerically stable
-// (max-subtracted) softmax per row, then P V through sgemm. Each thread holds
-// one [64, t] score block, never a whole [s, t] matrix per head.
+// dtc.attention is ring attention's block over the whole sequence
+// (RingAttention.cpp: per (batch, head, block of 64 query rows) a [64, t]
+// score block through sgemm, a max-subtracted softmax, P V through sgemm).
 // dtc.cross_entropy computes each position's loss in parallel and sums them in
 // position order.
 //
@@ -11,6 +10,7 @@
 
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/RingAttention.h"
 
 #include <cmath>
 #include <limits>
@@ -46,58 +46,18 @@ llvm::Error attentionKernel(const KernelCall &call) {
     return err;
   if (out.numElements() == 0)
     return llvm::Error::success();
-  float scale = static_cast<float>(
+  // The whole sequence is one chunk pair of ring attention's block, whose
+  // log-sum-exp is not needed here.
+  RingAttentionDims dims{batch, heads, groups, s, t, d, e};
+  RingAttentionPositions at;
+  at.causal = call.flag("causal");
+  at.scale = static_cast<float>(
       call.optionalF64("scale").value_or(1.0 / std::sqrt(double(d))));
-  bool causal = call.flag("causal");
-  int64_t headsPerGroup = heads / groups;
-
   F32In qf(q), kf(k), vf(v);
   F32Out of(out);
-  // Tasks: (batch, head, block of query rows); each thread holds one
-  // [rows, keys] score block at a time. A causal block only needs the keys
-  // up to its last row.
-  constexpr int64_t kRowBlock = 64;
-  int64_t rowBlocks = (s + kRowBlock - 1) / kRowBlock;
-  int64_t tasks = batch * heads * rowBlocks;
-  bool parallel = tasks > 1 && batch * heads * s * t * (d + e) >= (1 << 16);
-#pragma omp parallel if (parallel)
-  {
-    std::vector<float> scores(std::min(s, kRowBlock) * t);
-    float *p = scores.data();
-#pragma omp for schedule(dynamic)
-    for (int64_t task = 0; task < tasks; ++task) {
-      int64_t bh = task / rowBlocks, r0 = (task % rowBlocks) * kRowBlock;
-      int64_t b = bh / heads, h = bh % heads, g = h / headsPerGroup;
-      int64_t rows = std::min(kRowBlock, s - r0);
-      int64_t keys = causal ? std::min(t, r0 + rows) : t;
-      const float *qh = qf.data() + ((b * heads + h) * s + r0) * d;
-      const float *kh = kf.data() + (b * groups + g) * t * d;
-      const float *vh = vf.data() + (b * groups + g) * t * e;
-      float *oh = of.data() + ((b * heads + h) * s + r0) * e;
-      parallelSgemm(false, true, rows, keys, d, scale, qh, d, kh, d, p, keys);
-      for (int64_t row = 0; row < rows; ++row) {
-        float *r = p + row * keys;
-        // Causal: key positions after the query position get weight 0.
-        int64_t visible = causal ? std::min(keys, r0 + row + 1) : keys;
-        float mx = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : mx)
-        for (int64_t j = 0; j < visible; ++j)
-          mx = std::max(mx, r[j]);
-        float sum = 0;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < visible; ++j) {
-          r[j] = fastExp(r[j] - mx);
-          sum += r[j];
-        }
-        float inv = 1.0f / sum;
-        for (int64_t j = 0; j < visible; ++j)
-          r[j] *= inv;
-        for (int64_t j = visible; j < keys; ++j)
-          r[j] = 0.0f;
-      }
-      parallelSgemm(false, false, rows, e, keys, 1.0f, p, keys, vh, e, oh, e);
-    }
-  }
+  std::vector<float> lse(batch * heads * s);
+  attentionBlock(dims, at, qf.data(), kf.data(), vf.data(), of.data(),
+                 lse.data());
   of.commit();
   return llvm::Error::success();
 }

@@ -849,8 +849,8 @@ func.func @f(%x: tensor<3xf32>) -> tensor<f32> {
 TEST(GradientFunction, EveryForwardOpHasARule) {
   // A new forward op must come with its rule. Not differentiable by design:
   // leaves, the i1-valued compare, the gradient ops and the optimizer, and
-  // the collectives and shard slices that partitioning inserts after
-  // autodiff (docs/partition.md).
+  // the collectives, shard slices and ring-attention steps that
+  // partitioning inserts after autodiff (docs/partition.md).
   auto ctx = makeContext();
   std::set<std::string> withRule;
   for (llvm::StringRef name : ::dtc::autodiff::opsWithGradientRules())
@@ -866,7 +866,9 @@ TEST(GradientFunction, EveryForwardOpHasARule) {
                                         "dtc.send_start",
                                         "dtc.recv_start",
                                         "dtc.wait",
-                                        "dtc.shard_slice"};
+                                        "dtc.shard_slice",
+                                        "dtc.attention_block",
+                                        "dtc.attention_merge"};
   int forwardOps = 0;
   for (mlir::RegisteredOperationName op :
        ctx->getRegisteredOperationsByDialect("dtc")) {

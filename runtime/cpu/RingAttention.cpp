@@ -1,0 +1,434 @@
+//===- RingAttention.cpp - Ring attention kernels -------------------------===//
+//
+// dtc.attention_block, dtc.attention_merge and dtc.attention_block_grad, the
+// steps of ring attention (context parallelism). The block follows
+// dtc.attention's kernel (tasks over (batch, head, block of 64 query rows),
+// scores and P V through sgemm) and also keeps each row's log-sum-exp. The
+// gradient is flash-attention's backward from the merged lse, in two passes
+// that each own the outputs they write: query row blocks for the query
+// gradient, key row blocks (summing the group's heads in order) for the key
+// and value gradients, so results do not depend on the thread count.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/RingAttention.h"
+#include "runtime/cpu/CpuKernels.h"
+#include "runtime/cpu/KernelUtil.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace dtc::runtime::cpu {
+
+namespace {
+
+constexpr int64_t kRowBlock = 64;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+/// Query row `row` sees the chunk's keys [0, visibleKeys).
+int64_t visibleKeys(const RingAttentionDims &dims,
+                    const RingAttentionPositions &at, int64_t row) {
+  if (!at.causal)
+    return dims.keys;
+  return std::clamp<int64_t>(at.queryStart + row - at.keyStart + 1, 0,
+                             dims.keys);
+}
+
+/// Key row `key` is seen by the query rows [firstQuery, queries).
+int64_t firstQuery(const RingAttentionDims &dims,
+                   const RingAttentionPositions &at, int64_t key) {
+  if (!at.causal)
+    return 0;
+  return std::clamp<int64_t>(at.keyStart + key - at.queryStart, 0,
+                             dims.queries);
+}
+
+/// Below this much work the OpenMP fork costs more than it saves.
+bool worthThreads(const RingAttentionDims &dims) {
+  return dims.batch * dims.heads * dims.queries * dims.keys *
+             (dims.headDim + dims.valueDim) >=
+         (1 << 16);
+}
+
+inline float dot(const float *a, const float *b, int64_t n) {
+  float s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i)
+    s += a[i] * b[i];
+  return s;
+}
+
+} // namespace
+
+void attentionBlock(const RingAttentionDims &dims,
+                    const RingAttentionPositions &at, const float *query,
+                    const float *key, const float *value, float *output,
+                    float *lse) {
+  const int64_t B = dims.batch, H = dims.heads, G = dims.groups,
+                S = dims.queries, T = dims.keys, D = dims.headDim,
+                E = dims.valueDim;
+  if (B * H * S == 0)
+    return;
+  int64_t group = H / G;
+  int64_t rowBlocks = (S + kRowBlock - 1) / kRowBlock;
+  int64_t tasks = B * H * rowBlocks;
+#pragma omp parallel if (tasks > 1 && worthThreads(dims))
+  {
+    std::vector<float> scores(std::min(S, kRowBlock) * T);
+    float *p = scores.data();
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < tasks; ++task) {
+      int64_t bh = task / rowBlocks, r0 = (task % rowBlocks) * kRowBlock;
+      int64_t b = bh / H, h = bh % H, g = h / group;
+      int64_t rows = std::min(kRowBlock, S - r0);
+      // The block's last row sees the most keys.
+      int64_t keys = visibleKeys(dims, at, r0 + rows - 1);
+      const float *qh = query + ((b * H + h) * S + r0) * D;
+      const float *kh = key + (b * G + g) * T * D;
+      const float *vh = value + (b * G + g) * T * E;
+      float *oh = output + ((b * H + h) * S + r0) * E;
+      float *lh = lse + (b * H + h) * S + r0;
+      if (keys == 0) {
+        std::fill(oh, oh + rows * E, 0.0f);
+        std::fill(lh, lh + rows, kNegInf);
+        continue;
+      }
+      parallelSgemm(false, true, rows, keys, D, at.scale, qh, D, kh, D, p,
+                    keys);
+      for (int64_t row = 0; row < rows; ++row) {
+        float *r = p + row * keys;
+        int64_t visible = std::min(keys, visibleKeys(dims, at, r0 + row));
+        float mx = kNegInf;
+#pragma omp simd reduction(max : mx)
+        for (int64_t j = 0; j < visible; ++j)
+          mx = std::max(mx, r[j]);
+        float sum = 0;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < visible; ++j) {
+          r[j] = fastExp(r[j] - mx);
+          sum += r[j];
+        }
+        lh[row] = visible ? mx + std::log(sum) : kNegInf;
+        float inv = visible ? 1.0f / sum : 0.0f;
+        for (int64_t j = 0; j < visible; ++j)
+          r[j] *= inv;
+        std::fill(r + visible, r + keys, 0.0f);
+      }
+      parallelSgemm(false, false, rows, E, keys, 1.0f, p, keys, vh, E, oh, E);
+    }
+  }
+}
+
+void attentionMerge(int64_t rows, int64_t width, const float *outputA,
+                    const float *lseA, const float *outputB, const float *lseB,
+                    float *output, float *lse) {
+#pragma omp parallel for if (rows * width >= kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    // Read both lse before writing: `lse` may alias either.
+    float la = lseA[r], lb = lseB[r];
+    float m = std::max(la, lb);
+    const float *a = outputA + r * width, *b = outputB + r * width;
+    float *o = output + r * width;
+    if (m == kNegInf) {
+      std::fill(o, o + width, 0.0f);
+      lse[r] = kNegInf;
+      continue;
+    }
+    double wa = std::exp(double(la) - m), wb = std::exp(double(lb) - m);
+    double sum = wa + wb;
+    float fa = static_cast<float>(wa / sum), fb = static_cast<float>(wb / sum);
+    for (int64_t i = 0; i < width; ++i)
+      o[i] = a[i] * fa + b[i] * fb;
+    lse[r] = static_cast<float>(m + std::log(sum));
+  }
+}
+
+void attentionBlockGrad(const RingAttentionDims &dims,
+                        const RingAttentionPositions &at, const float *query,
+                        const float *key, const float *value,
+                        const float *output, const float *lse,
+                        const float *grad, float *queryGrad, float *keyGrad,
+                        float *valueGrad) {
+  const int64_t B = dims.batch, H = dims.heads, G = dims.groups,
+                S = dims.queries, T = dims.keys, D = dims.headDim,
+                E = dims.valueDim;
+  int64_t group = H / G;
+  bool threads = worthThreads(dims);
+
+  // delta_i = grad_i . output_i, the softmax backward's row term.
+  std::vector<float> delta(B * H * S);
+#pragma omp parallel for if (threads)
+  for (int64_t row = 0; row < B * H * S; ++row)
+    delta[row] = dot(grad + row * E, output + row * E, E);
+
+  // One visible entry: score in *p becomes P = exp(score - lse), dP in *dp
+  // becomes dS = P (dP - delta). A row with lse -inf sees no key: P = 0.
+  auto softmaxGrad = [&](float *p, float *dp, float l, float d) {
+    float pj = l == kNegInf ? 0.0f : fastExp(*p - l);
+    *dp = pj * (*dp - d);
+    *p = pj;
+  };
+
+  // Pass 1: the query gradient, per (batch, head, block of query rows).
+  int64_t rowBlocks = (S + kRowBlock - 1) / kRowBlock;
+  int64_t queryTasks = B * H * rowBlocks;
+#pragma omp parallel if (queryTasks > 1 && threads)
+  {
+    std::vector<float> pBuf(std::min(S, kRowBlock) * T),
+        dpBuf(std::min(S, kRowBlock) * T);
+    float *p = pBuf.data(), *dp = dpBuf.data();
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < queryTasks; ++task) {
+      int64_t bh = task / rowBlocks, r0 = (task % rowBlocks) * kRowBlock;
+      int64_t b = bh / H, h = bh % H, g = h / group;
+      int64_t rows = std::min(kRowBlock, S - r0);
+      int64_t keys = visibleKeys(dims, at, r0 + rows - 1);
+      int64_t row0 = (b * H + h) * S + r0;
+      const float *kh = key + (b * G + g) * T * D;
+      const float *vh = value + (b * G + g) * T * E;
+      float *dq = queryGrad + row0 * D;
+      if (keys == 0) {
+        std::fill(dq, dq + rows * D, 0.0f);
+        continue;
+      }
+      parallelSgemm(false, true, rows, keys, D, at.scale, query + row0 * D, D,
+                    kh, D, p, keys);
+      parallelSgemm(false, true, rows, keys, E, 1.0f, grad + row0 * E, E, vh, E,
+                    dp, keys);
+      for (int64_t row = 0; row < rows; ++row) {
+        int64_t visible = std::min(keys, visibleKeys(dims, at, r0 + row));
+        float l = lse[row0 + row], d = delta[row0 + row];
+        float *pr = p + row * keys, *dpr = dp + row * keys;
+        for (int64_t j = 0; j < visible; ++j)
+          softmaxGrad(pr + j, dpr + j, l, d);
+        std::fill(dpr + visible, dpr + keys, 0.0f);
+      }
+      parallelSgemm(false, false, rows, D, keys, at.scale, dp, keys, kh, D, dq,
+                    D);
+    }
+  }
+
+  // Pass 2: the key and value gradients, per (batch, kv head, block of key
+  // rows), adding the group's query heads in order.
+  int64_t keyBlocks = (T + kRowBlock - 1) / kRowBlock;
+  int64_t keyTasks = B * G * keyBlocks;
+#pragma omp parallel if (keyTasks > 1 && threads)
+  {
+    int64_t blockRows = std::min(T, kRowBlock);
+    std::vector<float> pBuf(blockRows * S), dpBuf(blockRows * S),
+        partial(blockRows * std::max(D, E));
+    float *pt = pBuf.data(), *dpt = dpBuf.data(), *tmp = partial.data();
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < keyTasks; ++task) {
+      int64_t bg = task / keyBlocks, j0 = (task % keyBlocks) * kRowBlock;
+      int64_t b = bg / G, g = bg % G;
+      int64_t rows = std::min(kRowBlock, T - j0);
+      // The block's first key is seen by the most queries.
+      int64_t first = firstQuery(dims, at, j0), queries = S - first;
+      const float *kb = key + ((b * G + g) * T + j0) * D;
+      const float *vb = value + ((b * G + g) * T + j0) * E;
+      float *dk = keyGrad + ((b * G + g) * T + j0) * D;
+      float *dv = valueGrad + ((b * G + g) * T + j0) * E;
+      std::fill(dk, dk + rows * D, 0.0f);
+      std::fill(dv, dv + rows * E, 0.0f);
+      if (queries == 0)
+        continue;
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+        int64_t row0 = (b * H + h) * S + first;
+        const float *qh = query + row0 * D, *gh = grad + row0 * E;
+        // Transposed blocks: [key row, query row].
+        parallelSgemm(false, true, rows, queries, D, at.scale, kb, D, qh, D, pt,
+                      queries);
+        parallelSgemm(false, true, rows, queries, E, 1.0f, vb, E, gh, E, dpt,
+                      queries);
+        for (int64_t j = 0; j < rows; ++j) {
+          int64_t hidden = firstQuery(dims, at, j0 + j) - first;
+          float *pr = pt + j * queries, *dpr = dpt + j * queries;
+          std::fill(pr, pr + hidden, 0.0f);
+          std::fill(dpr, dpr + hidden, 0.0f);
+          for (int64_t i = hidden; i < queries; ++i)
+            softmaxGrad(pr + i, dpr + i, lse[row0 + i], delta[row0 + i]);
+        }
+        parallelSgemm(false, false, rows, E, queries, 1.0f, pt, queries, gh, E,
+                      tmp, E);
+        for (int64_t i = 0; i < rows * E; ++i)
+          dv[i] += tmp[i];
+        parallelSgemm(false, false, rows, D, queries, at.scale, dpt, queries,
+                      qh, D, tmp, D);
+        for (int64_t i = 0; i < rows * D; ++i)
+          dk[i] += tmp[i];
+      }
+    }
+  }
+}
+
+namespace {
+
+/// Reads query [b, h, s, d], key [b, g, t, d] and value [b, g, t, e].
+llvm::Error readDims(const KernelCall &call, RingAttentionDims &dims) {
+  const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2);
+  for (auto [t, what] :
+       {std::pair{&q, "query"}, std::pair{&k, "key"}, std::pair{&v, "value"}})
+    if (auto err = expectFloat(call, *t, what))
+      return err;
+  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4)
+    return call.error("query, key and value must have rank 4, got " +
+                      shapeString(q.shape) + ", " + shapeString(k.shape) +
+                      " and " + shapeString(v.shape));
+  dims = {q.shape[0], q.shape[1], k.shape[1], q.shape[2],
+          k.shape[2], q.shape[3], v.shape[3]};
+  if (k.shape[0] != dims.batch || v.shape[0] != dims.batch ||
+      k.shape[3] != dims.headDim || v.shape[1] != dims.groups ||
+      v.shape[2] != dims.keys || dims.groups < 1 ||
+      dims.heads % dims.groups != 0)
+    return call.error("query " + shapeString(q.shape) + ", key " +
+                      shapeString(k.shape) + " and value " +
+                      shapeString(v.shape) + " are inconsistent");
+  return llvm::Error::success();
+}
+
+/// The chunk positions of this rank's queries and of the key chunk it holds
+/// after `kv_shift` hops: its place c in the group of `mesh_axes` (of size
+/// n) and (c - kv_shift) mod n. No communicator: a group of one.
+llvm::Expected<RingAttentionPositions>
+readPositions(const KernelCall &call, const RingAttentionDims &dims) {
+  llvm::Expected<GroupPlace> place = groupPlaceOf(call);
+  if (!place)
+    return place.takeError();
+  int64_t size = place->size, position = place->position;
+  bool single = !place->hasCommunicator;
+  int64_t shift = call.i64("kv_shift");
+  if (shift < 0 || shift >= size)
+    return call.error(
+        "kv_shift " + llvm::Twine(shift) + " is outside [0, " +
+        llvm::Twine(size) + "), the size of the group of mesh axes [" +
+        llvm::join(call.strings("mesh_axes"), ",") + "]" +
+        (single ? "; there is no communicator, run the program with `dtc run`"
+                : ""));
+  RingAttentionPositions at;
+  at.queryStart = position * dims.queries;
+  at.keyStart = ((position - shift) % size + size) % size * dims.keys;
+  at.causal = call.flag("causal");
+  at.scale = static_cast<float>(call.optionalF64("scale").value_or(
+      1.0 / std::sqrt(double(dims.headDim))));
+  return at;
+}
+
+llvm::Error attentionBlockKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 3, 2))
+    return err;
+  RingAttentionDims dims;
+  if (auto err = readDims(call, dims))
+    return err;
+  const TensorRef &out = call.output(0), &lse = call.output(1);
+  for (auto [t, what] : {std::pair{&out, "output"}, std::pair{&lse, "lse"}})
+    if (auto err = expectFloat(call, *t, what))
+      return err;
+  if (auto err = expectShape(
+          call, out, {dims.batch, dims.heads, dims.queries, dims.valueDim},
+          "output"))
+    return err;
+  if (auto err =
+          expectShape(call, lse, {dims.batch, dims.heads, dims.queries}, "lse"))
+    return err;
+  llvm::Expected<RingAttentionPositions> at = readPositions(call, dims);
+  if (!at)
+    return at.takeError();
+  F32In q(call.input(0)), k(call.input(1)), v(call.input(2));
+  F32Out o(out), l(lse);
+  attentionBlock(dims, *at, q.data(), k.data(), v.data(), o.data(), l.data());
+  o.commit();
+  l.commit();
+  return llvm::Error::success();
+}
+
+llvm::Error attentionMergeKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 4, 2))
+    return err;
+  const TensorRef &outA = call.input(0), &lseA = call.input(1),
+                  &outB = call.input(2), &lseB = call.input(3),
+                  &out = call.output(0), &lse = call.output(1);
+  for (auto [t, what] :
+       {std::pair{&outA, "output_a"}, std::pair{&lseA, "lse_a"},
+        std::pair{&outB, "output_b"}, std::pair{&lseB, "lse_b"},
+        std::pair{&out, "output"}, std::pair{&lse, "lse"}})
+    if (auto err = expectFloat(call, *t, what))
+      return err;
+  if (outA.rank() < 1)
+    return call.error("output_a must have rank at least 1");
+  std::vector<int64_t> rowShape(outA.shape.begin(), outA.shape.end() - 1);
+  for (auto [t, what] :
+       {std::pair{&outB, "output_b"}, std::pair{&out, "output"}})
+    if (auto err = expectShape(call, *t, outA.shape, what))
+      return err;
+  for (auto [t, what] : {std::pair{&lseA, "lse_a"}, std::pair{&lseB, "lse_b"},
+                         std::pair{&lse, "lse"}})
+    if (auto err = expectShape(call, *t, rowShape, what))
+      return err;
+  int64_t width = outA.shape.back();
+  int64_t rows = width ? outA.numElements() / width : lseA.numElements();
+  F32In a(outA), la(lseA), b(outB), lb(lseB);
+  F32Out o(out), l(lse);
+  attentionMerge(rows, width, a.data(), la.data(), b.data(), lb.data(),
+                 o.data(), l.data());
+  o.commit();
+  l.commit();
+  return llvm::Error::success();
+}
+
+llvm::Error attentionBlockGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 6, 3))
+    return err;
+  RingAttentionDims dims;
+  if (auto err = readDims(call, dims))
+    return err;
+  const TensorRef &out = call.input(3), &lse = call.input(4),
+                  &dy = call.input(5);
+  for (auto [t, what] : {std::pair{&out, "output"}, std::pair{&lse, "lse"},
+                         std::pair{&dy, "grad"}})
+    if (auto err = expectFloat(call, *t, what))
+      return err;
+  std::vector<int64_t> rowsShape = {dims.batch, dims.heads, dims.queries};
+  std::vector<int64_t> outShape = {dims.batch, dims.heads, dims.queries,
+                                   dims.valueDim};
+  if (auto err = expectShape(call, out, outShape, "output"))
+    return err;
+  if (auto err = expectShape(call, lse, rowsShape, "lse"))
+    return err;
+  if (auto err = expectShape(call, dy, outShape, "grad"))
+    return err;
+  const char *names[] = {"query_grad", "key_grad", "value_grad"};
+  for (size_t i = 0; i < 3; ++i) {
+    if (auto err = expectFloat(call, call.output(i), names[i]))
+      return err;
+    if (auto err =
+            expectShape(call, call.output(i), call.input(i).shape, names[i]))
+      return err;
+  }
+  llvm::Expected<RingAttentionPositions> at = readPositions(call, dims);
+  if (!at)
+    return at.takeError();
+  F32In q(call.input(0)), k(call.input(1)), v(call.input(2)), o(out), l(lse),
+      g(dy);
+  F32Out dq(call.output(0)), dk(call.output(1)), dv(call.output(2));
+  attentionBlockGrad(dims, *at, q.data(), k.data(), v.data(), o.data(),
+                     l.data(), g.data(), dq.data(), dk.data(), dv.data());
+  dq.commit();
+  dk.commit();
+  dv.commit();
+  return llvm::Error::success();
+}
+
+} // namespace
+
+void registerRingAttentionKernels(KernelRegistry &registry) {
+  registry.add("dtc.attention_block", attentionBlockKernel);
+  registry.add("dtc.attention_merge", attentionMergeKernel);
+  registry.add("dtc.attention_block_grad", attentionBlockGradKernel);
+}
+
+} // namespace dtc::runtime::cpu
