@@ -129,6 +129,10 @@ def DtcPartition : Pass<"dtc-partition", "::mlir::ModuleOp"> {
            "Mesh axis of context parallelism: attention with its query "
            "positions split over it runs as a ring over its key/value "
            "chunks">,
+    Option<"contextZigzag", "context-zigzag", "bool", /*default=*/"true",
+           "A sequence split over the context axis holds zigzag chunks "
+           "(halves k and 2n-1-k of 2n), which balances causal attention "
+           "over the ring">,
     Option<"deferGradientSync", "defer-gradient-sync", "bool",
            /*default=*/"false",
            "Return parameter gradients as partial sums (their dtc.sharding "

@@ -144,6 +144,11 @@ private:
   /// Axes that cut tokens: they may share a dim, cut in mesh order (the
   /// flattened [batch * sequence] rows of a weight gradient under dp x cp).
   bool isTokenAxis(size_t a) const { return isDataAxis(a) || a == cp; }
+  /// The pieces a split over `a` cuts a dim into: the context axis cuts
+  /// zigzag halves, two per rank (docs/partition.md).
+  int64_t pieces(size_t a) const {
+    return a == cp ? 2 * axes[a].size : axes[a].size;
+  }
   /// Per value dim: 0 model, 1 tokens (sequence), 2 batch, 3 experts.
   DenseMap<Value, SmallVector<int>> tokenDims;
 
@@ -419,7 +424,7 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
       auto [loop, block] = loops[a];
       if (loop < 0)
         continue;
-      int64_t n = axes[a].size;
+      int64_t n = pieces(a);
       bool found = false;
       for (auto [d, expr] : llvm::enumerate(maps[i].getResults())) {
         if (!expr.isFunctionOfDim(loop))
@@ -544,7 +549,7 @@ Propagation::ruleChoices(ShardingRuleOpInterface rule) {
   bool boundary = isExpertBoundary(op);
   SmallVector<SmallVector<std::pair<int64_t, int64_t>>> options(numAxes());
   for (size_t a = 0; a < numAxes(); ++a) {
-    int64_t n = axes[a].size;
+    int64_t n = pieces(a);
     auto hasLoopOf = [&](int kind) {
       return llvm::any_of(llvm::seq<int64_t>(0, numLoops), [&](int64_t l) {
         return token[l] == kind && extent[l] % n == 0;

@@ -465,10 +465,22 @@ rt::Tensor scalarF32(float value) {
 /// argument ([rows, seq], or [calls, rows, seq] for a pipeline) and which
 /// part of the global micro-batch's rows it is, from the argument's shard
 /// (the data axes, dp and the ep inside it, cut the rows in mesh order),
-/// and which part of each sequence (context parallelism cuts the columns).
+/// and which part of each sequence (context parallelism cuts the columns,
+/// into zigzag chunks when the argument says so).
 struct TokensPart {
   llvm::SmallVector<int64_t, 3> shape;
-  int64_t rowPart = 0, columnPart = 0;
+  int64_t rowPart = 0, columnPart = 0, columnParts = 1;
+  bool zigzag = false;
+
+  /// The window position of this rank's column `j` of `columns`.
+  int64_t column(int64_t j, int64_t columns) const {
+    if (!zigzag)
+      return columnPart * columns + j;
+    // Halves columnPart and 2n - 1 - columnPart of the 2n.
+    int64_t half = columns / 2;
+    return j < half ? columnPart * half + j
+                    : (2 * columnParts - 1 - columnPart) * half + j - half;
+  }
 };
 
 llvm::Expected<TokensPart> localTokensPart(const program::Program &p,
@@ -502,6 +514,8 @@ llvm::Expected<TokensPart> localTokensPart(const program::Program &p,
                           llvm::toString(layout.takeError()));
         part.rowPart = layout->dimParts()[shape.size() - 2].index;
         part.columnPart = layout->dimParts()[shape.size() - 1].index;
+        part.columnParts = layout->dimParts()[shape.size() - 1].parts;
+        part.zigzag = a.zigzag();
         return part;
       }
   return badInput("program.pb: '{0}' has no tokens argument; recompile the "
@@ -691,9 +705,9 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
   const int64_t mb = train.micro_batch(), seq = train.seq_len();
   const int64_t rows = tokensShape[tokensShape.size() - 2];
   const int64_t first = tokens->rowPart * rows;
-  // This rank's columns [column, column + columns) of each window.
+  // This rank's columns of each window.
+  const TokensPart &window = *tokens;
   const int64_t columns = tokensShape.back();
-  const int64_t column = tokens->columnPart * columns;
   const int64_t perCall = tokensShape.size() == 3 ? tokensShape[0] : 1;
   const int64_t microPerStep = train.grad_accum() * perCall;
   const int64_t windows = data->count - seq; // valid window starts
@@ -803,8 +817,9 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
                                                static_cast<uint64_t>(windows));
           int64_t at = (part * rows + row) * columns;
           for (int64_t j = 0; j < columns; ++j) {
-            tokens.as<int64_t>()[at + j] = data->at(begin + column + j);
-            labels.as<int64_t>()[at + j] = data->at(begin + column + j + 1);
+            int64_t column = window.column(j, columns);
+            tokens.as<int64_t>()[at + j] = data->at(begin + column);
+            labels.as<int64_t>()[at + j] = data->at(begin + column + 1);
           }
         }
       }

@@ -333,8 +333,9 @@ LogicalResult ShardSliceOp::verify() {
 /// [b, g, t, e] with g dividing h; the output [b, h, s, e] and lse [b, h, s]
 /// f32 when given (a block's results, or a gradient's operands).
 static LogicalResult verifyRingStep(Operation *op, ArrayAttr axes,
-                                    int64_t kvShift, Type query, Type key,
-                                    Type value, Type output, Type lse) {
+                                    int64_t kvShift, bool zigzag, Type query,
+                                    Type key, Type value, Type output,
+                                    Type lse) {
   FailureOr<int64_t> n = groupSize(op, axes);
   if (failed(n))
     return failure();
@@ -351,6 +352,10 @@ static LogicalResult verifyRingStep(Operation *op, ArrayAttr axes,
       k.getDimSize(3) != q.getDimSize(3) || v.getDimSize(2) != k.getDimSize(2))
     return op->emitOpError("query ")
            << q << ", key " << k << " and value " << v << " are inconsistent";
+  if (zigzag && (s % 2 || k.getDimSize(2) % 2))
+    return op->emitOpError("zigzag chunks are two halves: the query and key "
+                           "positions must be even, got ")
+           << s << " and " << k.getDimSize(2);
   auto expectedOutput =
       RankedTensorType::get({b, h, s, v.getDimSize(3)}, q.getElementType());
   if (output != expectedOutput)
@@ -364,14 +369,14 @@ static LogicalResult verifyRingStep(Operation *op, ArrayAttr axes,
 }
 
 LogicalResult AttentionBlockOp::verify() {
-  return verifyRingStep(*this, getMeshAxes(), getKvShift(),
+  return verifyRingStep(*this, getMeshAxes(), getKvShift(), getZigzag(),
                         getQuery().getType(), getKey().getType(),
                         getValue().getType(), getOutput().getType(),
                         getLse().getType());
 }
 
 LogicalResult AttentionBlockGradOp::verify() {
-  if (failed(verifyRingStep(*this, getMeshAxes(), getKvShift(),
+  if (failed(verifyRingStep(*this, getMeshAxes(), getKvShift(), getZigzag(),
                             getQuery().getType(), getKey().getType(),
                             getValue().getType(), getOutput().getType(),
                             getLse().getType())))
@@ -397,5 +402,17 @@ LogicalResult AttentionMergeOp::verify() {
                                            Float32Type::get(getContext()));
   if (o.getRank() < 1 || lse != expectedLse)
     return emitOpError("lse must be ") << expectedLse << ", got " << lse;
+  return success();
+}
+
+LogicalResult ZigzagOrderOp::verify() {
+  auto type = cast<RankedTensorType>(getInput().getType());
+  int64_t dim = getDim(), parts = getParts();
+  if (dim < 0 || dim >= type.getRank())
+    return emitOpError("dim must be in [0, ") << type.getRank() << ")";
+  if (parts < 1 || type.getDimSize(dim) % (2 * parts))
+    return emitOpError("dimension ")
+           << dim << " of size " << type.getDimSize(dim)
+           << " does not split into 2 x " << parts << " equal pieces";
   return success();
 }

@@ -182,11 +182,14 @@ def Dtc_ShardSliceOp : Dtc_Op<"shard_slice", [Pure]> {
 // Ring attention (context parallelism, docs/partition.md)
 //===----------------------------------------------------------------------===//
 
-// The sequence is cut into n contiguous chunks over `mesh_axes` (n the
-// group size). A rank's queries are chunk c, its position in the group; the
-// key/value chunk it holds after `kv_shift` hops of the ring is chunk
-// (c - kv_shift) mod n. Positions are global, so `causal` masks key
-// position k * t + j after query position c * s + i.
+// The sequence is cut into n chunks over `mesh_axes` (n the group size). A
+// rank's queries are chunk c, its position in the group; the key/value
+// chunk it holds after `kv_shift` hops of the ring is chunk
+// (c - kv_shift) mod n. Positions are global, so `causal` masks keys after
+// the query: chunk k is positions [k * t, (k + 1) * t), or, with `zigzag`,
+// the sequence is cut into 2n halves and chunk k is halves k and
+// 2n - 1 - k, one after the other (so that under a causal mask every rank
+// has the same work: the load balance of Megatron's context parallelism).
 class Dtc_RingAttentionOp<string mnemonic> : Dtc_Op<mnemonic, [Pure]> {
   let hasVerifier = 1;
 }
@@ -203,7 +206,8 @@ def Dtc_AttentionBlockOp : Dtc_RingAttentionOp<"attention_block"> {
   }];
   let arguments = (ins Dtc_FloatTensor:$query, Dtc_FloatTensor:$key,
                    Dtc_FloatTensor:$value, StrArrayAttr:$mesh_axes,
-                   I64Attr:$kv_shift, UnitAttr:$causal, F64Attr:$scale);
+                   I64Attr:$kv_shift, UnitAttr:$causal, F64Attr:$scale,
+                   UnitAttr:$zigzag);
   let results = (outs Dtc_FloatTensor:$output, Dtc_FloatTensor:$lse);
   let assemblyFormat = [{
     $query `,` $key `,` $value attr-dict `:`
@@ -243,13 +247,33 @@ def Dtc_AttentionBlockGradOp : Dtc_RingAttentionOp<"attention_block_grad"> {
                    Dtc_FloatTensor:$value, Dtc_FloatTensor:$output,
                    Dtc_FloatTensor:$lse, Dtc_FloatTensor:$grad,
                    StrArrayAttr:$mesh_axes, I64Attr:$kv_shift,
-                   UnitAttr:$causal, F64Attr:$scale);
+                   UnitAttr:$causal, F64Attr:$scale, UnitAttr:$zigzag);
   let results = (outs Dtc_FloatTensor:$query_grad, Dtc_FloatTensor:$key_grad,
                       Dtc_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $output `,` $lse `,` $grad attr-dict `:`
     functional-type(operands, results)
   }];
+}
+
+def Dtc_ZigzagOrderOp : Dtc_Op<"zigzag_order", [Pure,
+    AllTypesMatch<["input", "output"]>]> {
+  let summary = "Reorders the halves of a zigzag context-parallel cut";
+  let description = [{
+    `dim` is read as `2 * parts` equal pieces. The zigzag order of a cut
+    over `parts` ranks puts rank r's two pieces, r and 2 * parts - 1 - r,
+    next to each other: piece p of the result is piece `p / 2` (p even) or
+    `2 * parts - 1 - p / 2` (p odd) of the input. `inverse` undoes it. The
+    partitioner puts it around the collectives that split or gather a
+    sequence dim over the context axis, so that the contiguous parts they
+    move are the zigzag chunks.
+  }];
+  let arguments = (ins Dtc_Tensor:$input, I64Attr:$dim, I64Attr:$parts,
+                   UnitAttr:$inverse);
+  let results = (outs Dtc_Tensor:$output);
+  let assemblyFormat =
+      "$input attr-dict `:` type($input) `->` type($output)";
+  let hasVerifier = 1;
 }
 
 #endif // DTC_COLLECTIVE_OPS_TD

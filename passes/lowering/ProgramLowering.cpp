@@ -441,6 +441,7 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
     a->set_feed(feed ? feed.getValue().str() : "input");
     if (llvm::Error e = setArgumentShard(*a, arg))
       return e;
+    a->set_zigzag(func_.getArgAttr(index, "dtc.zigzag") != nullptr);
   }
 
   // Values and instructions, in program order.

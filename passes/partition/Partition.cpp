@@ -88,9 +88,9 @@ struct Layout {
 
 class Partitioner {
 public:
-  Partitioner(const DeviceMesh &mesh, StringRef contextAxis,
+  Partitioner(const DeviceMesh &mesh, StringRef contextAxis, bool zigzag,
               bool deferGradientSync, MLIRContext *ctx)
-      : mesh(mesh), contextAxis(mesh.find(contextAxis)),
+      : mesh(mesh), contextAxis(mesh.find(contextAxis)), zigzag(zigzag),
         deferGradientSync(deferGradientSync), builder(ctx) {}
   LogicalResult run(func::FuncOp func);
 
@@ -99,6 +99,14 @@ private:
   /// The context-parallel axis, if the mesh has it: attention whose query
   /// positions it splits runs as a ring over the key/value chunks.
   std::optional<size_t> contextAxis;
+  /// A sequence split over the context axis holds zigzag chunks (halves k
+  /// and 2n - 1 - k of 2n) rather than contiguous ones: causal attention
+  /// then gives every rank of the ring the same work. Collectives move
+  /// contiguous parts, so the pass reorders the halves around them.
+  bool zigzag;
+  bool isZigzag(size_t a) const {
+    return zigzag && contextAxis && a == *contextAxis;
+  }
   /// Gradient results stay partial sums (the training step reduces the
   /// accumulated gradients once per step).
   bool deferGradientSync;
@@ -133,6 +141,8 @@ private:
   LogicalResult nestingError(Location loc, RankedTensorType global, int64_t dim,
                              size_t a, size_t b);
   Value startAndWait(Operation *start);
+  FailureOr<Value> zigzagOrder(Value value, int64_t dim, int64_t block,
+                               size_t axis, bool inverse, Location loc);
   FailureOr<SmallVector<Layout>> resultLayouts(Operation *op);
   LogicalResult partitionRuleOp(ShardingRuleOpInterface rule);
   LogicalResult partitionRingAttention(Operation *op, ArrayRef<Layout> results,
@@ -238,6 +248,50 @@ Value Partitioner::startAndWait(Operation *start) {
       .getOutput();
 }
 
+// The halves of `value`'s `dim` between the natural order and the zigzag
+// order of a cut over `axis` (its n ranks' halves next to each other), for
+// the collectives that split or gather that dim; other axes' cuts are
+// contiguous, and `value` is returned as it is. An interleaved cut (the
+// flattened rows of several sequences, block = one sequence) reorders within
+// each block.
+FailureOr<Value> Partitioner::zigzagOrder(Value value, int64_t dim,
+                                          int64_t block, size_t axis,
+                                          bool inverse, Location loc) {
+  if (!isZigzag(axis))
+    return value;
+  int64_t n = axisSize(axis);
+  auto type = cast<RankedTensorType>(value.getType());
+  int64_t run = block ? block : type.getDimSize(dim);
+  if (run % (2 * n))
+    return emitError(loc) << "context parallelism over \""
+                          << mesh.axes[axis].name << "\" (" << n
+                          << " ranks) cuts dimension " << dim << " (runs of "
+                          << run << ") into " << 2 * n
+                          << " zigzag halves, which does not divide it; use "
+                             "a sequence length divisible by "
+                          << 2 * n;
+  Value input = value;
+  int64_t orderDim = dim;
+  if (block) {
+    SmallVector<int64_t> shape(type.getShape());
+    shape[dim] /= block;
+    shape.insert(shape.begin() + dim + 1, block);
+    input = ReshapeOp::create(
+        builder, loc, RankedTensorType::get(shape, type.getElementType()),
+        value);
+    orderDim = dim + 1;
+  }
+  Value ordered =
+      ZigzagOrderOp::create(builder, loc, input.getType(), input,
+                            builder.getI64IntegerAttr(orderDim),
+                            builder.getI64IntegerAttr(n),
+                            inverse ? builder.getUnitAttr() : UnitAttr())
+          .getOutput();
+  if (block)
+    ordered = ReshapeOp::create(builder, loc, type, ordered);
+  return ordered;
+}
+
 // A dim split over several mesh axes is cut in mesh order: axis `a` can be
 // sliced, gathered or reduce-scattered on its own only where it is the
 // innermost cut of that dim.
@@ -288,6 +342,11 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &to,
       next.block[a] = to.block[a];
       if (int b = next.nestedInside(a); b >= 0)
         return nestingError(loc, global, to.dim[a], a, b);
+      FailureOr<Value> ordered =
+          zigzagOrder(value, to.dim[a], to.block[a], a, false, loc);
+      if (failed(ordered))
+        return failure();
+      value = *ordered;
       auto start = ReduceScatterStartOp::create(
           builder, loc, handleType(next), value,
           builder.getArrayAttr({axisName(a)}), to.dim[a], to.block[a], "sum");
@@ -317,7 +376,7 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &to,
     Layout next = layout;
     next.dim[a] = to.dim[a];
     bool moves = to.splits(a) && !layout.block[a] && !to.block[a] &&
-                 next.nestedInside(a) < 0;
+                 next.nestedInside(a) < 0 && !isZigzag(a);
     if (moves) {
       auto start = AllToAllStartOp::create(
           builder, loc, handleType(next), value,
@@ -331,6 +390,11 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &to,
           builder, loc, handleType(next), value,
           builder.getArrayAttr({axisName(a)}), layout.dim[a], layout.block[a]);
       value = startAndWait(start);
+      FailureOr<Value> natural =
+          zigzagOrder(value, layout.dim[a], layout.block[a], a, true, loc);
+      if (failed(natural))
+        return failure();
+      value = *natural;
     }
     layout = next;
   }
@@ -354,6 +418,11 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &to,
              << " over \"" << mesh.axes[a].name
              << "\" too: its size is not divisible by the " << parts
              << " parts of all the mesh axes splitting it";
+    FailureOr<Value> ordered =
+        zigzagOrder(value, to.dim[a], to.block[a], a, false, loc);
+    if (failed(ordered))
+      return failure();
+    value = *ordered;
     value = ShardSliceOp::create(builder, loc, localType(global, next), value,
                                  builder.getArrayAttr({axisName(a)}), to.dim[a],
                                  to.block[a]);
@@ -615,6 +684,11 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
       if (slice.getStrides()[d] != 1)
         return op->emitOpError("a strided slice of a split dimension is not "
                                "supported");
+      if (isZigzag(a) && limits[d] - starts[d] !=
+                             globalType.lookup(op->getOperand(0)).getDimSize(d))
+        return op->emitOpError("a slice of the sequence split over \"")
+               << mesh.axes[a].name
+               << "\" (zigzag chunks) is not supported yet";
       int64_t n = axisSize(a), length = (limits[d] - starts[d]) / n;
       starts[d] /= n;
       limits[d] = starts[d] + length;
@@ -718,7 +792,8 @@ Partitioner::RingForward Partitioner::emitRingForward(Value query, Value key,
         builder, loc, outputType, lseType, query, chunkKey, chunkValue, axes,
         builder.getI64IntegerAttr(i),
         causal ? builder.getUnitAttr() : UnitAttr(),
-        builder.getF64FloatAttr(scale));
+        builder.getF64FloatAttr(scale),
+        zigzag ? builder.getUnitAttr() : UnitAttr());
     if (i == 0) {
       ring.output = block.getOutput();
       ring.lse = block.getLse();
@@ -826,7 +901,8 @@ LogicalResult Partitioner::partitionRingAttention(Operation *op,
         forward->output, forward->lse, operands[3], axes,
         builder.getI64IntegerAttr(i),
         causal ? builder.getUnitAttr() : UnitAttr(),
-        builder.getF64FloatAttr(scale));
+        builder.getF64FloatAttr(scale),
+        zigzag ? builder.getUnitAttr() : UnitAttr());
     keyGrad = block.getKeyGrad();
     valueGrad = block.getValueGrad();
     if (i == 0) {
@@ -1052,10 +1128,14 @@ LogicalResult Partitioner::run(func::FuncOp func) {
   func.setFunctionType(
       FunctionType::get(ctx, newBody->getArgumentTypes(),
                         newBody->getTerminator()->getOperandTypes()));
-  for (auto [i, layout] : llvm::enumerate(argLayouts))
+  for (auto [i, layout] : llvm::enumerate(argLayouts)) {
     func.setArgAttr(
         i, kShardingAttr,
         toAttr(layout, cast<RankedTensorType>(func.getArgumentTypes()[i])));
+    // The data loader gives such an argument its zigzag chunks.
+    if (contextAxis && isZigzag(*contextAxis) && layout.splits(*contextAxis))
+      func.setArgAttr(i, "dtc.zigzag", builder.getUnitAttr());
+  }
   for (auto [i, attr] : llvm::enumerate(resultShardings))
     func.setResultAttr(i, kShardingAttr, attr);
   func->setAttr(kMeshAttrName, builder.getStringAttr(mesh.str()));
@@ -1106,8 +1186,8 @@ struct DtcPartitionPass : mlir::dtc::impl::DtcPartitionBase<DtcPartitionPass> {
         func.emitError("dtc-partition needs a single-block body");
         return signalPassFailure();
       }
-      Partitioner partitioner(*parsed, contextParallelAxis, deferGradientSync,
-                              &getContext());
+      Partitioner partitioner(*parsed, contextParallelAxis, contextZigzag,
+                              deferGradientSync, &getContext());
       if (failed(partitioner.run(func)))
         return signalPassFailure();
     }

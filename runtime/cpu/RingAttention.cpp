@@ -9,6 +9,12 @@
 // gradient, key row blocks (summing the group's heads in order) for the key
 // and value gradients, so results do not depend on the thread count.
 //
+// A zigzag chunk is two halves far apart in the sequence: its blocks run as
+// the four (query half, key half) blocks, each contiguous in positions, on
+// packed copies of the halves, skipping those the causal mask hides whole.
+// dtc.zigzag_order, the reordering of halves around the context axis's
+// collectives, is here too.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/RingAttention.h"
@@ -18,7 +24,9 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -268,6 +276,171 @@ void attentionBlockGrad(const RingAttentionDims &dims,
 
 namespace {
 
+/// Copies rows [first, first + rows) of each of the `outer` [total, width]
+/// slabs of `src` into the packed [outer, rows, width] `dst`.
+void gatherRows(const float *src, int64_t outer, int64_t total, int64_t first,
+                int64_t rows, int64_t width, float *dst) {
+#pragma omp parallel for if (outer * rows * width >= kParallelElements)
+  for (int64_t o = 0; o < outer; ++o)
+    std::copy_n(src + (o * total + first) * width, rows * width,
+                dst + o * rows * width);
+}
+
+/// The reverse of gatherRows, adding into `dst` when `add`.
+void scatterRows(const float *src, int64_t outer, int64_t total, int64_t first,
+                 int64_t rows, int64_t width, float *dst, bool add) {
+#pragma omp parallel for if (outer * rows * width >= kParallelElements)
+  for (int64_t o = 0; o < outer; ++o) {
+    const float *s = src + o * rows * width;
+    float *d = dst + (o * total + first) * width;
+    if (add)
+      for (int64_t i = 0; i < rows * width; ++i)
+        d[i] += s[i];
+    else
+      std::copy_n(s, rows * width, d);
+  }
+}
+
+/// Contiguous chunks: chunk k starts at k * rows.
+RingAttentionPositions contiguous(const RingAttentionDims &dims,
+                                  const RingAttentionChunks &at) {
+  RingAttentionPositions p;
+  p.queryStart = at.queryChunk * dims.queries;
+  p.keyStart = at.keyChunk * dims.keys;
+  p.causal = at.causal;
+  p.scale = at.scale;
+  return p;
+}
+
+/// First position of half `half` (0 or 1) of zigzag chunk `chunk`.
+int64_t halfStart(const RingAttentionChunks &at, int64_t chunk, int64_t half,
+                  int64_t halfRows) {
+  return (half ? 2 * at.chunks - 1 - chunk : chunk) * halfRows;
+}
+
+/// The four half blocks of a zigzag chunk pair: their dims and positions.
+struct ZigzagHalves {
+  RingAttentionDims dims;
+  RingAttentionPositions at[2][2]; // [query half][key half]
+
+  ZigzagHalves(const RingAttentionDims &whole, const RingAttentionChunks &c)
+      : dims(whole) {
+    assert(whole.queries % 2 == 0 && whole.keys % 2 == 0 &&
+           "zigzag chunks are two halves");
+    dims.queries /= 2;
+    dims.keys /= 2;
+    for (int64_t a = 0; a < 2; ++a)
+      for (int64_t b = 0; b < 2; ++b) {
+        RingAttentionPositions &p = at[a][b];
+        p.queryStart = halfStart(c, c.queryChunk, a, dims.queries);
+        p.keyStart = halfStart(c, c.keyChunk, b, dims.keys);
+        p.causal = c.causal;
+        p.scale = c.scale;
+      }
+  }
+
+  /// The causal mask hides the whole block: its keys follow every query.
+  bool hidden(int64_t a, int64_t b) const {
+    const RingAttentionPositions &p = at[a][b];
+    return p.causal && p.keyStart >= p.queryStart + dims.queries;
+  }
+};
+
+} // namespace
+
+void ringAttentionBlock(const RingAttentionDims &dims,
+                        const RingAttentionChunks &at, const float *query,
+                        const float *key, const float *value, float *output,
+                        float *lse) {
+  if (!at.zigzag)
+    return attentionBlock(dims, contiguous(dims, at), query, key, value, output,
+                          lse);
+  ZigzagHalves halves(dims, at);
+  const RingAttentionDims &hd = halves.dims;
+  const int64_t BH = dims.batch * dims.heads, BG = dims.batch * dims.groups,
+                s = hd.queries, t = hd.keys, D = dims.headDim,
+                E = dims.valueDim;
+  std::vector<float> q(BH * s * D), out(BH * s * E), l(BH * s),
+      blockOut(out.size()), blockLse(l.size());
+  std::vector<float> k[2], v[2];
+  for (int64_t b = 0; b < 2; ++b) {
+    k[b].resize(BG * t * D);
+    v[b].resize(BG * t * E);
+    gatherRows(key, BG, dims.keys, b * t, t, D, k[b].data());
+    gatherRows(value, BG, dims.keys, b * t, t, E, v[b].data());
+  }
+  for (int64_t a = 0; a < 2; ++a) {
+    gatherRows(query, BH, dims.queries, a * s, s, D, q.data());
+    bool first = true;
+    for (int64_t b = 0; b < 2; ++b) {
+      if (halves.hidden(a, b))
+        continue;
+      attentionBlock(hd, halves.at[a][b], q.data(), k[b].data(), v[b].data(),
+                     first ? out.data() : blockOut.data(),
+                     first ? l.data() : blockLse.data());
+      if (!first)
+        attentionMerge(BH * s, E, out.data(), l.data(), blockOut.data(),
+                       blockLse.data(), out.data(), l.data());
+      first = false;
+    }
+    if (first) {
+      std::fill(out.begin(), out.end(), 0.0f);
+      std::fill(l.begin(), l.end(), kNegInf);
+    }
+    scatterRows(out.data(), BH, dims.queries, a * s, s, E, output, false);
+    scatterRows(l.data(), BH, dims.queries, a * s, s, 1, lse, false);
+  }
+}
+
+void ringAttentionBlockGrad(const RingAttentionDims &dims,
+                            const RingAttentionChunks &at, const float *query,
+                            const float *key, const float *value,
+                            const float *output, const float *lse,
+                            const float *grad, float *queryGrad, float *keyGrad,
+                            float *valueGrad) {
+  if (!at.zigzag)
+    return attentionBlockGrad(dims, contiguous(dims, at), query, key, value,
+                              output, lse, grad, queryGrad, keyGrad, valueGrad);
+  ZigzagHalves halves(dims, at);
+  const RingAttentionDims &hd = halves.dims;
+  const int64_t BH = dims.batch * dims.heads, BG = dims.batch * dims.groups,
+                s = hd.queries, t = hd.keys, D = dims.headDim,
+                E = dims.valueDim;
+  // Every half block adds its share; hidden ones add nothing.
+  std::fill(queryGrad, queryGrad + BH * dims.queries * D, 0.0f);
+  std::fill(keyGrad, keyGrad + BG * dims.keys * D, 0.0f);
+  std::fill(valueGrad, valueGrad + BG * dims.keys * E, 0.0f);
+  std::vector<float> q(BH * s * D), o(BH * s * E), l(BH * s), dy(BH * s * E),
+      dq(q.size()), dk(BG * t * D), dv(BG * t * E);
+  std::vector<float> k[2], v[2];
+  for (int64_t b = 0; b < 2; ++b) {
+    k[b].resize(BG * t * D);
+    v[b].resize(BG * t * E);
+    gatherRows(key, BG, dims.keys, b * t, t, D, k[b].data());
+    gatherRows(value, BG, dims.keys, b * t, t, E, v[b].data());
+  }
+  for (int64_t a = 0; a < 2; ++a) {
+    if (halves.hidden(a, 0) && halves.hidden(a, 1))
+      continue;
+    gatherRows(query, BH, dims.queries, a * s, s, D, q.data());
+    gatherRows(output, BH, dims.queries, a * s, s, E, o.data());
+    gatherRows(lse, BH, dims.queries, a * s, s, 1, l.data());
+    gatherRows(grad, BH, dims.queries, a * s, s, E, dy.data());
+    for (int64_t b = 0; b < 2; ++b) {
+      if (halves.hidden(a, b))
+        continue;
+      attentionBlockGrad(hd, halves.at[a][b], q.data(), k[b].data(),
+                         v[b].data(), o.data(), l.data(), dy.data(), dq.data(),
+                         dk.data(), dv.data());
+      scatterRows(dq.data(), BH, dims.queries, a * s, s, D, queryGrad, true);
+      scatterRows(dk.data(), BG, dims.keys, b * t, t, D, keyGrad, true);
+      scatterRows(dv.data(), BG, dims.keys, b * t, t, E, valueGrad, true);
+    }
+  }
+}
+
+namespace {
+
 /// Reads query [b, h, s, d], key [b, g, t, d] and value [b, g, t, e].
 llvm::Error readDims(const KernelCall &call, RingAttentionDims &dims) {
   const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2);
@@ -291,11 +464,11 @@ llvm::Error readDims(const KernelCall &call, RingAttentionDims &dims) {
   return llvm::Error::success();
 }
 
-/// The chunk positions of this rank's queries and of the key chunk it holds
-/// after `kv_shift` hops: its place c in the group of `mesh_axes` (of size
-/// n) and (c - kv_shift) mod n. No communicator: a group of one.
-llvm::Expected<RingAttentionPositions>
-readPositions(const KernelCall &call, const RingAttentionDims &dims) {
+/// The chunks of this rank's queries and of the key chunk it holds after
+/// `kv_shift` hops: its place c in the group of `mesh_axes` (of size n) and
+/// (c - kv_shift) mod n. No communicator: a group of one.
+llvm::Expected<RingAttentionChunks> readChunks(const KernelCall &call,
+                                               const RingAttentionDims &dims) {
   llvm::Expected<GroupPlace> place = groupPlaceOf(call);
   if (!place)
     return place.takeError();
@@ -309,9 +482,16 @@ readPositions(const KernelCall &call, const RingAttentionDims &dims) {
         llvm::join(call.strings("mesh_axes"), ",") + "]" +
         (single ? "; there is no communicator, run the program with `dtc run`"
                 : ""));
-  RingAttentionPositions at;
-  at.queryStart = position * dims.queries;
-  at.keyStart = ((position - shift) % size + size) % size * dims.keys;
+  RingAttentionChunks at;
+  at.queryChunk = position;
+  at.keyChunk = ((position - shift) % size + size) % size;
+  at.chunks = size;
+  at.zigzag = call.flag("zigzag");
+  if (at.zigzag && (dims.queries % 2 || dims.keys % 2))
+    return call.error("zigzag chunks are two halves: the query and key rows "
+                      "must be even, got " +
+                      llvm::Twine(dims.queries) + " and " +
+                      llvm::Twine(dims.keys));
   at.causal = call.flag("causal");
   at.scale = static_cast<float>(call.optionalF64("scale").value_or(
       1.0 / std::sqrt(double(dims.headDim))));
@@ -335,12 +515,13 @@ llvm::Error attentionBlockKernel(const KernelCall &call) {
   if (auto err =
           expectShape(call, lse, {dims.batch, dims.heads, dims.queries}, "lse"))
     return err;
-  llvm::Expected<RingAttentionPositions> at = readPositions(call, dims);
+  llvm::Expected<RingAttentionChunks> at = readChunks(call, dims);
   if (!at)
     return at.takeError();
   F32In q(call.input(0)), k(call.input(1)), v(call.input(2));
   F32Out o(out), l(lse);
-  attentionBlock(dims, *at, q.data(), k.data(), v.data(), o.data(), l.data());
+  ringAttentionBlock(dims, *at, q.data(), k.data(), v.data(), o.data(),
+                     l.data());
   o.commit();
   l.commit();
   return llvm::Error::success();
@@ -409,17 +590,69 @@ llvm::Error attentionBlockGradKernel(const KernelCall &call) {
             expectShape(call, call.output(i), call.input(i).shape, names[i]))
       return err;
   }
-  llvm::Expected<RingAttentionPositions> at = readPositions(call, dims);
+  llvm::Expected<RingAttentionChunks> at = readChunks(call, dims);
   if (!at)
     return at.takeError();
   F32In q(call.input(0)), k(call.input(1)), v(call.input(2)), o(out), l(lse),
       g(dy);
   F32Out dq(call.output(0)), dk(call.output(1)), dv(call.output(2));
-  attentionBlockGrad(dims, *at, q.data(), k.data(), v.data(), o.data(),
-                     l.data(), g.data(), dq.data(), dk.data(), dv.data());
+  ringAttentionBlockGrad(dims, *at, q.data(), k.data(), v.data(), o.data(),
+                         l.data(), g.data(), dq.data(), dk.data(), dv.data());
   dq.commit();
   dk.commit();
   dv.commit();
+  return llvm::Error::success();
+}
+
+/// Piece p of the zigzag order is piece p / 2 (p even) or 2 * parts - 1 -
+/// p / 2 (p odd) of the natural order.
+int64_t zigzagPiece(int64_t p, int64_t parts) {
+  return p % 2 ? 2 * parts - 1 - p / 2 : p / 2;
+}
+
+llvm::Error zigzagOrderKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 1, 1))
+    return err;
+  const TensorRef &in = call.input(0), &out = call.output(0);
+  if (auto err = expectShape(call, out, in.shape, "output"))
+    return err;
+  if (out.dtype != in.dtype)
+    return call.error("output " + dtypeName(out.dtype) +
+                      " does not match input " + dtypeName(in.dtype));
+  int64_t dim = call.i64("dim", -1), parts = call.i64("parts");
+  if (dim < 0 || dim >= in.rank())
+    return call.error("dim " + llvm::Twine(dim) + " is outside [0, " +
+                      llvm::Twine(in.rank()) + ")");
+  if (parts < 1 || in.shape[dim] % (2 * parts))
+    return call.error("dimension " + llvm::Twine(dim) + " of " +
+                      shapeString(in.shape) + " does not split into 2 x " +
+                      llvm::Twine(parts) + " equal pieces");
+  if (in.numElements() == 0)
+    return llvm::Error::success();
+  bool inverse = call.flag("inverse");
+  llvm::ArrayRef<int64_t> shape(in.shape);
+  int64_t outer = numElements(shape.take_front(dim));
+  int64_t pieces = 2 * parts;
+  // A piece within one outer index is contiguous: shape[dim] / pieces rows of
+  // the dims after `dim`.
+  size_t piece = in.bytes() / (outer * pieces);
+  const char *src = static_cast<const char *>(in.data);
+  // Pieces move, so the output cannot be the input's memory.
+  std::vector<char> copy;
+  if (in.data == out.data) {
+    copy.assign(src, src + in.bytes());
+    src = copy.data();
+  }
+  char *dst = static_cast<char *>(out.data);
+#pragma omp parallel for if (outer * pieces > 1 &&                             \
+                             in.numElements() >= kParallelElements)
+  for (int64_t task = 0; task < outer * pieces; ++task) {
+    int64_t o = task / pieces, p = task % pieces;
+    int64_t from = inverse ? p : zigzagPiece(p, parts);
+    int64_t to = inverse ? zigzagPiece(p, parts) : p;
+    std::memcpy(dst + (o * pieces + to) * piece,
+                src + (o * pieces + from) * piece, piece);
+  }
   return llvm::Error::success();
 }
 
@@ -429,6 +662,7 @@ void registerRingAttentionKernels(KernelRegistry &registry) {
   registry.add("dtc.attention_block", attentionBlockKernel);
   registry.add("dtc.attention_merge", attentionMergeKernel);
   registry.add("dtc.attention_block_grad", attentionBlockGradKernel);
+  registry.add("dtc.zigzag_order", zigzagOrderKernel);
 }
 
 } // namespace dtc::runtime::cpu

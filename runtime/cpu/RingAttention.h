@@ -4,7 +4,9 @@
 // dtc.attention_block_grad on f32 arrays, with the global positions of the
 // query and key chunks explicit, so that every (query chunk, key chunk) pair
 // can be run without a communicator. The kernels find the positions from the
-// rank's place in the group of `mesh_axes`.
+// rank's place in the group of `mesh_axes`. The zigzag cut (each chunk two
+// halves of the sequence) runs as the four (query half, key half) blocks,
+// each contiguous in positions.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,6 +58,32 @@ void attentionBlockGrad(const RingAttentionDims &dims,
                         const float *output, const float *lse,
                         const float *grad, float *queryGrad, float *keyGrad,
                         float *valueGrad);
+
+/// A block's chunk pair in a sequence cut into `chunks` (n) chunks of
+/// `queries` query rows and `keys` key rows: contiguous chunk k holds
+/// positions [k * rows, (k + 1) * rows); with `zigzag`, the halves k and
+/// 2n - 1 - k of rows / 2 positions each, one after the other.
+struct RingAttentionChunks {
+  int64_t queryChunk = 0, keyChunk = 0, chunks = 1;
+  bool zigzag = false, causal = false;
+  float scale = 1.0f;
+};
+
+/// attentionBlock for a chunk pair. With `zigzag`, `queries` and `keys`
+/// must be even.
+void ringAttentionBlock(const RingAttentionDims &dims,
+                        const RingAttentionChunks &at, const float *query,
+                        const float *key, const float *value, float *output,
+                        float *lse);
+
+/// attentionBlockGrad for a chunk pair. With `zigzag`, `queries` and `keys`
+/// must be even.
+void ringAttentionBlockGrad(const RingAttentionDims &dims,
+                            const RingAttentionChunks &at, const float *query,
+                            const float *key, const float *value,
+                            const float *output, const float *lse,
+                            const float *grad, float *queryGrad, float *keyGrad,
+                            float *valueGrad);
 
 } // namespace dtc::runtime::cpu
 

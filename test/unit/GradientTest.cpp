@@ -868,7 +868,8 @@ TEST(GradientFunction, EveryForwardOpHasARule) {
                                         "dtc.wait",
                                         "dtc.shard_slice",
                                         "dtc.attention_block",
-                                        "dtc.attention_merge"};
+                                        "dtc.attention_merge",
+                                        "dtc.zigzag_order"};
   int forwardOps = 0;
   for (mlir::RegisteredOperationName op :
        ctx->getRegisteredOperationsByDialect("dtc")) {

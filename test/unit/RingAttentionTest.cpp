@@ -3,7 +3,8 @@
 // The sequence is cut into n chunks; for every query chunk the blocks over
 // all key chunks, merged in ring order, must equal the whole-sequence
 // dtc.attention kernel on that chunk, and the block gradients, summed over
-// the ring, dtc.attention_grad's. The math runs through the functions of
+// the ring, dtc.attention_grad's; likewise for the zigzag cut, whose chunks
+// are two halves of the sequence. The math runs through the functions of
 // runtime/cpu/RingAttention.h with explicit positions; the kernels are
 // checked for shapes, errors and the positions they read from the
 // communicator.
@@ -37,6 +38,7 @@ using dtc::runtime::Reduction;
 using dtc::runtime::Request;
 using dtc::runtime::Tensor;
 using dtc::runtime::TensorRef;
+using dtc::runtime::cpu::RingAttentionChunks;
 using dtc::runtime::cpu::RingAttentionDims;
 using dtc::runtime::cpu::RingAttentionPositions;
 using Shape = std::vector<int64_t>;
@@ -80,6 +82,29 @@ Vec chunk(const Vec &x, int64_t outer, int64_t seq, int64_t w, int64_t c,
     std::copy_n(x.begin() + (o * seq + c * len) * w, len * w,
                 out.begin() + o * len * w);
   return out;
+}
+
+/// The rows of dim 2 of a [outer, seq, w] array at `positions`.
+Vec rowsAt(const Vec &x, int64_t outer, int64_t seq, int64_t w,
+           const std::vector<int64_t> &positions) {
+  int64_t len = positions.size();
+  Vec out(outer * len * w);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < len; ++i)
+      std::copy_n(x.begin() + (o * seq + positions[i]) * w, w,
+                  out.begin() + (o * len + i) * w);
+  return out;
+}
+
+/// The global positions of zigzag chunk c of n, `len` rows: halves c and
+/// 2n - 1 - c.
+std::vector<int64_t> zigzagPositions(int64_t c, int64_t n, int64_t len) {
+  std::vector<int64_t> positions;
+  int64_t half = len / 2;
+  for (int64_t i = 0; i < len; ++i)
+    positions.push_back(i < half ? c * half + i
+                                 : (2 * n - 1 - c) * half + (i - half));
+  return positions;
 }
 
 float maxAbsDiff(const Vec &a, const Vec &b) {
@@ -515,7 +540,210 @@ TEST_F(RingAttentionTest, KernelsReadTheirPlaceInTheRing) {
     if (shift == 3) {
       EXPECT_EQ(lse, Vec(count(ls), kNegInf));
     }
+
+    // Zigzag: the same chunks, read as halves.
+    for (Op *op : {&block, &blockGrad})
+      op->b("zigzag");
+    got = run(block, {f32(qs, qi), f32(ks, ki), f32(ks, vi)},
+              {{DType::F32, qs}, {DType::F32, ls}}, &context);
+    gotGrad =
+        run(blockGrad,
+            {f32(qs, qi), f32(ks, ki), f32(ks, vi), f32(qs, oi), f32(ls, li),
+             f32(qs, dyi)},
+            {{DType::F32, qs}, {DType::F32, ks}, {DType::F32, ks}}, &context);
+    RingAttentionChunks chunks;
+    chunks.queryChunk = 2;
+    chunks.keyChunk = (2 - shift + 4) % 4;
+    chunks.chunks = 4;
+    chunks.zigzag = chunks.causal = true;
+    chunks.scale = p.scale;
+    dtc::runtime::cpu::ringAttentionBlock(d, chunks, qi.data(), ki.data(),
+                                          vi.data(), out.data(), lse.data());
+    dtc::runtime::cpu::ringAttentionBlockGrad(
+        d, chunks, qi.data(), ki.data(), vi.data(), oi.data(), li.data(),
+        dyi.data(), dq.data(), dk.data(), dv.data());
+    EXPECT_EQ(toVec(got[0]), out);
+    EXPECT_EQ(toVec(got[1]), lse);
+    EXPECT_EQ(toVec(gotGrad[0]), dq);
+    EXPECT_EQ(toVec(gotGrad[1]), dk);
+    EXPECT_EQ(toVec(gotGrad[2]), dv);
+    // Chunk 2's later half sees some keys of every chunk.
+    EXPECT_NE(lse.back(), kNegInf);
   }
+}
+
+/// The ring over zigzag chunks: chunk c's rows, whole-sequence operands
+/// gathered at its positions.
+struct ZigzagRing {
+  const Problem &p;
+  explicit ZigzagRing(const Problem &p) : p(p) {}
+
+  std::vector<int64_t> at(int64_t chunk) const {
+    return zigzagPositions(chunk, p.c.n, p.s);
+  }
+  Vec q(int64_t i) const {
+    return rowsAt(p.q, p.c.batch * p.c.heads, p.c.seq, p.c.headDim, at(i));
+  }
+  Vec k(int64_t i) const {
+    return rowsAt(p.k, p.c.batch * p.c.groups, p.c.seq, p.c.headDim, at(i));
+  }
+  Vec v(int64_t i) const {
+    return rowsAt(p.v, p.c.batch * p.c.groups, p.c.seq, p.c.valueDim, at(i));
+  }
+  Vec dy(int64_t i) const {
+    return rowsAt(p.dy, p.c.batch * p.c.heads, p.c.seq, p.c.valueDim, at(i));
+  }
+  RingAttentionChunks chunks(int64_t qc, int64_t kc) const {
+    RingAttentionChunks c;
+    c.queryChunk = qc;
+    c.keyChunk = kc;
+    c.chunks = p.c.n;
+    c.zigzag = true;
+    c.causal = p.c.causal;
+    c.scale = p.scale;
+    return c;
+  }
+
+  /// Blocks for kv_shift 0..n-1 merged in ring order.
+  std::pair<Vec, Vec> ring(int64_t qc) const {
+    const Case &c = p.c;
+    int64_t rows = c.batch * c.heads * p.s;
+    Vec out(rows * c.valueDim), lse(rows), blockOut(out.size()), blockLse(rows);
+    Vec qi = q(qc);
+    for (int64_t shift = 0; shift < c.n; ++shift) {
+      int64_t kc = p.kvChunk(qc, shift);
+      Vec ki = k(kc), vi = v(kc);
+      float *o = shift ? blockOut.data() : out.data();
+      float *l = shift ? blockLse.data() : lse.data();
+      dtc::runtime::cpu::ringAttentionBlock(p.dims(), chunks(qc, kc), qi.data(),
+                                            ki.data(), vi.data(), o, l);
+      if (shift)
+        dtc::runtime::cpu::attentionMerge(
+            rows, c.valueDim, out.data(), lse.data(), blockOut.data(),
+            blockLse.data(), out.data(), lse.data());
+    }
+    return {out, lse};
+  }
+};
+
+TEST_F(RingAttentionTest, ZigzagRingEqualsWholeAttention) {
+  for (const Case &c : cases()) {
+    if (c.seq % (2 * c.n))
+      continue;
+    SCOPED_TRACE(c.name());
+    Problem p(c, rng);
+    ZigzagRing z(p);
+    Op attention("dtc.attention"), grad("dtc.attention_grad");
+    for (Op *op : {&attention, &grad}) {
+      op->f("scale", p.scale);
+      if (c.causal)
+        op->b("causal");
+    }
+    Vec whole = toVec(
+        run(attention,
+            {f32(p.qShape(), p.q), f32(p.kShape(), p.k), f32(p.vShape(), p.v)},
+            {{DType::F32, p.oShape()}})[0]);
+    auto wholeGrad = run(grad,
+                         {f32(p.qShape(), p.q), f32(p.kShape(), p.k),
+                          f32(p.vShape(), p.v), f32(p.oShape(), p.dy)},
+                         {{DType::F32, p.qShape()},
+                          {DType::F32, p.kShape()},
+                          {DType::F32, p.vShape()}});
+    Vec wq = toVec(wholeGrad[0]), wk = toVec(wholeGrad[1]),
+        wv = toVec(wholeGrad[2]);
+    int64_t qOuter = c.batch * c.heads, kOuter = c.batch * c.groups;
+    std::vector<Vec> dq(c.n, Vec(qOuter * p.s * c.headDim, 0.0f)),
+        dk(c.n, Vec(kOuter * p.t * c.headDim, 0.0f)),
+        dv(c.n, Vec(kOuter * p.t * c.valueDim, 0.0f));
+    Vec dqPart(dq[0].size()), dkPart(dk[0].size()), dvPart(dv[0].size());
+    for (int64_t qc = 0; qc < c.n; ++qc) {
+      SCOPED_TRACE("query chunk " + std::to_string(qc));
+      auto [out, lse] = z.ring(qc);
+      std::vector<int64_t> positions = z.at(qc);
+      EXPECT_LT(
+          maxAbsDiff(out, rowsAt(whole, qOuter, c.seq, c.valueDim, positions)),
+          1e-5f);
+      float lseDiff = 0;
+      for (int64_t b = 0; b < c.batch; ++b)
+        for (int64_t h = 0; h < c.heads; ++h)
+          for (int64_t i = 0; i < p.s; ++i)
+            lseDiff = std::max(
+                lseDiff, float(std::abs(lse[(b * c.heads + h) * p.s + i] -
+                                        p.directLse(b, h, positions[i]))));
+      EXPECT_LT(lseDiff, 1e-5f);
+
+      Vec qi = z.q(qc), dyi = z.dy(qc);
+      for (int64_t shift = 0; shift < c.n; ++shift) {
+        int64_t kc = p.kvChunk(qc, shift);
+        Vec ki = z.k(kc), vi = z.v(kc);
+        dtc::runtime::cpu::ringAttentionBlockGrad(
+            p.dims(), z.chunks(qc, kc), qi.data(), ki.data(), vi.data(),
+            out.data(), lse.data(), dyi.data(), dqPart.data(), dkPart.data(),
+            dvPart.data());
+        for (size_t i = 0; i < dqPart.size(); ++i)
+          dq[qc][i] += dqPart[i];
+        for (size_t i = 0; i < dkPart.size(); ++i)
+          dk[kc][i] += dkPart[i];
+        for (size_t i = 0; i < dvPart.size(); ++i)
+          dv[kc][i] += dvPart[i];
+      }
+    }
+    for (int64_t i = 0; i < c.n; ++i) {
+      SCOPED_TRACE("chunk " + std::to_string(i));
+      std::vector<int64_t> positions = z.at(i);
+      EXPECT_LT(
+          maxAbsDiff(dq[i], rowsAt(wq, qOuter, c.seq, c.headDim, positions)),
+          1e-4f);
+      EXPECT_LT(
+          maxAbsDiff(dk[i], rowsAt(wk, kOuter, c.seq, c.headDim, positions)),
+          1e-4f);
+      EXPECT_LT(
+          maxAbsDiff(dv[i], rowsAt(wv, kOuter, c.seq, c.valueDim, positions)),
+          1e-4f);
+    }
+  }
+}
+
+TEST_F(RingAttentionTest, ZigzagOrder) {
+  // [2, 8] i64 in 4 pieces of 2 along dim 1: the order is 0, 3, 1, 2.
+  Tensor ints(DType::I64, {2, 8});
+  for (int64_t i = 0; i < 16; ++i)
+    ints.as<int64_t>()[i] = i;
+  Op forward("dtc.zigzag_order"), inverse("dtc.zigzag_order");
+  forward.i("dim", 1).i("parts", 2);
+  inverse.i("dim", 1).i("parts", 2).b("inverse");
+  Tensor zig = run(forward, {ints}, {{DType::I64, {2, 8}}})[0];
+  std::vector<int64_t> got(zig.as<int64_t>(), zig.as<int64_t>() + 16);
+  EXPECT_EQ(got, (std::vector<int64_t>{0, 1, 6, 7, 2, 3, 4, 5, //
+                                       8, 9, 14, 15, 10, 11, 12, 13}));
+  Tensor back = run(inverse, {zig}, {{DType::I64, {2, 8}}})[0];
+  EXPECT_EQ(std::vector<int64_t>(back.as<int64_t>(), back.as<int64_t>() + 16),
+            std::vector<int64_t>(ints.as<int64_t>(), ints.as<int64_t>() + 16));
+
+  // f32 [2, 12, 3] along dim 1 over 3 parts: the result's contiguous thirds
+  // are the zigzag chunks.
+  Shape shape = {2, 12, 3};
+  Vec x = randomVec(rng, count(shape));
+  Op forward3("dtc.zigzag_order"), inverse3("dtc.zigzag_order");
+  forward3.i("dim", 1).i("parts", 3);
+  inverse3.i("dim", 1).i("parts", 3).b("inverse");
+  Tensor zig3 = run(forward3, {f32(shape, x)}, {{DType::F32, shape}})[0];
+  std::vector<int64_t> order;
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t pos : zigzagPositions(r, 3, 4))
+      order.push_back(pos);
+  EXPECT_EQ(toVec(zig3), rowsAt(x, 2, 12, 3, order));
+  EXPECT_EQ(toVec(run(inverse3, {zig3}, {{DType::F32, shape}})[0]), x);
+
+  // The dim must split into 2 x parts pieces.
+  std::vector<Tensor> outputs;
+  outputs.emplace_back(DType::F32, shape);
+  Op bad("dtc.zigzag_order");
+  bad.i("dim", 1).i("parts", 4);
+  llvm::Error err = tryRun(bad, {f32(shape, x)}, outputs);
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("equal pieces"),
+            std::string::npos);
 }
 
 TEST_F(RingAttentionTest, BadShapesAreErrors) {
@@ -553,6 +781,20 @@ TEST_F(RingAttentionTest, BadShapesAreErrors) {
   shifted.axes({"cp"}).i("kv_shift", 1).f("scale", 0.5);
   expectError(shifted, {q, k, k}, {{DType::F32, os}, {DType::F32, ls}},
               "kv_shift");
+  // Zigzag chunks are two halves: 5 rows do not split.
+  Shape oddQ = {1, 2, 5, 3}, oddL = {1, 2, 5};
+  Tensor q5(DType::F32, oddQ), o5(DType::F32, oddQ), l5(DType::F32, oddL);
+  for (Op *op : {&block, &blockGrad})
+    op->b("zigzag");
+  expectError(block, {q5, k, k}, {{DType::F32, oddQ}, {DType::F32, oddL}},
+              "zigzag");
+  expectError(blockGrad, {q5, k, k, o5, l5, o5},
+              {{DType::F32, oddQ}, {DType::F32, ks}, {DType::F32, ks}},
+              "zigzag");
+  expectError(
+      block,
+      {q, Tensor(DType::F32, {1, 2, 3, 3}), Tensor(DType::F32, {1, 2, 3, 3})},
+      {{DType::F32, os}, {DType::F32, ls}}, "zigzag");
 }
 
 } // namespace
