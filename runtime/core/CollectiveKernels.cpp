@@ -5,6 +5,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace dtc::runtime {
@@ -264,6 +265,23 @@ llvm::SmallVector<int64_t, 6> partShape(llvm::ArrayRef<int64_t> whole,
   if (dim >= 0 && dim < rank && parts > 0)
     shape[dim] /= parts;
   return shape;
+}
+
+llvm::Expected<GroupPlace> groupPlaceOf(const KernelCall &call) {
+  GroupPlace place;
+  ExecutionContext *context = call.context();
+  if (!context || !context->communicator)
+    return place;
+  Communicator &comm = *context->communicator;
+  llvm::Expected<std::vector<int>> group =
+      comm.mesh().group(comm.rank(), call.strings("mesh_axes"));
+  if (!group)
+    return call.error(llvm::toString(group.takeError()));
+  place.size = static_cast<int64_t>(group->size());
+  place.position =
+      std::find(group->begin(), group->end(), comm.rank()) - group->begin();
+  place.hasCommunicator = true;
+  return place;
 }
 
 } // namespace dtc::runtime

@@ -52,6 +52,16 @@ struct SplitLayout {
   void insert(const void *part, void *whole, int64_t p) const;
 };
 
+/// This rank's place in the group of the call's `mesh_axes`: the group size
+/// and its position in it (mesh order), for kernels whose work depends on
+/// it (shard_slice, ring attention) on every backend. A run without a
+/// communicator is a group of one.
+struct GroupPlace {
+  int64_t size = 1, position = 0;
+  bool hasCommunicator = false;
+};
+llvm::Expected<GroupPlace> groupPlaceOf(const KernelCall &call);
+
 /// The shape of one part: `whole` with `dim` divided by `parts`.
 llvm::SmallVector<int64_t, 6> partShape(llvm::ArrayRef<int64_t> whole,
                                         int64_t dim, int64_t parts);

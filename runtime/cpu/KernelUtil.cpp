@@ -1,7 +1,6 @@
 //===- KernelUtil.cpp - Helpers shared by the CPU kernels -----------------===//
 
 #include "runtime/cpu/KernelUtil.h"
-#include "runtime/core/Communicator.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -138,23 +137,6 @@ void collapseDims(
   shape.assign(newShape.begin(), newShape.end());
   for (size_t o = 0; o < strides.size(); ++o)
     strides[o] = newStrides[o];
-}
-
-llvm::Expected<GroupPlace> groupPlaceOf(const KernelCall &call) {
-  GroupPlace place;
-  ExecutionContext *context = call.context();
-  if (!context || !context->communicator)
-    return place;
-  Communicator &comm = *context->communicator;
-  llvm::Expected<std::vector<int>> group =
-      comm.mesh().group(comm.rank(), call.strings("mesh_axes"));
-  if (!group)
-    return call.error(llvm::toString(group.takeError()));
-  place.size = static_cast<int64_t>(group->size());
-  place.position =
-      std::find(group->begin(), group->end(), comm.rank()) - group->begin();
-  place.hasCommunicator = true;
-  return place;
 }
 
 } // namespace dtc::runtime::cpu

@@ -29,15 +29,6 @@ constexpr int64_t kParallelElements = 1 << 15;
 
 // stridesOf and broadcastStrides are in runtime/core/Tensor.h.
 
-/// This rank's place in the group of the call's `mesh_axes`: the group size
-/// and its position in it (mesh order). A run without a communicator is a
-/// group of one.
-struct GroupPlace {
-  int64_t size = 1, position = 0;
-  bool hasCommunicator = false;
-};
-llvm::Expected<GroupPlace> groupPlaceOf(const KernelCall &call);
-
 /// Reads any tensor as f32 values into `out` (resized).
 void loadF32(const TensorRef &t, std::vector<float> &out);
 /// Writes f32 values into a float tensor of any float dtype (bf16/f16 round

@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/RingAttention.h"
+#include "runtime/core/CollectiveKernels.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
 

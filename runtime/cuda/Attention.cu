@@ -12,6 +12,13 @@
 // recomputes the row's statistics (log-sum-exp, delta = dy . o) and dq;
 // pass 2 per key row streams query tiles and sums dk, dv. f32 compute.
 //
+// Ring attention (runtime/cpu/RingAttention.cpp) runs the same kernels on
+// one (query chunk, key chunk) pair: rows carry global positions (a zigzag
+// chunk is two halves) that the causal mask compares, tiles the mask hides
+// whole are skipped, the forward also writes each row's lse, and the
+// backward takes lse and delta from the given merged output and lse. The
+// merge of two blocks is an elementwise pass per row.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/CudaCommon.cuh"
@@ -28,7 +35,47 @@ struct Params {
   AttentionShape shape;
   int qDtype, kDtype, vDtype, dyDtype;
   const void *q, *k, *v, *dy;
+  /// The backward's row statistics from the merged forward output and lse
+  /// (dtc.attention_block_grad); null: recomputed from this key set.
+  int oDtype = kF32, lseDtype = kF32;
+  const void *o = nullptr, *lse = nullptr;
 };
+
+__device__ __forceinline__ int64_t positionOf(const RowPositions &p,
+                                              int64_t row) {
+  return row < p.half ? p.start0 + row : p.start1 + (row - p.half);
+}
+
+/// The smallest position of rows [first, last] (each half increases).
+__device__ __forceinline__ int64_t firstPosition(const RowPositions &p,
+                                                 int64_t first, int64_t last) {
+  int64_t a = positionOf(p, first);
+  if (first < p.half && last >= p.half && p.start1 < a)
+    return p.start1;
+  return a;
+}
+
+/// The largest position of rows [first, last].
+__device__ __forceinline__ int64_t lastPosition(const RowPositions &p,
+                                                int64_t first, int64_t last) {
+  int64_t z = positionOf(p, last);
+  if (first < p.half && last >= p.half && p.start0 + p.half - 1 > z)
+    return p.start0 + p.half - 1;
+  return z;
+}
+
+__device__ __forceinline__ int64_t lastRow(int64_t first, int64_t count,
+                                           int64_t rows) {
+  return (first + count < rows ? first + count : rows) - 1;
+}
+
+/// Whether any key of rows [k0, k1] is visible to a query at or before
+/// position `lastQuery` (uniform over a block: it guards __syncthreads).
+__device__ __forceinline__ bool keysVisible(const AttentionShape &sh,
+                                            int64_t k0, int64_t k1,
+                                            int64_t lastQuery) {
+  return !sh.causal || firstPosition(sh.keyAt, k0, k1) <= lastQuery;
+}
 
 /// Loads rows [first, first + count) of a [rows, width] matrix at `base`
 /// into `tile` ([kTile][MaxD], zero-filled past the end).
@@ -45,18 +92,21 @@ __device__ void loadTile(float *tile, const void *src, int dtype, int64_t base,
   }
 }
 
-/// The forward sweep for one query row: o (unnormalized), running max m and
-/// sum l. `qr` holds the scaled query.
+/// The forward sweep for one query row at position `qPos`: o
+/// (unnormalized), running max m and sum l. `qr` holds the scaled query;
+/// `lastQuery` is the block's last query position.
 template <int MaxD>
-__device__ void forwardSweep(const Params &p, int64_t b, int64_t g, int64_t s,
-                             int64_t keyEnd, const float *qr, float *o,
-                             float &m, float &l, float *shared) {
+__device__ void forwardSweep(const Params &p, int64_t b, int64_t g,
+                             int64_t qPos, int64_t lastQuery, const float *qr,
+                             float *o, float &m, float &l, float *shared) {
   const AttentionShape &sh = p.shape;
   constexpr int kTile = tileKeys<MaxD>();
   float *ks = shared, *vs = ks + kTile * MaxD, *ss = vs + kTile * MaxD;
   int64_t kBase = (b * sh.groups + g) * sh.t * sh.d;
   int64_t vBase = (b * sh.groups + g) * sh.t * sh.e;
-  for (int64_t t0 = 0; t0 < keyEnd; t0 += kTile) {
+  for (int64_t t0 = 0; t0 < sh.t; t0 += kTile) {
+    if (!keysVisible(sh, t0, lastRow(t0, kTile, sh.t), lastQuery))
+      continue;
     __syncthreads();
     loadTile<MaxD>(ks, p.k, p.kDtype, kBase, t0, sh.t, sh.d, kTile);
     loadTile<MaxD>(vs, p.v, p.vDtype, vBase, t0, sh.t, sh.e, kTile);
@@ -65,7 +115,7 @@ __device__ void forwardSweep(const Params &p, int64_t b, int64_t g, int64_t s,
     for (int j = 0; j < kTile; ++j) {
       int64_t key = t0 + j;
       float score = -INFINITY;
-      if (key < sh.t && (!sh.causal || key <= s)) {
+      if (key < sh.t && (!sh.causal || positionOf(sh.keyAt, key) <= qPos)) {
         score = 0;
 #pragma unroll
         for (int d = 0; d < MaxD; ++d)
@@ -93,17 +143,11 @@ __device__ void forwardSweep(const Params &p, int64_t b, int64_t g, int64_t s,
   }
 }
 
-/// Keys a block of query rows [r0, r0 + kRows) needs.
-__device__ int64_t keysFor(const AttentionShape &sh, int64_t r0) {
-  if (!sh.causal)
-    return sh.t;
-  int64_t last = r0 + kRows;
-  return last < sh.t ? last : sh.t;
-}
-
+/// `lse` (may be null) gets each row's log-sum-exp, -inf without a key.
 template <int MaxD>
 __global__ void __launch_bounds__(kRows)
-    attentionForward(Params p, int outDtype, void *out) {
+    attentionForward(Params p, int outDtype, void *out, int lseDtype,
+                     void *lse) {
   extern __shared__ float shared[];
   const AttentionShape &sh = p.shape;
   int64_t bh = blockIdx.y, b = bh / sh.heads, h = bh % sh.heads;
@@ -119,7 +163,9 @@ __global__ void __launch_bounds__(kRows)
     o[d] = 0;
   }
   float m = -INFINITY, l = 0;
-  forwardSweep<MaxD>(p, b, g, s, keysFor(sh, r0), qr, o, m, l, shared);
+  forwardSweep<MaxD>(p, b, g, positionOf(sh.queryAt, s),
+                     lastPosition(sh.queryAt, r0, lastRow(r0, kRows, sh.s)), qr,
+                     o, m, l, shared);
   if (!active)
     return;
   float inv = l > 0 ? 1.0f / l : 0.0f;
@@ -128,9 +174,12 @@ __global__ void __launch_bounds__(kRows)
   for (int e = 0; e < MaxD; ++e)
     if (e < sh.e)
       storeF(out, outDtype, oBase + e, o[e] * inv);
+  if (lse)
+    storeF(lse, lseDtype, bh * sh.s + s, l > 0 ? m + logf(l) : -INFINITY);
 }
 
-/// Pass 1: lse and delta per query row, and dq.
+/// Pass 1: lse and delta per query row (recomputed, or from p.lse and p.o),
+/// and dq. A row that sees no key gets lse +inf here: its weights are 0.
 template <int MaxD>
 __global__ void __launch_bounds__(kRows)
     attentionGradQuery(Params p, int dqDtype, void *dq, float *lse,
@@ -142,7 +191,8 @@ __global__ void __launch_bounds__(kRows)
   int64_t g = h / (sh.heads / sh.groups);
   int64_t r0 = int64_t(blockIdx.x) * kRows, s = r0 + threadIdx.x;
   bool active = s < sh.s;
-  int64_t keyEnd = keysFor(sh, r0);
+  int64_t qPos = positionOf(sh.queryAt, s);
+  int64_t lastQuery = lastPosition(sh.queryAt, r0, lastRow(r0, kRows, sh.s));
   float qr[MaxD], acc[MaxD];
   int64_t qBase = (bh * sh.s + s) * sh.d;
 #pragma unroll
@@ -151,19 +201,33 @@ __global__ void __launch_bounds__(kRows)
         active && d < sh.d ? loadF(p.q, p.qDtype, qBase + d) * sh.scale : 0.0f;
     acc[d] = 0;
   }
-  float m = -INFINITY, l = 0;
-  forwardSweep<MaxD>(p, b, g, s, keyEnd, qr, acc, m, l, shared);
   // dy of this row in shared memory, [e][row] (conflict-free).
   float *dys = shared + 2 * kTile * MaxD + kTile * kRows;
   int64_t oBase = (bh * sh.s + s) * sh.e;
-  float inv = l > 0 ? 1.0f / l : 0.0f, dlt = 0;
+  float rowLse, dlt = 0;
+  if (p.lse) {
 #pragma unroll
-  for (int e = 0; e < MaxD; ++e) {
-    float gy = active && e < sh.e ? loadF(p.dy, p.dyDtype, oBase + e) : 0.0f;
-    dys[e * kRows + threadIdx.x] = gy;
-    dlt += gy * acc[e] * inv;
+    for (int e = 0; e < MaxD; ++e) {
+      bool in = active && e < sh.e;
+      float gy = in ? loadF(p.dy, p.dyDtype, oBase + e) : 0.0f;
+      dys[e * kRows + threadIdx.x] = gy;
+      dlt += gy * (in ? loadF(p.o, p.oDtype, oBase + e) : 0.0f);
+    }
+    rowLse = active ? loadF(p.lse, p.lseDtype, bh * sh.s + s) : INFINITY;
+    if (rowLse == -INFINITY)
+      rowLse = INFINITY;
+  } else {
+    float m = -INFINITY, l = 0;
+    forwardSweep<MaxD>(p, b, g, qPos, lastQuery, qr, acc, m, l, shared);
+    float inv = l > 0 ? 1.0f / l : 0.0f;
+#pragma unroll
+    for (int e = 0; e < MaxD; ++e) {
+      float gy = active && e < sh.e ? loadF(p.dy, p.dyDtype, oBase + e) : 0.0f;
+      dys[e * kRows + threadIdx.x] = gy;
+      dlt += gy * acc[e] * inv;
+    }
+    rowLse = l > 0 ? m + logf(l) : INFINITY;
   }
-  float rowLse = l > 0 ? m + logf(l) : INFINITY;
   if (active) {
     lse[bh * sh.s + s] = rowLse;
     delta[bh * sh.s + s] = dlt;
@@ -174,14 +238,16 @@ __global__ void __launch_bounds__(kRows)
   float *ks = shared, *vs = ks + kTile * MaxD;
   int64_t kBase = (b * sh.groups + g) * sh.t * sh.d;
   int64_t vBase = (b * sh.groups + g) * sh.t * sh.e;
-  for (int64_t t0 = 0; t0 < keyEnd; t0 += kTile) {
+  for (int64_t t0 = 0; t0 < sh.t; t0 += kTile) {
+    if (!keysVisible(sh, t0, lastRow(t0, kTile, sh.t), lastQuery))
+      continue;
     __syncthreads();
     loadTile<MaxD>(ks, p.k, p.kDtype, kBase, t0, sh.t, sh.d, kTile);
     loadTile<MaxD>(vs, p.v, p.vDtype, vBase, t0, sh.t, sh.e, kTile);
     __syncthreads();
     for (int j = 0; j < kTile; ++j) {
       int64_t key = t0 + j;
-      if (key >= sh.t || (sh.causal && key > s))
+      if (key >= sh.t || (sh.causal && positionOf(sh.keyAt, key) > qPos))
         continue;
       float score = 0, dp = 0;
 #pragma unroll
@@ -231,11 +297,16 @@ __global__ void __launch_bounds__(kRows)
     dvr[d] = 0;
   }
   int64_t group = sh.heads / sh.groups;
-  // Under the causal mask only queries s >= t0 see this block's keys.
-  int64_t first = sh.causal ? t0 / kTile * kTile : 0;
+  int64_t kPos = positionOf(sh.keyAt, t);
+  // Under the causal mask only queries at or after the block's first key
+  // see its keys.
+  int64_t firstKey = firstPosition(sh.keyAt, t0, lastRow(t0, kRows, sh.t));
   for (int64_t h = g * group; h < (g + 1) * group; ++h) {
     int64_t bh = b * sh.heads + h;
-    for (int64_t s0 = first; s0 < sh.s; s0 += kTile) {
+    for (int64_t s0 = 0; s0 < sh.s; s0 += kTile) {
+      if (sh.causal &&
+          lastPosition(sh.queryAt, s0, lastRow(s0, kTile, sh.s)) < firstKey)
+        continue;
       __syncthreads();
       loadTile<MaxD>(qs, p.q, p.qDtype, bh * sh.s * sh.d, s0, sh.s, sh.d,
                      kTile);
@@ -251,7 +322,7 @@ __global__ void __launch_bounds__(kRows)
         continue;
       for (int i = 0; i < kTile; ++i) {
         int64_t s = s0 + i;
-        if (s >= sh.s || (sh.causal && s < t))
+        if (s >= sh.s || (sh.causal && positionOf(sh.queryAt, s) < kPos))
           continue;
         float score = 0, dp = 0;
 #pragma unroll
@@ -311,16 +382,28 @@ template <int MaxD> std::string enableShared() {
 }
 
 template <int MaxD>
-std::string forwardAs(const Params &p, int outDtype, void *out) {
+std::string forwardAs(const Params &p, int outDtype, void *out, int lseDtype,
+                      void *lse) {
   if (std::string e = enableShared<MaxD>(); !e.empty())
     return e;
   const AttentionShape &sh = p.shape;
   dim3 grid(static_cast<unsigned>((sh.s + kRows - 1) / kRows),
             static_cast<unsigned>(sh.batch * sh.heads));
   attentionForward<MaxD>
-      <<<grid, kRows, forwardShared<MaxD>(), computeStream()>>>(p, outDtype,
-                                                                out);
+      <<<grid, kRows, forwardShared<MaxD>(), computeStream()>>>(
+          p, outDtype, out, lseDtype, lse);
   return launched("attention kernel");
+}
+
+std::string forward(const Params &p, int outDtype, void *out, int lseDtype,
+                    void *lse) {
+  const AttentionShape &sh = p.shape;
+  int64_t widest = sh.d > sh.e ? sh.d : sh.e;
+  if (widest <= 64)
+    return forwardAs<64>(p, outDtype, out, lseDtype, lse);
+  if (widest <= kMaxHeadDim)
+    return forwardAs<128>(p, outDtype, out, lseDtype, lse);
+  return "attention: head dim above 128";
 }
 
 template <int MaxD>
@@ -352,6 +435,52 @@ std::string gradAs(const Params &p, int dqDtype, void *dq, int dkDtype,
   return "";
 }
 
+std::string grad(const Params &p, int dqDtype, void *dq, int dkDtype, void *dk,
+                 int dvDtype, void *dv) {
+  const AttentionShape &sh = p.shape;
+  int64_t widest = sh.d > sh.e ? sh.d : sh.e;
+  if (widest <= 64)
+    return gradAs<64>(p, dqDtype, dq, dkDtype, dk, dvDtype, dv);
+  if (widest <= kMaxHeadDim)
+    return gradAs<128>(p, dqDtype, dq, dkDtype, dk, dvDtype, dv);
+  return "attention_grad: head dim above 128";
+}
+
+/// One warp per row: every lane reads both lse before lane 0 writes the
+/// row's (the result may alias them); each element is read and written by
+/// the same lane.
+__global__ void attentionMergeKernel(int64_t rows, int64_t width, int aDtype,
+                                     const void *a, int lseADtype,
+                                     const void *lseA, int bDtype,
+                                     const void *b, int lseBDtype,
+                                     const void *lseB, int outDtype, void *out,
+                                     int lseDtype, void *lse) {
+  int lane = threadIdx.x & 31;
+  int64_t warps = (int64_t(gridDim.x) * blockDim.x) >> 5;
+  for (int64_t r = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5;
+       r < rows; r += warps) {
+    float la = loadF(lseA, lseADtype, r), lb = loadF(lseB, lseBDtype, r);
+    float m = fmaxf(la, lb);
+    bool none = m == -INFINITY;
+    // Weights in double, as the CPU kernel.
+    double wa = none ? 0.0 : exp(double(la) - m);
+    double wb = none ? 0.0 : exp(double(lb) - m);
+    double sum = wa + wb;
+    float fa = none ? 0.0f : static_cast<float>(wa / sum);
+    float fb = none ? 0.0f : static_cast<float>(wb / sum);
+    for (int64_t i = lane; i < width; i += 32) {
+      int64_t at = r * width + i;
+      float v =
+          none ? 0.0f : loadF(a, aDtype, at) * fa + loadF(b, bDtype, at) * fb;
+      storeF(out, outDtype, at, v);
+    }
+    __syncwarp();
+    if (lane == 0)
+      storeF(lse, lseDtype, r,
+             none ? -INFINITY : static_cast<float>(m + log(sum)));
+  }
+}
+
 } // namespace
 
 std::string attention(const AttentionShape &shape, int qDtype, const void *q,
@@ -360,12 +489,7 @@ std::string attention(const AttentionShape &shape, int qDtype, const void *q,
   if (shape.batch * shape.heads * shape.s * shape.e == 0)
     return "";
   Params p{shape, qDtype, kDtype, vDtype, kF32, q, k, v, nullptr};
-  int64_t widest = shape.d > shape.e ? shape.d : shape.e;
-  if (widest <= 64)
-    return forwardAs<64>(p, outDtype, out);
-  if (widest <= kMaxHeadDim)
-    return forwardAs<128>(p, outDtype, out);
-  return "attention: head dim above 128";
+  return forward(p, outDtype, out, kF32, nullptr);
 }
 
 std::string attentionGrad(const AttentionShape &shape, int qDtype,
@@ -376,12 +500,48 @@ std::string attentionGrad(const AttentionShape &shape, int qDtype,
   if (shape.batch * shape.heads == 0)
     return "";
   Params p{shape, qDtype, kDtype, vDtype, dyDtype, q, k, v, dy};
-  int64_t widest = shape.d > shape.e ? shape.d : shape.e;
-  if (widest <= 64)
-    return gradAs<64>(p, dqDtype, dq, dkDtype, dk, dvDtype, dv);
-  if (widest <= kMaxHeadDim)
-    return gradAs<128>(p, dqDtype, dq, dkDtype, dk, dvDtype, dv);
-  return "attention_grad: head dim above 128";
+  return grad(p, dqDtype, dq, dkDtype, dk, dvDtype, dv);
+}
+
+std::string attentionBlock(const AttentionShape &shape, int qDtype,
+                           const void *q, int kDtype, const void *k, int vDtype,
+                           const void *v, int outDtype, void *out, int lseDtype,
+                           void *lse) {
+  // Rows get lse even with an empty value dim or no keys.
+  if (shape.batch * shape.heads * shape.s == 0)
+    return "";
+  Params p{shape, qDtype, kDtype, vDtype, kF32, q, k, v, nullptr};
+  return forward(p, outDtype, out, lseDtype, lse);
+}
+
+std::string attentionBlockGrad(const AttentionShape &shape, int qDtype,
+                               const void *q, int kDtype, const void *k,
+                               int vDtype, const void *v, int oDtype,
+                               const void *o, int lseDtype, const void *lse,
+                               int dyDtype, const void *dy, int dqDtype,
+                               void *dq, int dkDtype, void *dk, int dvDtype,
+                               void *dv) {
+  if (shape.batch * shape.heads == 0)
+    return "";
+  Params p{shape, qDtype, kDtype, vDtype, dyDtype, q, k, v, dy};
+  p.oDtype = oDtype;
+  p.o = o;
+  p.lseDtype = lseDtype;
+  p.lse = lse;
+  return grad(p, dqDtype, dq, dkDtype, dk, dvDtype, dv);
+}
+
+std::string attentionMerge(int64_t rows, int64_t width, int aDtype,
+                           const void *a, int lseADtype, const void *lseA,
+                           int bDtype, const void *b, int lseBDtype,
+                           const void *lseB, int outDtype, void *out,
+                           int lseDtype, void *lse) {
+  if (rows == 0)
+    return "";
+  attentionMergeKernel<<<blocksFor(rows * 32), 256, 0, computeStream()>>>(
+      rows, width, aDtype, a, lseADtype, lseA, bDtype, b, lseBDtype, lseB,
+      outDtype, out, lseDtype, lse);
+  return launched("attention_merge kernel");
 }
 
 } // namespace dtc::cuda

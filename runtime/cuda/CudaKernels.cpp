@@ -12,6 +12,7 @@
 #include "runtime/cuda/CudaOps.h"
 
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <cmath>
 #include <nvtx3/nvToolsExt.h>
@@ -476,18 +477,10 @@ Error shardSliceKernel(const KernelCall &call) {
   if (auto err = expectArity(call, 1, 1))
     return err;
   const TensorRef &in = call.input(0), &out = call.output(0);
-  std::vector<std::string> axes = call.strings("mesh_axes");
-  int64_t size = 1, position = 0;
-  ExecutionContext *context = call.context();
-  if (context && context->communicator) {
-    Communicator &comm = *context->communicator;
-    Expected<std::vector<int>> group = comm.mesh().group(comm.rank(), axes);
-    if (!group)
-      return call.error(llvm::toString(group.takeError()));
-    size = static_cast<int64_t>(group->size());
-    position =
-        std::find(group->begin(), group->end(), comm.rank()) - group->begin();
-  }
+  Expected<GroupPlace> place = groupPlaceOf(call);
+  if (!place)
+    return place.takeError();
+  int64_t size = place->size, position = place->position;
   int64_t dim = call.i64("dim");
   Expected<SplitLayout> layout = SplitLayout::get(in.shape, dtypeSize(in.dtype),
                                                   dim, call.i64("block"), size);
@@ -855,6 +848,175 @@ Error attentionGradKernel(const KernelCall &call) {
 }
 
 //===----------------------------------------------------------------------===//
+// Ring attention (runtime/cpu/RingAttention.cpp)
+//===----------------------------------------------------------------------===//
+
+/// The global positions of this rank's query chunk c (its place in the group
+/// of `mesh_axes`, of size n) and of the key chunk it holds after `kv_shift`
+/// hops, (c - kv_shift) mod n: chunk k is rows [k * len, (k + 1) * len), or
+/// with `zigzag` the halves k and 2n - 1 - k. No communicator: a group of
+/// one.
+Error ringPositions(const KernelCall &call, ops::AttentionShape &shape) {
+  Expected<GroupPlace> place = groupPlaceOf(call);
+  if (!place)
+    return place.takeError();
+  int64_t n = place->size, c = place->position;
+  int64_t shift = call.i64("kv_shift");
+  if (shift < 0 || shift >= n)
+    return call.error(
+        "kv_shift " + Twine(shift) + " is outside [0, " + Twine(n) +
+        "), the size of the group of mesh axes [" +
+        llvm::join(call.strings("mesh_axes"), ",") + "]" +
+        (place->hasCommunicator
+             ? ""
+             : "; there is no communicator, run the program with `dtc run`"));
+  int64_t k = ((c - shift) % n + n) % n;
+  auto chunkAt = [&](int64_t chunk, int64_t rows) {
+    ops::RowPositions at;
+    if (call.flag("zigzag")) {
+      at.half = rows / 2;
+      at.start0 = chunk * at.half;
+      at.start1 = (2 * n - 1 - chunk) * at.half;
+    } else {
+      at.start0 = chunk * rows;
+    }
+    return at;
+  };
+  if (call.flag("zigzag") && (shape.s % 2 || shape.t % 2))
+    return call.error("zigzag chunks are two halves: the query and key rows "
+                      "must be even, got " +
+                      Twine(shape.s) + " and " + Twine(shape.t));
+  shape.queryAt = chunkAt(c, shape.s);
+  shape.keyAt = chunkAt(k, shape.t);
+  return Error::success();
+}
+
+Error attentionBlockKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 3, 2))
+    return err;
+  const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
+                  &out = call.output(0), &lse = call.output(1);
+  auto shape = attentionShape(call, q, k, v);
+  if (!shape)
+    return shape.takeError();
+  for (auto [t, what] : {std::pair{&out, "output"}, std::pair{&lse, "lse"}})
+    if (auto err = expectFloat(call, *t, what))
+      return err;
+  if (auto err = expectShape(call, out,
+                             {shape->batch, shape->heads, shape->s, shape->e},
+                             "output"))
+    return err;
+  if (auto err =
+          expectShape(call, lse, {shape->batch, shape->heads, shape->s}, "lse"))
+    return err;
+  if (auto err = ringPositions(call, *shape))
+    return err;
+  return check(call, ops::attentionBlock(*shape, code(q.dtype), q.data,
+                                         code(k.dtype), k.data, code(v.dtype),
+                                         v.data, code(out.dtype), out.data,
+                                         code(lse.dtype), lse.data));
+}
+
+Error attentionMergeKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 4, 2))
+    return err;
+  const TensorRef &outA = call.input(0), &lseA = call.input(1),
+                  &outB = call.input(2), &lseB = call.input(3),
+                  &out = call.output(0), &lse = call.output(1);
+  for (auto [t, what] :
+       {std::pair{&outA, "output_a"}, std::pair{&lseA, "lse_a"},
+        std::pair{&outB, "output_b"}, std::pair{&lseB, "lse_b"},
+        std::pair{&out, "output"}, std::pair{&lse, "lse"}})
+    if (auto err = expectFloat(call, *t, what))
+      return err;
+  if (outA.rank() < 1)
+    return call.error("output_a must have rank at least 1");
+  ArrayRef<int64_t> rowShape = ArrayRef<int64_t>(outA.shape).drop_back();
+  for (auto [t, what] :
+       {std::pair{&outB, "output_b"}, std::pair{&out, "output"}})
+    if (auto err = expectShape(call, *t, outA.shape, what))
+      return err;
+  for (auto [t, what] : {std::pair{&lseA, "lse_a"}, std::pair{&lseB, "lse_b"},
+                         std::pair{&lse, "lse"}})
+    if (auto err = expectShape(call, *t, rowShape, what))
+      return err;
+  int64_t width = outA.shape.back();
+  int64_t rows = width ? outA.numElements() / width : lseA.numElements();
+  return check(call, ops::attentionMerge(
+                         rows, width, code(outA.dtype), outA.data,
+                         code(lseA.dtype), lseA.data, code(outB.dtype),
+                         outB.data, code(lseB.dtype), lseB.data,
+                         code(out.dtype), out.data, code(lse.dtype), lse.data));
+}
+
+Error attentionBlockGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 6, 3))
+    return err;
+  const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
+                  &o = call.input(3), &lse = call.input(4), &dy = call.input(5);
+  auto shape = attentionShape(call, q, k, v);
+  if (!shape)
+    return shape.takeError();
+  for (auto [t, what] : {std::pair{&o, "output"}, std::pair{&lse, "lse"},
+                         std::pair{&dy, "grad"}})
+    if (auto err = expectFloat(call, *t, what))
+      return err;
+  SmallVector<int64_t, 4> outShape = {shape->batch, shape->heads, shape->s,
+                                      shape->e};
+  if (auto err = expectShape(call, o, outShape, "output"))
+    return err;
+  if (auto err = expectShape(call, lse, ArrayRef<int64_t>(outShape).drop_back(),
+                             "lse"))
+    return err;
+  if (auto err = expectShape(call, dy, outShape, "grad"))
+    return err;
+  const char *names[] = {"query_grad", "key_grad", "value_grad"};
+  for (size_t i = 0; i < 3; ++i) {
+    if (auto err = expectFloat(call, call.output(i), names[i]))
+      return err;
+    if (auto err =
+            expectShape(call, call.output(i), call.input(i).shape, names[i]))
+      return err;
+  }
+  if (auto err = ringPositions(call, *shape))
+    return err;
+  const TensorRef &dq = call.output(0), &dk = call.output(1),
+                  &dv = call.output(2);
+  return check(call, ops::attentionBlockGrad(
+                         *shape, code(q.dtype), q.data, code(k.dtype), k.data,
+                         code(v.dtype), v.data, code(o.dtype), o.data,
+                         code(lse.dtype), lse.data, code(dy.dtype), dy.data,
+                         code(dq.dtype), dq.data, code(dk.dtype), dk.data,
+                         code(dv.dtype), dv.data));
+}
+
+Error zigzagOrderKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 1, 1))
+    return err;
+  const TensorRef &in = call.input(0), &out = call.output(0);
+  if (auto err = expectShape(call, out, in.shape, "output"))
+    return err;
+  if (out.dtype != in.dtype)
+    return call.error("output " + dtypeName(out.dtype) +
+                      " does not match input " + dtypeName(in.dtype));
+  int64_t dim = call.i64("dim", -1), parts = call.i64("parts");
+  if (dim < 0 || dim >= in.rank())
+    return call.error("dim " + Twine(dim) + " is outside [0, " +
+                      Twine(in.rank()) + ")");
+  if (parts < 1 || in.shape[dim] % (2 * parts))
+    return call.error("dimension " + Twine(dim) + " of " +
+                      shapeString(in.shape) + " does not split into 2 x " +
+                      Twine(parts) + " equal pieces");
+  if (in.numElements() == 0)
+    return Error::success();
+  int64_t outer = numElements(ArrayRef<int64_t>(in.shape).take_front(dim));
+  // Within one outer index a piece is contiguous.
+  size_t piece = in.bytes() / (outer * 2 * parts);
+  return check(call, ops::zigzagOrder(in.data, out.data, piece, outer, parts,
+                                      call.flag("inverse")));
+}
+
+//===----------------------------------------------------------------------===//
 // Optimizer
 //===----------------------------------------------------------------------===//
 
@@ -1081,6 +1243,10 @@ void registerCudaKernels(KernelRegistry &registry) {
                activationGradKernel<ops::ActivationGrad::Silu>);
   registry.add("dtc.attention", attentionKernel);
   registry.add("dtc.attention_grad", attentionGradKernel);
+  registry.add("dtc.attention_block", attentionBlockKernel);
+  registry.add("dtc.attention_merge", attentionMergeKernel);
+  registry.add("dtc.attention_block_grad", attentionBlockGradKernel);
+  registry.add("dtc.zigzag_order", zigzagOrderKernel);
   registry.add("dtc.cross_entropy", crossEntropyKernel);
   registry.add("dtc.cross_entropy_grad", crossEntropyGradKernel);
   registry.add("dtc.adamw", adamwKernel);

@@ -136,6 +136,11 @@ std::string embedding(const void *table, int elemSize, const void *ids,
 std::string embeddingGrad(const void *dy, int dyDtype, const void *ids,
                           bool ids64, void *out, int outDtype, int64_t count,
                           int64_t dim, int64_t rows);
+/// dtc.zigzag_order: `outer` runs of 2 * parts pieces of `pieceBytes`; piece
+/// p of each run is piece p / 2 (p even) or 2 * parts - 1 - p / 2 (p odd) of
+/// the input's run, or the reverse with `inverse`. `in` may be `out`.
+std::string zigzagOrder(const void *in, void *out, size_t pieceBytes,
+                        int64_t outer, int64_t parts, bool inverse);
 
 //===--- reductions, norms, losses (Reduce.cu, Norm.cu) -------------------===//
 
@@ -167,10 +172,19 @@ std::string crossEntropyGrad(int dtype, const void *logits, const void *labels,
 
 //===--- attention (Attention.cu) -----------------------------------------===//
 
+/// Global sequence positions of a chunk's rows: row i < half is at
+/// start0 + i, the others at start1 + i - half (a zigzag chunk's two
+/// halves). The causal mask compares these; dtc.attention's rows are at
+/// 0, 1, ...
+struct RowPositions {
+  int64_t start0 = 0, start1 = 0, half = INT64_MAX;
+};
+
 struct AttentionShape {
   int64_t batch, heads, groups, s, t, d, e;
   float scale;
   bool causal;
+  RowPositions queryAt, keyAt;
 };
 /// Largest head dim (d and e) the kernels take.
 constexpr int64_t kMaxHeadDim = 128;
@@ -182,6 +196,31 @@ std::string attentionGrad(const AttentionShape &shape, int qDtype,
                           const void *v, int dyDtype, const void *dy,
                           int dqDtype, void *dq, int dkDtype, void *dk,
                           int dvDtype, void *dv);
+/// dtc.attention_block: attention over this key chunk, plus each query
+/// row's log-sum-exp (scaled scores, max included) into lse [b, h, s]; a
+/// row that sees no key gets output 0 and lse -inf.
+std::string attentionBlock(const AttentionShape &shape, int qDtype,
+                           const void *q, int kDtype, const void *k, int vDtype,
+                           const void *v, int outDtype, void *out, int lseDtype,
+                           void *lse);
+/// dtc.attention_block_grad: attentionGrad's passes restricted to this key
+/// chunk, with the row statistics taken from the merged output `o` and
+/// `lse` instead of recomputed.
+std::string attentionBlockGrad(const AttentionShape &shape, int qDtype,
+                               const void *q, int kDtype, const void *k,
+                               int vDtype, const void *v, int oDtype,
+                               const void *o, int lseDtype, const void *lse,
+                               int dyDtype, const void *dy, int dqDtype,
+                               void *dq, int dkDtype, void *dk, int dvDtype,
+                               void *dv);
+/// dtc.attention_merge over `rows` rows of `width`: the online-softmax merge
+/// of two blocks (rows where both lse are -inf: 0 and -inf). The results
+/// may alias the operands.
+std::string attentionMerge(int64_t rows, int64_t width, int aDtype,
+                           const void *a, int lseADtype, const void *lseA,
+                           int bDtype, const void *b, int lseBDtype,
+                           const void *lseB, int outDtype, void *out,
+                           int lseDtype, void *lse);
 
 //===--- optimizer (Optimizer.cu) -----------------------------------------===//
 

@@ -1,6 +1,8 @@
-//===- DataMovement.cu - Strided copies, embedding ------------------------===//
+//===- DataMovement.cu - Strided copies, zigzag order, embedding ----------===//
 
 #include "runtime/cuda/CudaCommon.cuh"
+
+#include <optional>
 
 namespace dtc::cuda {
 
@@ -61,6 +63,33 @@ template <typename T> struct Scatter {
                                          static_cast<T *>(out), layout, n);
   }
 };
+
+/// dtc.zigzag_order in words of T: `pieces` pieces of `pieceWords` words per
+/// outer index; piece p of the zigzag order is piece p / 2 (p even) or
+/// pieces - 1 - p / 2 (p odd) of the natural order.
+template <typename T>
+__global__ void zigzagKernel(const T *in, T *out, int64_t pieceWords,
+                             int64_t pieces, bool inverse, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t w = i % pieceWords, rest = i / pieceWords;
+    int64_t p = rest % pieces, o = rest / pieces;
+    int64_t z = p % 2 ? pieces - 1 - p / 2 : p / 2;
+    int64_t from = inverse ? p : z, to = inverse ? z : p;
+    out[(o * pieces + to) * pieceWords + w] =
+        in[(o * pieces + from) * pieceWords + w];
+  }
+}
+
+template <typename T>
+void launchZigzag(const void *in, void *out, size_t pieceBytes, int64_t pieces,
+                  bool inverse, int64_t outer) {
+  int64_t pieceWords = static_cast<int64_t>(pieceBytes / sizeof(T));
+  int64_t n = outer * pieces * pieceWords;
+  zigzagKernel<<<blocksFor(n), 256, 0, computeStream()>>>(
+      static_cast<const T *>(in), static_cast<T *>(out), pieceWords, pieces,
+      inverse, n);
+}
 
 /// One block per id: rows copied as 4-byte words when they allow it.
 __global__ void embeddingKernel(const char *table, size_t rowBytes,
@@ -136,6 +165,48 @@ std::string copyPitched(const void *src, size_t srcPitch, void *dst,
                             cudaMemcpyDeviceToDevice, computeStream()))
     return failure("cudaMemcpy2DAsync", err);
   return "";
+}
+
+std::string zigzagOrder(const void *in, void *out, size_t pieceBytes,
+                        int64_t outer, int64_t parts, bool inverse) {
+  int64_t pieces = 2 * parts;
+  size_t bytes = pieceBytes * pieces * outer;
+  if (bytes == 0)
+    return "";
+  // Pieces move, so the output cannot be the input's memory.
+  std::optional<Scratch> copy;
+  if (in == out) {
+    copy.emplace(bytes);
+    if (!*copy)
+      return "zigzag_order: out of device memory";
+    if (cudaError_t err =
+            cudaMemcpyAsync(copy->as<char>(), in, bytes,
+                            cudaMemcpyDeviceToDevice, computeStream()))
+      return failure("cudaMemcpyAsync", err);
+    in = copy->as<char>();
+  }
+  // The widest word that divides the pieces and both addresses.
+  size_t word = 8;
+  auto fits = [&](size_t w) {
+    return pieceBytes % w == 0 && reinterpret_cast<uintptr_t>(in) % w == 0 &&
+           reinterpret_cast<uintptr_t>(out) % w == 0;
+  };
+  while (word > 1 && !fits(word))
+    word /= 2;
+  switch (word) {
+  case 8:
+    launchZigzag<uint64_t>(in, out, pieceBytes, pieces, inverse, outer);
+    break;
+  case 4:
+    launchZigzag<uint32_t>(in, out, pieceBytes, pieces, inverse, outer);
+    break;
+  case 2:
+    launchZigzag<uint16_t>(in, out, pieceBytes, pieces, inverse, outer);
+    break;
+  default:
+    launchZigzag<uint8_t>(in, out, pieceBytes, pieces, inverse, outer);
+  }
+  return launched("zigzag_order kernel");
 }
 
 std::string embedding(const void *table, int elemSize, const void *ids,

@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 using namespace dtc;
@@ -147,9 +148,16 @@ struct Case {
   }
 
   std::string runCpu(std::vector<Tensor> &outs) const {
-    KernelFn fn = cpuKernels().lookup(inst.op());
+    return runOnHost(cpuKernels(), outs);
+  }
+
+  /// Runs the op of `registry` on host memory: the CPU kernels, or CUDA
+  /// adapters that refuse the call before touching memory.
+  std::string runOnHost(const KernelRegistry &registry,
+                        std::vector<Tensor> &outs) const {
+    KernelFn fn = registry.lookup(inst.op());
     if (!fn)
-      return "no CPU kernel for " + inst.op();
+      return "no kernel for " + inst.op();
     std::vector<TensorRef> in, out;
     for (const Tensor &t : inputs)
       in.push_back(t.ref());
@@ -702,6 +710,184 @@ TEST_F(CudaKernel, AttentionScaleAttribute) {
 }
 
 //===----------------------------------------------------------------------===//
+// Ring attention
+//===----------------------------------------------------------------------===//
+
+struct RingConfig {
+  int64_t b, h, g, s, t, d, e;
+  bool causal, zigzag;
+  DType dtype;
+};
+
+/// A ring op over mesh axis "cp" holding the key chunk `shift` hops back.
+Case ringCase(const std::string &op, const RingConfig &c, int64_t shift) {
+  Case k(op);
+  (*k.inst.mutable_attrs())["mesh_axes"].mutable_strings()->add_values("cp");
+  k.i("kv_shift", shift);
+  if (c.causal)
+    k.flag("causal");
+  if (c.zigzag)
+    k.flag("zigzag");
+  return k;
+}
+
+/// dtc.attention_block and dtc.attention_block_grad against the CPU kernels
+/// (`context` null: one chunk). The gradient takes the block's own output
+/// and lse (from the CPU) as the merged ones, with `noKeyRows` rows of lse
+/// set to -inf (rows that see no key at all).
+void checkRingBlock(const RingConfig &c, int64_t shift,
+                    ExecutionContext *context, unsigned seed,
+                    int64_t noKeyRows = 0) {
+  Tensor q = randomTensor(c.dtype, {c.b, c.h, c.s, c.d}, -1, 1, seed);
+  Tensor k = randomTensor(c.dtype, {c.b, c.g, c.t, c.d}, -1, 1, seed + 1);
+  Tensor v = randomTensor(c.dtype, {c.b, c.g, c.t, c.e}, -1, 1, seed + 2);
+  Tensor dy = randomTensor(c.dtype, {c.b, c.h, c.s, c.e}, -1, 1, seed + 3);
+  double rtol = c.dtype == BF16 ? 1.0 / 64 : 1e-4;
+  double atol = c.dtype == BF16 ? 1e-2 : 1e-5;
+  Case forward = ringCase("dtc.attention_block", c, shift);
+  forward.context = context;
+  forward.in(q).in(k).in(v);
+  forward.out(c.dtype, {c.b, c.h, c.s, c.e}).out(F32, {c.b, c.h, c.s});
+  forward.check(atol, rtol);
+  std::vector<Tensor> merged;
+  ASSERT_EQ(forward.runCpu(merged), "");
+  Tensor &lse = merged[1];
+  for (int64_t i = 0; i < noKeyRows; ++i)
+    lse.as<float>()[i * 7 % lse.numElements()] =
+        -std::numeric_limits<float>::infinity();
+  Case backward = ringCase("dtc.attention_block_grad", c, shift);
+  backward.context = context;
+  backward.in(q).in(k).in(v).in(merged[0]).in(lse).in(dy);
+  backward.out(c.dtype, {c.b, c.h, c.s, c.d})
+      .out(c.dtype, {c.b, c.g, c.t, c.d})
+      .out(c.dtype, {c.b, c.g, c.t, c.e});
+  backward.check(atol, rtol);
+}
+
+void PrintTo(const RingConfig &c, std::ostream *os) {
+  *os << "b" << c.b << " h" << c.h << " g" << c.g << " s" << c.s << " t" << c.t
+      << " d" << c.d << " e" << c.e << (c.causal ? " causal" : " full")
+      << (c.zigzag ? " zigzag " : " ") << dtypeName(c.dtype).str();
+}
+
+class CudaRingAttention : public CudaKernel,
+                          public ::testing::WithParamInterface<RingConfig> {};
+
+TEST_P(CudaRingAttention, OneChunkMatchesCpu) {
+  checkRingBlock(GetParam(), 0, nullptr, 101, /*noKeyRows=*/3);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaRingAttention,
+    ::testing::Values(
+        RingConfig{2, 4, 4, 100, 100, 64, 64, true, false, F32},
+        RingConfig{1, 4, 2, 70, 130, 32, 48, true, false, F32}, // grouped
+        RingConfig{1, 4, 2, 66, 66, 64, 64, false, false, F32},
+        RingConfig{1, 6, 2, 80, 80, 32, 32, true, true, F32}, // zigzag of one
+        RingConfig{1, 2, 1, 40, 40, 128, 128, true, false, F32}, // wide heads
+        RingConfig{2, 2, 2, 64, 64, 64, 64, true, true, BF16}),
+    [](const ::testing::TestParamInfo<RingConfig> &info) {
+      const RingConfig &c = info.param;
+      return "b" + std::to_string(c.b) + "h" + std::to_string(c.h) + "g" +
+             std::to_string(c.g) + "s" + std::to_string(c.s) + "t" +
+             std::to_string(c.t) + "d" + std::to_string(c.d) + "e" +
+             std::to_string(c.e) + (c.causal ? "causal" : "full") +
+             (c.zigzag ? "zigzag" : "") + dtypeName(c.dtype).str();
+    });
+
+TEST_F(CudaKernel, RingAttentionChunkPositionsFromTheGroup) {
+  // Every (rank, kv_shift) of a 4-rank cp ring, contiguous and zigzag: the
+  // blocks above, below and on the diagonal (causal), halves straddling
+  // tiles.
+  auto mesh = Mesh::parse("dp:2,cp:4");
+  ASSERT_TRUE(static_cast<bool>(mesh)) << llvm::toString(mesh.takeError());
+  for (bool zigzag : {false, true})
+    for (int rank = 4; rank < 8; ++rank) // dp 1, cp 0..3
+      for (int64_t shift = 0; shift < 4; ++shift) {
+        SCOPED_TRACE("zigzag " + std::to_string(zigzag) + " rank " +
+                     std::to_string(rank) + " kv_shift " +
+                     std::to_string(shift));
+        MeshOnly comm(*mesh, rank);
+        ExecutionContext context;
+        context.communicator = &comm;
+        checkRingBlock({1, 4, 2, 140, 140, 32, 48, true, zigzag, F32}, shift,
+                       &context, 111);
+      }
+}
+
+TEST_F(CudaKernel, AttentionMerge) {
+  float inf = std::numeric_limits<float>::infinity();
+  Tensor lseA = randomTensor(F32, {2, 3, 50}, -2, 2, 120);
+  Tensor lseB = randomTensor(F32, {2, 3, 50}, -2, 2, 121);
+  // Both blocks empty, one empty, a far larger one.
+  lseA.as<float>()[0] = lseB.as<float>()[0] = -inf;
+  lseA.as<float>()[1] = -inf;
+  lseB.as<float>()[2] = -inf;
+  lseA.as<float>()[3] = 40;
+  for (DType dtype : {F32, BF16}) {
+    Case("dtc.attention_merge")
+        .in(randomTensor(dtype, {2, 3, 50, 40}, -1, 1, 122))
+        .in(lseA)
+        .in(randomTensor(dtype, {2, 3, 50, 40}, -1, 1, 123))
+        .in(lseB)
+        .out(dtype, {2, 3, 50, 40})
+        .out(F32, {2, 3, 50})
+        .check(1e-6, dtype == BF16 ? 1.0 / 128 : 1e-5);
+  }
+}
+
+TEST_F(CudaKernel, ZigzagOrder) {
+  struct Shape {
+    DType dtype;
+    std::vector<int64_t> shape;
+    int64_t dim, parts;
+  } shapes[] = {
+      {F32, {2, 12, 3}, 1, 3}, {BF16, {16, 5}, 0, 4},
+      {I64, {3, 4, 8}, 2, 2},  {BOOL, {5, 8}, 1, 2}, // 2-byte pieces
+      {I32, {2, 6, 1}, 1, 1}, // one rank: halves swap nothing
+  };
+  for (const Shape &s : shapes)
+    for (bool inverse : {false, true}) {
+      Case c("dtc.zigzag_order");
+      c.i("dim", s.dim).i("parts", s.parts);
+      if (inverse)
+        c.flag("inverse");
+      c.in(randomTensor(s.dtype, s.shape, -50, 50, 130))
+          .out(s.dtype, s.shape)
+          .check(0, 0);
+    }
+}
+
+TEST(CudaKernelRegistry, RingAttentionRefusalsMatchTheCpuKernels) {
+  // The adapters refuse these before any device work: host memory will do.
+  RingConfig odd{1, 2, 2, 6, 7, 8, 8, true, true, F32};
+  Case zigzagOdd = ringCase("dtc.attention_block", odd, 0);
+  zigzagOdd.in(randomTensor(F32, {1, 2, 6, 8}, -1, 1, 140))
+      .in(randomTensor(F32, {1, 2, 7, 8}, -1, 1, 141))
+      .in(randomTensor(F32, {1, 2, 7, 8}, -1, 1, 142))
+      .out(F32, {1, 2, 6, 8})
+      .out(F32, {1, 2, 6});
+  RingConfig even = odd;
+  even.t = 6;
+  even.zigzag = false;
+  Case shifted = ringCase("dtc.attention_block", even, 1);
+  shifted.in(randomTensor(F32, {1, 2, 6, 8}, -1, 1, 143))
+      .in(randomTensor(F32, {1, 2, 6, 8}, -1, 1, 144))
+      .in(randomTensor(F32, {1, 2, 6, 8}, -1, 1, 145))
+      .out(F32, {1, 2, 6, 8})
+      .out(F32, {1, 2, 6});
+  Case badParts("dtc.zigzag_order");
+  badParts.i("dim", 1).i("parts", 4);
+  badParts.in(randomTensor(F32, {2, 12}, -1, 1, 146)).out(F32, {2, 12});
+  for (const Case *c : {&zigzagOdd, &shifted, &badParts}) {
+    std::vector<Tensor> cpuOut, cudaOut;
+    std::string cpu = c->runOnHost(cpuKernels(), cpuOut);
+    EXPECT_NE(cpu, "") << c->inst.op();
+    EXPECT_EQ(c->runOnHost(cudaKernels(), cudaOut), cpu) << c->inst.op();
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // Optimizer, matmul
 //===----------------------------------------------------------------------===//
 
@@ -798,6 +984,12 @@ TEST(CudaKernelRegistry, EveryGptStepOpHasAKernel) {
                          "dtc.cross_entropy",
                          "dtc.cross_entropy_grad",
                          "dtc.reshape"})
+    EXPECT_NE(cudaKernels().lookup(op), nullptr) << op;
+}
+
+TEST(CudaKernelRegistry, RingAttentionOpsHaveKernels) {
+  for (const char *op : {"dtc.attention_block", "dtc.attention_merge",
+                         "dtc.attention_block_grad", "dtc.zigzag_order"})
     EXPECT_NE(cudaKernels().lookup(op), nullptr) << op;
 }
 
