@@ -556,9 +556,10 @@ PlanFigures readPlanFigures(llvm::StringRef bundle) {
 /// collective waits, pipeline waits, peak memory] (gatherFromRanks).
 struct StepMetrics {
   double tflops = 0, mfu = 0;
-  /// Means over ranks: time blocked on collectives; the share of the step
-  /// blocked on pipeline transfers (bubbles, measured).
-  double exposedCommSeconds = 0, bubbleFraction = 0;
+  /// Means over ranks: time blocked on collectives and its share of the
+  /// rank's own step (a share of another rank's step could pass 1); the
+  /// share of the step blocked on pipeline transfers (bubbles, measured).
+  double exposedCommSeconds = 0, exposedCommFraction = 0, bubbleFraction = 0;
   int64_t peakMemoryBytes = 0;
   int peakMemoryRank = 0;
   /// Per rank: the step minus its waits.
@@ -573,6 +574,8 @@ StepMetrics summarize(llvm::ArrayRef<double> figures, int worldSize,
   for (int r = 0; r < ranks; ++r) {
     const double *f = figures.data() + r * kFields;
     m.exposedCommSeconds += f[1] / ranks;
+    m.exposedCommFraction +=
+        (f[0] > 0 ? std::min(1.0, f[1] / f[0]) : 0) / ranks;
     m.bubbleFraction += (f[0] > 0 ? f[2] / f[0] : 0) / ranks;
     if (static_cast<int64_t>(f[3]) > m.peakMemoryBytes) {
       m.peakMemoryBytes = static_cast<int64_t>(f[3]);
@@ -909,20 +912,19 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
          stragglers->addStep(step, m.computeSeconds))
       llvm::errs() << "warning: " << warning << "\n";
     if (o.logJson) {
-      llvm::json::Object line{
-          {"step", step},
-          {"loss", loss},
-          {"grad_norm", gradNorm},
-          {"lr", lr},
-          {"tokens_per_s", tokensPerS},
-          {"step_time_s", stepS},
-          {"tflops", m.tflops},
-          {"mfu", m.mfu},
-          {"peak_memory_bytes", m.peakMemoryBytes},
-          {"peak_memory_rank", m.peakMemoryRank},
-          {"exposed_comm_s", m.exposedCommSeconds},
-          {"exposed_comm_fraction", m.exposedCommSeconds / stepS},
-          {"bubble_fraction", m.bubbleFraction}};
+      llvm::json::Object line{{"step", step},
+                              {"loss", loss},
+                              {"grad_norm", gradNorm},
+                              {"lr", lr},
+                              {"tokens_per_s", tokensPerS},
+                              {"step_time_s", stepS},
+                              {"tflops", m.tflops},
+                              {"mfu", m.mfu},
+                              {"peak_memory_bytes", m.peakMemoryBytes},
+                              {"peak_memory_rank", m.peakMemoryRank},
+                              {"exposed_comm_s", m.exposedCommSeconds},
+                              {"exposed_comm_fraction", m.exposedCommFraction},
+                              {"bubble_fraction", m.bubbleFraction}};
       if (moe)
         line["moe"] = moe->toJson();
       out << llvm::json::Value(std::move(line)) << "\n";
@@ -935,7 +937,7 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
                       "{4:e2}  {5:f0} tokens/s  {6:f3} TFLOP/s  MFU {7:f1}%  "
                       "comm {8:f0}%  ETA {9:f0} s",
                       step, *o.steps, loss, gradNorm, lr, tokensPerS, m.tflops,
-                      100 * m.mfu, 100 * m.exposedCommSeconds / stepS, eta)
+                      100 * m.mfu, 100 * m.exposedCommFraction, eta)
             .str();
     if (moe)
       progress += llvm::formatv("  MoE imbalance {0:f0}% drops {1:f1}%",
