@@ -556,10 +556,10 @@ PlanFigures readPlanFigures(llvm::StringRef bundle) {
 /// collective waits, pipeline waits, peak memory] (gatherFromRanks).
 struct StepMetrics {
   double tflops = 0, mfu = 0;
-  /// Means over ranks: time blocked on collectives and its share of the
-  /// rank's own step (a share of another rank's step could pass 1); the
-  /// share of the step blocked on pipeline transfers (bubbles, measured).
-  double exposedCommSeconds = 0, exposedCommFraction = 0, bubbleFraction = 0;
+  /// Means over ranks: the share of the rank's own step blocked on
+  /// collectives (a mean of waits over one rank's step could pass 1), and
+  /// on pipeline transfers (bubbles, measured).
+  double exposedCommFraction = 0, bubbleFraction = 0;
   int64_t peakMemoryBytes = 0;
   int peakMemoryRank = 0;
   /// Per rank: the step minus its waits.
@@ -573,7 +573,6 @@ StepMetrics summarize(llvm::ArrayRef<double> figures, int worldSize,
   int ranks = static_cast<int>(figures.size() / kFields);
   for (int r = 0; r < ranks; ++r) {
     const double *f = figures.data() + r * kFields;
-    m.exposedCommSeconds += f[1] / ranks;
     m.exposedCommFraction +=
         (f[0] > 0 ? std::min(1.0, f[1] / f[0]) : 0) / ranks;
     m.bubbleFraction += (f[0] > 0 ? f[2] / f[0] : 0) / ranks;
@@ -922,7 +921,7 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
                               {"mfu", m.mfu},
                               {"peak_memory_bytes", m.peakMemoryBytes},
                               {"peak_memory_rank", m.peakMemoryRank},
-                              {"exposed_comm_s", m.exposedCommSeconds},
+                              {"exposed_comm_s", m.exposedCommFraction * stepS},
                               {"exposed_comm_fraction", m.exposedCommFraction},
                               {"bubble_fraction", m.bubbleFraction}};
       if (moe)
