@@ -395,14 +395,8 @@ constexpr int64_t kVerifiableBytes = int64_t(1) << 30;
 /// Why the partitioner cannot lower `plan` to runtime programs yet (empty
 /// when it can): data, tensor (with sequence parallelism), expert and
 /// context parallelism, ZeRO 1-3 and pipeline stages (GPipe, 1F1B,
-/// interleaved 1F1B) are lowered; context parallelism not yet together with
-/// pipeline stages (docs/partition.md).
+/// interleaved 1F1B) are lowered, each with the others (docs/partition.md).
 static std::string unsupportedForPrograms(const ParallelPlan &plan) {
-  if (plan.cp > 1 && plan.pp > 1)
-    return llvm::formatv("no runtime program yet for context parallelism "
-                         "(cp={0}) together with pipeline stages; pin --cp 1 "
-                         "or --pp 1 to run it",
-                         plan.cp);
   if (plan.ep > 1 && plan.dp % plan.ep)
     return llvm::formatv("expert parallelism is carved out of data "
                          "parallelism: ep={0} must divide dp={1}",

@@ -124,9 +124,10 @@ llvm::Error dtc::validatePlan(const TransformerSpec &spec,
     return badInput("plan: pp={0} is more pipeline stages than the {1} "
                     "layers",
                     plan.pp, spec.layers);
-  if (spec.seqLen % plan.cp)
-    return badInput("plan: cp={0} does not divide the sequence length {1}",
-                    plan.cp, spec.seqLen);
+  if (spec.seqLen % contextPieces(plan.cp))
+    return badInput("plan: cp={0} needs the sequence length {1} to split "
+                    "into {2} zigzag halves",
+                    plan.cp, spec.seqLen, contextPieces(plan.cp));
   if (plan.ep > 1 && !spec.moe())
     return badInput("plan: ep={0} needs a mixture-of-experts model", plan.ep);
   if (spec.experts % plan.ep)

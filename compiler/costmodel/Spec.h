@@ -70,6 +70,11 @@ llvm::StringRef scheduleName(Schedule schedule);
 std::optional<Schedule> parseSchedule(llvm::StringRef name);
 llvm::StringRef meshAxisName(MeshAxis axis);
 
+/// The pieces context parallelism cuts the sequence into: two zigzag
+/// halves per rank, so that causal attention is balanced over the ring
+/// (docs/partition.md); the sequence length must divide by it.
+inline int64_t contextPieces(int64_t cp) { return cp > 1 ? 2 * cp : 1; }
+
 struct ParallelPlan {
   int64_t dp = 1, tp = 1, pp = 1, cp = 1, ep = 1;
   int64_t vpp = 1; ///< Model chunks per pipeline stage (interleaved only).

@@ -292,7 +292,7 @@ std::vector<Degrees> Searcher::degreeTuples() const {
     if ((pins.tp && tp != *pins.tp) || !tpValid(tp))
       continue;
     for (int64_t cp : divisors(n / tp)) {
-      if ((pins.cp && cp != *pins.cp) || spec.seqLen % cp)
+      if ((pins.cp && cp != *pins.cp) || spec.seqLen % contextPieces(cp))
         continue;
       for (int64_t pp : divisors(n / tp / cp)) {
         if ((pins.pp && pp != *pins.pp) || pp > spec.layers)
@@ -641,9 +641,10 @@ static llvm::Error checkPins(const PlanRequest &r, int64_t globalBatch) {
       return badInput("--tp {0} does not divide the FFN width {1}", *p.tp,
                       spec.ffn());
   }
-  if (p.cp && spec.seqLen % *p.cp)
-    return badInput("--cp {0} does not divide the sequence length {1}", *p.cp,
-                    spec.seqLen);
+  if (p.cp && spec.seqLen % contextPieces(*p.cp))
+    return badInput("--cp {0}: the sequence length {1} does not split into "
+                    "{2} zigzag halves (two per rank)",
+                    *p.cp, spec.seqLen, contextPieces(*p.cp));
   if (p.pp && *p.pp > spec.layers)
     return badInput("--pp {0} is more pipeline stages than the {1} layers",
                     *p.pp, spec.layers);

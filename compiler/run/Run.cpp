@@ -495,11 +495,17 @@ llvm::Expected<TokensPart> localTokensPart(const program::Program &p,
         part.shape.assign(shape.begin(), shape.end());
         if (a.shard_size() == 0) {
           // A pipeline stage's tokens carry no shard: the data axes cut the
-          // rows in mesh order.
+          // rows in mesh order, the context axis the columns.
           std::vector<int64_t> at = context.mesh.coordinates(context.rank);
-          for (auto [i, axis] : llvm::enumerate(context.mesh.axes()))
+          for (auto [i, axis] : llvm::enumerate(context.mesh.axes())) {
             if (axis.name == "dp" || axis.name == "ep")
               part.rowPart = part.rowPart * axis.size + at[i];
+            if (axis.name == "cp") {
+              part.columnPart = at[i];
+              part.columnParts = axis.size;
+            }
+          }
+          part.zigzag = a.zigzag();
           return part;
         }
         program::Variable whole;

@@ -174,19 +174,24 @@ mlir::func::FuncOp buildStage(mlir::ModuleOp into, mlir::func::FuncOp forward,
 }
 
 /// The layout of a stage boundary activation: rows split over the data
-/// axes the mesh has ("dp", then the "ep" inside it), everything else whole.
+/// axes the mesh has ("dp", then the "ep" inside it), the sequence over
+/// "cp" (as propagation splits a stage's inputs), everything else whole.
 mlir::Attribute activationLayout(mlir::Builder &b, mlir::Type type,
                                  llvm::StringRef mesh) {
-  llvm::SmallVector<llvm::StringRef> dataAxes;
+  llvm::SmallVector<llvm::StringRef> dataAxes, contextAxes;
   for (llvm::StringRef item : llvm::split(mesh, ',')) {
     llvm::StringRef name = item.trim().split(':').first;
     if (name == "dp" || name == "ep")
       dataAxes.push_back(name);
+    if (name == "cp")
+      contextAxes.push_back(name);
   }
   auto rank = llvm::cast<mlir::RankedTensorType>(type).getRank();
   llvm::SmallVector<mlir::Attribute> dims;
   for (int64_t d = 0; d < rank; ++d)
-    dims.push_back(d == 0 ? b.getStrArrayAttr(dataAxes) : b.getArrayAttr({}));
+    dims.push_back(d == 0   ? b.getStrArrayAttr(dataAxes)
+                   : d == 1 ? b.getStrArrayAttr(contextAxes)
+                            : b.getArrayAttr({}));
   llvm::SmallVector<int64_t> blocks(rank, 0);
   return d::ShardingAttr::get(b.getContext(), b.getArrayAttr(dims), blocks,
                               b.getArrayAttr({}));
@@ -595,16 +600,19 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
   mlir::MLIRContext *ctx = module.getContext();
   auto tokensType = tensorType(forward.getArgument(0));
   // The rows each rank feeds: the batch cut over the data axes (dp and the
-  // ep inside it).
-  int64_t dataParts = 1;
+  // ep inside it); its columns: the sequence cut over cp (zigzag chunks,
+  // which the stages' partitioned functions expect).
+  int64_t dataParts = 1, contextParts = 1;
   for (llvm::StringRef item : inner) {
     auto [name, size] = item.split(':');
     int64_t n = 1;
     if ((name == "dp" || name == "ep") && !size.getAsInteger(10, n))
       dataParts *= n;
+    if (name == "cp" && !size.getAsInteger(10, n))
+      contextParts *= n;
   }
   const int64_t rows = tokensType.getDimSize(0) / dataParts;
-  const int64_t seq = tokensType.getDimSize(1);
+  const int64_t seq = tokensType.getDimSize(1) / contextParts;
 
   // Every stage's model chunks (s, s + stages, ...) and parameters, each
   // parameter once per stage.
@@ -651,6 +659,9 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
     mlir::Block *body = step.addEntryBlock();
     step.setArgAttr(0, "dtc.feed", b.getStringAttr("tokens"));
     step.setArgAttr(1, "dtc.feed", b.getStringAttr("labels"));
+    if (contextParts > 1)
+      for (unsigned i : {0u, 1u})
+        step.setArgAttr(i, "dtc.zigzag", b.getUnitAttr());
     for (auto [i, p] : llvm::enumerate(params)) {
       std::string state = "grad:" + p.parameter;
       step.setArgAttr(2 + i, "dtc.state", b.getStringAttr(state));

@@ -599,8 +599,9 @@ TEST(PlannerErrors, NothingDividesTheBatch) {
       << error;
   EXPECT_NE(error.find("use a multiple of 2"), std::string::npos) << error;
   // No split at all: with dp pinned to 1, 11 GPUs must go to tp, cp or pp,
-  // and 11 divides neither the 5 heads nor the sequence, nor fits 7 layers.
-  PlanRequest none = request(gpt("gpt-odd", 7, 1000, 5, 999), "h100", 11, 8);
+  // and 11 divides neither the 5 heads nor the sequence, nor fits 7 layers
+  // (the sequence is even: cp cuts it into two zigzag halves per rank).
+  PlanRequest none = request(gpt("gpt-odd", 7, 1000, 5, 1998), "h100", 11, 8);
   none.pins.dp = 1;
   error = searchError(none);
   EXPECT_NE(error.find("divisibility"), std::string::npos) << error;
