@@ -36,11 +36,13 @@ struct GradientResult {
   mlir::NamedAttrList shardAttrs;
 };
 
-/// Which parameters ZeRO shards over the data-parallel axis: every one whose
-/// local element count the dp degree divides (the others stay replicated
-/// and are updated whole on every rank).
+/// Which parameters ZeRO shards over the data-parallel replicas, dp and the
+/// cp inside it (both hold whole copies of every parameter, as Megatron's
+/// distributed optimizer sees them): every one whose local element count
+/// the replica count divides (the others stay replicated and are updated
+/// whole on every rank).
 struct ZeroLayout {
-  std::string axis = "dp";
+  llvm::SmallVector<std::string, 2> axes;
   int64_t parts = 1;
   llvm::StringSet<> sharded;
   bool shards(llvm::StringRef parameter) const {
@@ -67,14 +69,15 @@ public:
     return b.create<d::WaitOp>(loc, start->getResult(0)).getOutput();
   }
   /// This rank's contiguous part of a 1-d value over `axis`.
-  mlir::Value slice(mlir::Value v, llvm::StringRef axis, int64_t parts) {
-    return b.create<d::ShardSliceOp>(loc, divided(v, parts), v,
-                                     names({axis.str()}), 0, 0);
+  mlir::Value slice(mlir::Value v, llvm::ArrayRef<std::string> axes,
+                    int64_t parts) {
+    return b.create<d::ShardSliceOp>(loc, divided(v, parts), v, names(axes), 0,
+                                     0);
   }
-  mlir::Value reduceScatter(mlir::Value v, llvm::StringRef axis,
+  mlir::Value reduceScatter(mlir::Value v, llvm::ArrayRef<std::string> axes,
                             int64_t parts) {
     return wait(b.create<d::ReduceScatterStartOp>(
-        loc, handle(divided(v, parts)), v, names({axis.str()}), 0, 0, "sum"));
+        loc, handle(divided(v, parts)), v, names(axes), 0, 0, "sum"));
   }
   /// `v` gathered along `dim` (in interleave blocks of `block`, 0: whole)
   /// into `whole`, or this rank's part of `v`.
@@ -88,21 +91,22 @@ public:
     return b.create<d::ShardSliceOp>(loc, part, v, names({axis.str()}), dim,
                                      block);
   }
-  mlir::Value allGather(mlir::Value v, llvm::StringRef axis, int64_t parts) {
+  mlir::Value allGather(mlir::Value v, llvm::ArrayRef<std::string> axes,
+                        int64_t parts) {
     auto type = tensorType(v);
     auto whole = mlir::RankedTensorType::get({type.getDimSize(0) * parts},
                                              type.getElementType());
     return wait(b.create<d::AllGatherStartOp>(loc, handle(whole), v,
-                                              names({axis.str()}), 0, 0));
+                                              names(axes), 0, 0));
+  }
+  mlir::ArrayAttr names(llvm::ArrayRef<std::string> axes) {
+    llvm::SmallVector<llvm::StringRef> refs(axes.begin(), axes.end());
+    return b.getStrArrayAttr(refs);
   }
 
 private:
   mlir::Type handle(mlir::Type type) {
     return d::AsyncType::get(b.getContext(), type);
-  }
-  mlir::ArrayAttr names(llvm::ArrayRef<std::string> axes) {
-    llvm::SmallVector<llvm::StringRef> refs(axes.begin(), axes.end());
-    return b.getStrArrayAttr(refs);
   }
   static mlir::RankedTensorType divided(mlir::Value v, int64_t parts) {
     auto type = tensorType(v);

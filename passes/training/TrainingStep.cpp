@@ -234,8 +234,7 @@ ZeroLayout accumulateGradients(mlir::func::FuncOp grad,
     grad.setArgAttr(numArgs + i - 1, "dtc.state_role", b.getStringAttr("grad"));
     grad.setArgAttr(numArgs + i - 1, "dtc.state_of", of);
     if (scatter)
-      grad.setArgAttr(numArgs + i - 1, "dtc.flat_shard",
-                      b.getStrArrayAttr({zero.axis}));
+      grad.setArgAttr(numArgs + i - 1, "dtc.flat_shard", comm.names(zero.axes));
     // Accumulate as soon as the gradient exists, so it dies there instead
     // of every gradient staying alive until the end of the backward pass.
     mlir::OpBuilder::InsertionGuard guard(b);
@@ -243,10 +242,11 @@ ZeroLayout accumulateGradients(mlir::func::FuncOp grad,
       b.setInsertionPointAfter(def);
     if (scatter) {
       llvm::SmallVector<std::string> others = p.syncAxes;
-      llvm::erase(others, zero.axis);
+      for (const std::string &axis : zero.axes)
+        llvm::erase(others, axis);
       if (!others.empty())
         g = comm.allReduce(g, others);
-      g = comm.reduceScatter(flatten(b, loc, g), zero.axis, zero.parts);
+      g = comm.reduceScatter(flatten(b, loc, g), zero.axes, zero.parts);
     }
     results.push_back(b.create<d::AddOp>(loc, acc, g));
     resultAttrs.push_back(b.getDictionaryAttr(
@@ -265,10 +265,14 @@ ZeroLayout zeroLayoutOf(const TrainingStepOptions &options,
   ZeroLayout layout;
   if (options.zeroStage == 0)
     return layout;
+  // In mesh order: dp outside cp.
   for (llvm::StringRef item : llvm::split(options.mesh, ',')) {
     auto [name, size] = item.trim().split(':');
-    if (name == layout.axis)
-      (void)size.getAsInteger(10, layout.parts);
+    int64_t n = 1;
+    if ((name == "dp" || name == "cp") && !size.getAsInteger(10, n) && n > 1) {
+      layout.axes.push_back(name.str());
+      layout.parts *= n;
+    }
   }
   for (const GradientResult &p : params)
     if (layout.parts > 1 && p.type.getNumElements() % layout.parts == 0)
@@ -319,7 +323,7 @@ void gatherParametersForUse(mlir::func::FuncOp step, const ZeroLayout &layout,
       passes[position.lookup(use.getOwner()) > forwardEnd].push_back(&use);
     param.getOutput().setType(mlir::RankedTensorType::get(
         {local.getNumElements() / layout.parts}, local.getElementType()));
-    param->setAttr("dtc.flat_shard", b.getStrArrayAttr({layout.axis}));
+    param->setAttr("dtc.flat_shard", comm.names(layout.axes));
     for (auto &uses : passes) {
       if (uses.empty())
         continue;
@@ -330,7 +334,7 @@ void gatherParametersForUse(mlir::func::FuncOp step, const ZeroLayout &layout,
       b.setInsertionPoint(first);
       mlir::Value whole = b.create<d::ReshapeOp>(
           param.getLoc(), local,
-          comm.allGather(param, layout.axis, layout.parts));
+          comm.allGather(param, layout.axes, layout.parts));
       for (mlir::OpOperand *use : uses)
         use->set(whole);
     }
@@ -509,8 +513,11 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
   b.setInsertionPointToEnd(module.getBody());
   mlir::Location loc = module.getLoc();
   auto f32Scalar = mlir::RankedTensorType::get({}, b.getF32Type());
-  const std::string &dpAxis = zeroLayout.axis;
+  // ZeRO's replica axes (dp, and cp inside it) and their rank count.
+  llvm::ArrayRef<std::string> dpAxes = zeroLayout.axes;
   const int64_t dp = zeroLayout.parts;
+  mlir::ArrayAttr dpAxesAttr = b.getStrArrayAttr(
+      llvm::SmallVector<llvm::StringRef>(dpAxes.begin(), dpAxes.end()));
 
   llvm::SmallVector<mlir::Type> argTypes{f32Scalar, f32Scalar};
   llvm::SmallVector<mlir::DictionaryAttr> argAttrs{
@@ -526,8 +533,7 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
         b.getNamedAttr("dtc.state_of", b.getStringAttr(param))};
     // A ZeRO moment: this rank's flat part of the parameter's shard.
     if (flat)
-      attrs.push_back(
-          b.getNamedAttr("dtc.flat_shard", b.getStrArrayAttr({dpAxis})));
+      attrs.push_back(b.getNamedAttr("dtc.flat_shard", dpAxesAttr));
     argAttrs.push_back(b.getDictionaryAttr(attrs));
   };
   for (const GradientResult &p : params) {
@@ -580,7 +586,8 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
     if (syncedInStep.contains(p.parameter) || scattered)
       axes.clear(); // reduced by micro_step_sync or micro_step
     if (scatters(p))
-      llvm::erase(axes, dpAxis);
+      for (const std::string &axis : dpAxes)
+        llvm::erase(axes, axis);
     if (!axes.empty())
       syncs[i] = comm.startAllReduce(g, axes);
     grads.push_back(g);
@@ -643,10 +650,10 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
       continue;
     if (options.zeroStage < 2 || !scatteredInStep) {
       mlir::Value flat = flatten(b, loc, grads[i]);
-      grads[i] = scatters(p) ? comm.reduceScatter(flat, dpAxis, dp)
-                             : comm.slice(flat, dpAxis, dp);
+      grads[i] = scatters(p) ? comm.reduceScatter(flat, dpAxes, dp)
+                             : comm.slice(flat, dpAxes, dp);
     }
-    normAxes.back().push_back(dpAxis);
+    llvm::append_range(normAxes.back(), dpAxes);
     llvm::sort(normAxes.back());
   }
 
@@ -713,10 +720,10 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
     for (const mlir::NamedAttribute &attr : p.shardAttrs)
       parameterOp->setAttr(attr.getName(), attr.getValue());
     if (stage3)
-      parameterOp->setAttr("dtc.flat_shard", b.getStrArrayAttr({dpAxis}));
+      parameterOp->setAttr("dtc.flat_shard", dpAxesAttr);
     mlir::Value param = parameterOp;
     if (sharded && !stage3)
-      param = comm.slice(flatten(b, loc, param), dpAxis, dp);
+      param = comm.slice(flatten(b, loc, param), dpAxes, dp);
     // Megatron and nanoGPT decay matrices only, not biases and norm scales.
     double decay = p.type.getRank() >= 2 ? opt.weightDecay : 0.0;
     mlir::Type type = param.getType();
@@ -731,7 +738,7 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
     mlir::Value updated = adamw->getResult(0);
     if (sharded && !stage3)
       updated = b.create<d::ReshapeOp>(loc, p.type,
-                                       comm.allGather(updated, dpAxis, dp));
+                                       comm.allGather(updated, dpAxes, dp));
     writes(updated, p.parameter);
     writes(adamw->getResult(1), "exp_avg:" + p.parameter);
     writes(adamw->getResult(2), "exp_avg_sq:" + p.parameter);
