@@ -138,6 +138,8 @@ private:
   Attribute toAttr(const Layout &layout, RankedTensorType type);
   RankedTensorType localType(RankedTensorType global, const Layout &layout);
   FailureOr<Value> reshard(Value original, const Layout &to, Location loc);
+  FailureOr<SmallVector<Value>> reshardOperands(Operation *op,
+                                                ArrayRef<Layout> layouts);
   LogicalResult nestingError(Location loc, RankedTensorType global, int64_t dim,
                              size_t a, size_t b);
   Value startAndWait(Operation *start);
@@ -452,11 +454,9 @@ FailureOr<SmallVector<Layout>> Partitioner::resultLayouts(Operation *op) {
   return layouts;
 }
 
-// Copies `op` into the new body reading each operand in its layout; its
-// results take their local types and are recorded in `results`' layouts.
-LogicalResult Partitioner::copyOp(Operation *op,
-                                  ArrayRef<Layout> operandLayouts,
-                                  ArrayRef<Layout> results) {
+// `op`'s operands brought to the layouts it reads them in.
+FailureOr<SmallVector<Value>>
+Partitioner::reshardOperands(Operation *op, ArrayRef<Layout> operandLayouts) {
   SmallVector<Value> operands;
   for (auto [operand, layout] : llvm::zip(op->getOperands(), operandLayouts)) {
     FailureOr<Value> local = reshard(operand, layout, op->getLoc());
@@ -464,8 +464,19 @@ LogicalResult Partitioner::copyOp(Operation *op,
       return failure();
     operands.push_back(*local);
   }
+  return operands;
+}
+
+// Copies `op` into the new body reading each operand in its layout; its
+// results take their local types and are recorded in `results`' layouts.
+LogicalResult Partitioner::copyOp(Operation *op,
+                                  ArrayRef<Layout> operandLayouts,
+                                  ArrayRef<Layout> results) {
+  FailureOr<SmallVector<Value>> operands = reshardOperands(op, operandLayouts);
+  if (failed(operands))
+    return failure();
   Operation *copy = builder.clone(*op);
-  copy->setOperands(operands);
+  copy->setOperands(*operands);
   copy->removeAttr(kShardingAttr);
   for (auto [i, result] : llvm::enumerate(op->getResults())) {
     copy->getResult(i).setType(
@@ -845,13 +856,11 @@ LogicalResult Partitioner::partitionRingAttention(Operation *op,
   SmallVector<Layout> operandLayouts = {queryLayout, kvLayout, kvLayout};
   if (isa<AttentionGradOp>(op))
     operandLayouts.push_back(queryLayout);
-  SmallVector<Value> operands;
-  for (auto [operand, layout] : llvm::zip(op->getOperands(), operandLayouts)) {
-    FailureOr<Value> local = reshard(operand, layout, op->getLoc());
-    if (failed(local))
-      return failure();
-    operands.push_back(*local);
-  }
+  FailureOr<SmallVector<Value>> resharded =
+      reshardOperands(op, operandLayouts);
+  if (failed(resharded))
+    return failure();
+  ArrayRef<Value> operands = *resharded;
   Location loc = op->getLoc();
 
   if (auto attention = dyn_cast<AttentionOp>(op)) {

@@ -347,6 +347,24 @@ struct ZigzagHalves {
   }
 };
 
+/// The key and value halves of a zigzag chunk, each packed contiguous.
+struct PackedKeyHalves {
+  std::vector<float> key[2], value[2];
+
+  PackedKeyHalves(const RingAttentionDims &dims, const float *keys,
+                  const float *values) {
+    int64_t groups = dims.batch * dims.groups, t = dims.keys / 2;
+    for (int64_t b = 0; b < 2; ++b) {
+      key[b].resize(groups * t * dims.headDim);
+      value[b].resize(groups * t * dims.valueDim);
+      gatherRows(keys, groups, dims.keys, b * t, t, dims.headDim,
+                 key[b].data());
+      gatherRows(values, groups, dims.keys, b * t, t, dims.valueDim,
+                 value[b].data());
+    }
+  }
+};
+
 } // namespace
 
 void ringAttentionBlock(const RingAttentionDims &dims,
@@ -358,26 +376,19 @@ void ringAttentionBlock(const RingAttentionDims &dims,
                           lse);
   ZigzagHalves halves(dims, at);
   const RingAttentionDims &hd = halves.dims;
-  const int64_t BH = dims.batch * dims.heads, BG = dims.batch * dims.groups,
-                s = hd.queries, t = hd.keys, D = dims.headDim,
+  const int64_t BH = dims.batch * dims.heads, s = hd.queries, D = dims.headDim,
                 E = dims.valueDim;
   std::vector<float> q(BH * s * D), out(BH * s * E), l(BH * s),
       blockOut(out.size()), blockLse(l.size());
-  std::vector<float> k[2], v[2];
-  for (int64_t b = 0; b < 2; ++b) {
-    k[b].resize(BG * t * D);
-    v[b].resize(BG * t * E);
-    gatherRows(key, BG, dims.keys, b * t, t, D, k[b].data());
-    gatherRows(value, BG, dims.keys, b * t, t, E, v[b].data());
-  }
+  PackedKeyHalves kv(dims, key, value);
   for (int64_t a = 0; a < 2; ++a) {
     gatherRows(query, BH, dims.queries, a * s, s, D, q.data());
     bool first = true;
     for (int64_t b = 0; b < 2; ++b) {
       if (halves.hidden(a, b))
         continue;
-      attentionBlock(hd, halves.at[a][b], q.data(), k[b].data(), v[b].data(),
-                     first ? out.data() : blockOut.data(),
+      attentionBlock(hd, halves.at[a][b], q.data(), kv.key[b].data(),
+                     kv.value[b].data(), first ? out.data() : blockOut.data(),
                      first ? l.data() : blockLse.data());
       if (!first)
         attentionMerge(BH * s, E, out.data(), l.data(), blockOut.data(),
@@ -413,13 +424,7 @@ void ringAttentionBlockGrad(const RingAttentionDims &dims,
   std::fill(valueGrad, valueGrad + BG * dims.keys * E, 0.0f);
   std::vector<float> q(BH * s * D), o(BH * s * E), l(BH * s), dy(BH * s * E),
       dq(q.size()), dk(BG * t * D), dv(BG * t * E);
-  std::vector<float> k[2], v[2];
-  for (int64_t b = 0; b < 2; ++b) {
-    k[b].resize(BG * t * D);
-    v[b].resize(BG * t * E);
-    gatherRows(key, BG, dims.keys, b * t, t, D, k[b].data());
-    gatherRows(value, BG, dims.keys, b * t, t, E, v[b].data());
-  }
+  PackedKeyHalves kv(dims, key, value);
   for (int64_t a = 0; a < 2; ++a) {
     if (halves.hidden(a, 0) && halves.hidden(a, 1))
       continue;
@@ -430,9 +435,9 @@ void ringAttentionBlockGrad(const RingAttentionDims &dims,
     for (int64_t b = 0; b < 2; ++b) {
       if (halves.hidden(a, b))
         continue;
-      attentionBlockGrad(hd, halves.at[a][b], q.data(), k[b].data(),
-                         v[b].data(), o.data(), l.data(), dy.data(), dq.data(),
-                         dk.data(), dv.data());
+      attentionBlockGrad(hd, halves.at[a][b], q.data(), kv.key[b].data(),
+                         kv.value[b].data(), o.data(), l.data(), dy.data(),
+                         dq.data(), dk.data(), dv.data());
       scatterRows(dq.data(), BH, dims.queries, a * s, s, D, queryGrad, true);
       scatterRows(dk.data(), BG, dims.keys, b * t, t, D, keyGrad, true);
       scatterRows(dv.data(), BG, dims.keys, b * t, t, E, valueGrad, true);
