@@ -11,14 +11,15 @@
 // The model is cut into pp x vpp chunks at points where exactly one
 // activation (the residual stream) crosses, balancing their estimated
 // work; chunk c runs on stage c % pp (with vpp > 1, Megatron-LM's
-// interleaved placement). Each chunk has a forward function (input ->
-// output activation) and a backward function: the gradient of
-// sum(output * d output) (or of the loss on the last chunk), which
-// recomputes the chunk's forward from its stashed input, so only chunk
-// inputs stay alive between a micro-batch's forward and backward. Both are
-// sharded and partitioned over the data/tensor-parallel mesh, then inlined
-// into `pipeline_step` in the order of the schedule (GPipe, 1F1B or
-// interleaved 1F1B), joined by send/recv over the "pp" mesh axis. The
+// interleaved placement). Each chunk has one gradient function: the
+// gradient of sum(output * d output) (or of the loss on the last chunk),
+// with `--recompute` applied as in `micro_step`, sharded and partitioned
+// over the data/tensor-parallel mesh. Its ops are split into the forward
+// pass (up to the objective, plus the output's boundary layout) and the
+// backward pass (the rest), which reads the forward values a micro-batch's
+// forward pass left alive, as Megatron-LM's 1F1B does. The passes are
+// inlined into `pipeline_step` in the order of the schedule (GPipe, 1F1B
+// or interleaved 1F1B), joined by send/recv over the "pp" mesh axis. The
 // schedules are simulated against each other at compile time: that fixes
 // the order each pair of stages posts its messages in, and proves the
 // step cannot deadlock.
@@ -383,8 +384,16 @@ simulate(const std::vector<llvm::SmallVector<PassStep>> &schedules,
 struct Chunk {
   mlir::OwningOpRef<mlir::ModuleOp> module;
   bool first = false, last = false;
-  mlir::func::FuncOp forwardPass; // null on the last chunk
+  /// The gradient of the chunk's objective; its last argument is d output
+  /// (not on the last chunk, whose backward pass runs all of it).
   mlir::func::FuncOp backward;
+  /// Before the last chunk, `backward`'s ops split by pass: the forward
+  /// pass runs `forwardOps` (the chunk forward and the layout change of
+  /// its output, result `outputIndex`), the backward pass the rest, reading
+  /// the forward values it needs (the stash) from the micro-batch's
+  /// forward pass.
+  llvm::SmallVector<mlir::Operation *> forwardOps, backwardOps;
+  unsigned outputIndex = 0;
   /// The forward function's arguments the chunk reads (data), in order.
   llvm::SmallVector<unsigned> usedArgs;
   llvm::SmallVector<GradientResult> params;
@@ -394,6 +403,76 @@ struct Chunk {
   int dInputIndex = -1;
   mlir::Type inputType, outputType;
 };
+
+/// Splits a non-last chunk's partitioned `backward` into its two passes
+/// (1F1B keeps each micro-batch's forward values alive until its backward
+/// pass, as Megatron-LM does; `--recompute` decides which). The backward
+/// pass runs what reads d output (the objective) and everything after the
+/// forward end, except the ops that put the output in its boundary layout.
+llvm::Error splitPasses(Chunk &chunk) {
+  mlir::Block &body = chunk.backward.getBody().front();
+  mlir::Value dOutput = body.getArguments().back();
+  llvm::DenseSet<mlir::Operation *> backwardPass;
+  bool afterEnd = false;
+  for (mlir::Operation &op : body.without_terminator()) {
+    bool readsBackward = llvm::any_of(op.getOperands(), [&](mlir::Value v) {
+      return v == dOutput || backwardPass.contains(v.getDefiningOp());
+    });
+    if (afterEnd || readsBackward)
+      backwardPass.insert(&op);
+    if (op.hasAttr(kForwardEndAttr)) {
+      afterEnd = true;
+      op.removeAttr(kForwardEndAttr);
+    }
+  }
+  if (!afterEnd)
+    return failure("pipeline: a chunk's backward function lost the end of "
+                   "its forward part");
+  // The output's producers (the layout change the partitioner put before
+  // the return) run in the forward pass; they cannot read d output.
+  llvm::SmallVector<mlir::Value> worklist{
+      body.getTerminator()->getOperand(chunk.outputIndex)};
+  while (!worklist.empty()) {
+    mlir::Operation *op = worklist.pop_back_val().getDefiningOp();
+    if (!op || !backwardPass.erase(op))
+      continue;
+    if (llvm::is_contained(op->getOperands(), dOutput))
+      return failure("pipeline: a chunk's output depends on the gradient of "
+                     "its output");
+    llvm::append_range(worklist, op->getOperands());
+  }
+  for (mlir::Operation &op : body.without_terminator())
+    (backwardPass.contains(&op) ? chunk.backwardOps : chunk.forwardOps)
+        .push_back(&op);
+  return llvm::Error::success();
+}
+
+/// Clones a chunk's backward-pass ops; `map` holds what its forward pass
+/// computed (the stash) and d output. Parameters and constants are cloned
+/// again rather than kept from the forward pass, so that ZeRO-3 gathers a
+/// parameter for each pass instead of holding it whole in between.
+/// Returns the function's results.
+llvm::SmallVector<mlir::Value> inlineBackwardPass(mlir::OpBuilder &b,
+                                                  const Chunk &chunk,
+                                                  mlir::IRMapping &map) {
+  for (mlir::Operation *op : chunk.forwardOps)
+    if (isFree(op))
+      for (mlir::Value result : op->getResults())
+        map.erase(result);
+  for (mlir::Operation *op : chunk.backwardOps) {
+    for (mlir::Value operand : op->getOperands())
+      if (!map.contains(operand))
+        if (mlir::Operation *def = operand.getDefiningOp(); def && isFree(def))
+          b.clone(*def, map);
+    b.clone(*op, map);
+  }
+  llvm::SmallVector<mlir::Value> results;
+  mlir::func::FuncOp backward = chunk.backward;
+  for (mlir::Value v :
+       backward.getBody().front().getTerminator()->getOperands())
+    results.push_back(map.lookup(v));
+  return results;
+}
 
 /// Builds model chunk `c` of `cuts`: ops [cuts.begin[c], cuts.begin[c+1])
 /// of `forward`.
@@ -445,25 +524,6 @@ llvm::Expected<Chunk> buildChunk(mlir::ModuleOp module,
     if (llvm::Error e = shardFunctions(chunkModule, stageOptions,
                                        /*partition=*/false, false))
       return std::move(e);
-  // The forward pass: the objective without its last two ops.
-  if (!chunk.last) {
-    chunk.forwardPass = objective.clone();
-    chunk.forwardPass.setSymName("forward");
-    chunkModule.push_back(chunk.forwardPass);
-    mlir::Block &body = chunk.forwardPass.getBody().front();
-    auto ret = llvm::cast<mlir::func::ReturnOp>(body.getTerminator());
-    mlir::Operation *sum = ret.getOperand(0).getDefiningOp();
-    mlir::Operation *product = sum->getOperand(0).getDefiningOp();
-    ret->setOperands(product->getOperand(0));
-    sum->erase();
-    product->erase();
-    chunk.forwardPass.eraseArgument(chunk.forwardPass.getNumArguments() - 1);
-    chunk.forwardPass.setFunctionType(b.getFunctionType(
-        body.getArgumentTypes(), mlir::TypeRange{ret.getOperand(0).getType()}));
-    chunk.forwardPass.setResultAttr(
-        0, "dtc.sharding",
-        activationLayout(b, ret.getOperand(0).getType(), stageOptions.mesh));
-  }
   GradientOptions gradOptions;
   gradOptions.wrtArguments = !chunk.first;
   auto backward = buildGradientFunction(objective, 0, "backward", gradOptions);
@@ -473,6 +533,20 @@ llvm::Expected<Chunk> buildChunk(mlir::ModuleOp module,
                    c);
   chunk.backward = *backward;
   objective.erase();
+  auto unit = b.getUnitAttr();
+  mlir::Operation *objectiveOp = chunk.backward.getBody()
+                                     .front()
+                                     .getTerminator()
+                                     ->getOperand(0)
+                                     .getDefiningOp();
+  if (!chunk.last)
+    objectiveOp->setAttr(kForwardEndAttr, unit);
+  // Recompute hook (docs/recompute.md), as in `micro_step`: what the
+  // backward pass keeps of the forward pass.
+  if (mlir::failed(applyRecompute(chunk.backward, 0, stageOptions.recompute)))
+    return failure("pipeline chunk {0}: {1} recompute failed (see the error "
+                   "above)",
+                   c, recomputeModeName(stageOptions.recompute));
   for (unsigned i = 0; i < chunk.backward.getNumResults(); ++i)
     if (auto arg = chunk.backward.getResultAttrOfType<mlir::IntegerAttr>(
             i, kGradOfArgAttrName);
@@ -483,10 +557,29 @@ llvm::Expected<Chunk> buildChunk(mlir::ModuleOp module,
           activationLayout(b, chunk.backward.getResultTypes()[i],
                            stageOptions.mesh));
     }
+  // The chunk's output (the activation the objective multiplies by d
+  // output) becomes a result too, in the boundary layout the next chunk
+  // reads: the forward pass sends it.
+  if (!chunk.last) {
+    auto ret = llvm::cast<mlir::func::ReturnOp>(
+        chunk.backward.getBody().front().getTerminator());
+    mlir::Value chunkOutput =
+        objectiveOp->getOperand(0).getDefiningOp()->getOperand(0);
+    chunk.outputIndex = ret.getNumOperands();
+    ret->insertOperands(chunk.outputIndex, chunkOutput);
+    (void)chunk.backward.insertResult(
+        chunk.outputIndex, chunkOutput.getType(),
+        b.getDictionaryAttr(b.getNamedAttr(
+            "dtc.sharding",
+            activationLayout(b, chunkOutput.getType(), stageOptions.mesh))));
+  }
   if (!stageOptions.mesh.empty())
     if (llvm::Error e = shardFunctions(chunkModule, stageOptions,
                                        /*partition=*/true,
                                        /*deferGradientSync=*/true))
+      return std::move(e);
+  if (!chunk.last)
+    if (llvm::Error e = splitPasses(chunk))
       return std::move(e);
 
   // The gradients this chunk produces, as in `micro_step`.
@@ -502,7 +595,8 @@ llvm::Expected<Chunk> buildChunk(mlir::ModuleOp module,
   if (!chunk.first)
     chunk.inputType = chunk.backward.getFunctionType().getInput(0);
   if (!chunk.last)
-    chunk.outputType = chunk.forwardPass.getFunctionType().getResult(0);
+    chunk.outputType =
+        chunk.backward.getFunctionType().getResult(chunk.outputIndex);
   return chunk;
 }
 
@@ -750,7 +844,9 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
 
     llvm::SmallVector<mlir::Value> accumulators(
         body->getArguments().begin() + 2, body->getArguments().end());
-    std::map<std::pair<int64_t, int64_t>, mlir::Value> stash; // (c, i) -> in
+    // What each micro-batch's forward pass through a chunk computed, for
+    // its backward pass: (chunk, micro-batch) -> the forward values.
+    std::map<std::pair<int64_t, int64_t>, mlir::IRMapping> forwardValues;
     llvm::SmallVector<mlir::Value> sends;
     mlir::Value lossSum;
     for (auto [index, p] : llvm::enumerate(schedules[s])) {
@@ -765,27 +861,41 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
           if (!op.hasAttr(d::kMicroBatchAttrName))
             tagMicroBatch(&op, i);
       });
+      mlir::func::FuncOp backward = chunk.backward;
+      mlir::Block &callee = backward.getBody().front();
       if (p.pass == 'F') {
         if (chunk.last)
           continue; // the last chunk's backward runs its forward
+        mlir::IRMapping &map = forwardValues[{c, i}];
         llvm::SmallVector<mlir::Value> args;
         if (!chunk.first)
-          args.push_back(stash[{c, i}] = receive({'A', c, i}));
+          args.push_back(receive({'A', c, i}));
         llvm::append_range(args, chunkArgs(chunk, i));
+        for (auto [arg, value] : llvm::zip(callee.getArguments(), args))
+          map.map(arg, value);
         postNext(index + 1);
-        mlir::Value y = inlineCall(b, chunk.forwardPass, args)[0];
+        for (mlir::Operation *op : chunk.forwardOps)
+          b.clone(*op, map);
+        mlir::Value y =
+            map.lookup(callee.getTerminator()->getOperand(chunk.outputIndex));
         sends.push_back(send(y, traffic->ownerOf(c + 1)));
         continue;
       }
-      llvm::SmallVector<mlir::Value> args;
-      if (!chunk.first)
-        args.push_back(chunk.last ? receive({'A', c, i}) : stash[{c, i}]);
-      llvm::append_range(args, chunkArgs(chunk, i));
-      if (!chunk.last)
-        args.push_back(receive({'G', c, i}));
-      postNext(index + 1);
-      llvm::SmallVector<mlir::Value> results =
-          inlineCall(b, chunk.backward, args);
+      llvm::SmallVector<mlir::Value> results;
+      if (chunk.last) {
+        llvm::SmallVector<mlir::Value> args;
+        if (!chunk.first)
+          args.push_back(receive({'A', c, i}));
+        llvm::append_range(args, chunkArgs(chunk, i));
+        postNext(index + 1);
+        results = inlineCall(b, chunk.backward, args);
+      } else {
+        auto node = forwardValues.extract({c, i});
+        mlir::IRMapping &map = node.mapped();
+        map.map(callee.getArguments().back(), receive({'G', c, i}));
+        postNext(index + 1);
+        results = inlineBackwardPass(b, chunk, map);
+      }
       if (chunk.last)
         lossSum =
             lossSum ? b.create<d::AddOp>(loc, lossSum, results[0]) : results[0];

@@ -22,6 +22,12 @@ namespace dtc::training {
 
 namespace d = mlir::dtc;
 
+/// Marks the op that ends the forward part of a gradient function (the loss,
+/// or a pipeline chunk's objective): ZeRO-3 gathers parameters again after
+/// it, and a pipeline chunk's forward pass stops there. Survives recompute
+/// and partitioning.
+constexpr llvm::StringLiteral kForwardEndAttr = "dtc.forward_end";
+
 inline mlir::RankedTensorType tensorType(mlir::Value v) {
   return llvm::cast<mlir::RankedTensorType>(v.getType());
 }

@@ -25,8 +25,6 @@
 namespace dtc {
 namespace training {
 
-constexpr llvm::StringLiteral kForwardEndAttr = "dtc.forward_end";
-
 bool isTokenTensor(mlir::Type type) {
   auto t = llvm::dyn_cast<mlir::RankedTensorType>(type);
   return t && t.getRank() == 2 &&

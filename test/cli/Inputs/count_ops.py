@@ -7,6 +7,7 @@
   count_ops.py states PROGRAM.mlir FUNC
   count_ops.py schedule PROGRAM.mlir
   count_ops.py overlap PROGRAM.mlir FUNC
+  count_ops.py work PROGRAM.mlir
 
 Reads the printed MLIR text line by line (one op a line, as dtc writes it);
 stdlib only. Element counts are of the full (unsharded) tensor a collective
@@ -38,6 +39,11 @@ backward at its start gives the same peak as at their starts and ends.
 `states` prints, for FUNC, the number and total elements of its state
 arguments by dtc.state_role (grad, exp_avg, exp_avg_sq) and of its
 dtc.parameter ops, as stored per rank.
+
+`work` prints the compute of one micro-batch's forward and backward: for
+`micro_step`, its matmuls and the ops recompute cloned (`dtc.recomputed`);
+for a pipeline, the same summed over every stage's `pipeline_step` and
+divided by its micro-batch count (the first dimension of its tokens).
 
 Every command prints a `begin` and an `end` line around its output, so that
 FileCheck's CHECK-NEXT can pin the whole output.
@@ -79,6 +85,7 @@ class Op:
         head = re.split(r"\{| : ", rest, maxsplit=1)[0]
         self.operands = VALUE_RE.findall(head)
         self.forward_end = "dtc.forward_end" in rest
+        self.recomputed = "dtc.recomputed" in rest
         axes = AXES_RE.search(rest)
         self.axes = axes.group(1).replace('"', "") if axes else None
         peer = PEER_RE.search(rest)
@@ -114,6 +121,11 @@ class Func:
                 count[1] += elements(shape)
         self.ops = []
         self.defs = {}
+        shapes = ARG_RE.findall(header)
+        # A pipeline_step's micro-batches: tokens are [m, rows, seq].
+        self.micro = 1
+        if name == "pipeline_step" and shapes:
+            self.micro = int(shapes[0][1].split("x")[0])
 
     def label(self, multi_stage):
         if multi_stage and self.stage is not None:
@@ -354,6 +366,19 @@ def states(funcs, name):
               (name, len(params), sum(op.out_elems for op in params)))
 
 
+def work(funcs):
+    for name in ("micro_step", "pipeline_step"):
+        mine = [f for f in funcs if f.name == name]
+        if not mine:
+            continue
+        micro = mine[0].micro if name == "pipeline_step" else 1
+        ops = [op for f in mine for op in f.ops]
+        matmuls = sum(op.name == "matmul" for op in ops)
+        recomputed = sum(op.recomputed for op in ops)
+        print("%s per micro-batch: %g matmuls, %g recomputed ops" %
+              (name, matmuls / micro, recomputed / micro))
+
+
 def main(argv):
     if len(argv) < 3:
         sys.exit(__doc__)
@@ -367,6 +392,7 @@ def main(argv):
         "states": lambda: states(funcs, argv[3]),
         "schedule": lambda: schedule(argv[2]),
         "overlap": lambda: overlap(funcs, argv[3]),
+        "work": lambda: work(funcs),
     }
     if argv[1] not in commands:
         sys.exit(__doc__)
