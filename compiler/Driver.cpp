@@ -228,12 +228,28 @@ static std::string stageMesh(const ParallelPlan &plan, bool all) {
   return llvm::join(axes, ",");
 }
 
+/// What the sharding propagation trades replicated compute against
+/// communication with: the cluster's ratio in the compile's dtype, at most
+/// the pass's default of 1000. Above that (an H100 in bf16 is at 2460) the
+/// propagation would replicate the small GEMMs of a narrow model to save
+/// their tensor-parallel collectives, while the cost model prices
+/// Megatron-LM's layouts; below it (a CPU, about 10) replicated work costs
+/// what it costs there (docs/partition.md, "Sharding propagation").
+static double propagationFlopsPerByte(const CompileOptions &o,
+                                      const Cluster &cluster) {
+  constexpr double kMegatronFlopsPerByte = 1000;
+  return std::min(
+      kMegatronFlopsPerByte,
+      cluster.flopsPerLinkByte(parseDType(o.dtype).value_or(DType::BF16)));
+}
+
 /// The model as one data-parallel step of the plan sees it (dp micro-batches)
 /// with every op's sharding over the plan's dp x tp mesh. Pipeline stages
 /// and context parallelism are laid out by later passes (issue 7).
 static llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 shardForPlan(const CompileOptions &o, const ParallelPlan &plan,
-             mlir::MLIRContext &context, DiagnosticCollector &diagnostics) {
+             const Cluster &cluster, mlir::MLIRContext &context,
+             DiagnosticCollector &diagnostics) {
   auto module =
       importAndSimplify(o, plan.microBatch * plan.dp, context, diagnostics);
   if (!module)
@@ -241,6 +257,7 @@ shardForPlan(const CompileOptions &o, const ParallelPlan &plan,
   mlir::dtc::DtcPropagateShardingOptions options;
   options.mesh = stageMesh(plan, /*all=*/true);
   options.sequenceParallel = plan.sequenceParallel;
+  options.flopsPerByte = propagationFlopsPerByte(o, cluster);
   mlir::PassManager pm(&context);
   pm.addPass(mlir::dtc::createDtcPropagateSharding(options));
   if (mlir::failed(pm.run(**module)))
@@ -456,7 +473,8 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
   if (o.emit == "sharded" || o.emit == "partitioned") {
     if (!planResult)
       return badInput("--emit {0}: {1}", o.emit, planMissing);
-    auto sharded = shardForPlan(o, planResult->best.plan, context, diagnostics);
+    auto sharded =
+        shardForPlan(o, planResult->best.plan, *cluster, context, diagnostics);
     if (!sharded)
       return sharded.takeError();
     // --emit partitioned (issue 7): the per-rank SPMD program with its
@@ -511,6 +529,7 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
       TrainingStepOptions &t = build.training;
       t.mesh = llvm::join(axes, ",");
       t.sequenceParallel = plan.sequenceParallel && plan.tp > 1;
+      t.flopsPerByte = propagationFlopsPerByte(o, *cluster);
       t.zeroStage = plan.dp > 1 ? plan.zero : 0;
       t.pipelineStages = plan.pp;
       t.virtualStages = plan.pp > 1 ? plan.vpp : 1;

@@ -135,6 +135,7 @@ buildProgram(mlir::ModuleOp module, const ProgramBuildOptions &options,
       mlir::dtc::DtcPropagateShardingOptions propagate;
       propagate.mesh = mesh->str();
       propagate.sequenceParallel = training.sequenceParallel;
+      propagate.flopsPerByte = training.flopsPerByte;
       pm.addPass(mlir::dtc::createDtcPropagateSharding(propagate));
       mlir::dtc::DtcPartitionOptions partition;
       partition.mesh = mesh->str();

@@ -167,6 +167,7 @@ private:
   double memoryCost(Value value, const Sh &sh, double copies) const;
   int64_t localBytes(Value value, const Sh &sh) const;
   void collectHints(Block &body);
+  void reshapeHints(Value from, Value to);
   void collectTokenDims(Block &body);
   int tokenKind(Value value, int64_t dim) const {
     auto it = tokenDims.find(value);
@@ -253,29 +254,87 @@ void Propagation::addHint(Value value, int64_t dim, int64_t block) {
     perDim[dim].push_back(block);
 }
 
+/// Row-major strides of `shape`: how far the flat index moves per step of
+/// each dim.
+static SmallVector<int64_t> flatStrides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+// The run [T_i, T_i * B) of the flat index that block B of dim i of `from`
+// covers, found in a dim of `to` (the other side of a reshape).
+void Propagation::reshapeHints(Value from, Value to) {
+  auto hint = hints.find(from);
+  if (hint == hints.end())
+    return;
+  SmallVector<SmallVector<int64_t, 2>> fromHints = hint->second;
+  auto toShape = cast<RankedTensorType>(to.getType()).getShape();
+  SmallVector<int64_t> fromT =
+      flatStrides(cast<RankedTensorType>(from.getType()).getShape());
+  SmallVector<int64_t> toT = flatStrides(toShape);
+  for (auto [i, blocks] : llvm::enumerate(fromHints))
+    for (int64_t block : blocks)
+      for (size_t j = 0; j < toShape.size(); ++j)
+        if (fromT[i] % toT[j] == 0 && fromT[i] * block <= toT[j] * toShape[j])
+          addHint(to, j, fromT[i] * block / toT[j]);
+}
+
 // Interleave blocks come from slices that cut a dim into aligned runs (the
 // Q, K and V thirds of a fused projection); they flow back to the producers
 // through the dims that share a loop.
 void Propagation::collectHints(Block &body) {
+  // Forward first: a slice's gradient writes its run of a zero tensor, so
+  // the block starts at the gradient and flows on to what reads it (the sum
+  // of the Q, K and V gradients, the weight gradient computed from it).
+  for (Operation &op : body) {
+    if (auto reshape = dyn_cast<ReshapeOp>(&op)) {
+      reshapeHints(reshape.getInput(), reshape.getOutput());
+      continue;
+    }
+    auto rule = dyn_cast<ShardingRuleOpInterface>(&op);
+    if (!rule || op.getNumResults() == 0)
+      continue;
+    SmallVector<AffineMap> maps = rule.getIndexingMaps();
+    size_t numLoops = rule.getLoopIteratorTypes().size();
+    SmallVector<SmallVector<int64_t, 2>> loopHints(numLoops);
+    SmallVector<int64_t> extent(numLoops, 0);
+    SmallVector<Value> values(op.getOperands());
+    llvm::append_range(values, op.getResults());
+    for (auto [i, value] : llvm::enumerate(values)) {
+      auto shape = cast<RankedTensorType>(value.getType()).getShape();
+      auto it = hints.find(value);
+      for (auto [d, expr] : llvm::enumerate(maps[i].getResults())) {
+        int64_t loop, stride, offset;
+        if (!matchStrided(expr, loop, stride, offset) || stride != 1)
+          continue;
+        extent[loop] =
+            extent[loop] ? std::min(extent[loop], shape[d]) : shape[d];
+        if (i < op.getNumOperands() && offset == 0 && it != hints.end() &&
+            d < it->second.size())
+          llvm::append_range(loopHints[loop], it->second[d]);
+      }
+    }
+    for (auto [i, result] : llvm::enumerate(op.getResults())) {
+      AffineMap map = maps[op.getNumOperands() + i];
+      auto shape = cast<RankedTensorType>(result.getType()).getShape();
+      for (auto [d, expr] : llvm::enumerate(map.getResults())) {
+        int64_t loop, stride, offset;
+        if (!matchStrided(expr, loop, stride, offset) || stride != 1)
+          continue;
+        SmallVector<int64_t, 2> blocks = loopHints[loop];
+        if (extent[loop] != shape[d])
+          blocks.push_back(extent[loop]); // a run of this dim
+        for (int64_t block : blocks)
+          if (offset % block == 0)
+            addHint(result, d, block);
+      }
+    }
+  }
   for (Operation &op : llvm::reverse(body)) {
     if (auto reshape = dyn_cast<ReshapeOp>(&op)) {
-      // The run [T'_j, T'_j * B) of the flat index, found in an input dim.
-      auto hint = hints.find(reshape.getOutput());
-      if (hint == hints.end())
-        continue;
-      auto in = reshape.getInput().getType().getShape();
-      auto out = reshape.getOutput().getType().getShape();
-      SmallVector<int64_t> inT(in.size(), 1), outT(out.size(), 1);
-      for (int64_t i = in.size() - 2; i >= 0; --i)
-        inT[i] = inT[i + 1] * in[i + 1];
-      for (int64_t j = out.size() - 2; j >= 0; --j)
-        outT[j] = outT[j + 1] * out[j + 1];
-      SmallVector<SmallVector<int64_t, 2>> outHints = hint->second;
-      for (auto [j, blocks] : llvm::enumerate(outHints))
-        for (int64_t block : blocks)
-          for (size_t i = 0; i < in.size(); ++i)
-            if (outT[j] % inT[i] == 0 && outT[j] * block <= inT[i] * in[i])
-              addHint(reshape.getInput(), i, outT[j] * block / inT[i]);
+      reshapeHints(reshape.getOutput(), reshape.getInput());
       continue;
     }
     auto rule = dyn_cast<ShardingRuleOpInterface>(&op);

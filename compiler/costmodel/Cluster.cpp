@@ -68,6 +68,11 @@ Link Cluster::intraNode() const {
   return {intraNodeGBps * 1e9, intraNodeLatencyUs * 1e-6, intraNodeEfficiency};
 }
 
+double Cluster::flopsPerLinkByte(DType type) const {
+  return peakFlops(type) * gemmPeakEfficiency /
+         intraNode().effectiveBytesPerSecond();
+}
+
 Link Cluster::interNode() const {
   return {interNodeGBps * 1e9, interNodeLatencyUs * 1e-6, interNodeEfficiency};
 }

@@ -77,6 +77,10 @@ struct Cluster {
   /// Dense peak FLOP/s (not TFLOP/s) for `type`; 0 if unsupported.
   double peakFlops(DType type) const;
   Link intraNode() const;
+  /// Achievable GEMM FLOP/s per achievable byte/s of the intra-node link:
+  /// what the sharding propagation trades replicated compute against
+  /// communication with (its `flops-per-byte`).
+  double flopsPerLinkByte(DType type) const;
   Link interNode() const;
 };
 

@@ -182,6 +182,7 @@ llvm::Error shardFunctions(mlir::ModuleOp module,
   mlir::dtc::DtcPropagateShardingOptions propagate;
   propagate.mesh = options.mesh;
   propagate.sequenceParallel = options.sequenceParallel;
+  propagate.flopsPerByte = options.flopsPerByte;
   pm.addPass(mlir::dtc::createDtcPropagateSharding(propagate));
   if (partition) {
     mlir::dtc::DtcPartitionOptions partitionOptions;

@@ -49,6 +49,10 @@ struct TrainingStepOptions {
   // locally and reduced once per step in `apply` (docs/partition.md).
   std::string mesh;
   bool sequenceParallel = false;
+  /// What the sharding propagation trades replicated compute against bytes
+  /// communicated with: the cluster's achievable GEMM FLOP/s per link
+  /// byte/s (`Cluster::flopsPerLinkByte`); the pass's default without one.
+  double flopsPerByte = 1000;
   /// ZeRO stage 0-3 over the mesh's "dp" axis (docs/partition.md).
   int zeroStage = 0;
   /// Pipeline stages over the mesh's "pp" axis (docs/partition.md) and
