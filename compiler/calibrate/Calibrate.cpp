@@ -53,35 +53,35 @@ double calibrate::gemmSeconds(const GemmFit &fit, int64_t m, int64_t n,
   return 2.0 * m * n * k * (1 + fit.halfSize * gemmX(m, n, k)) / fit.peakFlops;
 }
 
+void calibrate::summarizeErrors(std::vector<double> relativeErrors,
+                                double &median, double &worst) {
+  llvm::sort(relativeErrors);
+  worst = relativeErrors.back();
+  size_t mid = relativeErrors.size() / 2;
+  median = relativeErrors.size() % 2
+               ? relativeErrors[mid]
+               : (relativeErrors[mid - 1] + relativeErrors[mid]) / 2;
+}
+
 llvm::Expected<GemmFit>
 calibrate::fitGemmCurve(llvm::ArrayRef<GemmSample> samples) {
-  // y = a + b x with a = 1/R and b = H/R, weighted by 1/y^2.
-  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-  double minX = INFINITY, maxX = -INFINITY;
+  // y = a + b x with a = 1/R and b = H/R.
+  RelativeLineFit line;
   for (const GemmSample &s : samples) {
     if (s.m <= 0 || s.n <= 0 || s.k <= 0 || !(s.seconds > 0))
       return badInput("calibrate: GEMM sample {0}x{1}x{2} in {3} s is not "
                       "positive",
                       s.m, s.n, s.k, s.seconds);
-    double x = gemmX(s.m, s.n, s.k), y = s.seconds / s.flops();
-    double w = 1 / (y * y);
-    sw += w;
-    sx += w * x;
-    sy += w * y;
-    sxx += w * x * x;
-    sxy += w * x * y;
-    minX = std::min(minX, x);
-    maxX = std::max(maxX, x);
+    line.add(gemmX(s.m, s.n, s.k), s.seconds / s.flops());
   }
-  if (samples.size() < 2 || maxX - minX <= 1e-12 * maxX)
+  if (samples.size() < 2 || !line.hasSpread())
     return badInput("calibrate: fitting the GEMM curve needs at least two "
                     "shapes of different sizes, got {0}",
                     samples.size());
-  double b = (sw * sxy - sx * sy) / (sw * sxx - sx * sx);
-  double a = (sy - b * sx) / sw;
+  double b = line.slope(), a = line.intercept();
   if (b < 0) { // Small shapes ran no slower: a flat curve.
     b = 0;
-    a = sy / sw;
+    a = line.flatIntercept();
   }
   if (!(a > 0))
     return failure("calibrate: the GEMM timings fit no positive peak rate "
@@ -93,11 +93,7 @@ calibrate::fitGemmCurve(llvm::ArrayRef<GemmSample> samples) {
   std::vector<double> errors;
   for (const GemmSample &s : samples)
     errors.push_back(std::abs(gemmSeconds(fit, s.m, s.n, s.k) / s.seconds - 1));
-  llvm::sort(errors);
-  fit.worstError = errors.back();
-  size_t mid = errors.size() / 2;
-  fit.medianError =
-      errors.size() % 2 ? errors[mid] : (errors[mid - 1] + errors[mid]) / 2;
+  summarizeErrors(std::move(errors), fit.medianError, fit.worstError);
   return fit;
 }
 
@@ -517,12 +513,17 @@ Cluster calibrate::clusterFromMeasurements(const Measurements &m,
   // dtc.add's bandwidth, at the efficiency the runtime's unfused
   // memory-bound kernels reach on a real step (1 until the step is fitted).
   c.memoryEfficiency = m.step.memoryEfficiency;
-  // Ranks on one machine exchange data by memory copies; one "node".
+  // Ranks on one machine exchange data through memory; one "node". The
+  // link is what two ranks' all-reduces measured, or else a memory copy's
+  // bandwidth with a nominal latency.
   double copy = m.copySeconds > 0 ? m.copyBytes / m.copySeconds / 2
                                   : c.hbmBytesPerSecond / 3;
+  bool measured = m.link.bytesPerSecond > 0;
   c.gpusPerNode = 1;
-  c.intraNodeGBps = c.interNodeGBps = copy / 1e9;
-  c.intraNodeLatencyUs = c.interNodeLatencyUs = 10;
+  c.intraNodeGBps = c.interNodeGBps =
+      (measured ? m.link.bytesPerSecond : copy) / 1e9;
+  c.intraNodeLatencyUs = c.interNodeLatencyUs =
+      measured ? 1e6 * m.link.latencySeconds : 10;
   c.intraNodeEfficiency = c.interNodeEfficiency = 1;
   c.gpus = 1;
   // Attention: the factor that makes the model's fused-attention forward
@@ -579,6 +580,20 @@ llvm::Error calibrate::runCalibrate(const Options &options,
   auto fit = fitGemmCurve(m->gemms);
   if (!fit)
     return fit.takeError();
+  // The link between ranks, before the step fit so that nothing else runs
+  // meanwhile. A machine where the ranks cannot start still calibrates.
+  std::string linkNote;
+  if (options.collectives) {
+    auto samples = measureCollectives(options);
+    auto link = samples ? fitLink(*samples)
+                        : llvm::Expected<LinkFit>(samples.takeError());
+    if (link) {
+      m->collectives = std::move(*samples);
+      m->link = *link;
+    } else {
+      linkNote = llvm::toString(link.takeError());
+    }
+  }
   if (options.step)
     if (llvm::Error err = fitStep(
             options.quick, clusterFromMeasurements(*m, *fit, "calibrated-cpu"),
@@ -608,6 +623,20 @@ llvm::Error calibrate::runCalibrate(const Options &options,
       a.batch, a.heads, a.seq, a.headDim, 1e3 * a.forwardSeconds,
       a.forwardFlops() / a.forwardSeconds / 1e9, 1e3 * a.backwardSeconds,
       cluster.attentionEfficiency, cluster.attentionBackwardRatio);
+  if (m->link.bytesPerSecond > 0) {
+    out << "link      2-rank all-reduce:";
+    for (const CollectiveSample &c : m->collectives)
+      out << llvm::formatv(" {0} KiB {1:F1} us;", c.bytes / 1024,
+                           1e6 * c.seconds);
+    out << llvm::formatv("\n          fitted {0:F2} GB/s, latency {1:F1} us "
+                         "(fit error median {2:F1}%, worst {3:F1}%)\n",
+                         m->link.bytesPerSecond / 1e9,
+                         1e6 * m->link.latencySeconds,
+                         100 * m->link.medianError, 100 * m->link.worstError);
+  } else if (options.collectives) {
+    out << "link      not measured (" << linkNote
+        << "); memcpy's bandwidth and a 10 us latency instead\n";
+  }
   out << llvm::formatv("overhead  {0:F2} us per kernel call\n",
                        1e6 * m->perOpSeconds);
   if (options.step)

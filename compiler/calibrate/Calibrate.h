@@ -25,6 +25,35 @@
 
 namespace dtc::calibrate {
 
+/// Weighted least squares of y = a + b x with weights 1/y^2, so that the
+/// residuals are relative and small and large samples count alike: what
+/// every calibration fit is (GEMM curve, link).
+class RelativeLineFit {
+public:
+  void add(double x, double y) {
+    double w = 1 / (y * y);
+    sw += w;
+    sx += w * x;
+    sy += w * y;
+    sxx += w * x * x;
+    sxy += w * x * y;
+  }
+  /// Whether the x values differ enough to fit a slope.
+  bool hasSpread() const { return sw * sxx - sx * sx > 1e-12 * sw * sxx; }
+  double slope() const { return (sw * sxy - sx * sy) / (sw * sxx - sx * sx); }
+  double intercept() const { return (sy - slope() * sx) / sw; }
+  /// The best a with b = 0, and the best b with a = 0.
+  double flatIntercept() const { return sy / sw; }
+  double slopeThroughOrigin() const { return sxy / sxx; }
+
+private:
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+};
+
+/// The median and the worst of `relativeErrors` (not empty).
+void summarizeErrors(std::vector<double> relativeErrors, double &median,
+                     double &worst);
+
 /// One timed GEMM C[M,N] = A[M,K] B[K,N].
 struct GemmSample {
   int64_t m = 0, n = 0, k = 0;
@@ -81,6 +110,23 @@ struct StepFit {
 double fitMemoryEfficiency(double measured, double predictedFull,
                            double predictedHalf);
 
+/// One all-reduce between two ranks of this machine, timed.
+struct CollectiveSample {
+  double bytes = 0, seconds = 0;
+};
+
+/// The link between two ranks fitted to all-reduce timings: the cost
+/// model's two-rank all-reduce takes 2 latency + bytes / bandwidth.
+struct LinkFit {
+  double bytesPerSecond = 0, latencySeconds = 0;
+  /// |predicted / measured - 1| of the samples' times under the fit.
+  double medianError = 0, worstError = 0;
+};
+
+/// Least squares on t = a + b bytes weighted by 1/t^2 (relative residuals);
+/// a negative intercept fits a line through the origin. Needs two sizes.
+llvm::Expected<LinkFit> fitLink(llvm::ArrayRef<CollectiveSample> samples);
+
 /// Everything `dtc calibrate` measured.
 struct Measurements {
   std::string cpu; ///< Model name from /proc/cpuinfo, or "CPU".
@@ -93,6 +139,11 @@ struct Measurements {
   double perOpSeconds = 0; ///< dtc.add on one element: the call overhead.
   /// A small GPT training step run end to end (StepFit).
   StepFit step;
+  /// All-reduces between two MPI ranks and the link fitted to them; empty
+  /// (bytesPerSecond 0) when the ranks could not run, and then the links
+  /// fall back to memcpy's bandwidth.
+  std::vector<CollectiveSample> collectives;
+  LinkFit link;
 
   double streamBytesPerSecond() const {
     return streamSeconds > 0 ? streamBytes / streamSeconds : 0;
@@ -104,7 +155,21 @@ struct Options {
   bool quick = false;
   /// Also compile and run a small GPT step to fit memory_efficiency.
   bool step = true;
+  /// Also time all-reduces between two ranks started from `executable`
+  /// (dtc itself: `dtc calibrate --collectives-rank FILE` under mpirun).
+  bool collectives = true;
+  std::string executable;
 };
+
+/// Starts two ranks of `options.executable` that time all-reduces, and
+/// returns rank 0's timings.
+llvm::Expected<std::vector<CollectiveSample>>
+measureCollectives(const Options &options);
+
+/// One of those ranks (under mpirun): times all-reduces of 4 KiB to 16 MiB
+/// (4 MiB when `quick`) through the runtime's MpiCommunicator; rank 0
+/// writes one "bytes seconds" line per size to `samplesPath`.
+llvm::Error runCollectiveRank(bool quick, llvm::StringRef samplesPath);
 
 /// Runs the micro-benchmarks; progress lines go to `log` if given.
 llvm::Expected<Measurements> measure(const Options &options,
@@ -113,9 +178,9 @@ llvm::Expected<Measurements> measure(const Options &options,
 /// This machine as a one-GPU cluster: every peak (bf16, fp16, tf32; the CPU
 /// computes all of them in fp32) is the fitted GEMM rate with
 /// gemm_efficiency.peak = 1, the "HBM" is main memory at the bandwidth
-/// dtc.add reaches with memory_efficiency from the step fit, and both links are
-/// memory copies (the multi-rank CPU runtime does not exist yet to measure
-/// collectives), and kernel_overhead_us is the one-element dtc.add's time.
+/// dtc.add reaches with memory_efficiency from the step fit, both links are
+/// the one two ranks' all-reduces measured (memory copies if they could not
+/// run), and kernel_overhead_us is the one-element dtc.add's time.
 /// The file is written by dtc::clusterToJson (Cluster.h).
 Cluster clusterFromMeasurements(const Measurements &m, const GemmFit &fit,
                                 llvm::StringRef name);

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/calibrate/Calibrate.h"
+#include "compiler/costmodel/Collectives.h"
 #include "compiler/costmodel/Compute.h"
 
 #include <gtest/gtest.h>
@@ -157,6 +158,54 @@ TEST(CalibrateTest, ClusterFileReadsBack) {
   EXPECT_NEAR(read->attentionEfficiency, 0.5, 1e-9);
   EXPECT_NEAR(read->attentionBackwardRatio, 4, 1e-9);
   EXPECT_DOUBLE_EQ(read->kernelOverheadUs, 0.5);
+}
+
+TEST(CalibrateTest, LinkFitRecoversLatencyAndBandwidth) {
+  // Two-rank all-reduces at 15 us latency (two steps) and 4 GB/s, written
+  // out here: t = 2 * 15e-6 + bytes / 4e9.
+  std::vector<CollectiveSample> samples;
+  for (double bytes : {4096.0, 65536.0, 1048576.0, 16777216.0})
+    samples.push_back({bytes, 30e-6 + bytes / 4e9});
+  auto fit = fitLink(samples);
+  ASSERT_TRUE(static_cast<bool>(fit)) << llvm::toString(fit.takeError());
+  EXPECT_NEAR(fit->latencySeconds, 15e-6, 1e-12);
+  EXPECT_NEAR(fit->bytesPerSecond, 4e9, 1e-3);
+  EXPECT_LT(fit->worstError, 1e-9);
+
+  // The measured link replaces memcpy's in the cluster file.
+  Measurements m = handMeasurements();
+  m.link = *fit;
+  GemmFit gemm;
+  gemm.peakFlops = 50e9;
+  Cluster c = clusterFromMeasurements(m, gemm, "test-cpu");
+  EXPECT_DOUBLE_EQ(c.intraNodeGBps, 4);
+  EXPECT_DOUBLE_EQ(c.interNodeGBps, 4);
+  EXPECT_NEAR(c.intraNodeLatencyUs, 15, 1e-6);
+  EXPECT_NEAR(
+      flatCollectiveTime(Collective::AllReduce, 1048576, 2, c.intraNode()),
+      30e-6 + 1048576 / 4e9, 1e-12);
+}
+
+TEST(CalibrateTest, LinkFitWithoutLatencyAndBadSamples) {
+  // A small message faster than any positive latency allows: the line
+  // through the origin minimizing the relative residuals (b x - t) / t,
+  // b = sum(x / t) / sum(x^2 / t^2) = (2e9 + 1e9 + 1e9) / (4e18 + 1e18 +
+  // 1e18), so 1.5 GB/s.
+  std::vector<CollectiveSample> samples = {
+      {1000, 0.5e-6}, {1e6, 1e-3}, {4e6, 4e-3}};
+  auto fit = fitLink(samples);
+  ASSERT_TRUE(static_cast<bool>(fit)) << llvm::toString(fit.takeError());
+  EXPECT_EQ(fit->latencySeconds, 0);
+  EXPECT_NEAR(fit->bytesPerSecond, 1.5e9, 1e3);
+
+  auto one = fitLink({{4096, 1e-5}});
+  ASSERT_FALSE(static_cast<bool>(one));
+  EXPECT_NE(llvm::toString(one.takeError()).find("at least two sizes"),
+            std::string::npos);
+  auto negative = fitLink({{4096, 1e-5}, {8192, -1}});
+  ASSERT_FALSE(static_cast<bool>(negative));
+  EXPECT_NE(llvm::toString(negative.takeError()).find("not positive"),
+            std::string::npos);
 }
 
 TEST(CalibrateTest, AttentionConstantsReachTheCostModel) {

@@ -467,19 +467,29 @@ void addModelgen(CLI::App &app, ModelgenArgs &a, Action &action) {
 struct CalibrateArgs {
   std::string output = "calibrated.json";
   bool quick = false;
+  /// Set on the two ranks calibrate starts to time all-reduces.
+  std::string collectivesRank;
 };
 
-void addCalibrate(CLI::App &app, CalibrateArgs &a, Action &action) {
+/// `command` is this process's command line (the dtc executable first),
+/// filled in before the action runs.
+void addCalibrate(CLI::App &app, CalibrateArgs &a,
+                  const std::vector<std::string> &command, Action &action) {
   CLI::App *cmd = app.add_subcommand(
-      "calibrate", "Measure this machine (CPU runtime kernels) and write a "
-                   "cluster file for --cluster");
+      "calibrate", "Measure this machine (CPU runtime kernels, all-reduces "
+                   "between two MPI ranks) and write a cluster file for "
+                   "--cluster");
   cmd->add_option("-o", a.output, "Cluster file to write (.json)")
       ->capture_default_str();
   cmd->add_flag("--quick", a.quick, "Fewer, smaller benchmarks (seconds)");
-  cmd->callback([&a, &action] {
-    action = [&a] {
+  cmd->add_option("--collectives-rank", a.collectivesRank)->group("");
+  cmd->callback([&a, &command, &action] {
+    action = [&a, &command] {
+      if (!a.collectivesRank.empty())
+        return dtc::calibrate::runCollectiveRank(a.quick, a.collectivesRank);
       dtc::calibrate::Options options;
       options.quick = a.quick;
+      options.executable = command.front();
       return dtc::calibrate::runCalibrate(options, a.output, llvm::outs());
     };
   });
@@ -523,7 +533,7 @@ int main(int argc, char **argv) {
   addRun(app, runOptions, verifyOptions, action);
   addCkpt(app, toolArgs, action);
   addModelgen(app, modelgenArgs, action);
-  addCalibrate(app, calibrateArgs, action);
+  addCalibrate(app, calibrateArgs, runOptions.command, action);
   // The ranks of a multi-rank plan re-run this command line under mpirun.
   runOptions.command.push_back(llvm::sys::fs::getMainExecutable(
       argv[0], reinterpret_cast<void *>(&reportParseError)));
