@@ -578,6 +578,8 @@ llvm::Expected<Chunk> buildChunk(mlir::ModuleOp module,
                                        /*partition=*/true,
                                        /*deferGradientSync=*/true))
       return std::move(e);
+  if (stageOptions.overlap)
+    scheduleCollectives(chunk.backward);
   if (!chunk.last)
     if (llvm::Error e = splitPasses(chunk))
       return std::move(e);

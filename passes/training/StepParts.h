@@ -147,6 +147,17 @@ ZeroLayout zeroLayoutOf(const TrainingStepOptions &options,
 void gatherParametersForUse(mlir::func::FuncOp step, const ZeroLayout &layout,
                             bool prefetch);
 
+/// Overlap of the partitioner's collectives (tensor, context and expert
+/// parallel; it emits each right before its use) with the compute that
+/// does not need them: each start moves up to right after its operands are
+/// computed, each wait down to right before the first op that reads its
+/// result, neither past an op marked kForwardEndAttr (a pipeline chunk's
+/// two passes split there). An input gradient's all-reduce then runs while
+/// the weight gradient computes, as the cost model assumes. Every rank of a
+/// group runs the same program, so all still post their collectives in one
+/// order.
+void scheduleCollectives(mlir::func::FuncOp func);
+
 /// A parameter several pipeline stages read (input and output embeddings
 /// tied): its gradient is the sum of the stages'. Every stage joins one
 /// all-reduce over `axis` per such parameter, in the same order, those

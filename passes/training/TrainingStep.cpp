@@ -362,6 +362,85 @@ void gatherParametersForUse(mlir::func::FuncOp step, const ZeroLayout &layout,
   }
 }
 
+namespace {
+
+bool isGroupCollective(mlir::Operation *op) {
+  return llvm::isa_and_nonnull<d::AllReduceStartOp, d::AllGatherStartOp,
+                               d::ReduceScatterStartOp, d::AllToAllStartOp>(op);
+}
+
+/// Op positions of a block and its forward-end marks, taken before a batch
+/// of moves: moving only starts up (or only waits down), each past ops that
+/// keep their order, leaves the positions of the others' neighbours valid.
+struct BlockOrder {
+  llvm::DenseMap<mlir::Operation *, unsigned> position;
+  llvm::SmallVector<unsigned> forwardEnds;
+  llvm::SmallVector<mlir::Operation *> forwardEndOps;
+
+  explicit BlockOrder(mlir::Block &body) {
+    for (auto [i, op] : llvm::enumerate(body)) {
+      position[&op] = i;
+      if (op.hasAttr(kForwardEndAttr)) {
+        forwardEnds.push_back(i);
+        forwardEndOps.push_back(&op);
+      }
+    }
+  }
+  unsigned at(mlir::Operation *op) const { return position.lookup(op); }
+};
+
+} // namespace
+
+void scheduleCollectives(mlir::func::FuncOp func) {
+  mlir::Block &body = func.getBody().front();
+  {
+    // Starts up, to right after the last op defining an operand (or the
+    // last forward end before the start).
+    BlockOrder order(body);
+    for (mlir::Operation &op : llvm::make_early_inc_range(body)) {
+      if (!isGroupCollective(&op))
+        continue;
+      mlir::Operation *after = nullptr;
+      for (mlir::Value operand : op.getOperands())
+        if (mlir::Operation *def = operand.getDefiningOp())
+          if (!after || order.at(def) > order.at(after))
+            after = def;
+      const auto *end = llvm::upper_bound(order.forwardEnds, order.at(&op));
+      if (end != order.forwardEnds.begin()) {
+        mlir::Operation *barrier =
+            order.forwardEndOps[end - order.forwardEnds.begin() - 1];
+        if (!after || order.at(barrier) > order.at(after))
+          after = barrier;
+      }
+      if (!after)
+        op.moveBefore(&body.front());
+      else if (after->getNextNode() != &op)
+        op.moveAfter(after);
+    }
+  }
+  // Waits down, to right before the first op reading the result (or the
+  // first forward end after the wait).
+  BlockOrder order(body);
+  for (d::WaitOp wait : llvm::to_vector(body.getOps<d::WaitOp>())) {
+    if (!isGroupCollective(wait.getHandle().getDefiningOp()))
+      continue;
+    mlir::Operation *first = nullptr;
+    for (mlir::Operation *user : wait->getUsers()) {
+      user = body.findAncestorOpInBlock(*user);
+      if (!first || order.at(user) < order.at(first))
+        first = user;
+    }
+    if (!first)
+      continue;
+    const auto *end = llvm::upper_bound(order.forwardEnds, order.at(wait));
+    mlir::Operation *target = first;
+    if (end != order.forwardEnds.end() && *end < order.at(first))
+      target = order.forwardEndOps[end - order.forwardEnds.begin()];
+    if (target != wait->getNextNode())
+      wait->moveBefore(target);
+  }
+}
+
 /// ZeRO-2/3 overlap: each gradient's reduce-scatter (started as soon as
 /// the gradient exists) is waited, and accumulated, only right before the
 /// next one starts (the last one before the return), so it runs during the
@@ -801,6 +880,8 @@ buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options) {
     if (llvm::Error e = shardFunctions(module, options, /*partition=*/true,
                                        /*deferGradientSync=*/true))
       return std::move(e);
+  if (options.overlap)
+    scheduleCollectives(*grad);
   llvm::SmallVector<GradientResult> params;
   ZeroLayout zero = accumulateGradients(*grad, params, options);
   if (params.empty())
