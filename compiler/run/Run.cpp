@@ -913,9 +913,11 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
       continue;
     StepMetrics m =
         summarize(*figures, p.world_size(), planFigures, tokensPerS);
+    // Each line goes out in one write: mpirun forwards stdout and stderr
+    // separately, and a line written in pieces can be split by the other.
     for (const std::string &warning :
          stragglers->addStep(step, m.computeSeconds))
-      llvm::errs() << "warning: " << warning << "\n";
+      llvm::errs() << ("warning: " + warning + "\n");
     if (o.logJson) {
       llvm::json::Object line{{"step", step},
                               {"loss", loss},
@@ -932,7 +934,10 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
                               {"bubble_fraction", m.bubbleFraction}};
       if (moe)
         line["moe"] = moe->toJson();
-      out << llvm::json::Value(std::move(line)) << "\n";
+      std::string text;
+      llvm::raw_string_ostream(text)
+          << llvm::json::Value(std::move(line)) << "\n";
+      out << text;
       out.flush();
     }
     double eta = elapsed / static_cast<double>(step - firstStep + 1) *
