@@ -856,8 +856,7 @@ LogicalResult Partitioner::partitionRingAttention(Operation *op,
   SmallVector<Layout> operandLayouts = {queryLayout, kvLayout, kvLayout};
   if (isa<AttentionGradOp>(op))
     operandLayouts.push_back(queryLayout);
-  FailureOr<SmallVector<Value>> resharded =
-      reshardOperands(op, operandLayouts);
+  FailureOr<SmallVector<Value>> resharded = reshardOperands(op, operandLayouts);
   if (failed(resharded))
     return failure();
   ArrayRef<Value> operands = *resharded;
