@@ -190,6 +190,11 @@ static PlanRequest makePlanRequest(const CompileOptions &o,
     pins.sequenceParallel = *o.sequenceParallel == "on";
   if (o.recompute)
     pins.recompute = parseRecompute(*o.recompute);
+  // The program overlaps what the cost model assumes it does.
+  ParallelPlan &execution = request.execution;
+  execution.overlapGradReduce = execution.overlapTpComm =
+      execution.overlapParamGather = !o.noOverlap;
+  execution.tpCommChunks = o.noOverlap ? 1 : o.tpCommChunks.value_or(0);
   return request;
 }
 
@@ -466,6 +471,17 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
     if (!searched)
       return searched.takeError();
     planResult = std::move(*searched);
+    const PlanChoice &best = planResult->best;
+    if (o.tpCommChunks && *o.tpCommChunks > 1 && !o.noOverlap &&
+        best.plan.tp > 1 && best.prediction.tpCommChunks != *o.tpCommChunks)
+      return badInput("--tp-comm-chunks {0}: the plan's tensor-parallel "
+                      "activations (micro-batch {1}, sequence {2}{3}) do not "
+                      "split into {0} row blocks; pin a micro-batch or "
+                      "chunk count that divides",
+                      *o.tpCommChunks, best.plan.microBatch, spec->seqLen,
+                      best.plan.sequenceParallel
+                          ? ", one of them split by sequence parallelism"
+                          : "");
   } else {
     planMissing = llvm::toString(spec.takeError());
   }
@@ -534,6 +550,7 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
       t.pipelineStages = plan.pp;
       t.virtualStages = plan.pp > 1 ? plan.vpp : 1;
       t.overlap = !o.noOverlap;
+      t.tpCommChunks = std::max<int64_t>(1, plan.tpCommChunks);
       t.gradBucketBytes = std::max<int64_t>(
           1, static_cast<int64_t>(o.gradBucketMb * (1 << 20)));
       t.schedule = plan.schedule == Schedule::GPipe ? "gpipe" : "1f1b";

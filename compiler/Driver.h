@@ -39,6 +39,9 @@ struct CompileOptions {
   /// (default) in buckets of this many MiB, or all in `apply`.
   bool noOverlap = false;
   double gradBucketMb = 25;
+  /// Row blocks of each TP GEMM and its collective; unset: the cost
+  /// model's choice.
+  std::optional<int64_t> tpCommChunks;
   std::string outputDir; ///< Empty: `<model>.dtc` next to the model.
   bool json = false;
   std::optional<int64_t> explain;

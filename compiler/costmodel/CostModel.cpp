@@ -217,7 +217,35 @@ struct Context {
 };
 } // namespace
 
-static BlockCost blockCost(const Context &c, const LayerParams &params) {
+/// What of a TP collective split into `chunks` row blocks, pipelined with
+/// the `gemm` (also in blocks) it follows or feeds, is not hidden: block
+/// i's communication runs while block i + 1 multiplies, so the first (or
+/// last) block's is always exposed and the rest only where communication
+/// outpaces the GEMM (ChunkCollectives.cpp emits this).
+static double pipelinedExposed(double comm, double gemm, double chunks) {
+  return std::max(comm / chunks, comm - gemm * (chunks - 1) / chunks);
+}
+
+/// Whether the program can cut each TP collective's tensor [micro-batch,
+/// sequence, hidden] into `chunks` row blocks: along the batch or the
+/// sequence, or, with sequence parallelism, strided along the dimension it
+/// splits (the batch where tp divides it: the propagation's usual choice).
+static bool tpChunksFit(const Context &c, int64_t chunks) {
+  auto divides = [&](int64_t size) { return size > 1 && size % chunks == 0; };
+  int64_t microBatch = c.plan.microBatch;
+  int64_t localSeq = c.spec.seqLen / c.plan.cp;
+  if (chunks == 1)
+    return true;
+  if (!c.plan.sequenceParallel)
+    return divides(microBatch) || divides(localSeq);
+  bool batchSplit = microBatch % c.plan.tp == 0;
+  int64_t split = batchSplit ? microBatch : localSeq;
+  return divides(batchSplit ? localSeq : microBatch) ||
+         (split / c.plan.tp) % chunks == 0;
+}
+
+static BlockCost blockCost(const Context &c, const LayerParams &params,
+                           int64_t chunks) {
   const TransformerSpec &spec = c.spec;
   const ParallelPlan &plan = c.plan;
   const Cluster &cluster = c.cluster;
@@ -229,10 +257,14 @@ static BlockCost blockCost(const Context &c, const LayerParams &params) {
   double mask = spec.dropout ? 1 : 0;
   BlockCost cost;
 
-  // GEMMs of the block.
-  LinearTimes qkv =
-      linearTimes(T, (a + 2 * kv) * hd / t, h, 1, c.type, cluster);
-  LinearTimes proj = linearTimes(T, h, a * hd / t, 1, c.type, cluster);
+  // GEMMs of the block; the TP ones in `chunks` row blocks.
+  double k = static_cast<double>(chunks);
+  auto tpLinear = [&](double n, double depth) {
+    LinearTimes one = linearTimes(T / k, n, depth, 1, c.type, cluster);
+    return LinearTimes{k * one.forward, k * one.backward, k * one.inputGrad};
+  };
+  LinearTimes qkv = tpLinear((a + 2 * kv) * hd / t, h);
+  LinearTimes proj = tpLinear(h, a * hd / t);
   double routed = 1;
   LinearTimes up, down, router;
   double gateWidth = spec.gatedMlp ? 2 : 1;
@@ -249,8 +281,8 @@ static BlockCost blockCost(const Context &c, const LayerParams &params) {
     router = linearTimes(T, static_cast<double>(spec.experts), h, 1, c.type,
                          cluster);
   } else {
-    up = linearTimes(T, gateWidth * f / t, h, 1, c.type, cluster);
-    down = linearTimes(T, h, f / t, 1, c.type, cluster);
+    up = tpLinear(gateWidth * f / t, h);
+    down = tpLinear(h, f / t);
   }
 
   // Attention core.
@@ -299,6 +331,10 @@ static BlockCost blockCost(const Context &c, const LayerParams &params) {
   double forwardPasses = plan.recompute == Recompute::Full ? 2 : 1;
   if (plan.tp > 1) {
     double bytes = e * x;
+    // Each collective in `chunks` blocks: as many latencies.
+    auto coll = [&](Collective kind) {
+      return k * c.coll(kind, bytes / k, c.tpGroup);
+    };
     // The weight-gradient GEMMs of the two column-parallel linears, which
     // the reduction of their input gradients may run behind.
     double qkvWgrad = qkv.backward - qkv.inputGrad;
@@ -306,26 +342,49 @@ static BlockCost blockCost(const Context &c, const LayerParams &params) {
     auto behind = [&](double comm, double window) {
       return plan.overlapTpComm ? std::max(0.0, comm - window) : comm;
     };
+    // A collective pipelined block by block with its GEMM.
+    auto pipelined = [&](double comm, double gemm) {
+      return pipelinedExposed(comm, gemm, k);
+    };
     if (!plan.sequenceParallel) {
       // Forward: all-reduce after each row-parallel linear. Backward:
       // all-reduce of each column-parallel input gradient.
-      double ar = c.coll(Collective::AllReduce, bytes, c.tpGroup);
+      double ar = coll(Collective::AllReduce);
       cost.comm.tp = (2 * forwardPasses + 2) * ar;
-      cost.exposed.tp =
-          2 * forwardPasses * ar + behind(ar, qkvWgrad) + behind(ar, upWgrad);
+      cost.exposed.tp = forwardPasses * (pipelined(ar, proj.forward) +
+                                         pipelined(ar, down.forward)) +
+                        behind(pipelined(ar, qkv.inputGrad), qkvWgrad) +
+                        behind(pipelined(ar, up.inputGrad), upWgrad);
     } else {
       // Forward: all-gather before each column-parallel linear,
       // reduce-scatter after each row-parallel one. Backward: all-gather of
-      // the row-parallel output gradients (blocking), a re-gather of the
-      // column-parallel inputs behind their input-gradient GEMM, and the
-      // reduce-scatter of those input gradients behind the weight gradient.
-      double ag = c.coll(Collective::AllGather, bytes, c.tpGroup);
-      double rs = c.coll(Collective::ReduceScatter, bytes, c.tpGroup);
+      // the row-parallel output gradients (before their input-gradient
+      // GEMM), a re-gather of the column-parallel inputs behind their
+      // input-gradient GEMM, and the reduce-scatter of those input
+      // gradients behind the weight gradient.
+      double ag = coll(Collective::AllGather);
+      double rs = coll(Collective::ReduceScatter);
       cost.comm.tp = 2 * forwardPasses * (ag + rs) + 2 * (2 * ag + rs);
-      cost.exposed.tp = 2 * forwardPasses * (ag + rs) + 2 * ag +
-                        std::max(0.0, ag - qkv.inputGrad) +
-                        std::max(0.0, ag - up.inputGrad) +
-                        behind(rs, qkvWgrad) + behind(rs, upWgrad);
+      cost.exposed.tp =
+          forwardPasses *
+              (pipelined(ag, qkv.forward) + pipelined(ag, up.forward) +
+               pipelined(rs, proj.forward) + pipelined(rs, down.forward)) +
+          pipelined(ag, proj.inputGrad) + pipelined(ag, down.inputGrad) +
+          std::max(0.0, ag - qkv.inputGrad) + std::max(0.0, ag - up.inputGrad) +
+          behind(pipelined(rs, qkv.inputGrad), qkvWgrad) +
+          behind(pipelined(rs, up.inputGrad), upWgrad);
+    }
+    if (chunks > 1) {
+      // Slicing a GEMM's input into blocks and concatenating its results
+      // copies about one activation per chunked collective (the runtime
+      // copies slices; a GEMM writing into its block of the result would
+      // not).
+      double perPass =
+          (plan.sequenceParallel ? 4 : 2) * streamTime(2 * bytes, cluster);
+      cost.forward += perPass;
+      cost.backward += perPass;
+      if (plan.recompute == Recompute::Full)
+        cost.recompute += perPass;
     }
   }
 
@@ -428,7 +487,23 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
   const double vd = static_cast<double>(v);
 
   LayerParams params = layerParamCount(spec, plan);
-  BlockCost block = blockCost(c, params);
+  // TP blocks: the plan's, or the fastest that fits (dense TP only; the
+  // program leaves MoE layers whole).
+  int64_t chunks = 1;
+  BlockCost block = blockCost(c, params, 1);
+  llvm::SmallVector<int64_t, 2> candidates{2, 4};
+  if (plan.tpCommChunks)
+    candidates.assign({plan.tpCommChunks});
+  if (plan.tp > 1 && plan.overlapTpComm && !spec.moe())
+    for (int64_t k : candidates) {
+      if (k < 2 || !tpChunksFit(c, k))
+        continue;
+      BlockCost split = blockCost(c, params, k);
+      if (plan.tpCommChunks || split.time() < block.time()) {
+        block = split;
+        chunks = k;
+      }
+    }
   EdgeCost embed = embeddingCost(c), output = outputCost(c);
 
   // Pipeline p2p: the stage boundary activation, split over the TP ranks
@@ -481,6 +556,7 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
   };
 
   Prediction out;
+  out.tpCommChunks = chunks;
   // Data parallelism, on stage 0: its last backward ends the step.
   double expert0 = 0;
   double params0 = stageParams(0, expert0);

@@ -56,6 +56,9 @@ struct Prediction {
   int64_t peakMemoryStage = 0;
   CommTimes commTime;    ///< All communication issued by one GPU.
   CommTimes commExposed; ///< The part on the critical path.
+  /// Row blocks of the TP GEMMs and their collectives (the plan's, or the
+  /// fastest when it left the choice to the cost model).
+  int64_t tpCommChunks = 1;
   CommTimes commHidden() const;
   bool fits = true;
   std::string reason; ///< Why it does not fit, e.g. "OOM: 91.2 GB > 80.0 GB".

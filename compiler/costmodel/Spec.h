@@ -94,6 +94,10 @@ struct ParallelPlan {
   /// gradient GEMM (Megatron's async TP all-reduce).
   bool overlapTpComm = true;
   bool overlapParamGather = true; ///< ZeRO param all-gather prefetched.
+  /// With overlapTpComm: row blocks each TP GEMM and its collective are
+  /// split into, so that one block communicates while the next multiplies
+  /// (1: whole). 0 asks the cost model for the fastest of 1, 2 and 4.
+  int64_t tpCommChunks = 0;
 
   int64_t gpus() const { return dp * tp * pp * cp; }
   int64_t microBatches() const {

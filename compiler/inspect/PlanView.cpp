@@ -170,7 +170,8 @@ static bool fromJSON(const json::Value &value, ParallelPlan &plan,
         o.mapOptional("ep", plan.ep) && o.mapOptional("vpp", plan.vpp) &&
         o.map("zero", plan.zero) && o.map("micro_batch", plan.microBatch) &&
         o.map("global_batch", plan.globalBatch) &&
-        o.mapOptional("sequence_parallel", plan.sequenceParallel)))
+        o.mapOptional("sequence_parallel", plan.sequenceParallel) &&
+        o.mapOptional("tp_comm_chunks", plan.tpCommChunks)))
     return false;
   const json::Object *object = value.getAsObject();
   if (const json::Value *r = object->get("recompute");

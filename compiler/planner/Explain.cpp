@@ -138,6 +138,8 @@ std::string dtc::planSummary(const ParallelPlan &plan) {
               .str();
   if (plan.sequenceParallel)
     text += " sp=on";
+  if (plan.tpCommChunks > 1)
+    text += llvm::formatv(" tp_comm_chunks={0}", plan.tpCommChunks).str();
   return text;
 }
 
@@ -175,6 +177,7 @@ llvm::json::Object dtc::parallelToJson(const ParallelPlan &plan) {
       {"recompute", recomputeName(plan.recompute)},
       {"sequence_parallel", plan.sequenceParallel},
       {"schedule", scheduleName(plan.schedule)},
+      {"tp_comm_chunks", plan.tpCommChunks},
   };
 }
 

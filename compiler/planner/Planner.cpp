@@ -279,6 +279,15 @@ private:
 };
 } // namespace
 
+/// A priced plan that names the TP blocks the cost model chose (the
+/// program splits its collectives the same way).
+static PlanChoice choiceOf(const ParallelPlan &plan,
+                           const Prediction &prediction) {
+  PlanChoice choice{plan, prediction};
+  choice.plan.tpCommChunks = prediction.tpCommChunks;
+  return choice;
+}
+
 bool Searcher::tpValid(int64_t tp) const {
   int64_t kv = spec.kvHeadCount();
   return spec.heads % tp == 0 && spec.ffn() % tp == 0 &&
@@ -349,6 +358,7 @@ ParallelPlan Searcher::basePlan(const Degrees &d) const {
   plan.overlapGradReduce = request.execution.overlapGradReduce;
   plan.overlapTpComm = request.execution.overlapTpComm;
   plan.overlapParamGather = request.execution.overlapParamGather;
+  plan.tpCommChunks = request.execution.tpCommChunks;
   plan.dp = d.dp;
   plan.tp = d.tp;
   plan.pp = d.pp;
@@ -387,7 +397,7 @@ void Searcher::recordFit(const ParallelPlan &plan,
     auto at = llvm::upper_bound(top, time, [](double t, const PlanChoice &c) {
       return t < c.prediction.stepTimeS;
     });
-    top.insert(at, {plan, prediction});
+    top.insert(at, choiceOf(plan, prediction));
     if (top.size() > keep)
       top.pop_back();
   }
@@ -398,7 +408,7 @@ void Searcher::recordFit(const ParallelPlan &plan,
     Slot &s = slot(dim, planDimValue(plan, dim));
     if (!s.feasible || time < s.best.prediction.stepTimeS) {
       s.feasible = true;
-      s.best = {plan, prediction};
+      s.best = choiceOf(plan, prediction);
     }
   }
 }
@@ -556,7 +566,7 @@ std::optional<PlanChoice> Searcher::findFit() {
       if (!p)
         continue;
       if (p->fits)
-        return PlanChoice{plan, *p};
+        return choiceOf(plan, *p);
       recordMiss(plan, *p);
     }
   }
@@ -855,7 +865,7 @@ llvm::Expected<PlanResult> dtc::searchPlan(const PlanRequest &request,
             continue;
           }
           ++search.evaluated;
-          alt.choice = {s.leanest, *p};
+          alt.choice = choiceOf(s.leanest, *p);
         }
         alt.verdict = verdict(best, alt.choice.prediction);
         result.counterfactuals.push_back(std::move(alt));

@@ -578,8 +578,10 @@ llvm::Expected<Chunk> buildChunk(mlir::ModuleOp module,
                                        /*partition=*/true,
                                        /*deferGradientSync=*/true))
       return std::move(e);
-  if (stageOptions.overlap)
+  if (stageOptions.overlap) {
+    chunkTensorParallelCollectives(chunk.backward, stageOptions.tpCommChunks);
     scheduleCollectives(chunk.backward);
+  }
   if (!chunk.last)
     if (llvm::Error e = splitPasses(chunk))
       return std::move(e);

@@ -158,6 +158,15 @@ void gatherParametersForUse(mlir::func::FuncOp step, const ZeroLayout &layout,
 /// order.
 void scheduleCollectives(mlir::func::FuncOp func);
 
+/// Splits each tensor-parallel all-reduce or reduce-scatter of a GEMM's
+/// partial sums, and each tensor-parallel all-gather a GEMM multiplies by
+/// rows, into `chunks` collectives on row blocks of the GEMM, so that
+/// scheduleCollectives can overlap block i's communication with block
+/// i + 1's GEMM (ChunkCollectives.cpp). Collectives whose tensors do not
+/// split that way stay whole. Run after partitioning, before
+/// scheduleCollectives.
+void chunkTensorParallelCollectives(mlir::func::FuncOp func, int64_t chunks);
+
 /// A parameter several pipeline stages read (input and output embeddings
 /// tied): its gradient is the sum of the stages'. Every stage joins one
 /// all-reduce over `axis` per such parameter, in the same order, those

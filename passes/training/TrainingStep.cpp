@@ -398,7 +398,11 @@ void scheduleCollectives(mlir::func::FuncOp func) {
     // last forward end before the start).
     BlockOrder order(body);
     for (mlir::Operation &op : llvm::make_early_inc_range(body)) {
-      if (!isGroupCollective(&op))
+      // A slice only collectives read (a chunk of a gathered tensor) moves
+      // up first, so that its collective can.
+      bool chunkSlice = llvm::isa<d::SliceOp>(op) && !op.use_empty() &&
+                        llvm::all_of(op.getUsers(), isGroupCollective);
+      if (!isGroupCollective(&op) && !chunkSlice)
         continue;
       mlir::Operation *after = nullptr;
       for (mlir::Value operand : op.getOperands())
@@ -880,8 +884,10 @@ buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options) {
     if (llvm::Error e = shardFunctions(module, options, /*partition=*/true,
                                        /*deferGradientSync=*/true))
       return std::move(e);
-  if (options.overlap)
+  if (options.overlap) {
+    chunkTensorParallelCollectives(*grad, options.tpCommChunks);
     scheduleCollectives(*grad);
+  }
   llvm::SmallVector<GradientResult> params;
   ZeroLayout zero = accumulateGradients(*grad, params, options);
   if (params.empty())

@@ -68,6 +68,10 @@ struct TrainingStepOptions {
   /// pass ahead (docs/partition.md, "Overlap").
   bool overlap = true;
   int64_t gradBucketBytes = 25 << 20;
+  /// With overlap: row blocks each tensor-parallel GEMM and its collective
+  /// are split into, so that one block communicates while the next
+  /// multiplies (1: whole; the cost model's choice, docs/partition.md).
+  int64_t tpCommChunks = 1;
 };
 
 /// What the step functions need from the runtime.

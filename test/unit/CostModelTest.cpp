@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 using namespace dtc;
 
 namespace {
@@ -140,12 +142,68 @@ TEST(CostModel, GradientReductionHidesBehindTheLastBackward) {
 
 TEST(CostModel, TpOverlapHidesInputGradientReductions) {
   ParallelPlan plan = basePlan();
+  plan.tpCommChunks = 1;
   auto async = predict(llama8b(), plan, h100(64));
   plan.overlapTpComm = false;
   auto blocking = predict(llama8b(), plan, h100(64));
   ASSERT_TRUE(static_cast<bool>(async) && static_cast<bool>(blocking));
   EXPECT_DOUBLE_EQ(async->commTime.tp, blocking->commTime.tp);
   EXPECT_LT(async->commExposed.tp, blocking->commExposed.tp);
+}
+
+TEST(CostModel, TpCommChunksPipelineCollectivesWithTheirGemms) {
+  // tp = 8 over NVLink at one sequence per micro-batch: the collectives
+  // take about as long as the GEMMs they follow or feed.
+  ParallelPlan plan = basePlan();
+  plan.tp = 8;
+  plan.dp = 4;
+  std::map<int64_t, Prediction> by;
+  for (int64_t chunks : {1, 2, 4}) {
+    plan.tpCommChunks = chunks;
+    auto p = predict(llama8b(), plan, h100(64));
+    ASSERT_TRUE(static_cast<bool>(p));
+    EXPECT_EQ(p->tpCommChunks, chunks);
+    by[chunks] = *p;
+  }
+  // More blocks pay more latencies for the same bytes and hide more of
+  // them behind the GEMMs.
+  EXPECT_GT(by[2].commTime.tp, by[1].commTime.tp);
+  EXPECT_GT(by[4].commTime.tp, by[2].commTime.tp);
+  EXPECT_LT(by[2].commExposed.tp, 0.9 * by[1].commExposed.tp);
+  // Left to the cost model: the fastest of the three.
+  plan.tpCommChunks = 0;
+  auto chosen = predict(llama8b(), plan, h100(64));
+  ASSERT_TRUE(static_cast<bool>(chosen));
+  for (auto &[chunks, p] : by) {
+    EXPECT_LE(chosen->stepTimeS, p.stepTimeS);
+    if (chunks == chosen->tpCommChunks)
+      EXPECT_DOUBLE_EQ(chosen->stepTimeS, p.stepTimeS);
+  }
+  // Without TP overlap nothing is split.
+  plan.overlapTpComm = false;
+  auto serial = predict(llama8b(), plan, h100(64));
+  ASSERT_TRUE(static_cast<bool>(serial));
+  EXPECT_EQ(serial->tpCommChunks, 1);
+}
+
+TEST(CostModel, TpCommChunksOnlyWhereTheRowsSplit) {
+  // 8191 tokens, one sequence: no row block count divides (sequence
+  // parallelism's strided blocks need the 8191 / 8 rows per rank to).
+  TransformerSpec spec = llama8b();
+  spec.seqLen = 8191;
+  ParallelPlan plan = basePlan();
+  plan.tp = 8;
+  plan.dp = 4;
+  auto p = predict(spec, plan, h100(64));
+  ASSERT_TRUE(static_cast<bool>(p));
+  EXPECT_EQ(p->tpCommChunks, 1);
+  // Two sequences per micro-batch split into two blocks.
+  plan.microBatch = 2;
+  plan.sequenceParallel = false;
+  plan.tpCommChunks = 2;
+  p = predict(spec, plan, h100(64));
+  ASSERT_TRUE(static_cast<bool>(p));
+  EXPECT_EQ(p->tpCommChunks, 2);
 }
 
 TEST(CostModel, MeshOrderDecidesWhichLinksTpUses) {

@@ -69,6 +69,11 @@ void addCompile(CLI::App &app, dtc::CompileOptions &o, Action &action) {
       ->transform(CLI::IsMember({"on", "off"}));
   cmd->add_flag("--no-overlap", o.noOverlap,
                 "Reduce gradients after the backward pass, not during it");
+  cmd->add_option("--tp-comm-chunks", o.tpCommChunks,
+                  "Pin the row blocks each TP GEMM and its collective are "
+                  "split into, to overlap them (1: whole; default: the cost "
+                  "model's choice)")
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--grad-bucket-mb", o.gradBucketMb,
                   "Gradient all-reduce bucket size (MiB)")
       ->capture_default_str();
