@@ -11,6 +11,7 @@
 
 #include "compiler/ModelSummary.h"
 #include "compiler/costmodel/Cluster.h"
+#include "compiler/costmodel/Memory.h"
 #include "compiler/planner/Planner.h"
 #include "compiler/support/Error.h"
 #include "dialects/dtc/DtcDialect.h"
@@ -551,6 +552,11 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
       t.virtualStages = plan.pp > 1 ? plan.vpp : 1;
       t.overlap = !o.noOverlap;
       t.tpCommChunks = std::max<int64_t>(1, plan.tpCommChunks);
+      // ZeRO-3 gathers run ahead by one transformer block's parameters,
+      // as the cost model prices the prefetch.
+      if (spec && t.zeroStage >= 3)
+        t.zeroPrefetchElements =
+            static_cast<int64_t>(layerParamCount(*spec, plan).total());
       t.gradBucketBytes = std::max<int64_t>(
           1, static_cast<int64_t>(o.gradBucketMb * (1 << 20)));
       t.schedule = plan.schedule == Schedule::GPipe ? "gpipe" : "1f1b";

@@ -942,7 +942,8 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
     // ZeRO-3: every pass inlined its own copy of the chunk's parameters,
     // so each copy is gathered once, before the pass that reads it.
     if (options.zeroStage >= 3)
-      gatherParametersForUse(step, zero, options.overlap);
+      gatherParametersForUse(step, zero, options.overlap,
+                             options.zeroPrefetchElements);
     std::vector<StageSharedGradient> sharedHere;
     for (const SharedParameter &p : *shared) {
       const auto *held = llvm::find(p.stages, s);

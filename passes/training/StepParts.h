@@ -143,9 +143,11 @@ ZeroLayout zeroLayoutOf(const TrainingStepOptions &options,
 
 /// ZeRO-3: stores each parameter of `step` that `layout` shards as its
 /// flat part and all-gathers it before its uses (once for the forward
-/// pass, once for the backward pass), prefetching one gather ahead.
+/// pass, once for the backward pass). With `prefetch` each gather starts
+/// as early as the gathered parameters not yet read fit in
+/// `prefetchElements` (at least one gather ahead).
 void gatherParametersForUse(mlir::func::FuncOp step, const ZeroLayout &layout,
-                            bool prefetch);
+                            bool prefetch, int64_t prefetchElements);
 
 /// Overlap of the partitioner's collectives (tensor, context and expert
 /// parallel; it emits each right before its use) with the compute that

@@ -297,11 +297,11 @@ mlir::Value flatten(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v) {
 /// all-gathered for its uses in the forward pass and again for those in the
 /// backward pass, so the whole tensor lives only while the pass that reads
 /// it runs. Each gather is waited right before its first use; with
-/// `prefetch` it starts right after the previous gather's wait (one
-/// parameter ahead, DeepSpeed's prefetch), so it runs while the ops
-/// between compute and at most two gathered parameters are in flight.
+/// `prefetch` it starts early, while the ops before compute: as many
+/// gathers ahead as `prefetchElements` holds (at least one, DeepSpeed's
+/// prefetch).
 void gatherParametersForUse(mlir::func::FuncOp step, const ZeroLayout &layout,
-                            bool prefetch) {
+                            bool prefetch, int64_t prefetchElements) {
   mlir::Block &body = step.getBody().front();
   llvm::DenseMap<mlir::Operation *, unsigned> position;
   unsigned forwardEnd = ~0u;
@@ -340,25 +340,55 @@ void gatherParametersForUse(mlir::func::FuncOp step, const ZeroLayout &layout,
   }
   if (!prefetch)
     return;
-  // Gathers in program order; each start moves up to the previous wait
-  // (or to its parameter, if that comes later). Compared by their positions
-  // before any move: only starts move, and each is compared before it
-  // does, so these stay exact (isBeforeInBlock would renumber the whole
-  // block after every move: quadratic in a pipeline step of many passes).
+  // Gathers in program order. Start k moves up to right after the wait of
+  // the earliest gather j whose followers j+1..k, gathered and not yet
+  // read, fit in `prefetchElements` together (at least one ahead:
+  // DeepSpeed's prefetch), or to its parameter if that comes later, and
+  // never above the start before it. Compared by their positions before
+  // any move (a moved start takes its anchor's): only starts move, so
+  // these stay exact (isBeforeInBlock would renumber the whole block after
+  // every move: quadratic in a pipeline step of many passes).
   llvm::DenseMap<mlir::Operation *, unsigned> order;
   for (auto [i, op] : llvm::enumerate(body))
     order[&op] = i;
-  llvm::SmallVector<std::pair<d::AllGatherStartOp, mlir::Operation *>> gathers;
+  struct Gather {
+    d::AllGatherStartOp start;
+    mlir::Operation *wait;
+    int64_t elements;
+  };
+  llvm::SmallVector<Gather> gathers;
   for (auto start : body.getOps<d::AllGatherStartOp>())
-    if (start.getInput().getDefiningOp<d::ParameterOp>())
-      gathers.push_back({start, *start->getUsers().begin()});
+    if (start.getInput().getDefiningOp<d::ParameterOp>()) {
+      mlir::Operation *wait = *start->getUsers().begin();
+      gathers.push_back(
+          {start, wait, tensorType(wait->getResult(0)).getNumElements()});
+    }
+  unsigned previousAnchor = 0;
   for (unsigned k = 1; k < gathers.size(); ++k) {
-    mlir::Operation *after = gathers[k - 1].second;
-    mlir::Operation *input = gathers[k].first.getInput().getDefiningOp();
-    if (order.lookup(after) < order.lookup(input))
+    unsigned j = k - 1;
+    int64_t inFlight = gathers[k].elements;
+    while (j > 0 && inFlight + gathers[j].elements <= prefetchElements)
+      inFlight += gathers[j--].elements;
+    // The anchors only move down as k grows (the window slides); one shared
+    // with the previous start goes after that start, keeping their order.
+    unsigned anchor = std::max(j, previousAnchor);
+    mlir::Operation *after = gathers[anchor].wait;
+    if (k > 1 && anchor == previousAnchor)
+      after = gathers[k - 1].start;
+    previousAnchor = anchor;
+    // A parameter has no operands: it moves up with its gather (a pipeline
+    // step reads each where its pass needs it first).
+    mlir::Operation *input = gathers[k].start.getInput().getDefiningOp();
+    if (order.lookup(after) < order.lookup(input)) {
+      input->moveAfter(after);
+      order[input] = order.lookup(after);
       after = input;
-    if (order.lookup(after) < order.lookup(gathers[k].first))
-      gathers[k].first->moveAfter(after);
+    }
+    if (order.lookup(after) < order.lookup(gathers[k].start)) {
+      gathers[k].start->moveAfter(after);
+      // Where it is now, for the next start placed after it.
+      order[gathers[k].start] = order.lookup(after);
+    }
   }
 }
 
@@ -894,7 +924,8 @@ buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options) {
     return badInput("the model has no trainable parameters (no float "
                     "initializer reaches the loss)");
   if (options.zeroStage >= 3)
-    gatherParametersForUse(*grad, zero, options.overlap);
+    gatherParametersForUse(*grad, zero, options.overlap,
+                           options.zeroPrefetchElements);
   if (options.zeroStage >= 2 && options.overlap)
     deferScatterWaits(*grad);
   llvm::StringSet<> syncedInStep;

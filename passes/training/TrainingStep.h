@@ -72,6 +72,10 @@ struct TrainingStepOptions {
   /// are split into, so that one block communicates while the next
   /// multiplies (1: whole; the cost model's choice, docs/partition.md).
   int64_t tpCommChunks = 1;
+  /// ZeRO-3 with overlap: parameter elements (this rank's whole tensors)
+  /// gathered ahead of their use at most; 0: one gather ahead. The planner
+  /// passes one transformer block's, the prefetch the cost model prices.
+  int64_t zeroPrefetchElements = 0;
 };
 
 /// What the step functions need from the runtime.

@@ -6,8 +6,13 @@
   count_ops.py pipeline PROGRAM.mlir
   count_ops.py states PROGRAM.mlir FUNC
   count_ops.py schedule PROGRAM.mlir
-  count_ops.py overlap PROGRAM.mlir FUNC
+  count_ops.py overlap PROGRAM.mlir FUNC [BUDGET]
   count_ops.py work PROGRAM.mlir
+
+`overlap` counts, per kind of collective in FUNC, those with compute
+between start and wait, and checks the prefetch and scatter rules; with
+BUDGET it also says whether the gathers in flight at once (started, not
+yet waited) stay within BUDGET elements.
 
 Reads the printed MLIR text line by line (one op a line, as dtc writes it);
 stdlib only. Element counts are of the full (unsharded) tensor a collective
@@ -289,7 +294,7 @@ def schedule(path):
         print("stage%d max in flight: %d" % (stage, peak))
 
 
-def overlap(funcs, name):
+def overlap(funcs, name, budget=None):
     """For each kind of started communication in FUNC (every pipeline
     stage's FUNC): how many there are and how many have compute ops (not
     communication, waits, parameters, constants or reshapes) between their
@@ -343,6 +348,20 @@ def overlap(funcs, name):
                         if cur[0] < prev[2])
             print("%s all_gather started before the previous one is read: "
                   "%d of %d" % (func.label(True), ahead, len(gathers) - 1))
+            # Prefetch depth: gathers started and not yet waited, at the
+            # start of each (the gathered bytes held ahead of their use).
+            size = {i: op.moved() for i, op in enumerate(func.ops)
+                    if op.name == "all_gather_start"}
+            depth = max((sum(1 for g in gathers if g[0] <= cur[0] < g[1]),
+                         sum(size[g[0]] for g in gathers
+                             if g[0] <= cur[0] < g[1]))
+                        for cur in gathers)
+            print("%s all_gather in flight at most: %d gathers, %d elements"
+                  % (func.label(True), depth[1] and depth[0], depth[1]))
+            if budget is not None:
+                print("%s all_gather in flight within %d elements: %s"
+                      % (func.label(True), budget,
+                         "yes" if depth[1] <= budget else "no"))
         scatters = pairs("reduce_scatter")
         if len(scatters) > 1:
             # Nothing but the accumulation between a wait and the next start.
@@ -391,7 +410,8 @@ def main(argv):
         "pipeline": lambda: pipeline(funcs),
         "states": lambda: states(funcs, argv[3]),
         "schedule": lambda: schedule(argv[2]),
-        "overlap": lambda: overlap(funcs, argv[3]),
+        "overlap": lambda: overlap(funcs, argv[3],
+                                   int(argv[4]) if len(argv) > 4 else None),
         "work": lambda: work(funcs),
     }
     if argv[1] not in commands:
