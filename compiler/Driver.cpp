@@ -474,6 +474,12 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
     planResult = std::move(*searched);
     const PlanChoice &best = planResult->best;
     if (o.tpCommChunks && *o.tpCommChunks > 1 && !o.noOverlap &&
+        best.plan.tp > 1 && spec->moe())
+      return badInput("--tp-comm-chunks {0}: TP collectives are split into "
+                      "row blocks for dense models only; {1} has experts "
+                      "(leave the flag out)",
+                      *o.tpCommChunks, modelName);
+    if (o.tpCommChunks && *o.tpCommChunks > 1 && !o.noOverlap &&
         best.plan.tp > 1 && best.prediction.tpCommChunks != *o.tpCommChunks)
       return badInput("--tp-comm-chunks {0}: the plan's tensor-parallel "
                       "activations (micro-batch {1}, sequence {2}{3}) do not "

@@ -364,13 +364,17 @@ static BlockCost blockCost(const Context &c, const LayerParams &params,
       // gradients behind the weight gradient.
       double ag = coll(Collective::AllGather);
       double rs = coll(Collective::ReduceScatter);
-      cost.comm.tp = 2 * forwardPasses * (ag + rs) + 2 * (2 * ag + rs);
+      // The re-gathers feed only the weight gradient, which reads all rows:
+      // never in blocks.
+      double regather = c.coll(Collective::AllGather, bytes, c.tpGroup);
+      cost.comm.tp = 2 * forwardPasses * (ag + rs) + 2 * (ag + regather + rs);
       cost.exposed.tp =
           forwardPasses *
               (pipelined(ag, qkv.forward) + pipelined(ag, up.forward) +
                pipelined(rs, proj.forward) + pipelined(rs, down.forward)) +
           pipelined(ag, proj.inputGrad) + pipelined(ag, down.inputGrad) +
-          std::max(0.0, ag - qkv.inputGrad) + std::max(0.0, ag - up.inputGrad) +
+          std::max(0.0, regather - qkv.inputGrad) +
+          std::max(0.0, regather - up.inputGrad) +
           behind(pipelined(rs, qkv.inputGrad), qkvWgrad) +
           behind(pipelined(rs, up.inputGrad), upWgrad);
     }

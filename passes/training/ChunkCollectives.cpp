@@ -141,6 +141,8 @@ void eraseDeadChain(mlir::Operation *op) {
 /// user, or the next forward end if that comes first (a pipeline chunk's
 /// forward pass must not wait for what its backward pass reads).
 mlir::Operation *firstNeed(mlir::Value value, mlir::Operation *from) {
+  if (value.use_empty())
+    return nullptr;
   mlir::Block *body = from->getBlock();
   mlir::Operation *first = nullptr;
   for (mlir::Operation *user : value.getUsers()) {
@@ -195,7 +197,7 @@ struct Blocking {
                                     int64_t group) {
     if (std::optional<unsigned> dim = chunkDim(local, k, collectiveDim))
       return Blocking{*dim, k, 1};
-    if (collectiveDim && group > 1 &&
+    if (collectiveDim && group > 1 && *collectiveDim + 1 < local.getRank() &&
         local.getDimSize(*collectiveDim) % k == 0)
       return Blocking{static_cast<unsigned>(*collectiveDim), k, group};
     return std::nullopt;

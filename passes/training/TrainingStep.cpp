@@ -427,6 +427,9 @@ void scheduleCollectives(mlir::func::FuncOp func) {
     // Starts up, to right after the last op defining an operand (or the
     // last forward end before the start).
     BlockOrder order(body);
+    // The last op moved behind each anchor: ops moved behind the same one
+    // keep their order (the row blocks of one gather all read one input).
+    llvm::DenseMap<mlir::Operation *, mlir::Operation *> lastBehind;
     for (mlir::Operation &op : llvm::make_early_inc_range(body)) {
       // A slice only collectives read (a chunk of a gathered tensor) moves
       // up first, so that its collective can.
@@ -446,6 +449,10 @@ void scheduleCollectives(mlir::func::FuncOp func) {
         if (!after || order.at(barrier) > order.at(after))
           after = barrier;
       }
+      mlir::Operation *&previous = lastBehind[after];
+      if (previous)
+        after = previous;
+      previous = &op;
       if (!after)
         op.moveBefore(&body.front());
       else if (after->getNextNode() != &op)

@@ -8,6 +8,7 @@
   count_ops.py schedule PROGRAM.mlir
   count_ops.py overlap PROGRAM.mlir FUNC [BUDGET]
   count_ops.py work PROGRAM.mlir
+  count_ops.py unused PROGRAM.mlir FUNC
 
 `overlap` counts, per kind of collective in FUNC, those with compute
 between start and wait, and checks the prefetch and scatter rules; with
@@ -398,6 +399,32 @@ def work(funcs):
               (name, matmuls / micro, recomputed / micro))
 
 
+def unused(path, name):
+    """How many dtc op results in FUNC nothing reads (not even the return):
+    dead computation a pass left behind, which a CPU rank still runs."""
+    defined, used, current = {}, set(), None
+    with open(path) as f:
+        for line in f:
+            m = FUNC_RE.match(line)
+            if m:
+                current = m.group(1)
+                continue
+            if current != name:
+                continue
+            m = OP_RE.match(line)
+            rest = line
+            if m and m.group(1):
+                for value in VALUE_RE.findall(m.group(1)):
+                    defined[value] = m.group(2)
+                rest = m.group(3)
+            used.update(VALUE_RE.findall(rest))
+    dead = collections.Counter(kind for value, kind in defined.items()
+                               if value not in used)
+    print("%s unused results: %d%s" % (
+        name, sum(dead.values()),
+        "".join(" %s:%d" % item for item in sorted(dead.items()))))
+
+
 def main(argv):
     if len(argv) < 3:
         sys.exit(__doc__)
@@ -413,6 +440,7 @@ def main(argv):
         "overlap": lambda: overlap(funcs, argv[3],
                                    int(argv[4]) if len(argv) > 4 else None),
         "work": lambda: work(funcs),
+        "unused": lambda: unused(argv[2], argv[3]),
     }
     if argv[1] not in commands:
         sys.exit(__doc__)
