@@ -1044,6 +1044,15 @@ LogicalResult Partitioner::run(func::FuncOp func) {
         return fail();
       RankedTensorType global = globalType.lookup(param.getOutput());
       Layout layout = (*layouts)[0].dimsOnly();
+      // Split over the context axis (position embeddings, read by sequence
+      // position), a rank would need its two zigzag halves, far apart: it
+      // is stored whole over that axis and sliced where read, like a
+      // constant (its gradient is summed over the axis like any weight's).
+      if (contextAxis && isZigzag(*contextAxis) &&
+          layout.splits(*contextAxis)) {
+        layout.dim[*contextAxis] = -1;
+        layout.block[*contextAxis] = 0;
+      }
       auto copy = cast<ParameterOp>(builder.clone(op));
       copy->removeAttr(kShardingAttr);
       copy.getOutput().setType(localType(global, layout));
