@@ -529,6 +529,18 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
           return std::nullopt;
     (isResult ? choice.results : choice.operands).push_back(sh);
   }
+  // Causal attention masks by query position, which a rank holding a block
+  // of the queries does not know: only the context axis (the ring lowering
+  // passes the offsets) may split them, in the forward and the backward.
+  bool causal = false;
+  if (auto attention = dyn_cast<AttentionOp>(op))
+    causal = attention.getCausal();
+  else if (auto grad = dyn_cast<AttentionGradOp>(op))
+    causal = grad.getCausal();
+  if (causal)
+    for (size_t a = 0; a < numAxes(); ++a)
+      if (choice.operands[0].dim[a] == 2 && (!cp || a != *cp))
+        return std::nullopt;
   // Attention over query positions split by the context axis runs as a
   // ring (the partitioner's lowering): keys and values stay split, and
   // their gradients come back to the ranks that hold them.

@@ -667,8 +667,11 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
   for (size_t a = 0; a < numAxes(); ++a) {
     if (loopOf[a] < 0)
       continue;
-    if (auto attention = dyn_cast<AttentionOp>(op);
-        attention && attention.getCausal() && (*results)[0].dim[a] == 2)
+    auto attention = dyn_cast<AttentionOp>(op);
+    auto attentionGrad = dyn_cast<AttentionGradOp>(op);
+    if (((attention && attention.getCausal()) ||
+         (attentionGrad && attentionGrad.getCausal())) &&
+        (*results)[0].dim[a] == 2)
       return op->emitOpError("causal attention with query positions split "
                              "over \"")
              << mesh.axes[a].name
