@@ -541,6 +541,13 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
     for (size_t a = 0; a < numAxes(); ++a)
       if (choice.operands[0].dim[a] == 2 && (!cp || a != *cp))
         return std::nullopt;
+  // A lookup into table rows split over an axis would need a masked lookup
+  // and a sum (the partitioner does not lower it): the table's rows stay
+  // whole in the forward and in the gradient.
+  for (size_t a = 0; a < numAxes(); ++a)
+    if ((isa<EmbeddingOp>(op) && choice.operands[0].dim[a] == 0) ||
+        (isa<EmbeddingGradOp>(op) && choice.results[0].dim[a] == 0))
+      return std::nullopt;
   // Attention over query positions split by the context axis runs as a
   // ring (the partitioner's lowering): keys and values stay split, and
   // their gradients come back to the ranks that hold them.
