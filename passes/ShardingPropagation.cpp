@@ -553,6 +553,12 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
   // their gradients come back to the ranks that hold them.
   double ringBytes = 0;
   if (cp && loops[*cp].first == 2 && isa<AttentionOp, AttentionGradOp>(op)) {
+    // The ring reads the other axes' splits of batch, heads and positions
+    // only: no head-dim split, no interleave, no partial sum.
+    const auto &query = choice.results[0];
+    for (size_t a = 0; a < numAxes(); ++a)
+      if ((query.partial & (1u << a)) || query.dim[a] == 3 || query.block[a])
+        return std::nullopt;
     for (unsigned i : {1u, 2u}) {
       choice.operands[i].dim[*cp] = 2;
       ringBytes += localBytes(op->getOperand(i), choice.operands[i]);
