@@ -19,7 +19,6 @@
 
 #include "passes/training/StepParts.h"
 
-
 #include <optional>
 
 namespace dtc::training {
@@ -71,10 +70,9 @@ mlir::Value sliceChunk(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
   int64_t size = type.getDimSize(dim) / k;
   starts[dim] = i * size;
   limits[dim] = (i + 1) * size;
-  return b.create<d::SliceOp>(loc, chunkType(type, dim, k), v,
-                              b.getDenseI64ArrayAttr(starts),
-                              b.getDenseI64ArrayAttr(limits),
-                              b.getDenseI64ArrayAttr(strides));
+  return b.create<d::SliceOp>(
+      loc, chunkType(type, dim, k), v, b.getDenseI64ArrayAttr(starts),
+      b.getDenseI64ArrayAttr(limits), b.getDenseI64ArrayAttr(strides));
 }
 
 /// A matmul that computes its result row by row: its lhs rows are not
@@ -167,8 +165,8 @@ llvm::SmallVector<mlir::Value> startChunks(mlir::OpBuilder &b,
   llvm::SmallVector<mlir::Operation *> starts;
   b.setInsertionPoint(start);
   for (mlir::Value input : inputs)
-    starts.push_back(cloneWith(
-        b, start, input, d::AsyncType::get(b.getContext(), outputChunk)));
+    starts.push_back(cloneWith(b, start, input,
+                               d::AsyncType::get(b.getContext(), outputChunk)));
   llvm::SmallVector<mlir::Value> waited;
   b.setInsertionPoint(wait);
   for (mlir::Operation *chunk : starts)
@@ -222,8 +220,8 @@ struct Blocking {
     if (!strided())
       return sliceChunk(b, loc, whole, dim, k, i);
     auto type = tensorType(whole);
-    auto split4 = mlir::RankedTensorType::get(split(type, k),
-                                              type.getElementType());
+    auto split4 =
+        mlir::RankedTensorType::get(split(type, k), type.getElementType());
     mlir::Value grouped = b.create<d::ReshapeOp>(loc, split4, whole);
     mlir::Value block = sliceChunk(b, loc, grouped, dim + 1, k, i);
     return b.create<d::ReshapeOp>(loc, chunkType(type, dim, k), block);
@@ -243,8 +241,8 @@ struct Blocking {
           loc, mlir::RankedTensorType::get(shape, type.getElementType()),
           block));
     }
-    mlir::Value whole = b.create<d::ConcatOp>(loc, grouped,
-                                              static_cast<int64_t>(dim + 1));
+    mlir::Value whole =
+        b.create<d::ConcatOp>(loc, grouped, static_cast<int64_t>(dim + 1));
     return b.create<d::ReshapeOp>(loc, type, whole);
   }
 };
@@ -353,8 +351,7 @@ bool chunkGather(mlir::OpBuilder &b, d::AllGatherStartOp start, d::WaitOp wait,
       products.push_back(cloneWith(b, matmul, {block, matmul.getRhs()},
                                    chunkType(rows, dim, k))
                              ->getResult(0));
-    mlir::Value product =
-        blocking->combine(b, matmul.getLoc(), products, rows);
+    mlir::Value product = blocking->combine(b, matmul.getLoc(), products, rows);
     if (rows != tensorType(matmul.getOutput()))
       product = b.create<d::ReshapeOp>(matmul.getLoc(),
                                        matmul.getOutput().getType(), product);
@@ -403,8 +400,7 @@ void chunkTensorParallelCollectives(mlir::func::FuncOp func, int64_t chunks) {
                       tensorType(wait.getOutput()).getDimSize(dim);
       chunkReduction(b, op, wait, chunks, dim,
                      scatter.getBlock() == 0 ? group : 1);
-    }
-    else if (auto gather = llvm::dyn_cast<d::AllGatherStartOp>(op))
+    } else if (auto gather = llvm::dyn_cast<d::AllGatherStartOp>(op))
       chunkGather(b, gather, wait, chunks);
     else
       chunkReduction(b, op, wait, chunks, std::nullopt, 1);
