@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <thread>
 #include <tuple>
 
 using namespace dtc;
@@ -619,6 +620,95 @@ void testOverlap(Harness &h, mpi::MpiCommunicator &comm) {
       "overlap: all-reduce result");
 }
 
+/// The cases the direct exchanges (MpiCommunicator.cpp) handle apart: an
+/// all-reduce in place, one with fewer elements than ranks (empty blocks),
+/// and several all-reduces, gathers and reduce-scatters in flight on one
+/// group at once, started at different times on different ranks so their
+/// second stages are posted in different orders.
+void testDirectExchanges(Harness &h, mpi::MpiCommunicator &comm,
+                         const std::vector<std::string> &axes) {
+  std::vector<int> group = h.mesh.group(h.rank, axes);
+  int64_t n = group.size();
+  std::string over = " over " + axesText(axes);
+  auto groupSum = [&](int64_t i) {
+    double acc = 0;
+    for (int q : group)
+      acc += inputValue(q, i);
+    return acc;
+  };
+  for (int64_t elements : {int64_t(1), n - 1, 4 * n + 3}) {
+    if (elements <= 0)
+      continue;
+    llvm::SmallVector<int64_t> shape = {elements};
+    Tensor buffer = makeInput(h.rank, DType::F32, shape);
+    std::string what = "all_reduce in place of " + std::to_string(elements) +
+                       " elements" + over;
+    llvm::Expected<Request> request =
+        comm.allReduce(axes, buffer.ref(), buffer.ref(), Reduction::Sum);
+    checkOk(request ? comm.wait(*request) : request.takeError(), what);
+    checkTensor(buffer, groupSum, what);
+  }
+
+  // Equal sizes, so a message matched to the wrong operation would fit.
+  constexpr int kJobs = 6;
+  constexpr int64_t kElements = 3000;
+  auto jobValue = [](int job, int q, int64_t i) {
+    return 1000.0 * (job + 1) + inputValue(q, i);
+  };
+  std::vector<Tensor> ins, outs;
+  std::vector<Request> requests;
+  int64_t me = std::find(group.begin(), group.end(), h.rank) - group.begin();
+  for (int job = 0; job < kJobs; ++job) {
+    int kind = job % 3; // all-reduce, all-gather, reduce-scatter
+    Tensor in(DType::F32, {kind == 1 ? kElements / n : kElements});
+    for (int64_t i = 0; i < in.numElements(); ++i)
+      in.as<float>()[i] = static_cast<float>(jobValue(job, h.rank, i));
+    Tensor out(DType::F32, {kind == 2   ? kElements / n
+                            : kind == 1 ? kElements / n * n
+                                        : kElements});
+    poison(out);
+    llvm::Expected<Request> request =
+        kind == 0   ? comm.allReduce(axes, in.ref(), out.ref(), Reduction::Sum)
+        : kind == 1 ? comm.allGather(axes, in.ref(), out.ref(), 0, 0)
+                    : comm.reduceScatter(axes, in.ref(), out.ref(), 0, 0,
+                                         Reduction::Sum);
+    if (!request) {
+      checkOk(request.takeError(), "in flight: start " + std::to_string(job));
+      return;
+    }
+    requests.push_back(*request);
+    ins.push_back(std::move(in));
+    outs.push_back(std::move(out));
+    // The first rank of the group starts late, the others early.
+    if (me == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // Waited in reverse: nothing depends on the order of waits.
+  for (int job = kJobs; job-- > 0;)
+    checkOk(comm.wait(requests[job]), "in flight: wait " + std::to_string(job));
+  for (int job = 0; job < kJobs; ++job) {
+    int kind = job % 3;
+    std::string what = std::string(kind == 0   ? "all_reduce"
+                                   : kind == 1 ? "all_gather"
+                                               : "reduce_scatter") +
+                       " " + std::to_string(job) + " of " +
+                       std::to_string(kJobs) + " in flight" + over;
+    int64_t part = kElements / n;
+    checkTensor(
+        outs[job],
+        [&](int64_t i) {
+          if (kind == 1)
+            return jobValue(job, group[i / part], i % part);
+          double acc = 0;
+          int64_t at = kind == 2 ? me * part + i : i;
+          for (int q : group)
+            acc += jobValue(job, q, at);
+          return acc;
+        },
+        what);
+  }
+}
+
 void testErrors(Harness &h, const std::vector<std::string> &axes) {
   llvm::SmallVector<int64_t> shape = {2, 3};
   Tensor in = makeInput(h.rank, DType::F32, shape), out(DType::F32, shape);
@@ -748,6 +838,7 @@ int main(int argc, char **argv) {
       testReduceScatter(h, axes);
       testAllToAll(h, axes);
       testShardSlice(h, axes);
+      testDirectExchanges(h, **comm, axes);
     }
     for (const std::string &name : h.mesh.names)
       testSendRecv(h, name);
