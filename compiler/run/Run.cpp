@@ -1042,8 +1042,7 @@ llvm::Expected<Backend> selectBackend(llvm::StringRef name) {
   if (name == "cuda" && devices == 0)
     return badInput("--backend cuda: no GPU found; use --backend cpu");
   if (devices > 0) {
-    const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    int device = local ? std::atoi(local) % devices : 0;
+    int device = rt::launcherLocalRank().value_or(0) % devices;
     if (llvm::Error e = rt::cuda::initialize(device))
       return failure("--backend cuda: {0}", llvm::toString(std::move(e)));
     static rt::KernelRegistry kernels = [] {
@@ -1101,6 +1100,32 @@ llvm::Error preflight(const program::Program &p, const RunOptions &o) {
       .takeError();
 }
 
+#ifdef DTC_HAVE_CUDA
+/// The mesh axes any rank's program sends or receives along, in mesh order:
+/// the same list on every rank, as NCCL's collective set-up needs.
+std::vector<std::string> pointToPointAxes(const program::Program &p,
+                                          const rt::Mesh &mesh) {
+  std::vector<bool> used(mesh.axes().size());
+  for (const program::RankProgram &rank : p.ranks())
+    for (const program::Function &f : rank.functions())
+      for (const program::Instruction &inst : f.instructions()) {
+        if (inst.op() != "dtc.send_start" && inst.op() != "dtc.recv_start")
+          continue;
+        auto it = inst.attrs().find("mesh_axes");
+        if (it == inst.attrs().end())
+          continue;
+        for (const std::string &axis : it->second.strings().values())
+          if (int index = mesh.axisIndex(axis); index >= 0)
+            used[index] = true;
+      }
+  std::vector<std::string> axes;
+  for (size_t a = 0; a < used.size(); ++a)
+    if (used[a])
+      axes.push_back(mesh.axes()[a].name);
+  return axes;
+}
+#endif
+
 /// One rank of a job started by mpirun/srun (or by runBundle itself).
 llvm::Error runMpiRank(const program::Program &p, const RunOptions &o,
                        llvm::raw_ostream &out) {
@@ -1117,7 +1142,8 @@ llvm::Error runMpiRank(const program::Program &p, const RunOptions &o,
   std::unique_ptr<rt::Communicator> communicator;
 #ifdef DTC_HAVE_CUDA
   if (backend->cuda) {
-    auto nccl = rt::cuda::NcclCommunicator::createWithMpi(*mesh);
+    auto nccl = rt::cuda::NcclCommunicator::createWithMpi(
+        *mesh, pointToPointAxes(p, *mesh));
     if (!nccl)
       return failure("{0}", llvm::toString(nccl.takeError()));
     communicator = std::move(*nccl);

@@ -5,6 +5,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <cstdlib>
+
 namespace dtc::runtime {
 
 namespace {
@@ -127,6 +129,14 @@ llvm::Expected<Reduction> parseReduction(llvm::StringRef name) {
     return Reduction::Min;
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  "unknown reduction '" + name + "'");
+}
+
+std::optional<int> launcherLocalRank() {
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                           "SLURM_LOCALID", "LOCAL_RANK"})
+    if (const char *value = std::getenv(name))
+      return std::atoi(value);
+  return std::nullopt;
 }
 
 } // namespace dtc::runtime

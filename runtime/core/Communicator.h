@@ -70,6 +70,11 @@ enum class Reduction { Sum, Max, Min };
 /// "sum", "max" or "min".
 llvm::Expected<Reduction> parseReduction(llvm::StringRef name);
 
+/// This process's rank among the processes its launcher started on this
+/// machine (Open MPI, MPICH/Hydra, Slurm, torchrun), if one says: the
+/// device a GPU rank uses.
+std::optional<int> launcherLocalRank();
+
 /// An operation in flight, valid until waited.
 using Request = int64_t;
 

@@ -25,8 +25,9 @@ namespace dtc::runtime::cuda {
 void registerCudaKernels(KernelRegistry &registry);
 
 /// Selects `device` and creates the stream and library handles (once per
-/// process); fails without a device.
-llvm::Error initialize(int device = 0);
+/// process; another device later is an error); fails without a device.
+/// -1: the device already set up, else device 0.
+llvm::Error initialize(int device = -1);
 
 /// Device memory (cudaMalloc), copies on the compute stream.
 class CudaMemory final : public MemorySpace {

@@ -1280,7 +1280,7 @@ Error permuteOnDevice(const void *in, void *out, size_t elemSize,
 //===----------------------------------------------------------------------===//
 
 Error initialize(int device) {
-  if (ops::deviceCount() <= device)
+  if (device >= 0 && ops::deviceCount() <= device)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "cuda: no CUDA device " +
                                        std::to_string(device));
@@ -1288,7 +1288,7 @@ Error initialize(int device) {
 }
 
 void *CudaMemory::allocate(size_t bytes) {
-  if (!ops::initialize(0).empty())
+  if (!ops::initialize(-1).empty())
     return nullptr;
   return ops::allocate(bytes);
 }

@@ -52,8 +52,11 @@ enum DeviceError : int {
 //===--- runtime (Runtime.cu) ---------------------------------------------===//
 
 /// Makes `device` current and creates the stream, the cuBLASLt handle and
-/// its workspace (once per process).
-std::string initialize(int device = 0);
+/// its workspace (once per process; a later call naming another device is
+/// an error). -1: whichever device is set up already, else device 0.
+std::string initialize(int device = -1);
+/// The device initialize() set up, or -1.
+int initializedDevice();
 int deviceCount();
 /// Zeroed device memory, or nullptr.
 void *allocate(size_t bytes);

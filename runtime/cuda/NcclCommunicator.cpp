@@ -97,8 +97,16 @@ struct NcclCommunicator::Impl {
   };
   /// An operation in flight: its completion event on the communication
   /// stream and what wait() still does on the compute stream (unpack).
+  /// A point-to-point channel: a two-rank communicator (sender rank 0,
+  /// receiver rank 1) and its own stream on each side, carrying messages
+  /// one way between two ring neighbours of an axis.
+  struct Channel {
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;
+  };
   struct Pending {
     cudaEvent_t done = nullptr;
+    ncclComm_t comm = nullptr; // polled for asynchronous errors in wait()
     void *staging[2] = {nullptr, nullptr};
     const void *unpackFrom = nullptr;
     void *unpackTo = nullptr;
@@ -112,8 +120,12 @@ struct NcclCommunicator::Impl {
   cudaStream_t commStream = nullptr;
   cudaStream_t compute = nullptr;
   std::map<unsigned, Group> groups; // by bit mask of mesh axes
+  /// By (sending rank, receiving rank).
+  std::map<std::pair<int, int>, Channel> channels;
   std::map<Request, Pending> pending;
   Request next = 1;
+
+  ~Impl();
 
   llvm::Expected<Group *> group(llvm::ArrayRef<std::string> axes) {
     if (axes.empty())
@@ -129,8 +141,22 @@ struct NcclCommunicator::Impl {
     return &groups.at(mask);
   }
 
-  /// Orders the communication stream after the compute stream's work so far.
-  llvm::Error handOff() {
+  llvm::Expected<Channel *> channel(int from, int to, llvm::StringRef axis) {
+    auto it = channels.find({from, to});
+    if (it == channels.end())
+      return failure("no point-to-point channel from rank " +
+                     llvm::Twine(from) + " to rank " + llvm::Twine(to) +
+                     " along '" + axis +
+                     "': channels join the ring neighbours of the axes the "
+                     "program sends along");
+    return &it->second;
+  }
+
+  /// Orders `stream` (the communication stream by default) after the
+  /// compute stream's work so far.
+  llvm::Error handOff(cudaStream_t stream = nullptr) {
+    if (!stream)
+      stream = commStream;
     cudaEvent_t ready;
     if (llvm::Error e =
             cudaCheck(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),
@@ -139,19 +165,24 @@ struct NcclCommunicator::Impl {
     llvm::Error e =
         cudaCheck(cudaEventRecord(ready, compute), "cudaEventRecord");
     if (!e)
-      e = cudaCheck(cudaStreamWaitEvent(commStream, ready, 0),
+      e = cudaCheck(cudaStreamWaitEvent(stream, ready, 0),
                     "cudaStreamWaitEvent");
     cudaEventDestroy(ready); // released once the wait completes
     return e;
   }
 
-  llvm::Expected<Request> finish(Pending p) {
+  /// Records the operation just queued on `stream` (the communication
+  /// stream by default) over `comm` as pending.
+  llvm::Expected<Request> finish(Pending p, ncclComm_t comm,
+                                 cudaStream_t stream = nullptr) {
+    p.comm = comm;
     if (llvm::Error e =
             cudaCheck(cudaEventCreateWithFlags(&p.done, cudaEventDisableTiming),
                       "cudaEventCreate"))
       return std::move(e);
     if (llvm::Error e =
-            cudaCheck(cudaEventRecord(p.done, commStream), "cudaEventRecord"))
+            cudaCheck(cudaEventRecord(p.done, stream ? stream : commStream),
+                      "cudaEventRecord"))
       return std::move(e);
     Request id = next++;
     pending.emplace(id, std::move(p));
@@ -162,41 +193,71 @@ struct NcclCommunicator::Impl {
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
 
-NcclCommunicator::~NcclCommunicator() {
-  if (!impl_)
-    return;
-  for (auto &[id, p] : impl_->pending) {
+NcclCommunicator::~NcclCommunicator() = default;
+
+// Also frees what a failed create() had set up.
+NcclCommunicator::Impl::~Impl() {
+  for (auto &[id, p] : pending) {
     cudaEventSynchronize(p.done);
     cudaEventDestroy(p.done);
     for (void *s : p.staging)
       ops::scratchRelease(s);
   }
-  if (impl_->commStream)
-    cudaStreamSynchronize(impl_->commStream);
-  for (auto &[mask, g] : impl_->groups)
+  if (commStream)
+    cudaStreamSynchronize(commStream);
+  for (auto &[pair, channel] : channels) {
+    if (channel.stream) {
+      cudaStreamSynchronize(channel.stream);
+      cudaStreamDestroy(channel.stream);
+    }
+    if (channel.comm)
+      ncclCommDestroy(channel.comm);
+  }
+  for (auto &[mask, g] : groups)
     if (g.comm)
       ncclCommDestroy(g.comm);
-  if (impl_->world)
-    ncclCommDestroy(impl_->world);
-  if (impl_->commStream)
-    cudaStreamDestroy(impl_->commStream);
+  if (world)
+    ncclCommDestroy(world);
+  if (commStream)
+    cudaStreamDestroy(commStream);
 }
 
-llvm::Expected<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(
-    Mesh mesh, int rank,
-    llvm::function_ref<llvm::Error(NcclId &)> broadcastId) {
+namespace {
+
+/// Creates the point-to-point channels of `axis` (see the header): the
+/// directed edges r -> r + step, step = +1 and -1, between ring neighbours.
+/// A split gives each rank at most one new communicator, so each step's
+/// edges are split in three classes whose edges share no rank: by the
+/// sender's position r % 2, with the closing edge of an odd ring on its own.
+llvm::Error createChannels(
+    ncclComm_t world, const Mesh &m, int rank, int axis,
+    std::map<std::pair<int, int>, NcclCommunicator::Impl::Channel> &channels);
+
+} // namespace
+
+llvm::Expected<std::unique_ptr<NcclCommunicator>>
+NcclCommunicator::create(Mesh mesh, int rank,
+                         llvm::function_ref<llvm::Error(NcclId &)> broadcastId,
+                         llvm::ArrayRef<std::string> pointToPointAxes) {
   int world = mesh.worldSize();
   if (rank < 0 || rank >= world)
     return failure("rank " + llvm::Twine(rank) + " is outside mesh " +
                    mesh.str());
   if (mesh.axes().size() > 16)
     return failure("more than 16 mesh axes");
+  for (const std::string &axis : pointToPointAxes)
+    if (mesh.axisIndex(axis) < 0)
+      return failure("point-to-point axis '" + axis + "' is not in mesh " +
+                     mesh.str());
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
     return failure("no CUDA device");
-  // One device per rank: ranks fill each node's devices in order.
-  if (llvm::Error e = initialize(rank % devices))
-    return std::move(e);
+  // One device per rank: the launcher's local rank picks it (ranks fill
+  // each node's devices in order), unless this process has set one up.
+  if (ops::initializedDevice() < 0)
+    if (llvm::Error e =
+            initialize(launcherLocalRank().value_or(rank) % devices))
+      return std::move(e);
   auto impl = std::make_unique<Impl>();
   impl->mesh = std::move(mesh);
   impl->rank = rank;
@@ -248,12 +309,76 @@ llvm::Expected<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(
       return std::move(e);
     impl->groups[mask] = std::move(g);
   }
+  for (const std::string &axis : pointToPointAxes)
+    if (llvm::Error e = createChannels(impl->world, m, rank, m.axisIndex(axis),
+                                       impl->channels))
+      return std::move(e);
   return std::unique_ptr<NcclCommunicator>(
       new NcclCommunicator(std::move(impl)));
 }
 
+namespace {
+
+llvm::Error createChannels(
+    ncclComm_t world, const Mesh &m, int rank, int axis,
+    std::map<std::pair<int, int>, NcclCommunicator::Impl::Channel> &channels) {
+  int64_t n = m.axes()[axis].size;
+  if (n < 2)
+    return llvm::Error::success();
+  std::vector<int64_t> coords = m.coordinates(rank);
+  auto rankAtPosition = [&](int64_t position) {
+    std::vector<int64_t> c = coords;
+    c[axis] = position;
+    return m.rankAt(c);
+  };
+  // Colors name an edge within one split: its line of the axis (the rank at
+  // position 0) and its sender's position.
+  int64_t line = rankAtPosition(0);
+  auto edgeClass = [&](int64_t sender) {
+    return n % 2 && sender == n - 1 ? 2 : sender % 2;
+  };
+  int64_t me = coords[axis];
+  for (int64_t step : {int64_t(1), int64_t(-1)}) {
+    if (n == 2 && step == -1)
+      continue; // the same two edges as step +1
+    int64_t to = (me + step + n) % n, from = (me - step + n) % n;
+    for (int64_t cls = 0; cls < 3; ++cls) {
+      // Sending on this class's edge, receiving on it, or neither (the
+      // classes keep a rank out of two edges of one class).
+      bool sends = edgeClass(me) == cls, receives = edgeClass(from) == cls;
+      int color = NCCL_SPLIT_NOCOLOR;
+      if (sends)
+        color = static_cast<int>(line * n + me);
+      else if (receives)
+        color = static_cast<int>(line * n + from);
+      ncclComm_t comm = nullptr;
+      if (llvm::Error e = ncclCheck(
+              ncclCommSplit(world, color, sends ? 0 : 1, &comm, nullptr),
+              "ncclCommSplit (point-to-point channel)"))
+        return e;
+      if (!sends && !receives)
+        continue;
+      NcclCommunicator::Impl::Channel channel{comm, nullptr};
+      if (llvm::Error e = cudaCheck(
+              cudaStreamCreateWithFlags(&channel.stream, cudaStreamNonBlocking),
+              "cudaStreamCreate")) {
+        ncclCommDestroy(comm);
+        return e;
+      }
+      std::pair<int, int> edge =
+          sends ? std::pair<int, int>(rank, rankAtPosition(to))
+                : std::pair<int, int>(rankAtPosition(from), rank);
+      channels[edge] = channel;
+    }
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
 llvm::Expected<std::unique_ptr<NcclCommunicator>>
-NcclCommunicator::createWithMpi(Mesh mesh) {
+NcclCommunicator::createWithMpi(Mesh mesh,
+                                llvm::ArrayRef<std::string> pointToPointAxes) {
   int initialized = 0, rank = 0, size = 0;
   MPI_Initialized(&initialized);
   if (!initialized)
@@ -263,22 +388,15 @@ NcclCommunicator::createWithMpi(Mesh mesh) {
   if (size != mesh.worldSize())
     return failure("MPI world of " + llvm::Twine(size) + " ranks, mesh " +
                    mesh.str() + " has " + llvm::Twine(mesh.worldSize()));
-  // The device of this process: its rank on the node when the launcher says.
-  for (const char *var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                          "SLURM_LOCALID", "LOCAL_RANK"})
-    if (const char *local = std::getenv(var)) {
-      int devices = 0;
-      if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0)
-        if (llvm::Error e = initialize(std::atoi(local) % devices))
-          return std::move(e);
-      break;
-    }
-  return create(std::move(mesh), rank, [](NcclId &id) -> llvm::Error {
-    if (MPI_Bcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0,
-                  MPI_COMM_WORLD) != MPI_SUCCESS)
-      return failure("MPI_Bcast of the NCCL id failed");
-    return llvm::Error::success();
-  });
+  return create(
+      std::move(mesh), rank,
+      [](NcclId &id) -> llvm::Error {
+        if (MPI_Bcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0,
+                      MPI_COMM_WORLD) != MPI_SUCCESS)
+          return failure("MPI_Bcast of the NCCL id failed");
+        return llvm::Error::success();
+      },
+      pointToPointAxes);
 }
 
 int NcclCommunicator::rank() const { return impl_->rank; }
@@ -304,7 +422,7 @@ NcclCommunicator::allReduce(llvm::ArrayRef<std::string> axes,
                         ncclOp(reduction), (*g)->comm, impl_->commStream),
           "all_reduce"))
     return std::move(e);
-  return impl_->finish({});
+  return impl_->finish({}, (*g)->comm);
 }
 
 llvm::Expected<Request>
@@ -353,7 +471,7 @@ NcclCommunicator::allGather(llvm::ArrayRef<std::string> axes,
                     "all_gather"))
     return std::move(e);
   p.staging[0] = staging.release();
-  return impl_->finish(std::move(p));
+  return impl_->finish(std::move(p), (*g)->comm);
 }
 
 llvm::Expected<Request> NcclCommunicator::reduceScatter(
@@ -398,7 +516,7 @@ llvm::Expected<Request> NcclCommunicator::reduceScatter(
     return std::move(e);
   Impl::Pending p;
   p.staging[0] = staging.release();
-  return impl_->finish(std::move(p));
+  return impl_->finish(std::move(p), (*g)->comm);
 }
 
 llvm::Expected<Request>
@@ -462,7 +580,7 @@ NcclCommunicator::allToAll(llvm::ArrayRef<std::string> axes,
   p.unpackPerm = {1, 0, 2, 3};
   p.staging[0] = send.release();
   p.staging[1] = recv.release();
-  return impl_->finish(std::move(p));
+  return impl_->finish(std::move(p), (*g)->comm);
 }
 
 llvm::Expected<Request> NcclCommunicator::send(llvm::StringRef axis,
@@ -473,17 +591,20 @@ llvm::Expected<Request> NcclCommunicator::send(llvm::StringRef axis,
     return failure("send: rank " + llvm::Twine(impl_->rank) +
                    " has no peer at offset " + llvm::Twine(peerOffset) +
                    " along '" + axis + "'");
+  auto channel = impl_->channel(impl_->rank, *peer, axis);
+  if (!channel)
+    return channel.takeError();
   auto type = ncclType(input.dtype);
   if (!type)
     return type.takeError();
-  if (llvm::Error e = impl_->handOff())
+  if (llvm::Error e = impl_->handOff((*channel)->stream))
     return std::move(e);
   if (llvm::Error e =
-          ncclCheck(ncclSend(input.data, input.numElements(), *type, *peer,
-                             impl_->world, impl_->commStream),
+          ncclCheck(ncclSend(input.data, input.numElements(), *type,
+                             /*peer=*/1, (*channel)->comm, (*channel)->stream),
                     "send"))
     return std::move(e);
-  return impl_->finish({});
+  return impl_->finish({}, (*channel)->comm, (*channel)->stream);
 }
 
 llvm::Expected<Request> NcclCommunicator::recv(llvm::StringRef axis,
@@ -494,17 +615,21 @@ llvm::Expected<Request> NcclCommunicator::recv(llvm::StringRef axis,
     return failure("recv: rank " + llvm::Twine(impl_->rank) +
                    " has no peer at offset " + llvm::Twine(peerOffset) +
                    " along '" + axis + "'");
+  auto channel = impl_->channel(*peer, impl_->rank, axis);
+  if (!channel)
+    return channel.takeError();
   auto type = ncclType(output.dtype);
   if (!type)
     return type.takeError();
-  if (llvm::Error e = impl_->handOff())
+  // The stream waits for the compute stream: the buffer may still be read.
+  if (llvm::Error e = impl_->handOff((*channel)->stream))
     return std::move(e);
   if (llvm::Error e =
-          ncclCheck(ncclRecv(output.data, output.numElements(), *type, *peer,
-                             impl_->world, impl_->commStream),
+          ncclCheck(ncclRecv(output.data, output.numElements(), *type,
+                             /*peer=*/0, (*channel)->comm, (*channel)->stream),
                     "recv"))
     return std::move(e);
-  return impl_->finish({});
+  return impl_->finish({}, (*channel)->comm, (*channel)->stream);
 }
 
 llvm::Error NcclCommunicator::wait(Request request) {
@@ -523,9 +648,10 @@ llvm::Error NcclCommunicator::wait(Request request) {
     ops::scratchRelease(s); // after the unpack, on the compute stream
   if (e)
     return e;
-  // NCCL reports asynchronous failures (a peer gone) on its communicator.
+  // NCCL reports asynchronous failures (a peer gone) on the communicator
+  // the operation ran on.
   ncclResult_t async = ncclSuccess;
-  ncclCommGetAsyncError(impl_->world, &async);
+  ncclCommGetAsyncError(p.comm ? p.comm : impl_->world, &async);
   return ncclCheck(async, "communicator");
 }
 

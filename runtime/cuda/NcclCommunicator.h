@@ -12,6 +12,20 @@
 // all-to-all) are packed and unpacked by permutation kernels on the compute
 // stream.
 //
+// Sends and receives need their own channels. A compiled program expects
+// MPI's semantics: a send completes without the receiver, and receives are
+// posted ahead (a pipeline posts the next pass's receive before this pass's
+// send; a ring sends to +1 and receives from -1 on every rank at once). On
+// one NCCL stream a receive blocks every later operation until its sender
+// runs, so those orders deadlock. Each direction between two ring
+// neighbours of a point-to-point axis therefore has its own two-rank
+// communicator and stream on both sides: the k-th send of a channel meets
+// its k-th receive, which the program posts in the same order, and a send
+// held up waiting blocks only later sends to the same peer.
+//
+// Ranks pick their device by their launcher's local rank
+// (launcherLocalRank).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef DTC_RUNTIME_CUDA_NCCLCOMMUNICATOR_H
@@ -34,13 +48,16 @@ public:
   /// Collective over the mesh's world: `rank` is this process's mesh rank;
   /// `broadcastId` must give every rank the id rank 0 passes it (rank 0's
   /// argument holds the id on entry, the others' receive it).
+  /// `pointToPointAxes`: the axes sends and receives run along (the same
+  /// on every rank); each gets channels between ring neighbours.
   static llvm::Expected<std::unique_ptr<NcclCommunicator>>
   create(Mesh mesh, int rank,
-         llvm::function_ref<llvm::Error(NcclId &)> broadcastId);
+         llvm::function_ref<llvm::Error(NcclId &)> broadcastId,
+         llvm::ArrayRef<std::string> pointToPointAxes = {});
   /// The same with the id broadcast over MPI_COMM_WORLD (MPI initialized,
   /// its world the mesh's); the rank is the MPI world rank.
   static llvm::Expected<std::unique_ptr<NcclCommunicator>>
-  createWithMpi(Mesh mesh);
+  createWithMpi(Mesh mesh, llvm::ArrayRef<std::string> pointToPointAxes = {});
   ~NcclCommunicator() override;
 
   int rank() const override;

@@ -15,6 +15,7 @@ struct State {
   cudaStream_t stream = nullptr;
   int *errorWord = nullptr;
   bool tf32 = false;
+  int device = -1;
 };
 
 State &state() {
@@ -37,10 +38,13 @@ const char *deviceErrorText(int code) {
 
 } // namespace
 
+int initializedDevice() { return state().ready ? state().device : -1; }
+
 std::string initialize(int device) {
   static std::once_flag once;
   State &s = state();
   std::call_once(once, [&] {
+    s.device = device = device < 0 ? 0 : device;
     if (cudaError_t err = cudaSetDevice(device)) {
       s.error = failure("cudaSetDevice", err);
       return;
@@ -67,6 +71,9 @@ std::string initialize(int device) {
     cudaDeviceSynchronize();
     s.ready = true;
   });
+  if (s.ready && device >= 0 && device != s.device)
+    return "CUDA is already set up on device " + std::to_string(s.device) +
+           "; this process cannot switch to device " + std::to_string(device);
   return s.ready ? std::string() : s.error;
 }
 
@@ -149,7 +156,9 @@ std::string synchronize() {
           cudaMemcpy(&code, errorWord(), sizeof(int), cudaMemcpyDeviceToHost))
     return failure("reading the device error word", err);
   if (code != 0) {
-    cudaMemset(errorWord(), 0, sizeof(int));
+    // On the compute stream: the default stream is not ordered with it, so
+    // a plain memset could land after the next step's kernels flag an error.
+    cudaMemsetAsync(errorWord(), 0, sizeof(int), computeStream());
     return deviceErrorText(code);
   }
   return "";

@@ -1180,4 +1180,32 @@ TEST(NcclCommunicator, SingleRankOperationsCopy) {
   llvm::consumeError(std::move(unknown));
 }
 
+// Point-to-point channels join ring neighbours of the axes named at
+// creation; an axis of one has none, so a send to oneself is an error rather
+// than an NCCL receive that waits forever (test/mpi/NcclPointToPointTest.cpp
+// runs the channels on two GPUs).
+TEST(NcclCommunicator, SendWithoutAChannelIsAnError) {
+  if (!haveDevice())
+    GTEST_SKIP() << "no CUDA device";
+  auto mesh = Mesh::parse("pp:1");
+  ASSERT_TRUE(static_cast<bool>(mesh)) << llvm::toString(mesh.takeError());
+  std::vector<std::string> p2p = {"pp"};
+  auto comm = runtime::cuda::NcclCommunicator::create(
+      *mesh, 0, [](runtime::cuda::NcclId &) { return llvm::Error::success(); },
+      p2p);
+  ASSERT_TRUE(static_cast<bool>(comm)) << llvm::toString(comm.takeError());
+  MemorySpace &memory = deviceMemory();
+  auto buffer = Tensor::allocate(F32, {16}, memory);
+  ASSERT_TRUE(static_cast<bool>(buffer));
+  auto sent = (*comm)->send("pp", 0, buffer->ref());
+  ASSERT_FALSE(static_cast<bool>(sent));
+  EXPECT_NE(llvm::toString(sent.takeError()).find("no point-to-point channel"),
+            std::string::npos);
+  auto unknownAxis = runtime::cuda::NcclCommunicator::create(
+      *mesh, 0, [](runtime::cuda::NcclId &) { return llvm::Error::success(); },
+      {"cp"});
+  EXPECT_FALSE(static_cast<bool>(unknownAxis));
+  llvm::consumeError(unknownAxis.takeError());
+}
+
 } // namespace
