@@ -150,9 +150,9 @@ __global__ void __launch_bounds__(kRows)
                      void *lse) {
   extern __shared__ float shared[];
   const AttentionShape &sh = p.shape;
-  int64_t bh = blockIdx.y, b = bh / sh.heads, h = bh % sh.heads;
+  int64_t bh = blockIdx.x, b = bh / sh.heads, h = bh % sh.heads;
   int64_t g = h / (sh.heads / sh.groups);
-  int64_t r0 = int64_t(blockIdx.x) * kRows, s = r0 + threadIdx.x;
+  int64_t r0 = int64_t(blockIdx.y) * kRows, s = r0 + threadIdx.x;
   bool active = s < sh.s;
   float qr[MaxD], o[MaxD];
   int64_t qBase = (bh * sh.s + s) * sh.d;
@@ -187,9 +187,9 @@ __global__ void __launch_bounds__(kRows)
   extern __shared__ float shared[];
   constexpr int kTile = tileKeys<MaxD>();
   const AttentionShape &sh = p.shape;
-  int64_t bh = blockIdx.y, b = bh / sh.heads, h = bh % sh.heads;
+  int64_t bh = blockIdx.x, b = bh / sh.heads, h = bh % sh.heads;
   int64_t g = h / (sh.heads / sh.groups);
-  int64_t r0 = int64_t(blockIdx.x) * kRows, s = r0 + threadIdx.x;
+  int64_t r0 = int64_t(blockIdx.y) * kRows, s = r0 + threadIdx.x;
   bool active = s < sh.s;
   int64_t qPos = positionOf(sh.queryAt, s);
   int64_t lastQuery = lastPosition(sh.queryAt, r0, lastRow(r0, kRows, sh.s));
@@ -279,8 +279,8 @@ __global__ void __launch_bounds__(kRows)
   extern __shared__ float shared[];
   constexpr int kTile = tileKeys<MaxD>();
   const AttentionShape &sh = p.shape;
-  int64_t bg = blockIdx.y, b = bg / sh.groups, g = bg % sh.groups;
-  int64_t t0 = int64_t(blockIdx.x) * kRows, t = t0 + threadIdx.x;
+  int64_t bg = blockIdx.x, b = bg / sh.groups, g = bg % sh.groups;
+  int64_t t0 = int64_t(blockIdx.y) * kRows, t = t0 + threadIdx.x;
   bool active = t < sh.t;
   float *kS = shared, *vS = kS + MaxD * kRows;
   float *qs = vS + MaxD * kRows, *dys = qs + kTile * MaxD;
@@ -381,14 +381,22 @@ template <int MaxD> std::string enableShared() {
   return error;
 }
 
+/// Blocks of the attention kernels: x = (batch, head) pairs, which may
+/// exceed the 65535 blocks y allows; y = tiles of kRows rows (the caller
+/// checks rowsFit).
+dim3 tileGrid(int64_t pairs, int64_t rows) {
+  return dim3(static_cast<unsigned>(pairs),
+              static_cast<unsigned>((rows + kRows - 1) / kRows));
+}
+bool rowsFit(int64_t rows) { return (rows + kRows - 1) / kRows <= 65535; }
+
 template <int MaxD>
 std::string forwardAs(const Params &p, int outDtype, void *out, int lseDtype,
                       void *lse) {
   if (std::string e = enableShared<MaxD>(); !e.empty())
     return e;
   const AttentionShape &sh = p.shape;
-  dim3 grid(static_cast<unsigned>((sh.s + kRows - 1) / kRows),
-            static_cast<unsigned>(sh.batch * sh.heads));
+  dim3 grid = tileGrid(sh.batch * sh.heads, sh.s);
   attentionForward<MaxD>
       <<<grid, kRows, forwardShared<MaxD>(), computeStream()>>>(
           p, outDtype, out, lseDtype, lse);
@@ -398,6 +406,8 @@ std::string forwardAs(const Params &p, int outDtype, void *out, int lseDtype,
 std::string forward(const Params &p, int outDtype, void *out, int lseDtype,
                     void *lse) {
   const AttentionShape &sh = p.shape;
+  if (!rowsFit(sh.s))
+    return "attention: more than 65535 tiles of query rows";
   int64_t widest = sh.d > sh.e ? sh.d : sh.e;
   if (widest <= 64)
     return forwardAs<64>(p, outDtype, out, lseDtype, lse);
@@ -417,8 +427,7 @@ std::string gradAs(const Params &p, int dqDtype, void *dq, int dkDtype,
     return "attention_grad: out of device memory";
   float *lse = stats.as<float>(), *delta = lse + sh.batch * sh.heads * sh.s;
   if (sh.s > 0) {
-    dim3 grid(static_cast<unsigned>((sh.s + kRows - 1) / kRows),
-              static_cast<unsigned>(sh.batch * sh.heads));
+    dim3 grid = tileGrid(sh.batch * sh.heads, sh.s);
     attentionGradQuery<MaxD>
         <<<grid, kRows, queryShared<MaxD>(), computeStream()>>>(p, dqDtype, dq,
                                                                 lse, delta);
@@ -426,8 +435,7 @@ std::string gradAs(const Params &p, int dqDtype, void *dq, int dkDtype,
       return e;
   }
   if (sh.t > 0) {
-    dim3 grid(static_cast<unsigned>((sh.t + kRows - 1) / kRows),
-              static_cast<unsigned>(sh.batch * sh.groups));
+    dim3 grid = tileGrid(sh.batch * sh.groups, sh.t);
     attentionGradKey<MaxD><<<grid, kRows, keyShared<MaxD>(), computeStream()>>>(
         p, lse, delta, dkDtype, dk, dvDtype, dv);
     return launched("attention_grad key kernel");
@@ -438,6 +446,8 @@ std::string gradAs(const Params &p, int dqDtype, void *dq, int dkDtype,
 std::string grad(const Params &p, int dqDtype, void *dq, int dkDtype, void *dk,
                  int dvDtype, void *dv) {
   const AttentionShape &sh = p.shape;
+  if (!rowsFit(sh.s) || !rowsFit(sh.t))
+    return "attention_grad: more than 65535 tiles of query or key rows";
   int64_t widest = sh.d > sh.e ? sh.d : sh.e;
   if (widest <= 64)
     return gradAs<64>(p, dqDtype, dq, dkDtype, dk, dvDtype, dv);

@@ -205,8 +205,9 @@ std::string gemm(const Gemm &g) {
     // Empty sums: zeros (the C of every batch is contiguous here).
     return memsetZero(g.c, g.batch * g.m * g.n * sizes[g.cDtype]);
   }
-  if (g.abDtype == kF32 && g.cDtype != kF32) {
-    // cuBLASLt pairs f32 inputs with an f32 result: convert after.
+  if (g.cDtype != kF32 && g.cDtype != g.abDtype) {
+    // cuBLASLt pairs inputs with a result of their own type or f32 (f32
+    // inputs: f32 only): other results are converted from f32 after.
     Scratch c32(g.batch * g.m * g.n * sizeof(float));
     if (!c32)
       return "matmul: out of device memory";

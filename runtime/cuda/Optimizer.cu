@@ -33,12 +33,17 @@ __global__ void adamwKernel(AdamW h, int64_t n, int pDtype, const void *p,
                             const void *m, int vDtype, const void *v,
                             void *pOut, void *mOut, void *vOut, int *error) {
   __shared__ Coefficients shared;
+  __shared__ bool badStep;
   if (threadIdx.x == 0) {
     shared = coefficients(h);
-    if (blockIdx.x == 0 && !(loadF(h.step, h.stepDtype, 0) >= 1.0f))
+    badStep = !(loadF(h.step, h.stepDtype, 0) >= 1.0f);
+    if (blockIdx.x == 0 && badStep)
       flagError(error, kBadAdamStep);
   }
   __syncthreads();
+  // Like the CPU kernel, a bad step writes nothing (the update is in place).
+  if (badStep)
+    return;
   Coefficients c = shared;
   float b1 = static_cast<float>(h.beta1), b2 = static_cast<float>(h.beta2);
   float eps = static_cast<float>(h.eps);

@@ -689,7 +689,9 @@ INSTANTIATE_TEST_SUITE_P(
         AttentionConfig{1, 4, 2, 65, 65, 64, 48, true, F32},   // grouped
         AttentionConfig{1, 2, 1, 40, 40, 128, 128, true, F32}, // wide heads
         AttentionConfig{1, 3, 3, 30, 50, 16, 16, true, F32},   // t > s
-        AttentionConfig{2, 2, 2, 64, 64, 64, 64, true, BF16}),
+        AttentionConfig{2, 2, 2, 64, 64, 64, 64, true, BF16},
+        // More (batch, head) pairs than a grid's y dimension holds.
+        AttentionConfig{1100, 60, 60, 5, 5, 16, 16, true, F32}),
     [](const ::testing::TestParamInfo<AttentionConfig> &info) {
       const AttentionConfig &c = info.param;
       return "b" + std::to_string(c.b) + "h" + std::to_string(c.h) + "g" +
@@ -953,6 +955,18 @@ TEST_F(CudaKernel, Matmul) {
       .in(randomTensor(BF16, {256, 48}, -1, 1, 81))
       .out(BF16, {64, 48})
       .check(1e-2, 1.0 / 128);
+  // Results in a type neither f32 nor the inputs': computed in f32, then
+  // converted (cuBLASLt has no such kernels).
+  Case("dtc.matmul")
+      .in(randomTensor(F32, {16, 64}, -1, 1, 84))
+      .in(randomTensor(F32, {64, 24}, -1, 1, 85))
+      .out(BF16, {16, 24})
+      .check(1e-2, 1.0 / 128);
+  Case("dtc.matmul")
+      .in(randomTensor(BF16, {16, 64}, -1, 1, 86))
+      .in(randomTensor(BF16, {64, 24}, -1, 1, 87))
+      .out(DType::F16, {16, 24})
+      .check(1e-2, 1.0 / 512);
   // Mixed operand dtypes are computed in f32.
   Case("dtc.matmul")
       .in(randomTensor(F32, {8, 32}, -1, 1, 82))
