@@ -654,18 +654,25 @@ Propagation::ruleChoices(ShardingRuleOpInterface rule) {
         continue;
       // The data axes split tokens only; without sequence parallelism the
       // other axes split the model only. Only the expert axis splits the
-      // experts.
+      // experts. The context axis splits the sequence, or where the op has
+      // none the flattened [batch * sequence] rows: its cuts are zigzag
+      // halves of positions, which a batch dim beside a sequence does not
+      // have.
       if (splitsExperts   ? token[l] != 3
           : token[l] == 3 ? true
-          : a == cp       ? token[l] != 1 && token[l] != 2
+          : a == cp
+              ? (hasSequence ? token[l] != 1 : token[l] != 1 && token[l] != 2)
           : isDataAxis(a) ? (hasBatch ? token[l] != 2 : !token[l])
                           : token[l] && !sequenceParallel)
         continue;
       if (iterators[l] == IteratorType::reduction &&
           (indexedByResult[l] || !isSumLikeReduction(op, l, numLoops)))
         continue;
+      // Flattened [batch * sequence] rows are cut by the context axis one
+      // sequence (interleave block) at a time, never across sequences.
       for (int64_t b : blocks[l])
-        if (b == 0 || (b % n == 0 && extent[l] % b == 0 && b < extent[l]))
+        if ((b == 0 && !(a == cp && token[l] == 2)) ||
+            (b > 0 && b % n == 0 && extent[l] % b == 0 && b < extent[l]))
           options[a].push_back({l, b});
     }
   }
