@@ -184,6 +184,10 @@ static PlanRequest makePlanRequest(const CompileOptions &o,
   pins.cp = o.cp;
   pins.ep = o.ep;
   pins.vpp = o.vpp;
+  // A compile that builds programs searches only plans it can lower (an
+  // expert degree the user pins is kept, and the bundle says why it has no
+  // program).
+  request.expertsWithinData = !o.noProgram && !o.ep;
   if (o.zero)
     pins.zero = static_cast<int>(*o.zero);
   pins.microBatch = o.microBatch;

@@ -310,7 +310,8 @@ std::vector<Degrees> Searcher::degreeTuples() const {
         if ((pins.dp && dp != *pins.dp) || globalBatch % dp)
           continue;
         for (int64_t ep : divisors(spec.experts)) {
-          if ((pins.ep && ep != *pins.ep) || (dp * cp) % ep)
+          if ((pins.ep && ep != *pins.ep) ||
+              (request.expertsWithinData ? dp : dp * cp) % ep)
             continue;
           result.push_back({dp, tp, pp, cp, ep});
         }

@@ -51,6 +51,10 @@ struct PlanRequest {
   /// Execution choices held fixed, not searched: fusedAttention and the
   /// overlap flags. Degrees, schedule and mesh order in it are ignored.
   ParallelPlan execution;
+  /// Expert-parallel groups only within data-parallel ranks (ep divides
+  /// dp), as the partitioner lowers them; otherwise within dp x cp, as the
+  /// cost model and Megatron-Core allow.
+  bool expertsWithinData = false;
 };
 
 /// A dimension of the search, for pins and explanations.
