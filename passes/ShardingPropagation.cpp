@@ -500,15 +500,18 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
           sh.block[a] = run == shape[d] ? 0 : run;
           continue;
         }
-        // Grouped-query attention: kv head `h floordiv group`.
+        // Grouped-query attention: kv head `h floordiv group`. The query
+        // heads split only where the kv heads split alike: with fewer kv
+        // heads than ranks, a rank's queries would read one kv head that
+        // several ranks share, which the partitioner does not lower.
         auto bin = dyn_cast<AffineBinaryOpExpr>(expr);
         if (!isResult && bin && bin.getKind() == AffineExprKind::FloorDiv &&
             isa<AffineDimExpr>(bin.getLHS()) && block == 0) {
-          if (shape[d] % n == 0) {
-            sh.dim[a] = d;
-            sh.block[a] = 0;
-          }
-          continue; // otherwise each device reads a replicated kv
+          if (shape[d] % n)
+            return std::nullopt;
+          sh.dim[a] = d;
+          sh.block[a] = 0;
+          continue;
         }
         return std::nullopt;
       }
