@@ -151,6 +151,9 @@ private:
   }
   /// Per value dim: 0 model, 1 tokens (sequence), 2 batch, 3 experts.
   DenseMap<Value, SmallVector<int>> tokenDims;
+  /// Positions per sequence (the ids input's last dim; 0 if unknown): the
+  /// context axis cuts flattened rows only within sequences of this length.
+  int64_t sequenceLength = 0;
 
   DenseMap<Value, unsigned> number;
   DenseMap<Value, Sh> fixed; // graph inputs
@@ -383,6 +386,8 @@ void Propagation::collectTokenDims(Block &body) {
     SmallVector<int> dims(type.getRank(), 1);
     if (isa<FloatType>(type.getElementType()) && !dims.empty())
       dims.back() = 0;
+    else if (isa<IntegerType>(type.getElementType()) && dims.size() >= 2)
+      sequenceLength = type.getDimSize(type.getRank() - 1);
     if (!dims.empty())
       dims.front() = 2;
     tokenDims[arg] = dims;
@@ -522,6 +527,26 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
         sh.partial |= 1u << a;
       }
     }
+    // The context axis cuts positions into zigzag halves of a sequence. A
+    // batch dim beside a sequence dim has none; flattened [batch * sequence]
+    // rows are cut in runs (its block, or what the token axes before it on
+    // that dim leave each rank) of exactly one sequence. Where that run is
+    // the whole part, the cut is the plain nested one [dp, cp] in mesh order.
+    if (cp && sh.dim[*cp] >= 0 && sequenceLength &&
+        tokenKind(value, sh.dim[*cp]) == 2) {
+      if (llvm::any_of(llvm::seq<int64_t>(0, shape.size()),
+                       [&](int64_t d) { return tokenKind(value, d) == 1; }))
+        return std::nullopt;
+      int64_t d = sh.dim[*cp], outer = 1;
+      for (size_t a = 0; a < numAxes(); ++a)
+        if (a != *cp && sh.dim[a] == d && !sh.block[a])
+          outer *= axes[a].size;
+      int64_t run = sh.block[*cp] ? sh.block[*cp] : shape[d] / outer;
+      if (run != sequenceLength)
+        return std::nullopt;
+      if (shape[d] == outer * run)
+        sh.block[*cp] = 0;
+    }
     // Two axes on one dim: only the token axes, on the batch or the
     // flattened tokens (cut in mesh order), where the dim divides by both.
     for (size_t a = 0; a < numAxes(); ++a)
@@ -657,25 +682,20 @@ Propagation::ruleChoices(ShardingRuleOpInterface rule) {
         continue;
       // The data axes split tokens only; without sequence parallelism the
       // other axes split the model only. Only the expert axis splits the
-      // experts. The context axis splits the sequence, or where the op has
-      // none the flattened [batch * sequence] rows: its cuts are zigzag
-      // halves of positions, which a batch dim beside a sequence does not
-      // have.
+      // experts. The context axis splits the sequence or flattened
+      // [batch * sequence] rows (ruleChoice keeps its cuts within
+      // sequences).
       if (splitsExperts   ? token[l] != 3
           : token[l] == 3 ? true
-          : a == cp
-              ? (hasSequence ? token[l] != 1 : token[l] != 1 && token[l] != 2)
+          : a == cp       ? token[l] != 1 && token[l] != 2
           : isDataAxis(a) ? (hasBatch ? token[l] != 2 : !token[l])
                           : token[l] && !sequenceParallel)
         continue;
       if (iterators[l] == IteratorType::reduction &&
           (indexedByResult[l] || !isSumLikeReduction(op, l, numLoops)))
         continue;
-      // Flattened [batch * sequence] rows are cut by the context axis one
-      // sequence (interleave block) at a time, never across sequences.
       for (int64_t b : blocks[l])
-        if ((b == 0 && !(a == cp && token[l] == 2)) ||
-            (b > 0 && b % n == 0 && extent[l] % b == 0 && b < extent[l]))
+        if (b == 0 || (b % n == 0 && extent[l] % b == 0 && b < extent[l]))
           options[a].push_back({l, b});
     }
   }
