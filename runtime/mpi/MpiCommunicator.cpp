@@ -526,6 +526,9 @@ void MpiCommunicator::Impl::progress() {
   };
   std::vector<int> indices;
   std::vector<MPI_Status> statuses;
+  // Jobs failed while MPI still held their requests, and their buffers.
+  std::vector<std::shared_ptr<Job>> abandoned;
+  std::vector<std::shared_ptr<std::vector<char>>> abandonedBuffers;
   std::chrono::microseconds pause = kPollPause;
   while (true) {
     std::deque<std::shared_ptr<Job>> fresh;
@@ -554,9 +557,20 @@ void MpiCommunicator::Impl::progress() {
                         &count, indices.data(), statuses.data());
     }
     if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
-      // Nothing tells which operation failed: fail them all.
+      // Nothing tells which operation failed: fail them all, each once. MPI
+      // may still write into their buffers, so the jobs are kept alive
+      // until this thread ends (the error ends the run anyway).
       for (std::shared_ptr<Job> &job : active)
-        complete(*job, mpiError(job->what, rc));
+        if (!llvm::is_contained(abandoned, job)) {
+          abandoned.push_back(job);
+          auto buffers = std::make_shared<std::vector<char>>();
+          std::swap(*buffers, job->recvScratch);
+          abandonedBuffers.push_back(buffers);
+          buffers = std::make_shared<std::vector<char>>();
+          std::swap(*buffers, job->sendScratch);
+          abandonedBuffers.push_back(buffers);
+          complete(*job, mpiError(job->what, rc));
+        }
       active.clear();
       requests.clear();
       continue;
