@@ -71,7 +71,7 @@ fi
 jobs=$(nproc)
 
 # One ninja run for everything needed, so the whole machine builds at once.
-targets="dtc-cuda-tests dtc-cuda-kernel-tests bench-cuda-train-step"
+targets="dtc-cuda-tests dtc-cuda-kernel-tests dtc-nccl-p2p-test bench-cuda-train-step"
 if [ -z "$bundle" ] && [ -z "$dtc" ]; then
   if [ -x build/bin/dtc ] && build/bin/dtc --help >/dev/null 2>&1; then
     dtc=build/bin/dtc
@@ -90,6 +90,15 @@ if [ "$skip_tests" = 0 ]; then
     die "dtc-cuda-tests failed"
   budget 240 "$build/test/unit/dtc-cuda-kernel-tests" --gtest_brief=1 ||
     die "dtc-cuda-kernel-tests failed"
+  # NCCL sends and receives in the orders programs start them (two GPUs).
+  gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
+  if [ "$gpus" -ge 2 ]; then
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+      budget 150 mpirun --oversubscribe -np 2 "$build/test/mpi/dtc-nccl-p2p-test" ||
+      die "dtc-nccl-p2p-test failed"
+  else
+    say "NCCL point-to-point test skipped: $gpus GPU (needs 2)"
+  fi
 fi
 
 tmp=$(mktemp -d)
