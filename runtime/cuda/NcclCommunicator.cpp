@@ -90,13 +90,15 @@ struct Staging {
 } // namespace
 
 struct NcclCommunicator::Impl {
+  /// A group of mesh axes: its communicator and its own stream, so one
+  /// group's collectives (a data-parallel gradient all-reduce) never queue
+  /// ahead of another's (a tensor-parallel all-reduce on the critical path).
   struct Group {
     std::vector<int> ranks;
     int position = 0;
     ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;
   };
-  /// An operation in flight: its completion event on the communication
-  /// stream and what wait() still does on the compute stream (unpack).
   /// A point-to-point channel: a two-rank communicator (sender rank 0,
   /// receiver rank 1) and its own stream on each side, carrying messages
   /// one way between two ring neighbours of an axis.
@@ -104,6 +106,9 @@ struct NcclCommunicator::Impl {
     ncclComm_t comm = nullptr;
     cudaStream_t stream = nullptr;
   };
+  /// An operation in flight: its completion event on its group's or
+  /// channel's stream and what wait() still does on the compute stream
+  /// (unpack).
   struct Pending {
     cudaEvent_t done = nullptr;
     ncclComm_t comm = nullptr; // polled for asynchronous errors in wait()
@@ -117,7 +122,6 @@ struct NcclCommunicator::Impl {
   Mesh mesh;
   int rank = 0;
   ncclComm_t world = nullptr;
-  cudaStream_t commStream = nullptr;
   cudaStream_t compute = nullptr;
   std::map<unsigned, Group> groups; // by bit mask of mesh axes
   /// By (sending rank, receiving rank).
@@ -152,11 +156,9 @@ struct NcclCommunicator::Impl {
     return &it->second;
   }
 
-  /// Orders `stream` (the communication stream by default) after the
-  /// compute stream's work so far.
-  llvm::Error handOff(cudaStream_t stream = nullptr) {
-    if (!stream)
-      stream = commStream;
+  /// Orders `stream` (a group's or a channel's) after the compute stream's
+  /// work so far.
+  llvm::Error handOff(cudaStream_t stream) {
     cudaEvent_t ready;
     if (llvm::Error e =
             cudaCheck(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),
@@ -171,18 +173,16 @@ struct NcclCommunicator::Impl {
     return e;
   }
 
-  /// Records the operation just queued on `stream` (the communication
-  /// stream by default) over `comm` as pending.
+  /// Records the operation just queued on `stream` over `comm` as pending.
   llvm::Expected<Request> finish(Pending p, ncclComm_t comm,
-                                 cudaStream_t stream = nullptr) {
+                                 cudaStream_t stream) {
     p.comm = comm;
     if (llvm::Error e =
             cudaCheck(cudaEventCreateWithFlags(&p.done, cudaEventDisableTiming),
                       "cudaEventCreate"))
       return std::move(e);
     if (llvm::Error e =
-            cudaCheck(cudaEventRecord(p.done, stream ? stream : commStream),
-                      "cudaEventRecord"))
+            cudaCheck(cudaEventRecord(p.done, stream), "cudaEventRecord"))
       return std::move(e);
     Request id = next++;
     pending.emplace(id, std::move(p));
@@ -203,8 +203,6 @@ NcclCommunicator::Impl::~Impl() {
     for (void *s : p.staging)
       ops::scratchRelease(s);
   }
-  if (commStream)
-    cudaStreamSynchronize(commStream);
   for (auto &[pair, channel] : channels) {
     if (channel.stream) {
       cudaStreamSynchronize(channel.stream);
@@ -213,13 +211,16 @@ NcclCommunicator::Impl::~Impl() {
     if (channel.comm)
       ncclCommDestroy(channel.comm);
   }
-  for (auto &[mask, g] : groups)
+  for (auto &[mask, g] : groups) {
+    if (g.stream) {
+      cudaStreamSynchronize(g.stream);
+      cudaStreamDestroy(g.stream);
+    }
     if (g.comm)
       ncclCommDestroy(g.comm);
+  }
   if (world)
     ncclCommDestroy(world);
-  if (commStream)
-    cudaStreamDestroy(commStream);
 }
 
 namespace {
@@ -277,10 +278,6 @@ NcclCommunicator::create(Mesh mesh, int rank,
   if (llvm::Error e = ncclCheck(ncclCommInitRank(&impl->world, world, id, rank),
                                 "ncclCommInitRank"))
     return std::move(e);
-  if (llvm::Error e = cudaCheck(
-          cudaStreamCreateWithFlags(&impl->commStream, cudaStreamNonBlocking),
-          "cudaStreamCreate"))
-    return std::move(e);
   // Every group of every subset of axes, in the same order on every rank:
   // color = the coordinates off the group's axes, key = the group position.
   const Mesh &m = impl->mesh;
@@ -307,7 +304,12 @@ NcclCommunicator::create(Mesh mesh, int rank,
             ncclCommSplit(impl->world, color, g.position, &g.comm, nullptr),
             "ncclCommSplit"))
       return std::move(e);
-    impl->groups[mask] = std::move(g);
+    llvm::Error e =
+        cudaCheck(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking),
+                  "cudaStreamCreate");
+    impl->groups[mask] = std::move(g); // freed with impl, also on error
+    if (e)
+      return std::move(e);
   }
   for (const std::string &axis : pointToPointAxes)
     if (llvm::Error e = createChannels(impl->world, m, rank, m.axisIndex(axis),
@@ -415,14 +417,14 @@ NcclCommunicator::allReduce(llvm::ArrayRef<std::string> axes,
   if (input.numElements() != output.numElements() ||
       input.dtype != output.dtype)
     return failure("all_reduce: input and output differ");
-  if (llvm::Error e = impl_->handOff())
+  if (llvm::Error e = impl_->handOff((*g)->stream))
     return std::move(e);
   if (llvm::Error e = ncclCheck(
           ncclAllReduce(input.data, output.data, input.numElements(), *type,
-                        ncclOp(reduction), (*g)->comm, impl_->commStream),
+                        ncclOp(reduction), (*g)->comm, (*g)->stream),
           "all_reduce"))
     return std::move(e);
-  return impl_->finish({}, (*g)->comm);
+  return impl_->finish({}, (*g)->comm, (*g)->stream);
 }
 
 llvm::Expected<Request>
@@ -463,15 +465,15 @@ NcclCommunicator::allGather(llvm::ArrayRef<std::string> axes,
     p.unpackShape = {n, A, J, L, C};
     p.unpackPerm = {1, 2, 0, 3, 4};
   }
-  if (llvm::Error e = impl_->handOff())
+  if (llvm::Error e = impl_->handOff((*g)->stream))
     return std::move(e);
   if (llvm::Error e =
           ncclCheck(ncclAllGather(input.data, target, input.numElements(),
-                                  *type, (*g)->comm, impl_->commStream),
+                                  *type, (*g)->comm, (*g)->stream),
                     "all_gather"))
     return std::move(e);
   p.staging[0] = staging.release();
-  return impl_->finish(std::move(p), (*g)->comm);
+  return impl_->finish(std::move(p), (*g)->comm, (*g)->stream);
 }
 
 llvm::Expected<Request> NcclCommunicator::reduceScatter(
@@ -507,16 +509,16 @@ llvm::Expected<Request> NcclCommunicator::reduceScatter(
       return std::move(e);
     source = staging.ptr;
   }
-  if (llvm::Error e = impl_->handOff())
+  if (llvm::Error e = impl_->handOff((*g)->stream))
     return std::move(e);
   if (llvm::Error e = ncclCheck(
           ncclReduceScatter(source, output.data, output.numElements(), *type,
-                            ncclOp(reduction), (*g)->comm, impl_->commStream),
+                            ncclOp(reduction), (*g)->comm, (*g)->stream),
           "reduce_scatter"))
     return std::move(e);
   Impl::Pending p;
   p.staging[0] = staging.release();
-  return impl_->finish(std::move(p), (*g)->comm);
+  return impl_->finish(std::move(p), (*g)->comm, (*g)->stream);
 }
 
 llvm::Expected<Request>
@@ -559,15 +561,15 @@ NcclCommunicator::allToAll(llvm::ArrayRef<std::string> axes,
   if (llvm::Error e = permuteOnDevice(input.data, send.ptr, elem,
                                       {As, n, Ps, Cs}, {1, 0, 2, 3}))
     return std::move(e);
-  if (llvm::Error e = impl_->handOff())
+  if (llvm::Error e = impl_->handOff((*g)->stream))
     return std::move(e);
   size_t count = input.numElements() / n;
   ncclGroupStart();
   for (int64_t r = 0; r < n; ++r) {
     ncclSend(static_cast<char *>(send.ptr) + r * count * elem, count, *type,
-             static_cast<int>(r), (*g)->comm, impl_->commStream);
+             static_cast<int>(r), (*g)->comm, (*g)->stream);
     ncclRecv(static_cast<char *>(recv.ptr) + r * count * elem, count, *type,
-             static_cast<int>(r), (*g)->comm, impl_->commStream);
+             static_cast<int>(r), (*g)->comm, (*g)->stream);
   }
   if (llvm::Error e = ncclCheck(ncclGroupEnd(), "all_to_all"))
     return std::move(e);
@@ -580,7 +582,7 @@ NcclCommunicator::allToAll(llvm::ArrayRef<std::string> axes,
   p.unpackPerm = {1, 0, 2, 3};
   p.staging[0] = send.release();
   p.staging[1] = recv.release();
-  return impl_->finish(std::move(p), (*g)->comm);
+  return impl_->finish(std::move(p), (*g)->comm, (*g)->stream);
 }
 
 llvm::Expected<Request> NcclCommunicator::send(llvm::StringRef axis,

@@ -3,11 +3,13 @@
 // Communication between the GPUs of a CUDA run, one process (and device) per
 // rank, on device buffers. One ncclComm per group of mesh axes, split from
 // the world communicator at creation (every rank creates them all, in the
-// same order, so no group's creation waits on another's). Operations run on
-// a communication stream: a start records an event on the compute stream
-// (the inputs are written) that the communication stream waits for; wait()
-// makes the compute stream wait for the operation's completion event, so
-// the kernels queued after it see the output without the host blocking.
+// same order, so no group's creation waits on another's). Each group's
+// collectives run on the group's own stream, so a data-parallel gradient
+// all-reduce never holds up a tensor-parallel one queued after it: a start
+// records an event on the compute stream (the inputs are written) that the
+// group's stream waits for; wait() makes the compute stream wait for the
+// operation's completion event, so the kernels queued after it see the
+// output without the host blocking.
 // Layouts NCCL does not produce (a gather along dim != 0, blocked layouts,
 // all-to-all) are packed and unpacked by permutation kernels on the compute
 // stream.
