@@ -151,6 +151,16 @@ struct Case {
     return runOnHost(cpuKernels(), outs);
   }
 
+  /// An output buffer of all-ones bytes (NaN in float types): a kernel
+  /// must write every element, as arenas are reused between ops, so an
+  /// element it leaves shows up instead of passing as a zero.
+  static Tensor poisoned(DType dtype, llvm::ArrayRef<int64_t> shape) {
+    Tensor t(dtype, shape);
+    if (t.bytes())
+      std::memset(t.data(), 0xFF, t.bytes());
+    return t;
+  }
+
   /// Runs the op of `registry` on host memory: the CPU kernels, or CUDA
   /// adapters that refuse the call before touching memory.
   std::string runOnHost(const KernelRegistry &registry,
@@ -162,7 +172,7 @@ struct Case {
     for (const Tensor &t : inputs)
       in.push_back(t.ref());
     for (auto &[dtype, shape] : outputShapes) {
-      outs.emplace_back(dtype, shape);
+      outs.push_back(poisoned(dtype, shape));
       out.push_back(outs.back().ref());
     }
     KernelCall call(inst, in, out, context);
@@ -186,7 +196,7 @@ struct Case {
       in.push_back(deviceIn.back().ref());
     }
     for (auto &[dtype, shape] : outputShapes) {
-      auto d = Tensor::allocate(dtype, shape, memory);
+      auto d = runtime::cuda::toDevice(poisoned(dtype, shape), memory);
       if (!d)
         return llvm::toString(d.takeError());
       deviceOut.push_back(std::move(*d));
