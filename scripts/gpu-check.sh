@@ -6,7 +6,10 @@
 # and MFU (peak: /work/shared/data/hardware.csv or --peak-tflops).
 #
 # Usage: scripts/gpu-check.sh [--steps N] [--skip-tests] [--bundle DIR]
-#                             [--dtc PATH] [--peak-tflops X]
+#                             [--dtc PATH] [--peak-tflops X] [--kit DIR]
+#   --kit DIR     run the binaries and bundles scripts/gpu-kit.sh packed
+#                 (.gpukit) instead of building: for a machine without
+#                 dtc's build dependencies (no LLVM 22, MPI or protobuf).
 #   --bundle DIR  a bundle compiled elsewhere (dtc compile --gpus 1): skips
 #                 building dtc and compiling the model on this machine.
 #   --dtc PATH    a dtc binary to compile the model with (default: build/bin/dtc
@@ -24,6 +27,7 @@ skip_tests=0
 bundle=""
 peak=""
 dtc=""
+kit=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps="$2"; shift 2 ;;
@@ -31,6 +35,7 @@ while [ $# -gt 0 ]; do
     --bundle) bundle="$2"; shift 2 ;;
     --peak-tflops) peak="$2"; shift 2 ;;
     --dtc) dtc="$2"; shift 2 ;;
+    --kit) kit="$2"; shift 2 ;;
     *) echo "gpu-check: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -52,68 +57,107 @@ gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) ||
 cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 |
       tr -d '.[:space:]')
 say "GPU: $gpu (sm_$cap)"
-command -v nvcc >/dev/null || die "nvcc not on PATH (add the CUDA toolkit's bin)"
-nvcc --version | tail -1
-command -v llvm-config-22 >/dev/null ||
-  die "llvm-config-22 not found: run scripts/setup.sh (LLVM/MLIR 22) first"
-prefix="$(llvm-config-22 --prefix)"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+tiny=""
+if [ -n "$kit" ]; then
+  [ -f "$kit/kit.tar.xz" ] ||
+    die "$kit/kit.tar.xz missing: run scripts/gpu-kit.sh where dtc builds"
+  say "kit: $(tr '\n' ';' <"$kit/MANIFEST")"
+  unpacked="$tmp/kit"
+  mkdir -p "$unpacked"
+  tar -C "$unpacked" -xJf "$kit/kit.tar.xz" 2>/dev/null ||
+    python3 -m tarfile -e "$kit/kit.tar.xz" "$unpacked" ||
+    die "cannot unpack $kit/kit.tar.xz"
+  # This machine's CUDA runtime, cuBLASLt and NCCL: from the linker's
+  # cache, the toolkit, or Python's nvidia-* packages.
+  libpath="$unpacked/lib"
+  sites=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null || true)
+  for so in libcudart.so.13 libcublasLt.so.13 libnccl.so.2; do
+    ldconfig -p 2>/dev/null | grep -q "$so" && continue
+    found=$(find /usr/local/cuda*/ $sites -name "$so" 2>/dev/null | head -1 || true)
+    [ -n "$found" ] ||
+      die "$so not found (ldconfig, /usr/local/cuda*, Python's nvidia packages)"
+    libpath="$libpath:$(dirname "$found")"
+  done
+  export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  missing=$(ldd "$unpacked"/bin/* | grep "not found" | sort -u | tr -s ' \t\n' ' ' || true)
+  [ -z "$missing" ] || die "the kit's binaries miss libraries:$missing"
+  tests_bin="$unpacked/bin"
+  bench_bin="$unpacked/bin"
+  bundle="${bundle:-$kit/bundles/gpt.dtc}"
+  tiny="$kit/bundles/tiny.dtc"
+else
+  command -v nvcc >/dev/null || die "nvcc not on PATH (add the CUDA toolkit's bin)"
+  nvcc --version | tail -1
+  command -v llvm-config-22 >/dev/null ||
+    die "llvm-config-22 not found: run scripts/setup.sh (LLVM/MLIR 22) first"
+  prefix="$(llvm-config-22 --prefix)"
 
-if [ ! -f "$build/build.ninja" ]; then
-  say "configuring $build"
-  mkdir -p "$build"
-  budget 180 cmake -G Ninja -S . -B "$build" \
-    -DMLIR_DIR="$prefix/lib/cmake/mlir" \
-    -DLLVM_EXTERNAL_LIT="$prefix/bin/lit" \
-    -DMLIR_LINK_MLIR_DYLIB=ON -DCMAKE_BUILD_TYPE=Release \
-    -DDTC_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$cap" >"$build/gpu-check-configure.log" 2>&1 ||
-    { tail -30 "$build/gpu-check-configure.log"; die "cmake failed (log: $build/gpu-check-configure.log)"; }
-fi
-jobs=$(nproc)
-
-# One ninja run for everything needed, so the whole machine builds at once.
-targets="dtc-cuda-tests dtc-cuda-kernel-tests dtc-nccl-p2p-test bench-cuda-train-step"
-if [ -z "$bundle" ] && [ -z "$dtc" ]; then
-  if [ -x build/bin/dtc ] && build/bin/dtc --help >/dev/null 2>&1; then
-    dtc=build/bin/dtc
-  else
-    dtc="$build/bin/dtc"
-    targets="$targets dtc"
+  if [ ! -f "$build/build.ninja" ]; then
+    say "configuring $build"
+    mkdir -p "$build"
+    budget 180 cmake -G Ninja -S . -B "$build" \
+      -DMLIR_DIR="$prefix/lib/cmake/mlir" \
+      -DLLVM_EXTERNAL_LIT="$prefix/bin/lit" \
+      -DMLIR_LINK_MLIR_DYLIB=ON -DCMAKE_BUILD_TYPE=Release \
+      -DDTC_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$cap" >"$build/gpu-check-configure.log" 2>&1 ||
+      { tail -30 "$build/gpu-check-configure.log"; die "cmake failed (log: $build/gpu-check-configure.log)"; }
   fi
+  jobs=$(nproc)
+
+  # One ninja run for everything needed, so the whole machine builds at once.
+  targets="dtc-cuda-tests dtc-cuda-kernel-tests dtc-nccl-p2p-test bench-cuda-train-step"
+  if [ -z "$bundle" ] && [ -z "$dtc" ]; then
+    if [ -x build/bin/dtc ] && build/bin/dtc --help >/dev/null 2>&1; then
+      dtc=build/bin/dtc
+    else
+      dtc="$build/bin/dtc"
+      targets="$targets dtc"
+    fi
+  fi
+  say "building $targets"
+  budget 360 ninja -C "$build" -j"$jobs" $targets >"$build/gpu-check-build.log" 2>&1 ||
+    { tail -40 "$build/gpu-check-build.log"; die "build failed (log: $build/gpu-check-build.log)"; }
+  tests_bin="$build/test/unit"
+  bench_bin="$build/bench/cuda"
 fi
-say "building $targets"
-budget 360 ninja -C "$build" -j"$jobs" $targets >"$build/gpu-check-build.log" 2>&1 ||
-  { tail -40 "$build/gpu-check-build.log"; die "build failed (log: $build/gpu-check-build.log)"; }
 
 if [ "$skip_tests" = 0 ]; then
   say "CUDA tests"
-  budget 180 "$build/test/unit/dtc-cuda-tests" --gtest_brief=1 ||
+  budget 180 "$tests_bin/dtc-cuda-tests" --gtest_brief=1 ||
     die "dtc-cuda-tests failed"
-  budget 240 "$build/test/unit/dtc-cuda-kernel-tests" --gtest_brief=1 ||
+  budget 240 "$tests_bin/dtc-cuda-kernel-tests" --gtest_brief=1 ||
     die "dtc-cuda-kernel-tests failed"
   # NCCL sends and receives in the orders programs start them (two GPUs).
   gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
-  if [ "$gpus" -ge 2 ]; then
+  p2p="$build/test/mpi/dtc-nccl-p2p-test"
+  [ -n "$kit" ] && p2p="$unpacked/bin/dtc-nccl-p2p-test"
+  if [ "$gpus" -ge 2 ] && ! command -v mpirun >/dev/null; then
+    say "NCCL point-to-point test skipped: no mpirun on this machine"
+  elif [ "$gpus" -ge 2 ]; then
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-      budget 150 mpirun --oversubscribe -np 2 "$build/test/mpi/dtc-nccl-p2p-test" ||
+      budget 150 mpirun --oversubscribe -np 2 "$p2p" ||
       die "dtc-nccl-p2p-test failed"
   else
     say "NCCL point-to-point test skipped: $gpus GPU (needs 2)"
   fi
 fi
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 # End to end first: a tiny GPT's training steps on the CUDA backend and on
 # the CPU kernels (same seed: same weights and tokens) give the same losses.
-if [ -n "$dtc" ]; then
+if [ -z "$tiny" ] && [ -n "$dtc" ]; then
+  say "compiling the bundles with $dtc"
+  budget 300 scripts/gpu-bundles.sh "$dtc" "$tmp" >"$tmp/compile.log" 2>&1 ||
+    { cat "$tmp/compile.log"; die "dtc compile failed"; }
+  tiny="$tmp/tiny.dtc"
+  bundle="${bundle:-$tmp/gpt.dtc}"
+fi
+if [ -n "$tiny" ]; then
   say "tiny GPT: CUDA losses against the CPU kernels"
-  budget 60 "$dtc" modelgen --arch gpt --layers 2 --hidden 128 --heads 4 \
-    --vocab 1000 --seq-len 64 -o "$tmp/tiny.onnx" >/dev/null
-  budget 60 "$dtc" compile "$tmp/tiny.onnx" --gpus 1 --global-batch 2 \
-    --micro-batch 2 --seq-len 64 -o "$tmp/tiny.dtc" >/dev/null
-  bench="$build/bench/cuda/bench-cuda-train-step"
-  budget 60 "$bench" "$tmp/tiny.dtc" 3 --cpu >"$tmp/tiny-cpu.json"
-  budget 60 "$bench" "$tmp/tiny.dtc" 3 >"$tmp/tiny-cuda.json"
+  bench="$bench_bin/bench-cuda-train-step"
+  budget 60 "$bench" "$tiny" 3 --cpu >"$tmp/tiny-cpu.json"
+  budget 60 "$bench" "$tiny" 3 >"$tmp/tiny-cuda.json"
   python3 - "$tmp/tiny-cpu.json" "$tmp/tiny-cuda.json" <<'PY' ||
 import json, sys
 cpu, cuda = ([json.loads(l) for l in open(f)][1:] for f in sys.argv[1:3])
@@ -129,25 +173,13 @@ PY
     die "the CUDA training steps differ from the CPU kernels' (above)"
 fi
 
-# A GPT of 4 blocks, hidden 1024, 16 heads (head dim 64), seq 1024, GPT-2's
-# padded vocabulary, micro-batch 8: 8192 tokens a step.
-mb=8 seq=1024
-if [ -z "$bundle" ]; then
-  say "compiling the model with $dtc"
-  budget 120 "$dtc" modelgen --arch gpt --layers 4 --hidden 1024 \
-    --heads 16 --vocab 50304 --seq-len "$seq" -o "$tmp/gpt.onnx" >/dev/null
-  budget 180 "$dtc" compile "$tmp/gpt.onnx" --gpus 1 \
-    --global-batch "$mb" --micro-batch "$mb" --seq-len "$seq" \
-    -o "$tmp/gpt.dtc" >"$tmp/compile.log" 2>&1 ||
-    { cat "$tmp/compile.log"; die "dtc compile failed"; }
-  bundle="$tmp/gpt.dtc"
-fi
+[ -n "$bundle" ] || die "no bundle: pass --bundle, --dtc or --kit"
 [ -f "$bundle/program.pb" ] || die "$bundle/program.pb missing"
 
 run_bench() { # $1: label, rest: environment
   local label=$1; shift
   say "training steps ($label)"
-  budget 150 env "$@" "$build/bench/cuda/bench-cuda-train-step" "$bundle" "$steps" \
+  budget 150 env "$@" "$bench_bin/bench-cuda-train-step" "$bundle" "$steps" \
     >"$tmp/$label.json" 2>"$tmp/$label.err" ||
     { cat "$tmp/$label.err"; tail -3 "$tmp/$label.json"; die "benchmark ($label) failed"; }
 }

@@ -8,6 +8,7 @@ packages=(
   cmake ninja-build g++ ccache clang-format
   # LLVM/MLIR 22: libraries, tablegen, lit, FileCheck
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools zlib1g-dev
+  libzstd-dev  # static LLVM for the GPU kit (scripts/gpu-kit.sh)
   # ONNX (and its conformance test data), protobuf
   libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
   # Command line, tests, runtime libraries

@@ -48,8 +48,12 @@ class Scratch {
 public:
   explicit Scratch(size_t bytes) {
     if (cudaMallocAsync(&ptr_, bytes ? bytes : 1, computeStream()) !=
-        cudaSuccess)
+        cudaSuccess) {
+      // The caller reports the failure; clear it so that the next launch
+      // check does not take it for its own.
+      cudaGetLastError();
       ptr_ = nullptr;
+    }
   }
   ~Scratch() {
     if (ptr_)

@@ -37,8 +37,10 @@ Lt &lt() {
           std::string("cublasLtCreate: ") + cublasLtGetStatusString(s);
       return;
     }
-    if (cudaError_t err = cudaMalloc(&state.workspace, kWorkspaceBytes))
+    if (cudaError_t err = cudaMalloc(&state.workspace, kWorkspaceBytes)) {
+      cudaGetLastError(); // reported through state.error, not the next op
       state.error = failure("cuBLASLt workspace", err);
+    }
   });
   return state;
 }

@@ -203,22 +203,19 @@ NcclCommunicator::Impl::~Impl() {
     for (void *s : p.staging)
       ops::scratchRelease(s);
   }
-  for (auto &[pair, channel] : channels) {
-    if (channel.stream) {
-      cudaStreamSynchronize(channel.stream);
-      cudaStreamDestroy(channel.stream);
+  // The stream drains before its communicator goes.
+  auto release = [](cudaStream_t stream, ncclComm_t comm) {
+    if (stream) {
+      cudaStreamSynchronize(stream);
+      cudaStreamDestroy(stream);
     }
-    if (channel.comm)
-      ncclCommDestroy(channel.comm);
-  }
-  for (auto &[mask, g] : groups) {
-    if (g.stream) {
-      cudaStreamSynchronize(g.stream);
-      cudaStreamDestroy(g.stream);
-    }
-    if (g.comm)
-      ncclCommDestroy(g.comm);
-  }
+    if (comm)
+      ncclCommDestroy(comm);
+  };
+  for (auto &[pair, channel] : channels)
+    release(channel.stream, channel.comm);
+  for (auto &[mask, g] : groups)
+    release(g.stream, g.comm);
   if (world)
     ncclCommDestroy(world);
 }
