@@ -121,6 +121,12 @@ public:
   /// Blocks until the operation is complete (its output written, its input
   /// free to reuse).
   virtual llvm::Error wait(Request request) = 0;
+  /// The caller is about to compute while operations it started are
+  /// outstanding. A backend that moves them on a thread of its own (MPI)
+  /// wakes it here rather than at each start, so an operation waited for
+  /// right after its start costs no thread wake-up. Cheap when nothing is
+  /// due.
+  virtual void computing() {}
   /// When the operation that the last wait() returned for had completed,
   /// where the backend observes it (traces); nullopt when it does not.
   virtual std::optional<std::chrono::steady_clock::time_point>

@@ -194,8 +194,10 @@ llvm::Error Executor::prepare() {
               : WaitKind::Collective;
     }
     prepared.waits.assign(f.instructions_size(), WaitKind::None);
+    prepared.communicates.assign(f.instructions_size(), false);
     for (auto [index, inst] : llvm::enumerate(f.instructions())) {
       auto request = inst.attrs().find("request");
+      prepared.communicates[index] = request != inst.attrs().end();
       if (inst.op() != "dtc.wait" || request == inst.attrs().end())
         continue;
       auto kind = requestKind.find(request->second.i());
@@ -393,6 +395,9 @@ llvm::Expected<std::vector<Tensor>> Executor::run(llvm::StringRef name,
       outputs.push_back(prepared.views[id]);
     KernelCall call(inst, inputs, outputs, &context_);
     WaitKind wait = prepared.waits[index];
+    if (!context_.pending.empty() && !prepared.communicates[index] &&
+        context_.communicator)
+      context_.communicator->computing();
     if (!trace_ && wait == WaitKind::None) {
       if (llvm::Error e = prepared.kernels[index](call))
         return std::move(e);

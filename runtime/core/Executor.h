@@ -113,6 +113,9 @@ private:
     const program::Function *function = nullptr;
     int32_t index = 0; ///< in the RankProgram
     std::vector<WaitKind> waits;
+    /// Whether each instruction starts or waits for a communication (the
+    /// others compute).
+    std::vector<bool> communicates;
     std::vector<KernelFn> kernels;
     std::vector<TensorRef> views; // by value id; arguments patched per call
     /// (value id, argument position) of every value stored in an argument.

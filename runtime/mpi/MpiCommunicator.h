@@ -3,9 +3,10 @@
 // Communication between the ranks of a CPU run: one MPI process per rank,
 // host memory. The caller initializes MPI (initializeMpi) and creates the
 // communicator on every rank at once (the group communicators are created
-// collectively). After that a single progress thread makes every MPI call:
-// starts are queued in program order, posted as nonblocking MPI operations
-// and tested until complete; wait() blocks until its operation is done.
+// collectively). Starts are posted as nonblocking MPI operations in
+// program order and tested until complete: by a progress thread while the
+// caller computes (it says so with computing()), by the caller itself while
+// it is blocked in wait().
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,6 +65,7 @@ public:
   llvm::Expected<Request> recv(llvm::StringRef axis, int64_t peerOffset,
                                const TensorRef &output) override;
   llvm::Error wait(Request request) override;
+  void computing() override;
   std::optional<std::chrono::steady_clock::time_point>
   lastWaitCompletion() const override;
 
