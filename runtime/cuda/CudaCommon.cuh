@@ -90,11 +90,20 @@ __device__ __forceinline__ float loadF(const void *p, int dtype, int64_t i) {
 }
 
 __device__ __forceinline__ double loadD(const void *p, int dtype, int64_t i) {
-  if (dtype == kF64)
+  switch (dtype) {
+  case kF64:
     return static_cast<const double *>(p)[i];
-  if (dtype == kI64)
+  case kI64:
     return static_cast<double>(static_cast<const int64_t *>(p)[i]);
-  return loadF(p, dtype, i);
+  case kI32:
+    return static_cast<const int32_t *>(p)[i];
+  case kI8:
+    return static_cast<const int8_t *>(p)[i];
+  case kBool:
+    return static_cast<const uint8_t *>(p)[i] != 0;
+  default:
+    return loadF(p, dtype, i);
+  }
 }
 
 __device__ __forceinline__ int64_t loadI(const void *p, int dtype, int64_t i) {

@@ -1017,6 +1017,234 @@ Error zigzagOrderKernel(const KernelCall &call) {
 }
 
 //===----------------------------------------------------------------------===//
+// Mixture of experts (runtime/cpu/Moe.cpp)
+//===----------------------------------------------------------------------===//
+
+/// dtc.moe_route's attributes, checked as the CPU kernel does.
+Expected<ops::MoeRoute> moeRouteOf(const KernelCall &call,
+                                   const TensorRef &logits) {
+  if (logits.rank() != 3)
+    return call.error("router logits must be [batch, seq, experts], got " +
+                      shapeString(logits.shape));
+  ops::MoeRoute r{logits.shape[0],       logits.shape[1],
+                  logits.shape[2],       call.i64("top_k"),
+                  call.i64("capacity"),  call.str("score") == "sigmoid",
+                  call.flag("normalize")};
+  if (r.topK < 1 || r.topK > r.experts || r.capacity < 1)
+    return call.error("top_k " + Twine(r.topK) + " or capacity " +
+                      Twine(r.capacity) + " out of range for " +
+                      Twine(r.experts) + " experts");
+  return r;
+}
+
+/// Checks a float result of the given shape (the CPU kernels leave a
+/// non-float result unwritten; a mismatched shape would be written out of
+/// bounds).
+Error expectFloatShape(const KernelCall &call, const TensorRef &t,
+                       ArrayRef<int64_t> shape, llvm::StringRef what) {
+  if (auto err = expectFloat(call, t, what))
+    return err;
+  return expectShape(call, t, shape, what);
+}
+
+Error moeRouteKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 1, 3))
+    return err;
+  const TensorRef &logits = call.input(0), &gates = call.output(0),
+                  &slots = call.output(1), &aux = call.output(2);
+  Expected<ops::MoeRoute> r = moeRouteOf(call, logits);
+  if (!r)
+    return r.takeError();
+  if (auto err = expectShape(call, slots, {r->batch, r->experts, r->capacity},
+                             "slots"))
+    return err;
+  if (slots.dtype != DType::I64)
+    return call.error("slots must be i64");
+  if (auto err = expectFloatShape(call, gates, logits.shape, "gates"))
+    return err;
+  if (auto err = expectFloatShape(call, aux, {r->batch}, "aux"))
+    return err;
+  // dtc run's routing figures (not of a recomputed route): [b, E + 1]
+  // doubles read back after the kernels.
+  ExecutionContext *context = call.context();
+  bool collect = context && context->moeRouting && call.has("layer") &&
+                 !call.flag("recomputed");
+  int64_t e = r->experts;
+  Scratch stats(collect ? r->batch * (e + 1) * sizeof(double) : 0);
+  if (collect && !stats.get())
+    return call.error("out of device memory");
+  if (auto err = check(
+          call, ops::moeRoute(
+                    *r, code(logits.dtype), logits.data, code(gates.dtype),
+                    gates.data, slots.as<int64_t>(), code(aux.dtype), aux.data,
+                    collect ? static_cast<double *>(stats.get()) : nullptr)))
+    return err;
+  if (!collect)
+    return Error::success();
+  std::vector<double> host(r->batch * (e + 1));
+  if (auto err = check(call, ops::copy(host.data(), stats.get(),
+                                       host.size() * sizeof(double), 1)))
+    return err;
+  MoeRoutingStats::Layer &layer =
+      context->moeRouting->layers[call.i64("layer")];
+  layer.expertChoices.resize(e, 0.0);
+  for (int64_t b = 0; b < r->batch; ++b) {
+    const double *row = host.data() + b * (e + 1);
+    for (int64_t x = 0; x < e; ++x) {
+      layer.expertChoices[x] += row[x];
+      layer.dropped += std::max(0.0, row[x] - double(r->capacity));
+    }
+    layer.auxSum += row[e];
+    layer.sequences += 1;
+  }
+  return Error::success();
+}
+
+Error moeRouteGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 3, 1))
+    return err;
+  const TensorRef &logits = call.input(0), &gatesGrad = call.input(1),
+                  &auxGrad = call.input(2), &out = call.output(0);
+  Expected<ops::MoeRoute> r = moeRouteOf(call, logits);
+  if (!r)
+    return r.takeError();
+  // The CPU kernel reads these shapes unchecked.
+  if (auto err = expectShape(call, gatesGrad, logits.shape, "gates gradient"))
+    return err;
+  if (auto err = expectShape(call, auxGrad, {r->batch}, "aux gradient"))
+    return err;
+  if (auto err = expectFloatShape(call, out, logits.shape, "result"))
+    return err;
+  return check(call, ops::moeRouteGrad(*r, code(logits.dtype), logits.data,
+                                       code(gatesGrad.dtype), gatesGrad.data,
+                                       code(auxGrad.dtype), auxGrad.data,
+                                       code(out.dtype), out.data));
+}
+
+/// A slots tensor [batch, experts, capacity] of positions < `positions`
+/// (its values are checked on the device), with the CPU's message for a bad
+/// rank or dtype.
+Expected<ops::MoeSlots> moeSlotsOf(const KernelCall &call,
+                                   const TensorRef &slots, int64_t batch,
+                                   int64_t positions, int64_t hidden) {
+  if (slots.rank() != 3 ||
+      (slots.dtype != DType::I64 && slots.dtype != DType::I32))
+    return call.error("slots must be an i64 or i32 [batch, experts, "
+                      "capacity] tensor");
+  if (slots.shape[0] != batch)
+    return call.error("slots " + shapeString(slots.shape) +
+                      " do not match a batch of " + Twine(batch));
+  return ops::MoeSlots{batch,          positions, slots.shape[1],
+                       slots.shape[2], hidden,    code(slots.dtype),
+                       slots.data};
+}
+
+Error moeDispatchKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &x = call.input(0), &out = call.output(0);
+  if (x.rank() != 3)
+    return call.error("input must be [batch, seq, hidden]");
+  Expected<ops::MoeSlots> sl =
+      moeSlotsOf(call, call.input(1), x.shape[0], x.shape[1], x.shape[2]);
+  if (!sl)
+    return sl.takeError();
+  if (auto err = expectFloatShape(
+          call, out, {sl->batch, sl->experts, sl->capacity, sl->hidden},
+          "result"))
+    return err;
+  return check(call, ops::moeDispatch(*sl, code(x.dtype), x.data,
+                                      code(out.dtype), out.data));
+}
+
+Error moeDispatchGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return err;
+  const TensorRef &grad = call.input(0), &out = call.output(0);
+  if (grad.rank() != 4)
+    return call.error("gradient must be [b, E, C, h]");
+  Expected<ops::MoeSlots> sl = moeSlotsOf(call, call.input(1), grad.shape[0],
+                                          call.i64("seq_len"), grad.shape[3]);
+  if (!sl)
+    return sl.takeError();
+  if (auto err =
+          expectShape(call, call.input(1),
+                      ArrayRef<int64_t>(grad.shape).drop_back(), "slots"))
+    return err;
+  if (auto err = expectFloatShape(
+          call, out, {sl->batch, sl->positions, sl->hidden}, "result"))
+    return err;
+  return check(call, ops::moeGatherSum(*sl, code(grad.dtype), grad.data, 0,
+                                       nullptr, code(out.dtype), out.data));
+}
+
+/// moe_combine's and moe_combine_grad's experts [b, E, C, h], slots and
+/// gates [b, s, E].
+Expected<ops::MoeSlots> moeCombineSlots(const KernelCall &call,
+                                        const TensorRef &experts,
+                                        const TensorRef &slots,
+                                        const TensorRef &gates) {
+  Expected<ops::MoeSlots> sl = moeSlotsOf(call, slots, experts.shape[0],
+                                          gates.shape[1], experts.shape[3]);
+  if (!sl)
+    return sl.takeError();
+  if (auto err = expectShape(
+          call, slots, ArrayRef<int64_t>(experts.shape).drop_back(), "slots"))
+    return std::move(err);
+  if (auto err = expectShape(call, gates,
+                             {sl->batch, sl->positions, sl->experts}, "gates"))
+    return std::move(err);
+  return sl;
+}
+
+Error moeCombineKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 3, 1))
+    return err;
+  const TensorRef &experts = call.input(0), &gates = call.input(2),
+                  &out = call.output(0);
+  if (experts.rank() != 4 || gates.rank() != 3)
+    return call.error("experts must be [b, E, C, h] and gates [b, s, E]");
+  Expected<ops::MoeSlots> sl =
+      moeCombineSlots(call, experts, call.input(1), gates);
+  if (!sl)
+    return sl.takeError();
+  if (auto err = expectFloatShape(
+          call, out, {sl->batch, sl->positions, sl->hidden}, "result"))
+    return err;
+  return check(call, ops::moeGatherSum(*sl, code(experts.dtype), experts.data,
+                                       code(gates.dtype), gates.data,
+                                       code(out.dtype), out.data));
+}
+
+Error moeCombineGradKernel(const KernelCall &call) {
+  if (auto err = expectArity(call, 4, 2))
+    return err;
+  const TensorRef &experts = call.input(0), &gates = call.input(2),
+                  &grad = call.input(3), &dRows = call.output(0),
+                  &dGates = call.output(1);
+  if (experts.rank() != 4 || gates.rank() != 3 || grad.rank() != 3)
+    return call.error("experts must be [b, E, C, h], gates [b, s, E] and the "
+                      "gradient [b, s, h]");
+  Expected<ops::MoeSlots> sl =
+      moeCombineSlots(call, experts, call.input(1), gates);
+  if (!sl)
+    return sl.takeError();
+  if (auto err = expectShape(call, grad, {sl->batch, sl->positions, sl->hidden},
+                             "gradient"))
+    return err;
+  if (auto err =
+          expectFloatShape(call, dRows, experts.shape, "experts gradient"))
+    return err;
+  if (auto err = expectFloatShape(call, dGates, gates.shape, "gates gradient"))
+    return err;
+  return check(call, ops::moeCombineGrad(*sl, code(experts.dtype), experts.data,
+                                         code(gates.dtype), gates.data,
+                                         code(grad.dtype), grad.data,
+                                         code(dRows.dtype), dRows.data,
+                                         code(dGates.dtype), dGates.data));
+}
+
+//===----------------------------------------------------------------------===//
 // Optimizer
 //===----------------------------------------------------------------------===//
 
@@ -1251,6 +1479,12 @@ void registerCudaKernels(KernelRegistry &registry) {
   registry.add("dtc.cross_entropy_grad", crossEntropyGradKernel);
   registry.add("dtc.adamw", adamwKernel);
   registry.add("dtc.matmul", matmulKernel);
+  registry.add("dtc.moe_route", moeRouteKernel);
+  registry.add("dtc.moe_route_grad", moeRouteGradKernel);
+  registry.add("dtc.moe_dispatch", moeDispatchKernel);
+  registry.add("dtc.moe_dispatch_grad", moeDispatchGradKernel);
+  registry.add("dtc.moe_combine", moeCombineKernel);
+  registry.add("dtc.moe_combine_grad", moeCombineGradKernel);
   // The collectives run on device buffers through an NcclCommunicator.
   registerCollectiveKernels(registry);
 }

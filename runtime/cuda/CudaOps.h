@@ -47,6 +47,7 @@ enum DeviceError : int {
   kIdOutOfRange = 1,
   kLabelOutOfRange = 2,
   kBadAdamStep = 3,
+  kSlotOutOfRange = 4,
 };
 
 //===--- runtime (Runtime.cu) ---------------------------------------------===//
@@ -237,6 +238,48 @@ std::string adamw(const AdamW &hyper, int64_t n, int pDtype, const void *p,
                   int gDtype, const void *g, int mDtype, const void *m,
                   int vDtype, const void *v, void *pOut, void *mOut,
                   void *vOut);
+
+//===--- mixture of experts (Moe.cu) --------------------------------------===//
+
+/// dtc.moe_route's attributes over logits [batch, positions, experts].
+struct MoeRoute {
+  int64_t batch, positions, experts, topK, capacity;
+  bool sigmoid, normalize;
+};
+/// gates [b, s, E], slots [b, E, C] and aux [b]; `stats` (device, nullable)
+/// gets [b, E + 1] doubles: each sequence's choices per expert before drops,
+/// then its auxiliary loss (dtc run's routing figures).
+std::string moeRoute(const MoeRoute &r, int logitsDtype, const void *logits,
+                     int gatesDtype, void *gates, int64_t *slots, int auxDtype,
+                     void *aux, double *stats);
+/// d logits [b, s, E] from the gates' and the auxiliary loss's gradients.
+std::string moeRouteGrad(const MoeRoute &r, int logitsDtype, const void *logits,
+                         int gatesGradDtype, const void *gatesGrad,
+                         int auxGradDtype, const void *auxGrad, int outDtype,
+                         void *out);
+
+/// A slots tensor [batch, experts, capacity] (i64 or i32) of positions in
+/// sequences of `positions` tokens, -1 for an empty slot, and the hidden
+/// size of the rows it moves. Out-of-range slots flag kSlotOutOfRange.
+struct MoeSlots {
+  int64_t batch, positions, experts, capacity, hidden;
+  int dtype;
+  const void *data;
+};
+/// dtc.moe_dispatch: out [b, E, C, h] = the token rows of x [b, s, h].
+std::string moeDispatch(const MoeSlots &slots, int xDtype, const void *x,
+                        int outDtype, void *out);
+/// out [b, s, h] = the sum over each token's slots of rows [b, E, C, h]
+/// weighted by gates [b, s, E] (dtc.moe_combine), or unweighted with null
+/// gates (dtc.moe_dispatch_grad).
+std::string moeGatherSum(const MoeSlots &slots, int rowsDtype, const void *rows,
+                         int gatesDtype, const void *gates, int outDtype,
+                         void *out);
+/// dtc.moe_combine_grad: dRows [b, E, C, h] and dGates [b, s, E].
+std::string moeCombineGrad(const MoeSlots &slots, int rowsDtype,
+                           const void *rows, int gatesDtype, const void *gates,
+                           int dyDtype, const void *dy, int dRowsDtype,
+                           void *dRows, int dGatesDtype, void *dGates);
 
 //===--- GEMM (Gemm.cu, cuBLASLt) -----------------------------------------===//
 

@@ -117,6 +117,39 @@ __device__ int64_t applyBinaryInt(Binary op, int64_t a, int64_t b, int dtype) {
   return a;
 }
 
+/// A float as integer dtype `dtype` the way castTensor converts it: NaN to
+/// 0, saturated to the dtype's range, truncated; bool is v != 0.
+__device__ int64_t floatToInt(double v, int dtype) {
+  if (dtype == kBool)
+    return v != 0;
+  if (v != v)
+    return 0;
+  double lo = dtype == kI32  ? -2147483648.0
+              : dtype == kI8 ? -128.0
+                             : -9.2233720368547758e18;
+  double hi = dtype == kI32  ? 2147483647.0
+              : dtype == kI8 ? 127.0
+                             : 9.2233720368547758e18;
+  if (v <= lo)
+    return dtype == kI64 ? INT64_MIN : static_cast<int64_t>(lo);
+  if (v >= hi)
+    return dtype == kI64 ? INT64_MAX : static_cast<int64_t>(hi);
+  return static_cast<int64_t>(v);
+}
+
+/// Operand element `i` converted to the integer result dtype.
+__device__ int64_t toResultInt(const void *p, int dtype, int64_t i,
+                               int outDtype) {
+  if (isFloatCode(dtype))
+    return floatToInt(loadD(p, dtype, i), outDtype);
+  int64_t x = loadI(p, dtype, i);
+  if (dtype != outDtype) {
+    storeI(&x, outDtype, 0, x);
+    x = loadI(&x, outDtype, 0);
+  }
+  return x;
+}
+
 __global__ void binaryKernel(Binary op, int outDtype, const void *a, int aDtype,
                              const void *b, int bDtype, void *out,
                              Layout layout, int64_t n) {
@@ -133,16 +166,10 @@ __global__ void binaryKernel(Binary op, int outDtype, const void *a, int aDtype,
           out, outDtype, i,
           applyBinary<float>(op, loadF(a, aDtype, ia), loadF(b, bDtype, ib)));
     } else {
-      // Integers: convert operands through the result type (wrapping).
-      int64_t x = loadI(a, aDtype, ia), y = loadI(b, bDtype, ib);
-      if (aDtype != outDtype) {
-        storeI(&x, outDtype, 0, x);
-        x = loadI(&x, outDtype, 0);
-      }
-      if (bDtype != outDtype) {
-        storeI(&y, outDtype, 0, y);
-        y = loadI(&y, outDtype, 0);
-      }
+      // Integers: operands as the result type (integers wrap, floats
+      // saturate, as castTensor converts them).
+      int64_t x = toResultInt(a, aDtype, ia, outDtype),
+              y = toResultInt(b, bDtype, ib, outDtype);
       storeI(out, outDtype, i, applyBinaryInt(op, x, y, outDtype));
     }
   }
@@ -202,27 +229,12 @@ __global__ void castKernel(int srcDtype, const void *src, int dstDtype,
     } else if (isFloatCode(dstDtype)) {
       if (fromFloat)
         storeD(dst, dstDtype, i, loadD(src, srcDtype, i));
-      else
+      else if (dstDtype == kF64)
         storeD(dst, dstDtype, i, static_cast<double>(loadI(src, srcDtype, i)));
+      else // int64 -> float directly, as the CPU (no double rounding)
+        storeF(dst, dstDtype, i, static_cast<float>(loadI(src, srcDtype, i)));
     } else if (fromFloat) {
-      // Saturate to the destination's range, NaN to 0.
-      double v = loadD(src, srcDtype, i);
-      double lo = dstDtype == kI32  ? -2147483648.0
-                  : dstDtype == kI8 ? -128.0
-                                    : -9.2233720368547758e18;
-      double hi = dstDtype == kI32  ? 2147483647.0
-                  : dstDtype == kI8 ? 127.0
-                                    : 9.2233720368547758e18;
-      int64_t r;
-      if (v != v)
-        r = 0;
-      else if (v <= lo)
-        r = dstDtype == kI64 ? INT64_MIN : static_cast<int64_t>(lo);
-      else if (v >= hi)
-        r = dstDtype == kI64 ? INT64_MAX : static_cast<int64_t>(hi);
-      else
-        r = static_cast<int64_t>(v);
-      storeI(dst, dstDtype, i, r);
+      storeI(dst, dstDtype, i, floatToInt(loadD(src, srcDtype, i), dstDtype));
     } else {
       storeI(dst, dstDtype, i, loadI(src, srcDtype, i));
     }

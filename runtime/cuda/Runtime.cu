@@ -31,6 +31,8 @@ const char *deviceErrorText(int code) {
     return "dtc.cross_entropy: a label is out of range of the vocabulary";
   case kBadAdamStep:
     return "dtc.adamw: step must be at least 1 (1-based)";
+  case kSlotOutOfRange:
+    return "dtc.moe_*: a slot holds a position outside [-1, sequence)";
   default:
     return "a kernel flagged an unknown error";
   }

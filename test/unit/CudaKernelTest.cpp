@@ -361,6 +361,72 @@ TEST_F(CudaKernel, CompareSelectCast) {
       .check(0, 0);
 }
 
+/// A tensor holding `v` repeated, each value converted as its dtype stores
+/// it.
+Tensor values(DType dtype, llvm::ArrayRef<int64_t> shape,
+              llvm::ArrayRef<double> v) {
+  Tensor f(DType::F64, shape);
+  for (int64_t i = 0; i < f.numElements(); ++i)
+    f.as<double>()[i] = v[i % v.size()];
+  Tensor t(dtype, shape);
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    double x = f.as<double>()[i];
+    switch (dtype) {
+    case DType::F64:
+      t.as<double>()[i] = x;
+      break;
+    case DType::I64:
+      t.as<int64_t>()[i] = static_cast<int64_t>(x);
+      break;
+    case DType::I32:
+      t.as<int32_t>()[i] = static_cast<int32_t>(x);
+      break;
+    case DType::I8:
+      t.as<int8_t>()[i] = static_cast<int8_t>(x);
+      break;
+    case DType::BOOL:
+      t.as<uint8_t>()[i] = x != 0;
+      break;
+    default:
+      t.as<float>()[i] = static_cast<float>(x);
+      break;
+    }
+  }
+  return t;
+}
+
+// Mixed dtypes convert like castTensor: a float operand of an integer
+// result saturates to the result's range (bool: nonzero), integers reach
+// f64 exactly, and i64 rounds to f32 once.
+TEST_F(CudaKernel, MixedDtypeConversions) {
+  Case("dtc.add")
+      .in(values(F32, {4}, {3e9, -3e9, 300.5, -2.5}))
+      .in(values(I32, {4}, {0}))
+      .out(I32, {4})
+      .check(0, 0);
+  Case("dtc.add")
+      .in(values(F32, {4}, {300, -300, 1.5, -0.5}))
+      .in(values(DType::I8, {4}, {0}))
+      .out(DType::I8, {4})
+      .check(0, 0);
+  Case("dtc.mul")
+      .in(values(F32, {4}, {0.5, 0.25, 2, 0}))
+      .in(values(BOOL, {4}, {1}))
+      .out(BOOL, {4})
+      .check(0, 0);
+  Case("dtc.add")
+      .in(values(I32, {2}, {16777217, 2147483647}))
+      .in(values(DType::F64, {2}, {0}))
+      .out(DType::F64, {2})
+      .check(0, 0);
+  Tensor big(I64, {3});
+  big.as<int64_t>()[0] = (int64_t(1) << 60) + (int64_t(1) << 36) + 1;
+  big.as<int64_t>()[1] = 16777217;
+  big.as<int64_t>()[2] = -big.as<int64_t>()[0];
+  Case("dtc.cast").in(big).out(F32, {3}).check(0, 0);
+  Case("dtc.cast").in(big).out(BF16, {3}).check(0, 0);
+}
+
 TEST_F(CudaKernel, ActivationGradients) {
   for (const char *op : {"dtc.gelu_grad", "dtc.silu_grad"}) {
     Case(op)
@@ -897,6 +963,295 @@ TEST(CudaKernelRegistry, RingAttentionRefusalsMatchTheCpuKernels) {
     EXPECT_NE(cpu, "") << c->inst.op();
     EXPECT_EQ(c->runOnHost(cudaKernels(), cudaOut), cpu) << c->inst.op();
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+struct MoeConfig {
+  int64_t batch, seq, experts, topK, capacity;
+  bool sigmoid, normalize;
+  DType dtype;
+};
+
+void PrintTo(const MoeConfig &c, std::ostream *os) {
+  *os << "b" << c.batch << " s" << c.seq << " E" << c.experts << " k" << c.topK
+      << " C" << c.capacity << (c.sigmoid ? " sigmoid" : "")
+      << (c.normalize ? " normalize" : "") << " " << dtypeName(c.dtype).str();
+}
+
+Case moeRouteCase(const std::string &op, const MoeConfig &c) {
+  Case r(op);
+  r.i("top_k", c.topK).i("capacity", c.capacity);
+  if (c.sigmoid)
+    r.s("score", "sigmoid");
+  if (c.normalize)
+    r.flag("normalize");
+  return r;
+}
+
+/// Router logits; `ties` rounds them to a few values so that scores tie.
+Tensor routerLogits(const MoeConfig &c, unsigned seed, bool ties = false) {
+  Tensor t = randomTensor(F32, {c.batch, c.seq, c.experts}, -3, 3, seed);
+  if (ties)
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      t.as<float>()[i] = std::floor(t.as<float>()[i]);
+  if (c.dtype == F32)
+    return t;
+  Tensor cast(c.dtype, t.shape());
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    cast.as<uint16_t>()[i] = floatToBF16(t.as<float>()[i]);
+  return cast;
+}
+
+class CudaMoe : public ::testing::TestWithParam<MoeConfig> {
+protected:
+  void SetUp() override {
+    if (!haveDevice())
+      GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_P(CudaMoe, RouteAndGradientMatchCpu) {
+  const MoeConfig &c = GetParam();
+  double rtol = c.dtype == BF16 ? 1.0 / 128 : 1e-5;
+  for (bool ties : {false, true}) {
+    SCOPED_TRACE(ties ? "tied scores" : "random scores");
+    Tensor logits = routerLogits(c, 150, ties);
+    // Gates, slots (exact: the same choices and drops) and the aux loss.
+    moeRouteCase("dtc.moe_route", c)
+        .in(logits)
+        .out(c.dtype, {c.batch, c.seq, c.experts})
+        .out(I64, {c.batch, c.experts, c.capacity})
+        .out(F32, {c.batch})
+        .check(1e-6, rtol);
+    moeRouteCase("dtc.moe_route_grad", c)
+        .in(logits)
+        .in(randomTensor(c.dtype, {c.batch, c.seq, c.experts}, -1, 1, 151))
+        .in(randomTensor(F32, {c.batch}, -1, 1, 152))
+        .out(c.dtype, {c.batch, c.seq, c.experts})
+        .check(1e-6, rtol);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Configs, CudaMoe,
+    ::testing::Values(
+        // Capacity 10 of ~18 choices per expert: drops.
+        MoeConfig{2, 37, 4, 2, 10, false, true, F32},
+        // Top-1, dropless, not normalized; 130 tokens: a partial tile.
+        MoeConfig{3, 130, 8, 1, 130, false, false, F32},
+        // Several tiles of choices, sigmoid scores.
+        MoeConfig{1, 300, 6, 2, 50, true, true, F32},
+        MoeConfig{2, 40, 5, 2, 40, true, false, F32},
+        // More experts than the slot kernel's threads; top-3, capacity 2.
+        MoeConfig{2, 33, 300, 3, 2, false, true, F32},
+        MoeConfig{2, 20, 4, 2, 6, false, true, BF16}));
+
+TEST_F(CudaKernel, MoeRouteCollectsRoutingFigures) {
+  MoeConfig c{3, 37, 4, 2, 10, false, true, F32};
+  Case route = moeRouteCase("dtc.moe_route", c);
+  route.i("layer", 1)
+      .in(routerLogits(c, 153))
+      .out(F32, {c.batch, c.seq, c.experts})
+      .out(I64, {c.batch, c.experts, c.capacity})
+      .out(F32, {c.batch});
+  MoeRoutingStats cpuStats, cudaStats;
+  ExecutionContext cpuContext, cudaContext;
+  cpuContext.moeRouting = &cpuStats;
+  cudaContext.moeRouting = &cudaStats;
+  std::vector<Tensor> cpuOut, cudaOut;
+  route.context = &cpuContext;
+  ASSERT_EQ(route.runCpu(cpuOut), "");
+  route.context = &cudaContext;
+  ASSERT_EQ(route.runCuda(cudaOut), "");
+  ASSERT_EQ(cudaStats.layers.size(), 1u);
+  const MoeRoutingStats::Layer &a = cpuStats.layers[1],
+                               &b = cudaStats.layers[1];
+  EXPECT_EQ(a.expertChoices, b.expertChoices);
+  EXPECT_GT(a.dropped, 0);
+  EXPECT_EQ(a.dropped, b.dropped);
+  EXPECT_EQ(a.sequences, b.sequences);
+  EXPECT_NEAR(a.auxSum, b.auxSum, 1e-5 * std::fabs(a.auxSum));
+  // A recomputed route does not count.
+  route.flag("recomputed");
+  std::vector<Tensor> again;
+  ASSERT_EQ(route.runCuda(again), "");
+  EXPECT_EQ(cudaStats.layers[1].sequences, 3);
+}
+
+/// Slots of random positions in [-1, seq): empty slots and tokens that
+/// appear several times, in one expert or several.
+Tensor randomSlots(DType dtype, llvm::ArrayRef<int64_t> shape, int64_t seq,
+                   unsigned seed) {
+  Tensor t = ids(dtype, shape, seq + 1, seed);
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    if (dtype == I64)
+      t.as<int64_t>()[i] -= 1;
+    else
+      t.as<int32_t>()[i] -= 1;
+  }
+  return t;
+}
+
+/// A route's slots, from the CPU kernel.
+Tensor routedSlots(const MoeConfig &c, unsigned seed) {
+  std::vector<Tensor> outs;
+  Case route = moeRouteCase("dtc.moe_route", c);
+  route.in(routerLogits(c, seed))
+      .out(F32, {c.batch, c.seq, c.experts})
+      .out(I64, {c.batch, c.experts, c.capacity})
+      .out(F32, {c.batch});
+  EXPECT_EQ(route.runCpu(outs), "");
+  return std::move(outs[1]);
+}
+
+TEST_F(CudaKernel, MoeDispatchAndCombine) {
+  struct Slots {
+    const char *what;
+    Tensor slots;
+    int64_t seq;
+  };
+  MoeConfig routed{2, 45, 4, 2, 16, false, true, F32};
+  Slots cases[] = {
+      {"routed, with drops", routedSlots(routed, 154), routed.seq},
+      {"random i64", randomSlots(I64, {2, 3, 5}, 13, 155), 13},
+      {"random i32", randomSlots(I32, {3, 2, 7}, 4, 156), 4},
+  };
+  for (const Slots &s : cases) {
+    SCOPED_TRACE(s.what);
+    int64_t b = s.slots.shape()[0], e = s.slots.shape()[1],
+            cap = s.slots.shape()[2];
+    for (int64_t h : {24, 37}) {
+      for (DType dtype : {F32, BF16}) {
+        double rtol = dtype == BF16 ? 1.0 / 128 : 1e-5;
+        SCOPED_TRACE(dtypeName(dtype).str() + " h" + std::to_string(h));
+        Tensor x = randomTensor(dtype, {b, s.seq, h}, -1, 1, 157);
+        Tensor rows = randomTensor(dtype, {b, e, cap, h}, -1, 1, 158);
+        Tensor gates = randomTensor(dtype, {b, s.seq, e}, 0, 1, 159);
+        Tensor dy = randomTensor(dtype, {b, s.seq, h}, -1, 1, 160);
+        Case("dtc.moe_dispatch")
+            .in(x)
+            .in(s.slots)
+            .out(dtype, {b, e, cap, h})
+            .check(0, 0);
+        // Unweighted sums of a token's rows in the CPU's (expert, slot)
+        // order: exact.
+        Case("dtc.moe_dispatch_grad")
+            .i("seq_len", s.seq)
+            .in(rows)
+            .in(s.slots)
+            .out(dtype, {b, s.seq, h})
+            .check(0, 0);
+        Case("dtc.moe_combine")
+            .in(rows)
+            .in(s.slots)
+            .in(gates)
+            .out(dtype, {b, s.seq, h})
+            .check(1e-6, rtol);
+        // The gates' gradient is a dot product over h, summed in another
+        // order.
+        Case("dtc.moe_combine_grad")
+            .in(rows)
+            .in(s.slots)
+            .in(gates)
+            .in(dy)
+            .out(dtype, {b, e, cap, h})
+            .out(F32, {b, s.seq, e})
+            .check(1e-5, 1e-5);
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernel, MoeSlotOutOfRangeIsReported) {
+  for (int64_t bad : {-2, 6}) {
+    Tensor slots = randomSlots(I64, {1, 2, 3}, 6, 161);
+    slots.as<int64_t>()[4] = bad;
+    Tensor rows = randomTensor(F32, {1, 2, 3, 8}, -1, 1, 162);
+    Tensor gates = randomTensor(F32, {1, 6, 2}, 0, 1, 163);
+    Case dispatch("dtc.moe_dispatch");
+    dispatch.in(randomTensor(F32, {1, 6, 8}, -1, 1, 164))
+        .in(slots)
+        .out(F32, {1, 2, 3, 8});
+    Case dispatchGrad("dtc.moe_dispatch_grad");
+    dispatchGrad.i("seq_len", 6).in(rows).in(slots).out(F32, {1, 6, 8});
+    Case combine("dtc.moe_combine");
+    combine.in(rows).in(slots).in(gates).out(F32, {1, 6, 8});
+    Case combineGrad("dtc.moe_combine_grad");
+    combineGrad.in(rows)
+        .in(slots)
+        .in(gates)
+        .in(randomTensor(F32, {1, 6, 8}, -1, 1, 165))
+        .out(F32, {1, 2, 3, 8})
+        .out(F32, {1, 6, 2});
+    for (const Case *c : {&dispatch, &dispatchGrad, &combine, &combineGrad}) {
+      std::vector<Tensor> cpuOut, cudaOut;
+      EXPECT_NE(c->runCpu(cpuOut), "") << c->inst.op() << " slot " << bad;
+      EXPECT_NE(c->runCuda(cudaOut), "") << c->inst.op() << " slot " << bad;
+    }
+  }
+  // The error word is reset: the next call succeeds.
+  Case ok("dtc.moe_dispatch");
+  ok.in(randomTensor(F32, {1, 6, 8}, -1, 1, 166))
+      .in(randomSlots(I64, {1, 2, 3}, 6, 167))
+      .out(F32, {1, 2, 3, 8});
+  std::vector<Tensor> outs;
+  EXPECT_EQ(ok.runCuda(outs), "");
+}
+
+TEST(CudaKernelRegistry, MoeRefusalsMatchTheCpuKernels) {
+  // The adapters refuse these before any device work: host memory will do.
+  MoeConfig c{1, 4, 3, 2, 2, false, true, F32};
+  Tensor logits = routerLogits(c, 168);
+  auto route = [&](int64_t topK, int64_t capacity, const Tensor &in,
+                   DType slotsType) {
+    MoeConfig bad = c;
+    bad.topK = topK;
+    bad.capacity = capacity;
+    Case r = moeRouteCase("dtc.moe_route", bad);
+    r.in(in)
+        .out(F32, {1, 4, 3})
+        .out(slotsType, {1, 3, std::max<int64_t>(capacity, 0)})
+        .out(F32, {1});
+    return r;
+  };
+  Case tooManyChoices = route(4, 2, logits, I64);
+  Case noCapacity = route(2, 0, logits, I64);
+  Case flatLogits = route(2, 2, randomTensor(F32, {4, 3}, -1, 1, 169), I64);
+  Case i32Slots = route(2, 2, logits, I32);
+  Case floatSlots("dtc.moe_dispatch");
+  floatSlots.in(randomTensor(F32, {1, 4, 8}, -1, 1, 170))
+      .in(randomTensor(F32, {1, 3, 2}, 0, 3, 171))
+      .out(F32, {1, 3, 2, 8});
+  Case rank2Input("dtc.moe_dispatch");
+  rank2Input.in(randomTensor(F32, {4, 8}, -1, 1, 172))
+      .in(randomSlots(I64, {1, 3, 2}, 4, 173))
+      .out(F32, {1, 3, 2, 8});
+  Case badCombine("dtc.moe_combine");
+  badCombine.in(randomTensor(F32, {1, 3, 2}, -1, 1, 174))
+      .in(randomSlots(I64, {1, 3, 2}, 4, 175))
+      .in(randomTensor(F32, {1, 4, 3}, 0, 1, 176))
+      .out(F32, {1, 4, 8});
+  Case badResult("dtc.moe_dispatch");
+  badResult.in(randomTensor(F32, {1, 4, 8}, -1, 1, 177))
+      .in(randomSlots(I64, {1, 3, 2}, 4, 178))
+      .out(F32, {1, 3, 2, 7});
+  for (const Case *r : {&tooManyChoices, &noCapacity, &flatLogits, &i32Slots,
+                        &floatSlots, &rank2Input, &badCombine, &badResult}) {
+    std::vector<Tensor> cpuOut, cudaOut;
+    std::string cpu = r->runOnHost(cpuKernels(), cpuOut);
+    EXPECT_NE(cpu, "") << r->inst.op();
+    EXPECT_EQ(r->runOnHost(cudaKernels(), cudaOut), cpu) << r->inst.op();
+  }
+}
+
+TEST(CudaKernelRegistry, MoeOpsHaveKernels) {
+  for (const char *op :
+       {"dtc.moe_route", "dtc.moe_route_grad", "dtc.moe_dispatch",
+        "dtc.moe_dispatch_grad", "dtc.moe_combine", "dtc.moe_combine_grad"})
+    EXPECT_NE(cudaKernels().lookup(op), nullptr) << op;
 }
 
 //===----------------------------------------------------------------------===//
