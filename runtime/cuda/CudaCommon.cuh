@@ -89,24 +89,13 @@ __device__ __forceinline__ float loadF(const void *p, int dtype, int64_t i) {
   }
 }
 
-__device__ __forceinline__ double loadD(const void *p, int dtype, int64_t i) {
-  switch (dtype) {
-  case kF64:
-    return static_cast<const double *>(p)[i];
-  case kI64:
-    return static_cast<double>(static_cast<const int64_t *>(p)[i]);
-  case kI32:
-    return static_cast<const int32_t *>(p)[i];
-  case kI8:
-    return static_cast<const int8_t *>(p)[i];
-  case kBool:
-    return static_cast<const uint8_t *>(p)[i] != 0;
-  default:
-    return loadF(p, dtype, i);
-  }
+__device__ __forceinline__ bool isFloatCode(int dtype) {
+  return dtype == kF32 || dtype == kF16 || dtype == kBF16 || dtype == kF64;
 }
 
-__device__ __forceinline__ int64_t loadI(const void *p, int dtype, int64_t i) {
+/// Element `i` of an integer (or bool) buffer.
+__device__ __forceinline__ int64_t loadInteger(const void *p, int dtype,
+                                               int64_t i) {
   switch (dtype) {
   case kI64:
     return static_cast<const int64_t *>(p)[i];
@@ -114,8 +103,27 @@ __device__ __forceinline__ int64_t loadI(const void *p, int dtype, int64_t i) {
     return static_cast<const int32_t *>(p)[i];
   case kI8:
     return static_cast<const int8_t *>(p)[i];
-  case kBool:
+  default:
     return static_cast<const uint8_t *>(p)[i] != 0;
+  }
+}
+
+/// Integers read exactly (i64 rounds once), floats widened.
+__device__ __forceinline__ double loadD(const void *p, int dtype, int64_t i) {
+  if (dtype == kF64)
+    return static_cast<const double *>(p)[i];
+  if (!isFloatCode(dtype))
+    return static_cast<double>(loadInteger(p, dtype, i));
+  return loadF(p, dtype, i);
+}
+
+__device__ __forceinline__ int64_t loadI(const void *p, int dtype, int64_t i) {
+  switch (dtype) {
+  case kI64:
+  case kI32:
+  case kI8:
+  case kBool:
+    return loadInteger(p, dtype, i);
   default: {
     // Float to integer: truncate, NaN to 0, saturate (castTensor's rule).
     double v = loadD(p, dtype, i);
@@ -178,10 +186,6 @@ __device__ __forceinline__ void storeI(void *p, int dtype, int64_t i,
   default:
     storeD(p, dtype, i, static_cast<double>(v));
   }
-}
-
-__device__ __forceinline__ bool isFloatCode(int dtype) {
-  return dtype == kF32 || dtype == kF16 || dtype == kBF16 || dtype == kF64;
 }
 
 /// Offset into an operand of the flat output index `index`.

@@ -37,6 +37,20 @@ __device__ __forceinline__ int64_t slotAt(const void *slots, int dtype,
   return t;
 }
 
+/// Element `i` of a [b, E, C, h] buffer of expert rows: its row, the
+/// token its slot holds (a flat [b, s] index, -1 for an empty slot) and its
+/// offset within the hidden dim.
+struct RowElement {
+  int64_t row, token, offset;
+};
+__device__ __forceinline__ RowElement rowElement(const MoeSlots &sl, int64_t i,
+                                                 int *error) {
+  int64_t row = i / sl.hidden;
+  int64_t b = row / (sl.experts * sl.capacity);
+  int64_t t = slotAt(sl.data, sl.dtype, row, sl.positions, error);
+  return {row, t < 0 ? -1 : b * sl.positions + t, i % sl.hidden};
+}
+
 //===----------------------------------------------------------------------===//
 // Routing
 //===----------------------------------------------------------------------===//
@@ -271,14 +285,12 @@ std::string route(const MoeRoute &r, int logitsDtype, const void *logits,
 
 __global__ void dispatchKernel(MoeSlots sl, int xDtype, const void *x,
                                int outDtype, void *out, int *error) {
-  int64_t h = sl.hidden, perSeq = sl.experts * sl.capacity;
-  int64_t n = sl.batch * perSeq * h;
+  int64_t n = sl.batch * sl.experts * sl.capacity * sl.hidden;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t row = i / h, b = row / perSeq;
-    int64_t t = slotAt(sl.data, sl.dtype, row, sl.positions, error);
+    RowElement e = rowElement(sl, i, error);
     float v =
-        t < 0 ? 0.0f : loadF(x, xDtype, (b * sl.positions + t) * h + i % h);
+        e.token < 0 ? 0.0f : loadF(x, xDtype, e.token * sl.hidden + e.offset);
     storeF(out, outDtype, i, v);
   }
 }
@@ -394,18 +406,15 @@ __global__ void combineGradRowsKernel(MoeSlots sl, int gatesDtype,
                                       const void *gates, int dyDtype,
                                       const void *dy, int outDtype, void *out,
                                       int *error) {
-  int64_t h = sl.hidden, perSeq = sl.experts * sl.capacity;
-  int64_t n = sl.batch * perSeq * h;
+  int64_t n = sl.batch * sl.experts * sl.capacity * sl.hidden;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t row = i / h, b = row / perSeq;
-    int64_t t = slotAt(sl.data, sl.dtype, row, sl.positions, error);
+    RowElement e = rowElement(sl, i, error);
     float v = 0;
-    if (t >= 0) {
-      int64_t token = b * sl.positions + t;
-      int64_t x = row % perSeq / sl.capacity;
-      v = loadF(gates, gatesDtype, token * sl.experts + x) *
-          loadF(dy, dyDtype, token * h + i % h);
+    if (e.token >= 0) {
+      int64_t expert = e.row % (sl.experts * sl.capacity) / sl.capacity;
+      v = loadF(gates, gatesDtype, e.token * sl.experts + expert) *
+          loadF(dy, dyDtype, e.token * sl.hidden + e.offset);
     }
     storeF(out, outDtype, i, v);
   }
