@@ -83,6 +83,11 @@ rm -f "$kit.tmp"/bundles/*/program.mlir
   echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(. /etc/os-release && echo "$PRETTY_NAME")"
   echo "cuda_architectures $arch"
   echo "nvcc $(nvcc --version | tail -1)"
+  # The GPU machine's glibc must be at least this (its libstdc++ likewise).
+  echo "needs $(objdump -T "$kit.tmp"/bin/* "$kit.tmp"/lib/* 2>/dev/null |
+    grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)" \
+    "$(objdump -T "$kit.tmp"/bin/* "$kit.tmp"/lib/* 2>/dev/null |
+      grep -o 'GLIBCXX_[0-9.]*' | sort -uV | tail -1)"
 } >"$kit.tmp/MANIFEST"
 # The binaries travel compressed (the device tool carries 64 MiB in all).
 tar -C "$kit.tmp" -cJf "$tmp/kit.tar.xz" bin lib
