@@ -147,19 +147,34 @@ std::string scatter(const void *in, void *out, size_t outBytes, int elemSize,
 
 std::string copy2d(const void *in, void *out, size_t chunk, size_t outRow,
                    size_t offset, int64_t outer) {
-  if (!chunk || !outer)
-    return "";
-  if (cudaError_t err = cudaMemcpy2DAsync(
-          static_cast<char *>(out) + offset, outRow, in, chunk, chunk, outer,
-          cudaMemcpyDeviceToDevice, computeStream()))
-    return failure("cudaMemcpy2DAsync", err);
-  return "";
+  return copyPitched(in, chunk, static_cast<char *>(out) + offset, outRow,
+                     chunk, outer);
 }
 
 std::string copyPitched(const void *src, size_t srcPitch, void *dst,
                         size_t dstPitch, size_t width, int64_t height) {
   if (!width || !height)
     return "";
+  // Contiguous rows are one copy. cudaMemcpy2D refuses pitches past the
+  // device's limit (2^31 - 1 bytes on current GPUs): such rows, megabytes
+  // each, go one copy per row.
+  constexpr size_t kMaxPitch = 2147483647;
+  if (height == 1 || (srcPitch == width && dstPitch == width)) {
+    if (cudaError_t err =
+            cudaMemcpyAsync(dst, src, width * height, cudaMemcpyDeviceToDevice,
+                            computeStream()))
+      return failure("cudaMemcpyAsync", err);
+    return "";
+  }
+  if (srcPitch > kMaxPitch || dstPitch > kMaxPitch) {
+    for (int64_t r = 0; r < height; ++r)
+      if (cudaError_t err =
+              cudaMemcpyAsync(static_cast<char *>(dst) + r * dstPitch,
+                              static_cast<const char *>(src) + r * srcPitch,
+                              width, cudaMemcpyDeviceToDevice, computeStream()))
+        return failure("cudaMemcpyAsync", err);
+    return "";
+  }
   if (cudaError_t err =
           cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, width, height,
                             cudaMemcpyDeviceToDevice, computeStream()))
