@@ -120,6 +120,10 @@ llvm::Error routeKernel(const KernelCall &call) {
     return err;
   if (call.output(1).dtype != DType::I64)
     return call.error("slots must be i64");
+  if (auto err = expectShape(call, call.output(0), logits.shape, "gates"))
+    return err;
+  if (auto err = expectShape(call, call.output(2), {batch}, "aux"))
+    return err;
   F32In in(logits);
   F32Out gates(call.output(0)), aux(call.output(2));
   int64_t *slots = call.output(1).as<int64_t>();
@@ -180,6 +184,13 @@ llvm::Error routeGradKernel(const KernelCall &call) {
     return params.takeError();
   const RouteParams &p = *params;
   int64_t batch = logits.shape[0], s = p.positions, e = p.experts, k = p.topK;
+  if (auto err =
+          expectShape(call, call.input(1), logits.shape, "gates gradient"))
+    return err;
+  if (auto err = expectShape(call, call.input(2), {batch}, "aux gradient"))
+    return err;
+  if (auto err = expectShape(call, call.output(0), logits.shape, "result"))
+    return err;
   F32In in(logits), gatesGrad(call.input(1)), auxGrad(call.input(2));
   F32Out out(call.output(0));
 #pragma omp parallel for schedule(static)
@@ -234,13 +245,22 @@ llvm::Error routeGradKernel(const KernelCall &call) {
   return llvm::Error::success();
 }
 
-/// Checks that every slot of `slots [b, E, C]` is -1 or a position.
+/// Checks that `slots` is [batch, E, C] (E and C as `experts` and
+/// `capacity` when given) and every slot -1 or a position.
 llvm::Error checkSlots(const KernelCall &call, const TensorRef &slots,
-                       int64_t positions) {
+                       int64_t batch, int64_t positions, int64_t experts = -1,
+                       int64_t capacity = -1) {
   if (slots.rank() != 3 ||
       (slots.dtype != DType::I64 && slots.dtype != DType::I32))
     return call.error("slots must be an i64 or i32 [batch, experts, "
                       "capacity] tensor");
+  if (slots.shape[0] != batch)
+    return call.error("slots " + shapeString(slots.shape) +
+                      " do not match a batch of " + std::to_string(batch));
+  if (experts >= 0)
+    if (auto err =
+            expectShape(call, slots, {batch, experts, capacity}, "slots"))
+      return err;
   for (int64_t i = 0, n = slots.numElements(); i < n; ++i) {
     int64_t t = loadAsInt(slots, i);
     if (t < -1 || t >= positions)
@@ -258,7 +278,7 @@ llvm::Error dispatchKernel(const KernelCall &call) {
   if (x.rank() != 3)
     return call.error("input must be [batch, seq, hidden]");
   int64_t batch = x.shape[0], s = x.shape[1], h = x.shape[2];
-  if (auto err = checkSlots(call, slots, s))
+  if (auto err = checkSlots(call, slots, batch, s))
     return err;
   int64_t e = slots.shape[1], c = slots.shape[2];
   if (auto err = expectShape(call, call.output(0), {batch, e, c, h}, "result"))
@@ -309,7 +329,9 @@ llvm::Error combineKernel(const KernelCall &call) {
     return call.error("experts must be [b, E, C, h] and gates [b, s, E]");
   int64_t batch = experts.shape[0], e = experts.shape[1], c = experts.shape[2],
           h = experts.shape[3], s = gates.shape[1];
-  if (auto err = checkSlots(call, slots, s))
+  if (auto err = checkSlots(call, slots, batch, s, e, c))
+    return err;
+  if (auto err = expectShape(call, gates, {batch, s, e}, "gates"))
     return err;
   if (auto err = expectShape(call, call.output(0), {batch, s, h}, "result"))
     return err;
@@ -328,7 +350,7 @@ llvm::Error dispatchGradKernel(const KernelCall &call) {
     return call.error("gradient must be [b, E, C, h]");
   int64_t batch = grad.shape[0], e = grad.shape[1], c = grad.shape[2],
           h = grad.shape[3], s = call.i64("seq_len");
-  if (auto err = checkSlots(call, slots, s))
+  if (auto err = checkSlots(call, slots, batch, s, e, c))
     return err;
   if (auto err = expectShape(call, call.output(0), {batch, s, h}, "result"))
     return err;
@@ -349,7 +371,17 @@ llvm::Error combineGradKernel(const KernelCall &call) {
                       "gradient [b, s, h]");
   int64_t batch = experts.shape[0], e = experts.shape[1], c = experts.shape[2],
           h = experts.shape[3], s = gates.shape[1];
-  if (auto err = checkSlots(call, slots, s))
+  if (auto err = checkSlots(call, slots, batch, s, e, c))
+    return err;
+  if (auto err = expectShape(call, gates, {batch, s, e}, "gates"))
+    return err;
+  if (auto err = expectShape(call, grad, {batch, s, h}, "gradient"))
+    return err;
+  if (auto err =
+          expectShape(call, call.output(0), experts.shape, "experts gradient"))
+    return err;
+  if (auto err =
+          expectShape(call, call.output(1), gates.shape, "gates gradient"))
     return err;
   F32In rows(experts), g(gates), dy(grad);
   F32Out dRows(call.output(0)), dGates(call.output(1));

@@ -858,6 +858,38 @@ TEST(CpuKernels, ResultsDoNotDependOnTheThreadCount) {
   }
 }
 
+// A program whose MoE operands disagree in shape (hand-written, or
+// corrupted) is refused by name instead of read or written out of bounds.
+TEST(CpuMoe, MismatchedShapesAreRefused) {
+  Tensor rows = random({1, 3, 2, 4}, 301), gates = random({1, 5, 3}, 302);
+  Tensor slots = i64({1, 3, 2}, {0, 1, 2, -1, 4, 3});
+  auto combine = [&](const Tensor &g, const Tensor &sl) {
+    return Call("dtc.moe_combine")
+        .in(rows)
+        .in(sl)
+        .in(g)
+        .out(DType::F32, {1, 5, 4});
+  };
+  EXPECT_EQ(combine(gates, slots).run(), "");
+  EXPECT_NE(combine(random({1, 5, 2}, 303), slots).run().find("gates"),
+            std::string::npos);
+  EXPECT_NE(combine(gates, i64({1, 2, 2}, {0, 1, 2, 3})).run().find("slots"),
+            std::string::npos);
+  // Slots of another batch than the input's.
+  Call dispatch("dtc.moe_dispatch");
+  dispatch.in(random({2, 5, 4}, 304)).in(slots).out(DType::F32, {2, 3, 2, 4});
+  EXPECT_NE(dispatch.run().find("do not match a batch of 2"),
+            std::string::npos);
+  Call route("dtc.moe_route");
+  route.i("top_k", 1).i("capacity", 2);
+  (*route.inst.mutable_attrs())["score"].set_s("softmax");
+  route.in(random({1, 5, 3}, 305))
+      .out(DType::F32, {1, 5, 2})
+      .out(DType::I64, {1, 3, 2})
+      .out(DType::F32, {1});
+  EXPECT_NE(route.run().find("gates has shape"), std::string::npos);
+}
+
 TEST(CpuKernels, EveryForwardOpHasAKernel) {
   for (const char *op :
        {"dtc.neg",        "dtc.abs",          "dtc.exp",
