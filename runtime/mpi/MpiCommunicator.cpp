@@ -664,8 +664,9 @@ void MpiCommunicator::Impl::progress() {
       pause = kPollPause;
       continue;
     }
-    // Nothing happened. Leave the cores to compute for a moment; a start, a
-    // wait() or the end cuts the pause short. Stopping, poll at once.
+    // Nothing happened. Leave the cores to compute for a moment; a start
+    // (once the caller computes) or the end cuts the pause short, and a
+    // waiter takes the polling over. Stopping, poll at once.
     std::unique_lock<std::mutex> lock(mutex);
     if (stop) {
       lock.unlock();
