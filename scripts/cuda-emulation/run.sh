@@ -7,12 +7,13 @@
 # (runtime/cuda/CudaKernels.cpp) and CPU backend are linked in. See
 # README.md for what this does and does not check.
 # Usage: scripts/cuda-emulation/run.sh [BUILD_DIR] [GTEST_FILTER]
-#   (default: build, every test but attention's, the slowest emulated)
+#   (default: build, every test but the attention case whose 66000-block
+#   grid is past what the emulator runs)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
-filter="${2:--*Attention*}"
+filter="${2:--*b1100*}"
 work="$build/cuda-emulation"
 mkdir -p "$work/gen" "$work/obj"
 # The libraries linked below (the CPU backend, the runtime core).
