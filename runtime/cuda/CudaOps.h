@@ -281,6 +281,46 @@ std::string moeCombineGrad(const MoeSlots &slots, int rowsDtype,
                            int dyDtype, const void *dy, int dRowsDtype,
                            void *dRows, int dGatesDtype, void *dGates);
 
+//===--- convolution and pooling (ConvPool.cu) ----------------------------===//
+
+/// The spatial dims of a conv or pool window: input and output extents,
+/// kernel, strides, dilations and begin pads (the CPU kernels' checks
+/// passed; end pads only shape the output).
+struct Window {
+  int rank = 0;
+  int64_t in[kMaxRank] = {}, out[kMaxRank] = {}, kernel[kMaxRank] = {};
+  int64_t stride[kMaxRank] = {}, dilation[kMaxRank] = {},
+          padBegin[kMaxRank] = {};
+};
+/// input [batch, channels, in...], weight [filters, channels / groups,
+/// kernel...], result [batch, filters, out...].
+struct Conv {
+  int64_t batch = 0, channels = 0, filters = 0, groups = 1;
+  Window window;
+};
+/// dtc.conv; bias (nullable) has `filters` elements.
+std::string conv(const Conv &c, int xDtype, const void *x, int wDtype,
+                 const void *w, int biasDtype, const void *bias, int outDtype,
+                 void *out);
+/// dtc.conv_grad_input: out [batch, channels, in...] from dy and weight.
+std::string convGradInput(const Conv &c, int dyDtype, const void *dy,
+                          int wDtype, const void *w, int outDtype, void *out);
+/// dtc.conv_grad_weight: out [filters, channels / groups, kernel...] from
+/// the input and dy.
+std::string convGradWeight(const Conv &c, int xDtype, const void *x,
+                           int dyDtype, const void *dy, int outDtype,
+                           void *out);
+/// dtc.max_pool or dtc.avg_pool over `planes` (batch * channels) planes.
+std::string pool(bool max, bool includePad, const Window &w, int64_t planes,
+                 int xDtype, const void *x, int outDtype, void *out);
+/// dtc.max_pool_grad: each window's gradient to its first maximum.
+std::string maxPoolGrad(const Window &w, int64_t planes, int xDtype,
+                        const void *x, int dyDtype, const void *dy,
+                        int outDtype, void *out);
+/// dtc.avg_pool_grad: each window's gradient spread over its divisor.
+std::string avgPoolGrad(const Window &w, int64_t planes, bool includePad,
+                        int dyDtype, const void *dy, int outDtype, void *out);
+
 //===--- GEMM (Gemm.cu, cuBLASLt) -----------------------------------------===//
 
 /// Row-major C[b] = op(A[b]) op(B[b]) for b < batch, batch strides in
