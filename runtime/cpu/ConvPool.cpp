@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/core/Window.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
 
@@ -23,63 +24,10 @@ namespace dtc::runtime::cpu {
 
 namespace {
 
-/// Spatial geometry shared by conv and pools.
-struct Window {
-  int64_t spatialRank = 0;
-  llvm::SmallVector<int64_t, 4> in, out, kernel, strides, dilations, padBegin;
-
-  int64_t taps() const { return numElements(kernel); }
-  int64_t outPositions() const { return numElements(out); }
-};
-
-/// Reads strides/dilations/pads (defaults 1, 1, 0) and checks that `out`
-/// has the spatial extents they give.
-llvm::Error readWindow(const KernelCall &call, const TensorRef &input,
-                       const TensorRef &output, llvm::ArrayRef<int64_t> kernel,
-                       Window &w) {
-  int64_t k = input.rank() - 2;
-  if (k < 1 || k > 8 || output.rank() != input.rank() ||
-      static_cast<int64_t>(kernel.size()) != k)
-    return call.error("input " + shapeString(input.shape) + ", kernel " +
-                      shapeString(kernel) + " and result " +
-                      shapeString(output.shape) + " have inconsistent ranks");
-  llvm::ArrayRef<int64_t> strides = call.ints("strides");
-  llvm::ArrayRef<int64_t> dilations = call.ints("dilations");
-  llvm::ArrayRef<int64_t> pads = call.ints("pads");
-  if ((!strides.empty() && static_cast<int64_t>(strides.size()) != k) ||
-      (!dilations.empty() && static_cast<int64_t>(dilations.size()) != k) ||
-      (!pads.empty() && static_cast<int64_t>(pads.size()) != 2 * k))
-    return call.error("strides, dilations and pads need " + llvm::Twine(k) +
-                      ", " + llvm::Twine(k) + " and " + llvm::Twine(2 * k) +
-                      " entries");
-  w.spatialRank = k;
-  for (int64_t i = 0; i < k; ++i) {
-    int64_t stride = strides.empty() ? 1 : strides[i];
-    int64_t dilation = dilations.empty() ? 1 : dilations[i];
-    int64_t begin = pads.empty() ? 0 : pads[i];
-    int64_t end = pads.empty() ? 0 : pads[k + i];
-    int64_t x = input.shape[2 + i];
-    if (stride < 1 || dilation < 1)
-      return call.error("strides and dilations must be positive");
-    int64_t o = (x + begin + end - dilation * (kernel[i] - 1) - 1) / stride + 1;
-    if (output.shape[2 + i] != o)
-      return call.error("spatial dim " + llvm::Twine(i) + " of the result " +
-                        shapeString(output.shape) + " should be " +
-                        llvm::Twine(o));
-    w.in.push_back(x);
-    w.out.push_back(o);
-    w.kernel.push_back(kernel[i]);
-    w.strides.push_back(stride);
-    w.dilations.push_back(dilation);
-    w.padBegin.push_back(begin);
-  }
-  return llvm::Error::success();
-}
-
 /// Fills `col` [channels * taps, outPositions] from `x` [channels, in...].
 void im2col(const float *x, int64_t channels, const Window &w, float *col) {
-  int64_t k = w.spatialRank, taps = w.taps(), positions = w.outPositions();
-  int64_t inPlane = numElements(w.in);
+  int64_t k = w.rank(), taps = w.taps(), positions = w.outPositions();
+  int64_t inPlane = w.inPositions();
   auto inStrides = stridesOf(w.in);
   int64_t lastOut = w.out[k - 1];
   int64_t outerPositions = positions / std::max<int64_t>(lastOut, 1);
@@ -133,40 +81,27 @@ llvm::Error convKernel(const KernelCall &call) {
         std::pair{&out, "result"}})
     if (auto err = expectFloat(call, *t, what))
       return err;
-  // Batch, channels and at least one spatial dim, read below before
-  // readWindow checks the spatial ranks.
-  if (input.rank() < 3 || weight.rank() != input.rank() ||
-      out.rank() != input.rank())
-    return call.error("input " + shapeString(input.shape) + ", weight " +
-                      shapeString(weight.shape) + " and result " +
-                      shapeString(out.shape) + " need one rank of at least 3");
-  int64_t groups = call.i64("groups", 1);
-  int64_t n = input.shape[0], c = input.shape[1];
-  int64_t f = weight.shape[0], cPerGroup = weight.shape[1];
-  if (groups < 1 || c % groups || f % groups || c / groups != cPerGroup ||
-      out.shape[0] != n || out.shape[1] != f)
-    return call.error("input " + shapeString(input.shape) + ", weight " +
-                      shapeString(weight.shape) + " and result " +
-                      shapeString(out.shape) +
-                      " do not fit groups=" + llvm::Twine(groups));
+  auto dims = readConvDims(call, input.shape, weight.shape, out.shape);
+  if (!dims)
+    return dims.takeError();
+  int64_t n = dims->batch, c = dims->channels, f = dims->filters;
+  int64_t groups = dims->groups, cPerGroup = dims->channelsPerGroup();
   if (bias && bias->numElements() != f)
     return call.error("bias " + shapeString(bias->shape) + " does not have " +
                       llvm::Twine(f) + " elements");
-  Window w;
-  if (auto err =
-          readWindow(call, input, out,
-                     llvm::ArrayRef<int64_t>(weight.shape).drop_front(2), w))
-    return err;
+  const Window &w = dims->window;
   if (out.numElements() == 0)
     return llvm::Error::success();
 
-  int64_t fPerGroup = f / groups;
+  int64_t fPerGroup = dims->filtersPerGroup();
   int64_t taps = w.taps(), positions = w.outPositions();
-  int64_t inPlane = numElements(w.in);
+  int64_t inPlane = w.inPositions();
   int64_t kdim = cPerGroup * taps;
-  bool direct = taps == 1 && positions == inPlane;
-  for (int64_t i = 0; direct && i < w.spatialRank; ++i)
-    direct = w.strides[i] == 1 && w.padBegin[i] == 0;
+  // Each extent must match, not just their product: end pads of opposite
+  // signs (+2 on one dim, -2 on another) keep the count but move rows.
+  bool direct = taps == 1;
+  for (int64_t i = 0; direct && i < w.rank(); ++i)
+    direct = w.strides[i] == 1 && w.padBegin[i] == 0 && w.out[i] == w.in[i];
   F32In x(input), wt(weight);
   F32Out y(out);
   // Many (image, group) pairs run one per thread, each with its own column
@@ -216,18 +151,15 @@ template <PoolKind Kind> llvm::Error poolKernel(const KernelCall &call) {
   const TensorRef &out = call.output(0);
   if (auto err = expectFloat(call, input, "input"))
     return err;
-  if (input.rank() < 3 || out.rank() != input.rank() ||
-      out.shape[0] != input.shape[0] || out.shape[1] != input.shape[1])
-    return call.error("result " + shapeString(out.shape) +
-                      " does not match input " + shapeString(input.shape));
-  Window w;
-  if (auto err = readWindow(call, input, out, call.ints("kernel_shape"), w))
-    return err;
+  auto window = readPoolWindow(call, input.shape, out.shape, "result");
+  if (!window)
+    return window.takeError();
+  const Window &w = *window;
   if (out.numElements() == 0)
     return llvm::Error::success();
   bool includePad = call.flag("count_include_pad");
-  int64_t k = w.spatialRank, taps = w.taps(), positions = w.outPositions();
-  int64_t inPlane = numElements(w.in);
+  int64_t k = w.rank(), taps = w.taps(), positions = w.outPositions();
+  int64_t inPlane = w.inPositions();
   auto inStrides = stridesOf(w.in);
   F32In x(input);
   F32Out y(out);

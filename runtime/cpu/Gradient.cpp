@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/core/Window.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
 
@@ -720,48 +721,16 @@ struct WindowTaps {
   std::vector<int64_t> taps;
 };
 
-/// Builds the taps of a window over `input` spatial dims, checking that
-/// `output` spatial dims are the ones the attributes give.
-llvm::Expected<WindowTaps> buildTaps(const KernelCall &call,
-                                     ArrayRef<int64_t> input,
-                                     ArrayRef<int64_t> kernel,
-                                     ArrayRef<int64_t> output) {
-  int64_t k = input.size();
-  ArrayRef<int64_t> strides = call.ints("strides"),
-                    dilations = call.ints("dilations"),
-                    pads = call.ints("pads");
-  if (static_cast<int64_t>(kernel.size()) != k ||
-      static_cast<int64_t>(output.size()) != k ||
-      (!strides.empty() && static_cast<int64_t>(strides.size()) != k) ||
-      (!dilations.empty() && static_cast<int64_t>(dilations.size()) != k) ||
-      (!pads.empty() && static_cast<int64_t>(pads.size()) != 2 * k))
-    return call.error("kernel, strides, dilations and pads do not fit " +
-                      Twine(k) + " spatial dims");
-  llvm::SmallVector<int64_t, 4> stride(k, 1), dilation(k, 1), padBegin(k, 0);
-  for (int64_t i = 0; i < k; ++i) {
-    if (!strides.empty())
-      stride[i] = strides[i];
-    if (!dilations.empty())
-      dilation[i] = dilations[i];
-    int64_t end = 0;
-    if (!pads.empty()) {
-      padBegin[i] = pads[i];
-      end = pads[k + i];
-    }
-    int64_t window = dilation[i] * (kernel[i] - 1) + 1;
-    int64_t padded = input[i] + padBegin[i] + end;
-    if (stride[i] < 1 || dilation[i] < 1 || kernel[i] < 1 || padBegin[i] < 0 ||
-        end < 0 || window > padded ||
-        (padded - window) / stride[i] + 1 != output[i])
-      return call.error("spatial dim " + Twine(i) + ": input " +
-                        Twine(input[i]) + ", kernel " + Twine(kernel[i]) +
-                        " and the attributes do not give " + Twine(output[i]) +
-                        " positions");
-  }
+/// The taps of a window readWindow checked.
+WindowTaps buildTaps(const Window &window) {
+  int64_t k = window.rank();
+  ArrayRef<int64_t> input = window.in, kernel = window.kernel,
+                    output = window.out, stride = window.strides,
+                    dilation = window.dilations, padBegin = window.padBegin;
   WindowTaps w;
-  w.numOut = numElements(output);
-  w.numTaps = numElements(kernel);
-  w.numIn = numElements(input);
+  w.numOut = window.outPositions();
+  w.numTaps = window.taps();
+  w.numIn = window.inPositions();
   w.taps.assign(w.numOut * w.numTaps, -1);
   llvm::SmallVector<int64_t, 4> o(k, 0), t(k, 0);
   for (int64_t oi = 0; oi < w.numOut; ++oi) {
@@ -788,29 +757,6 @@ llvm::Expected<WindowTaps> buildTaps(const KernelCall &call,
   return w;
 }
 
-/// Shapes of a conv: input [n, c, x...], weight [f, c/groups, k...],
-/// result [n, f, o...].
-struct ConvShapes {
-  int64_t n, c, f, groups, cPerGroup, fPerGroup;
-};
-
-llvm::Expected<ConvShapes> convShapes(const KernelCall &call,
-                                      ArrayRef<int64_t> input,
-                                      ArrayRef<int64_t> weight,
-                                      ArrayRef<int64_t> result) {
-  int64_t groups = call.i64("groups", 1);
-  if (input.size() < 3 || weight.size() != input.size() ||
-      result.size() != input.size() || groups < 1 || input[1] % groups ||
-      weight[0] % groups || weight[1] * groups != input[1] ||
-      result[0] != input[0] || result[1] != weight[0])
-    return call.error("input " + shapeString(input) + ", weight " +
-                      shapeString(weight) + " and conv result " +
-                      shapeString(result) + " are inconsistent with groups " +
-                      Twine(groups));
-  return ConvShapes{input[0], input[1],          weight[0],
-                    groups,   input[1] / groups, weight[0] / groups};
-}
-
 Error convGradInputKernel(const KernelCall &call) {
   if (auto err = expectArity(call, 2, 1))
     return err;
@@ -820,16 +766,12 @@ Error convGradInputKernel(const KernelCall &call) {
     return err;
   if (auto err = expectFloat(call, w, "weight"))
     return err;
-  auto shapes = convShapes(call, out.shape, w.shape, dy.shape);
-  if (!shapes)
-    return shapes.takeError();
-  auto taps = buildTaps(call, ArrayRef<int64_t>(out.shape).drop_front(2),
-                        ArrayRef<int64_t>(w.shape).drop_front(2),
-                        ArrayRef<int64_t>(dy.shape).drop_front(2));
-  if (!taps)
-    return taps.takeError();
-  ConvShapes s = *shapes;
-  const WindowTaps &wt = *taps;
+  auto dims = readConvDims(call, out.shape, w.shape, dy.shape);
+  if (!dims)
+    return dims.takeError();
+  const ConvDims &d = *dims;
+  int64_t cPerGroup = d.channelsPerGroup(), fPerGroup = d.filtersPerGroup();
+  WindowTaps wt = buildTaps(dims->window);
   F32In gv(dy), wv(w);
   F32Out dx(out);
   const float *gp = gv.data(), *wp = wv.data();
@@ -838,14 +780,14 @@ Error convGradInputKernel(const KernelCall &call) {
   // output channels and the window in a fixed order.
 #pragma omp parallel for if (out.numElements() * wt.numTaps >=                 \
                              kParallelElements)
-  for (int64_t plane = 0; plane < s.n * s.c; ++plane) {
-    int64_t b = plane / s.c, c = plane % s.c;
-    int64_t g = c / s.cPerGroup, cg = c % s.cPerGroup;
+  for (int64_t plane = 0; plane < d.batch * d.channels; ++plane) {
+    int64_t b = plane / d.channels, c = plane % d.channels;
+    int64_t g = c / cPerGroup, cg = c % cPerGroup;
     float *dst = dp + plane * wt.numIn;
     std::fill(dst, dst + wt.numIn, 0.0f);
-    for (int64_t f = g * s.fPerGroup; f < (g + 1) * s.fPerGroup; ++f) {
-      const float *grad = gp + (b * s.f + f) * wt.numOut;
-      const float *kernel = wp + (f * s.cPerGroup + cg) * wt.numTaps;
+    for (int64_t f = g * fPerGroup; f < (g + 1) * fPerGroup; ++f) {
+      const float *grad = gp + (b * d.filters + f) * wt.numOut;
+      const float *kernel = wp + (f * cPerGroup + cg) * wt.numTaps;
       for (int64_t o = 0; o < wt.numOut; ++o) {
         const int64_t *tap = wt.taps.data() + o * wt.numTaps;
         for (int64_t t = 0; t < wt.numTaps; ++t)
@@ -867,16 +809,12 @@ Error convGradWeightKernel(const KernelCall &call) {
     return err;
   if (auto err = expectFloat(call, dy, "grad"))
     return err;
-  auto shapes = convShapes(call, x.shape, out.shape, dy.shape);
-  if (!shapes)
-    return shapes.takeError();
-  auto taps = buildTaps(call, ArrayRef<int64_t>(x.shape).drop_front(2),
-                        ArrayRef<int64_t>(out.shape).drop_front(2),
-                        ArrayRef<int64_t>(dy.shape).drop_front(2));
-  if (!taps)
-    return taps.takeError();
-  ConvShapes s = *shapes;
-  const WindowTaps &wt = *taps;
+  auto dims = readConvDims(call, x.shape, out.shape, dy.shape);
+  if (!dims)
+    return dims.takeError();
+  const ConvDims &d = *dims;
+  int64_t cPerGroup = d.channelsPerGroup(), fPerGroup = d.filtersPerGroup();
+  WindowTaps wt = buildTaps(dims->window);
   F32In xv(x), gv(dy);
   F32Out dw(out);
   const float *xp = xv.data(), *gp = gv.data();
@@ -884,13 +822,13 @@ Error convGradWeightKernel(const KernelCall &call) {
   // One task per (output channel, input channel of its group) kernel,
   // summing over the batch and output positions in a fixed order.
 #pragma omp parallel for if (dy.numElements() * wt.numTaps >= kParallelElements)
-  for (int64_t kernelIdx = 0; kernelIdx < s.f * s.cPerGroup; ++kernelIdx) {
-    int64_t f = kernelIdx / s.cPerGroup, cg = kernelIdx % s.cPerGroup;
-    int64_t c = f / s.fPerGroup * s.cPerGroup + cg;
+  for (int64_t kernelIdx = 0; kernelIdx < d.filters * cPerGroup; ++kernelIdx) {
+    int64_t f = kernelIdx / cPerGroup, cg = kernelIdx % cPerGroup;
+    int64_t c = f / fPerGroup * cPerGroup + cg;
     std::vector<double> acc(wt.numTaps, 0.0);
-    for (int64_t b = 0; b < s.n; ++b) {
-      const float *input = xp + (b * s.c + c) * wt.numIn;
-      const float *grad = gp + (b * s.f + f) * wt.numOut;
+    for (int64_t b = 0; b < d.batch; ++b) {
+      const float *input = xp + (b * d.channels + c) * wt.numIn;
+      const float *grad = gp + (b * d.filters + f) * wt.numOut;
       for (int64_t o = 0; o < wt.numOut; ++o) {
         const int64_t *tap = wt.taps.data() + o * wt.numTaps;
         for (int64_t t = 0; t < wt.numTaps; ++t)
@@ -905,15 +843,6 @@ Error convGradWeightKernel(const KernelCall &call) {
   return Error::success();
 }
 
-Error expectPoolShapes(const KernelCall &call, const TensorRef &input,
-                       const TensorRef &pooled) {
-  if (input.rank() < 3 || pooled.rank() != input.rank() ||
-      pooled.shape[0] != input.shape[0] || pooled.shape[1] != input.shape[1])
-    return call.error("input " + shapeString(input.shape) + " and pooled " +
-                      shapeString(pooled.shape) + " are inconsistent");
-  return Error::success();
-}
-
 Error maxPoolGradKernel(const KernelCall &call) {
   if (auto err = expectArity(call, 2, 1))
     return err;
@@ -925,14 +854,10 @@ Error maxPoolGradKernel(const KernelCall &call) {
     return err;
   if (auto err = expectShape(call, out, x.shape, "result"))
     return err;
-  if (auto err = expectPoolShapes(call, x, dy))
-    return err;
-  auto taps = buildTaps(call, ArrayRef<int64_t>(x.shape).drop_front(2),
-                        call.ints("kernel_shape"),
-                        ArrayRef<int64_t>(dy.shape).drop_front(2));
-  if (!taps)
-    return taps.takeError();
-  const WindowTaps &wt = *taps;
+  auto window = readPoolWindow(call, x.shape, dy.shape, "grad");
+  if (!window)
+    return window.takeError();
+  WindowTaps wt = buildTaps(*window);
   F32In xv(x), gv(dy);
   F32Out dx(out);
   const float *xp = xv.data(), *gp = gv.data();
@@ -972,14 +897,10 @@ Error avgPoolGradKernel(const KernelCall &call) {
   const TensorRef &out = call.output(0);
   if (auto err = expectFloat(call, dy, "grad"))
     return err;
-  if (auto err = expectPoolShapes(call, out, dy))
-    return err;
-  auto taps = buildTaps(call, ArrayRef<int64_t>(out.shape).drop_front(2),
-                        call.ints("kernel_shape"),
-                        ArrayRef<int64_t>(dy.shape).drop_front(2));
-  if (!taps)
-    return taps.takeError();
-  const WindowTaps &wt = *taps;
+  auto window = readPoolWindow(call, out.shape, dy.shape, "grad");
+  if (!window)
+    return window.takeError();
+  WindowTaps wt = buildTaps(*window);
   bool includePad = call.flag("count_include_pad");
   // The divisor of each window: its taps inside the input, or all of them.
   std::vector<float> scale(wt.numOut);

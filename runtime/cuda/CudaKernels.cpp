@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/core/CollectiveKernels.h"
+#include "runtime/core/Window.h"
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/CudaOps.h"
 
@@ -1248,116 +1249,33 @@ Error moeCombineGradKernel(const KernelCall &call) {
 // Convolution and pooling (runtime/cpu/ConvPool.cpp, runtime/cpu/Gradient.cpp)
 //===----------------------------------------------------------------------===//
 
-/// The forward ops' strides/dilations/pads (defaults 1, 1, 0), checked
-/// against `output` as the CPU's readWindow does.
-Error readWindow(const KernelCall &call, const TensorRef &input,
-                 const TensorRef &output, ArrayRef<int64_t> kernel,
-                 ops::Window &w) {
-  int64_t k = input.rank() - 2;
-  if (k < 1 || k > 8 || output.rank() != input.rank() ||
-      static_cast<int64_t>(kernel.size()) != k)
-    return call.error("input " + shapeString(input.shape) + ", kernel " +
-                      shapeString(kernel) + " and result " +
-                      shapeString(output.shape) + " have inconsistent ranks");
-  ArrayRef<int64_t> strides = call.ints("strides");
-  ArrayRef<int64_t> dilations = call.ints("dilations");
-  ArrayRef<int64_t> pads = call.ints("pads");
-  if ((!strides.empty() && static_cast<int64_t>(strides.size()) != k) ||
-      (!dilations.empty() && static_cast<int64_t>(dilations.size()) != k) ||
-      (!pads.empty() && static_cast<int64_t>(pads.size()) != 2 * k))
-    return call.error("strides, dilations and pads need " + Twine(k) + ", " +
-                      Twine(k) + " and " + Twine(2 * k) + " entries");
-  w = ops::Window();
-  w.rank = static_cast<int>(k);
-  for (int64_t i = 0; i < k; ++i) {
-    int64_t stride = strides.empty() ? 1 : strides[i];
-    int64_t dilation = dilations.empty() ? 1 : dilations[i];
-    int64_t begin = pads.empty() ? 0 : pads[i];
-    int64_t end = pads.empty() ? 0 : pads[k + i];
-    int64_t x = input.shape[2 + i];
-    if (stride < 1 || dilation < 1)
-      return call.error("strides and dilations must be positive");
-    int64_t o = (x + begin + end - dilation * (kernel[i] - 1) - 1) / stride + 1;
-    if (output.shape[2 + i] != o)
-      return call.error("spatial dim " + Twine(i) + " of the result " +
-                        shapeString(output.shape) + " should be " + Twine(o));
-    w.in[i] = x;
-    w.out[i] = o;
-    w.kernel[i] = kernel[i];
-    w.stride[i] = stride;
-    w.dilation[i] = dilation;
-    w.padBegin[i] = begin;
+static_assert(kMaxWindowDims <= ops::kMaxRank,
+              "the device structs hold every window readWindow accepts");
+
+/// The device copy of a window runtime/core/Window.cpp checked.
+ops::Window deviceWindow(const Window &window) {
+  ops::Window w;
+  w.rank = static_cast<int>(window.rank());
+  for (int64_t i = 0; i < window.rank(); ++i) {
+    w.in[i] = window.in[i];
+    w.out[i] = window.out[i];
+    w.kernel[i] = window.kernel[i];
+    w.stride[i] = window.strides[i];
+    w.dilation[i] = window.dilations[i];
+    w.padBegin[i] = window.padBegin[i];
   }
-  return Error::success();
+  return w;
 }
 
-/// The gradient ops' window over the spatial dims `input`, checked against
-/// `output` as the CPU's buildTaps does.
-Error readGradWindow(const KernelCall &call, ArrayRef<int64_t> input,
-                     ArrayRef<int64_t> kernel, ArrayRef<int64_t> output,
-                     ops::Window &w) {
-  int64_t k = input.size();
-  ArrayRef<int64_t> strides = call.ints("strides"),
-                    dilations = call.ints("dilations"),
-                    pads = call.ints("pads");
-  if (static_cast<int64_t>(kernel.size()) != k ||
-      static_cast<int64_t>(output.size()) != k ||
-      (!strides.empty() && static_cast<int64_t>(strides.size()) != k) ||
-      (!dilations.empty() && static_cast<int64_t>(dilations.size()) != k) ||
-      (!pads.empty() && static_cast<int64_t>(pads.size()) != 2 * k))
-    return call.error("kernel, strides, dilations and pads do not fit " +
-                      Twine(k) + " spatial dims");
-  w = ops::Window();
-  w.rank = static_cast<int>(k);
-  for (int64_t i = 0; i < k; ++i) {
-    int64_t stride = strides.empty() ? 1 : strides[i];
-    int64_t dilation = dilations.empty() ? 1 : dilations[i];
-    int64_t begin = pads.empty() ? 0 : pads[i];
-    int64_t end = pads.empty() ? 0 : pads[k + i];
-    int64_t window = dilation * (kernel[i] - 1) + 1;
-    int64_t padded = input[i] + begin + end;
-    if (stride < 1 || dilation < 1 || kernel[i] < 1 || begin < 0 || end < 0 ||
-        window > padded || (padded - window) / stride + 1 != output[i])
-      return call.error("spatial dim " + Twine(i) + ": input " +
-                        Twine(input[i]) + ", kernel " + Twine(kernel[i]) +
-                        " and the attributes do not give " + Twine(output[i]) +
-                        " positions");
-    if (i < ops::kMaxRank) {
-      w.in[i] = input[i];
-      w.out[i] = output[i];
-      w.kernel[i] = kernel[i];
-      w.stride[i] = stride;
-      w.dilation[i] = dilation;
-      w.padBegin[i] = begin;
-    }
-  }
-  // The CPU kernels take any number; the window structs hold kMaxRank.
-  if (k > ops::kMaxRank)
-    return call.error("the CUDA kernels take at most " + Twine(ops::kMaxRank) +
-                      " spatial dims, got " + Twine(k));
-  return Error::success();
-}
-
-/// The gradient ops' conv shapes: input [n, c, x...], weight
-/// [f, c / groups, k...], result [n, f, o...] (the CPU's convShapes).
-Error readConvShapes(const KernelCall &call, ArrayRef<int64_t> input,
-                     ArrayRef<int64_t> weight, ArrayRef<int64_t> result,
-                     ops::Conv &c) {
-  int64_t groups = call.i64("groups", 1);
-  if (input.size() < 3 || weight.size() != input.size() ||
-      result.size() != input.size() || groups < 1 || input[1] % groups ||
-      weight[0] % groups || weight[1] * groups != input[1] ||
-      result[0] != input[0] || result[1] != weight[0])
-    return call.error("input " + shapeString(input) + ", weight " +
-                      shapeString(weight) + " and conv result " +
-                      shapeString(result) + " are inconsistent with groups " +
-                      Twine(groups));
-  c.batch = input[0];
-  c.channels = input[1];
-  c.filters = weight[0];
-  c.groups = groups;
-  return readGradWindow(call, input.drop_front(2), weight.drop_front(2),
-                        result.drop_front(2), c.window);
+/// The device description of a convolution readConvDims checked.
+ops::Conv deviceConv(const ConvDims &dims) {
+  ops::Conv c;
+  c.batch = dims.batch;
+  c.channels = dims.channels;
+  c.filters = dims.filters;
+  c.groups = dims.groups;
+  c.window = deviceWindow(dims.window);
+  return c;
 }
 
 Error convKernel(const KernelCall &call) {
@@ -1371,37 +1289,19 @@ Error convKernel(const KernelCall &call) {
         std::pair{&out, "result"}})
     if (auto err = expectFloat(call, *t, what))
       return err;
-  if (input.rank() < 3 || weight.rank() != input.rank() ||
-      out.rank() != input.rank())
-    return call.error("input " + shapeString(input.shape) + ", weight " +
-                      shapeString(weight.shape) + " and result " +
-                      shapeString(out.shape) + " need one rank of at least 3");
-  ops::Conv c;
-  c.groups = call.i64("groups", 1);
-  c.batch = input.shape[0];
-  c.channels = input.shape[1];
-  c.filters = weight.shape[0];
-  int64_t cPerGroup = weight.shape[1];
-  if (c.groups < 1 || c.channels % c.groups || c.filters % c.groups ||
-      c.channels / c.groups != cPerGroup || out.shape[0] != c.batch ||
-      out.shape[1] != c.filters)
-    return call.error("input " + shapeString(input.shape) + ", weight " +
-                      shapeString(weight.shape) + " and result " +
-                      shapeString(out.shape) +
-                      " do not fit groups=" + Twine(c.groups));
-  if (bias && bias->numElements() != c.filters)
+  auto dims = readConvDims(call, input.shape, weight.shape, out.shape);
+  if (!dims)
+    return dims.takeError();
+  if (bias && bias->numElements() != dims->filters)
     return call.error("bias " + shapeString(bias->shape) + " does not have " +
-                      Twine(c.filters) + " elements");
-  if (auto err =
-          readWindow(call, input, out,
-                     ArrayRef<int64_t>(weight.shape).drop_front(2), c.window))
-    return err;
+                      Twine(dims->filters) + " elements");
   if (out.numElements() == 0)
     return Error::success();
-  return check(
-      call, ops::conv(c, code(input.dtype), input.data, code(weight.dtype),
-                      weight.data, bias ? code(bias->dtype) : 0,
-                      bias ? bias->data : nullptr, code(out.dtype), out.data));
+  return check(call, ops::conv(deviceConv(*dims), code(input.dtype), input.data,
+                               code(weight.dtype), weight.data,
+                               bias ? code(bias->dtype) : 0,
+                               bias ? bias->data : nullptr, code(out.dtype),
+                               out.data));
 }
 
 Error convGradInputKernel(const KernelCall &call) {
@@ -1413,15 +1313,15 @@ Error convGradInputKernel(const KernelCall &call) {
     return err;
   if (auto err = expectFloat(call, w, "weight"))
     return err;
-  ops::Conv c;
-  if (auto err = readConvShapes(call, out.shape, w.shape, dy.shape, c))
-    return err;
+  auto dims = readConvDims(call, out.shape, w.shape, dy.shape);
+  if (!dims)
+    return dims.takeError();
   // The CPU kernel converts into any result dtype.
   if (auto err = expectFloat(call, out, "result"))
     return err;
-  return check(call,
-               ops::convGradInput(c, code(dy.dtype), dy.data, code(w.dtype),
-                                  w.data, code(out.dtype), out.data));
+  return check(call, ops::convGradInput(deviceConv(*dims), code(dy.dtype),
+                                        dy.data, code(w.dtype), w.data,
+                                        code(out.dtype), out.data));
 }
 
 Error convGradWeightKernel(const KernelCall &call) {
@@ -1433,14 +1333,14 @@ Error convGradWeightKernel(const KernelCall &call) {
     return err;
   if (auto err = expectFloat(call, dy, "grad"))
     return err;
-  ops::Conv c;
-  if (auto err = readConvShapes(call, x.shape, out.shape, dy.shape, c))
-    return err;
+  auto dims = readConvDims(call, x.shape, out.shape, dy.shape);
+  if (!dims)
+    return dims.takeError();
   if (auto err = expectFloat(call, out, "result"))
     return err;
-  return check(call,
-               ops::convGradWeight(c, code(x.dtype), x.data, code(dy.dtype),
-                                   dy.data, code(out.dtype), out.data));
+  return check(call, ops::convGradWeight(deviceConv(*dims), code(x.dtype),
+                                         x.data, code(dy.dtype), dy.data,
+                                         code(out.dtype), out.data));
 }
 
 template <bool Max> Error poolKernel(const KernelCall &call) {
@@ -1449,32 +1349,19 @@ template <bool Max> Error poolKernel(const KernelCall &call) {
   const TensorRef &input = call.input(0), &out = call.output(0);
   if (auto err = expectFloat(call, input, "input"))
     return err;
-  if (input.rank() < 3 || out.rank() != input.rank() ||
-      out.shape[0] != input.shape[0] || out.shape[1] != input.shape[1])
-    return call.error("result " + shapeString(out.shape) +
-                      " does not match input " + shapeString(input.shape));
-  ops::Window w;
-  if (auto err = readWindow(call, input, out, call.ints("kernel_shape"), w))
-    return err;
+  auto window = readPoolWindow(call, input.shape, out.shape, "result");
+  if (!window)
+    return window.takeError();
   if (out.numElements() == 0)
     return Error::success();
   // The CPU kernel converts into any result dtype.
   if (auto err = expectFloat(call, out, "result"))
     return err;
   return check(call,
-               ops::pool(Max, call.flag("count_include_pad"), w,
-                         input.shape[0] * input.shape[1], code(input.dtype),
-                         input.data, code(out.dtype), out.data));
-}
-
-/// pooled [n, c, o...] of input [n, c, x...] (the CPU's expectPoolShapes).
-Error expectPoolShapes(const KernelCall &call, const TensorRef &input,
-                       const TensorRef &pooled) {
-  if (input.rank() < 3 || pooled.rank() != input.rank() ||
-      pooled.shape[0] != input.shape[0] || pooled.shape[1] != input.shape[1])
-    return call.error("input " + shapeString(input.shape) + " and pooled " +
-                      shapeString(pooled.shape) + " are inconsistent");
-  return Error::success();
+               ops::pool(Max, call.flag("count_include_pad"),
+                         deviceWindow(*window), input.shape[0] * input.shape[1],
+                         code(input.dtype), input.data, code(out.dtype),
+                         out.data));
 }
 
 Error maxPoolGradKernel(const KernelCall &call) {
@@ -1488,18 +1375,15 @@ Error maxPoolGradKernel(const KernelCall &call) {
     return err;
   if (auto err = expectShape(call, out, x.shape, "result"))
     return err;
-  if (auto err = expectPoolShapes(call, x, dy))
-    return err;
-  ops::Window w;
-  if (auto err = readGradWindow(call, ArrayRef<int64_t>(x.shape).drop_front(2),
-                                call.ints("kernel_shape"),
-                                ArrayRef<int64_t>(dy.shape).drop_front(2), w))
-    return err;
+  auto window = readPoolWindow(call, x.shape, dy.shape, "grad");
+  if (!window)
+    return window.takeError();
   if (auto err = expectFloat(call, out, "result"))
     return err;
-  return check(call, ops::maxPoolGrad(w, x.shape[0] * x.shape[1], code(x.dtype),
-                                      x.data, code(dy.dtype), dy.data,
-                                      code(out.dtype), out.data));
+  return check(call,
+               ops::maxPoolGrad(deviceWindow(*window), x.shape[0] * x.shape[1],
+                                code(x.dtype), x.data, code(dy.dtype), dy.data,
+                                code(out.dtype), out.data));
 }
 
 Error avgPoolGradKernel(const KernelCall &call) {
@@ -1508,20 +1392,15 @@ Error avgPoolGradKernel(const KernelCall &call) {
   const TensorRef &dy = call.input(0), &out = call.output(0);
   if (auto err = expectFloat(call, dy, "grad"))
     return err;
-  if (auto err = expectPoolShapes(call, out, dy))
-    return err;
-  ops::Window w;
-  if (auto err =
-          readGradWindow(call, ArrayRef<int64_t>(out.shape).drop_front(2),
-                         call.ints("kernel_shape"),
-                         ArrayRef<int64_t>(dy.shape).drop_front(2), w))
-    return err;
+  auto window = readPoolWindow(call, out.shape, dy.shape, "grad");
+  if (!window)
+    return window.takeError();
   if (auto err = expectFloat(call, out, "result"))
     return err;
-  return check(call,
-               ops::avgPoolGrad(w, out.shape[0] * out.shape[1],
-                                call.flag("count_include_pad"), code(dy.dtype),
-                                dy.data, code(out.dtype), out.data));
+  return check(
+      call, ops::avgPoolGrad(deviceWindow(*window), out.shape[0] * out.shape[1],
+                             call.flag("count_include_pad"), code(dy.dtype),
+                             dy.data, code(out.dtype), out.data));
 }
 
 //===----------------------------------------------------------------------===//

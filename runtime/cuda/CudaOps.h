@@ -284,8 +284,8 @@ std::string moeCombineGrad(const MoeSlots &slots, int rowsDtype,
 //===--- convolution and pooling (ConvPool.cu) ----------------------------===//
 
 /// The spatial dims of a conv or pool window: input and output extents,
-/// kernel, strides, dilations and begin pads (the CPU kernels' checks
-/// passed; end pads only shape the output).
+/// kernel, strides, dilations and begin pads, as runtime/core/Window.h
+/// reads and checks them (end pads only shape the output).
 struct Window {
   int rank = 0;
   int64_t in[kMaxRank] = {}, out[kMaxRank] = {}, kernel[kMaxRank] = {};

@@ -623,6 +623,19 @@ TEST(CpuConvPool, ConvByHand) {
   expectNear(padded.result(), {1, 5, 11, 28});
 }
 
+TEST(CpuConvPool, OneByOneConvWithOppositeEndPads) {
+  // A 1x1 kernel of 1 over a 2x3 input, end pads +1 rows and -1 columns:
+  // the result is 3x2, as many positions as the input has but not the
+  // input itself; the padded row reads zeros, the last column is cut.
+  Call conv("dtc.conv");
+  conv.ints("pads", {0, 0, 1, -1})
+      .in(f32({1, 1, 2, 3}, {1, 2, 3, 4, 5, 6}))
+      .in(f32({1, 1, 1, 1}, {1}))
+      .out(DType::F32, {1, 1, 3, 2});
+  ASSERT_EQ(conv.run(), "");
+  expectNear(conv.result(), {1, 2, 4, 5, 0, 0});
+}
+
 TEST(CpuConvPool, GroupedDilatedConvMatchesNaiveLoop) {
   int64_t n = 2, c = 4, f = 6, groups = 2, h = 7, w = 6, kh = 3, kw = 2;
   int64_t sh = 2, sw = 1, dh = 2, dw = 2, pt = 1, pl = 0, pb = 2, pr = 1;

@@ -1517,6 +1517,411 @@ TEST(ExecutorMemory, RunsOnTheCudaBackend) {
   runTinyProgram(deviceMemory(), cudaKernels());
 }
 
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+/// Spatial extents of a window's result, as the ops' shape rule gives them.
+std::vector<int64_t> windowOutput(llvm::ArrayRef<int64_t> input,
+                                  llvm::ArrayRef<int64_t> kernel,
+                                  llvm::ArrayRef<int64_t> strides,
+                                  llvm::ArrayRef<int64_t> dilations,
+                                  llvm::ArrayRef<int64_t> pads) {
+  size_t k = kernel.size();
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < k; ++i) {
+    int64_t s = strides.empty() ? 1 : strides[i];
+    int64_t d = dilations.empty() ? 1 : dilations[i];
+    int64_t padded = input[2 + i] + (pads.empty() ? 0 : pads[i] + pads[k + i]);
+    out.push_back((padded - d * (kernel[i] - 1) - 1) / s + 1);
+  }
+  return out;
+}
+
+/// Sets strides, dilations and pads on `c` (left out when empty).
+Case &windowAttrs(Case &c, const std::vector<int64_t> &strides,
+                  const std::vector<int64_t> &dilations,
+                  const std::vector<int64_t> &pads) {
+  if (!strides.empty())
+    c.ints("strides", strides);
+  if (!dilations.empty())
+    c.ints("dilations", dilations);
+  if (!pads.empty())
+    c.ints("pads", pads);
+  return c;
+}
+
+struct ConvConfig {
+  std::vector<int64_t> input; // [n, c, x...]
+  int64_t filters;
+  std::vector<int64_t> kernel;
+  std::vector<int64_t> strides, dilations, pads; // empty: the defaults
+  int64_t groups;
+  bool bias;
+  DType dtype;
+
+  std::vector<int64_t> weightShape() const {
+    std::vector<int64_t> w{filters, input[1] / groups};
+    w.insert(w.end(), kernel.begin(), kernel.end());
+    return w;
+  }
+  std::vector<int64_t> outputShape() const {
+    std::vector<int64_t> o{input[0], filters};
+    for (int64_t x : windowOutput(input, kernel, strides, dilations, pads))
+      o.push_back(x);
+    return o;
+  }
+  Case op(const std::string &name) const {
+    Case c(name);
+    windowAttrs(c, strides, dilations, pads);
+    if (groups != 1)
+      c.i("groups", groups);
+    return c;
+  }
+};
+
+void PrintTo(const ConvConfig &c, std::ostream *os) {
+  *os << "input " << shapeString(c.input) << " filters " << c.filters
+      << " kernel " << shapeString(c.kernel) << " strides "
+      << shapeString(c.strides) << " dilations " << shapeString(c.dilations)
+      << " pads " << shapeString(c.pads) << " groups " << c.groups
+      << (c.bias ? " bias " : " ") << dtypeName(c.dtype).str();
+}
+
+class CudaConv : public ::testing::TestWithParam<ConvConfig> {
+protected:
+  void SetUp() override {
+    if (!haveDevice())
+      GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_P(CudaConv, ForwardAndGradientsMatchCpu) {
+  const ConvConfig &c = GetParam();
+  bool bf16 = c.dtype == BF16;
+  std::vector<int64_t> weight = c.weightShape(), out = c.outputShape();
+  Tensor x = randomTensor(c.dtype, c.input, -1, 1, 200);
+  Tensor w = randomTensor(c.dtype, weight, -1, 1, 201);
+  Tensor dy = randomTensor(c.dtype, out, -1, 1, 202);
+  // GEMM sums in another order; bf16 results: one bf16 ulp.
+  Case forward = c.op("dtc.conv");
+  forward.in(x).in(w);
+  if (c.bias)
+    forward.in(randomTensor(c.dtype, {c.filters}, -1, 1, 203));
+  forward.out(c.dtype, out).check(bf16 ? 1e-2 : 1e-5, bf16 ? 1.0 / 128 : 1e-4);
+  // The input gradient sums in the CPU's order (f32), the weight gradient
+  // in double in another order.
+  c.op("dtc.conv_grad_input")
+      .ints("input_shape", c.input)
+      .in(dy)
+      .in(w)
+      .out(c.dtype, c.input)
+      .check(bf16 ? 1e-2 : 1e-6, bf16 ? 1.0 / 128 : 1e-5);
+  c.op("dtc.conv_grad_weight")
+      .ints("weight_shape", weight)
+      .in(x)
+      .in(dy)
+      .out(c.dtype, weight)
+      .check(bf16 ? 1e-2 : 1e-6, bf16 ? 1.0 / 128 : 1e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Configs, CudaConv,
+    ::testing::Values(
+        // 1-D: defaults, then stride 2, dilation 2, uneven pads, 2 groups.
+        ConvConfig{{2, 3, 11}, 4, {3}, {}, {}, {}, 1, true, F32},
+        ConvConfig{{2, 4, 13}, 6, {3}, {2}, {2}, {1, 2}, 2, false, F32},
+        // Stride past the kernel: some inputs in no window.
+        ConvConfig{{1, 2, 10}, 3, {2}, {3}, {}, {}, 1, true, F32},
+        // 2-D: "same" padding, more channels (a deeper GEMM).
+        ConvConfig{{2, 3, 9, 7}, 5, {3, 3}, {}, {}, {1, 1, 1, 1}, 1, true, F32},
+        ConvConfig{
+            {1, 8, 6, 5}, 12, {3, 3}, {}, {}, {1, 1, 1, 1}, 1, false, F32},
+        // Stride 2, mixed dilations, asymmetric pads, 3 groups of one image
+        // (one GEMM per image).
+        ConvConfig{{1, 6, 10, 9},
+                   6,
+                   {3, 2},
+                   {2, 2},
+                   {2, 1},
+                   {0, 1, 2, 0},
+                   3,
+                   true,
+                   F32},
+        // Depthwise, channel multiplier 2.
+        ConvConfig{
+            {2, 4, 8, 8}, 8, {3, 3}, {2, 2}, {}, {1, 1, 1, 1}, 4, true, F32},
+        ConvConfig{
+            {3, 5, 7, 7}, 5, {5, 5}, {}, {}, {2, 2, 2, 2}, 5, false, F32},
+        // 1x1 at unit stride: the GEMM reads the input as is.
+        ConvConfig{{3, 5, 4, 6}, 7, {1, 1}, {}, {}, {}, 1, true, F32},
+        // 1x1 with end padding: zero rows and columns, no plain read.
+        ConvConfig{{2, 3, 4, 5}, 4, {1, 1}, {}, {}, {0, 0, 1, 1}, 1, true, F32},
+        // 1x1 with end pads +1 and -1: as many positions as the input has,
+        // but not the input's rows.
+        ConvConfig{
+            {2, 3, 4, 5}, 2, {1, 1}, {}, {}, {0, 0, 1, -1}, 1, false, F32},
+        // 1x1 at stride 2 (an im2col that subsamples).
+        ConvConfig{{2, 4, 5, 7}, 3, {1, 1}, {2, 2}, {}, {}, 1, false, F32},
+        // 3-D.
+        ConvConfig{{1, 2, 5, 4, 6},
+                   3,
+                   {2, 3, 2},
+                   {1, 2, 1},
+                   {},
+                   {1, 0, 1, 0, 1, 1},
+                   1,
+                   true,
+                   F32},
+        // bf16 (a bf16 GEMM), odd sizes, 2 groups, bias.
+        ConvConfig{
+            {2, 4, 7, 9}, 4, {3, 3}, {2, 1}, {}, {1, 1, 1, 1}, 2, true, BF16},
+        ConvConfig{{2, 3, 15}, 5, {4}, {1}, {3}, {2, 3}, 1, false, BF16}));
+
+TEST_F(CudaKernel, ConvMixedDtypes) {
+  // bf16 input, f32 weight and bias: an f32 GEMM; bf16 and f16 results
+  // are converted from f32.
+  Tensor x = randomTensor(BF16, {2, 3, 6, 5}, -1, 1, 204);
+  Tensor w = randomTensor(F32, {4, 3, 3, 3}, -1, 1, 205);
+  Tensor b = randomTensor(BF16, {4}, -1, 1, 206);
+  Case("dtc.conv")
+      .ints("pads", {1, 1, 1, 1})
+      .in(x)
+      .in(w)
+      .in(b)
+      .out(F32, {2, 4, 6, 5})
+      .check(1e-5, 1e-4);
+  Case("dtc.conv")
+      .in(randomTensor(F32, {2, 3, 6, 5}, -1, 1, 207))
+      .in(randomTensor(F32, {4, 3, 3, 3}, -1, 1, 208))
+      .out(BF16, {2, 4, 4, 3})
+      .check(1e-2, 1.0 / 128);
+  Case("dtc.conv")
+      .in(x)
+      .in(randomTensor(BF16, {4, 3, 2, 2}, -1, 1, 209))
+      .out(DType::F16, {2, 4, 5, 4})
+      .check(1e-3, 1.0 / 512);
+  Case("dtc.conv_grad_weight")
+      .in(x)
+      .in(randomTensor(F32, {2, 4, 4, 3}, -1, 1, 210))
+      .out(F32, {4, 3, 3, 3})
+      .check(1e-6, 1e-6);
+  Case("dtc.conv_grad_input")
+      .in(randomTensor(BF16, {2, 4, 4, 3}, -1, 1, 211))
+      .in(w)
+      .out(F32, {2, 3, 6, 5})
+      .check(1e-6, 1e-5);
+}
+
+struct PoolConfig {
+  std::vector<int64_t> input, kernel, strides, dilations, pads;
+};
+
+/// Inputs of few distinct values, so that windows tie for their maximum.
+Tensor tiedInput(DType dtype, llvm::ArrayRef<int64_t> shape, unsigned seed) {
+  Tensor t = randomTensor(F32, shape, -2, 2, seed);
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.as<float>()[i] = std::floor(t.as<float>()[i] * 2) / 2;
+  if (dtype == F32)
+    return t;
+  Tensor cast(dtype, t.shape());
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    cast.as<uint16_t>()[i] = floatToBF16(t.as<float>()[i]);
+  return cast;
+}
+
+TEST_F(CudaKernel, PoolsAndGradients) {
+  PoolConfig configs[] = {
+      // 3x3 stride 2 pad 1: overlapping windows (ResNet's stem pool).
+      {{2, 3, 9, 8}, {3, 3}, {2, 2}, {}, {1, 1, 1, 1}},
+      // Stride 1, dilation 2 across, uneven pads.
+      {{1, 2, 7, 9}, {3, 3}, {}, {1, 2}, {1, 2, 0, 1}},
+      // 1-D: wide windows mostly in the padding.
+      {{2, 3, 10}, {4}, {3}, {}, {2, 2}},
+      // Windows entirely in the padding: max -inf, mean of nothing.
+      {{1, 2, 3}, {2}, {}, {}, {2, 2}},
+      // ceil_mode as extra end padding: a last window half outside.
+      {{1, 2, 7, 7}, {2, 2}, {3, 3}, {}, {0, 0, 1, 1}},
+      // 3-D, no padding.
+      {{1, 2, 4, 5, 3}, {2, 2, 2}, {1, 2, 1}, {}, {}},
+      // Global pooling.
+      {{2, 4, 5, 5}, {5, 5}, {}, {}, {}},
+  };
+  for (DType dtype : {F32, BF16}) {
+    for (const PoolConfig &p : configs) {
+      SCOPED_TRACE(dtypeName(dtype).str() + " input " + shapeString(p.input) +
+                   " kernel " + shapeString(p.kernel) + " strides " +
+                   shapeString(p.strides) + " pads " + shapeString(p.pads));
+      std::vector<int64_t> out{p.input[0], p.input[1]};
+      for (int64_t o :
+           windowOutput(p.input, p.kernel, p.strides, p.dilations, p.pads))
+        out.push_back(o);
+      auto op = [&](const std::string &name) {
+        Case c(name);
+        c.ints("kernel_shape", p.kernel);
+        windowAttrs(c, p.strides, p.dilations, p.pads);
+        return c;
+      };
+      double tol = dtype == BF16 ? 1.0 / 128 : 0;
+      for (bool ties : {false, true}) {
+        Tensor x = ties ? tiedInput(dtype, p.input, 212)
+                        : randomTensor(dtype, p.input, -1, 1, 213);
+        Tensor dy = randomTensor(dtype, out, -1, 1, 214);
+        // Maxima and the first maximum's gradients (sums of whole
+        // gradients in window order): exact.
+        op("dtc.max_pool").in(x).out(dtype, out).check(0, 0);
+        op("dtc.max_pool_grad")
+            .in(x)
+            .in(dy)
+            .out(dtype, p.input)
+            .check(tol, tol);
+        for (bool includePad : {false, true}) {
+          SCOPED_TRACE(includePad ? "count_include_pad" : "inside only");
+          Case avg = op("dtc.avg_pool");
+          Case avgGrad = op("dtc.avg_pool_grad");
+          if (includePad) {
+            avg.flag("count_include_pad");
+            avgGrad.flag("count_include_pad");
+          }
+          // Means in double in the CPU's order: exact.
+          avg.in(x).out(dtype, out).check(tol, tol);
+          avgGrad.ints("input_shape", p.input)
+              .in(dy)
+              .out(dtype, p.input)
+              .check(dtype == BF16 ? tol : 1e-7, dtype == BF16 ? tol : 1e-6);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernel, MaxPoolNaNIsTheMaximum) {
+  Tensor x = randomTensor(F32, {1, 1, 6, 6}, -1, 1, 215);
+  x.as<float>()[7] = std::numeric_limits<float>::quiet_NaN();
+  x.as<float>()[8] = std::numeric_limits<float>::quiet_NaN();
+  x.as<float>()[21] = std::numeric_limits<float>::quiet_NaN();
+  Tensor dy = randomTensor(F32, {1, 1, 3, 3}, -1, 1, 216);
+  for (const char *op : {"dtc.max_pool", "dtc.max_pool_grad"}) {
+    Case c(op);
+    c.ints("kernel_shape", {3, 3})
+        .ints("strides", {2, 2})
+        .ints("pads", {1, 1, 1, 1});
+    c.in(x);
+    if (std::string(op) == "dtc.max_pool_grad")
+      c.in(dy).out(F32, {1, 1, 6, 6});
+    else
+      c.out(F32, {1, 1, 3, 3});
+    c.check(0, 0);
+  }
+}
+
+// Both backends read the shapes through runtime/core/Window.h; this checks
+// that the CUDA kernels do so before they touch the device (no GPU needed).
+TEST(CudaKernelRegistry, ConvPoolRefusalsMatchTheCpuKernels) {
+  // The adapters refuse these before any device work: host memory will do.
+  Tensor x = randomTensor(F32, {2, 4, 6, 6}, -1, 1, 217);
+  Tensor w = randomTensor(F32, {6, 2, 3, 3}, -1, 1, 218);
+  std::vector<Case> cases;
+  auto conv = [&](const Tensor &in, const Tensor &weight,
+                  std::vector<int64_t> out, int64_t groups) {
+    Case c("dtc.conv");
+    c.i("groups", groups).in(in).in(weight).out(F32, out);
+    return c;
+  };
+  // groups 3 does not divide 4 channels; 2 channels per group against
+  // groups 1.
+  cases.push_back(conv(x, w, {2, 6, 4, 4}, 3));
+  cases.push_back(conv(x, w, {2, 6, 4, 4}, 1));
+  // A result of the wrong spatial size; a rank-2 input; an integer input.
+  cases.push_back(conv(x, w, {2, 6, 5, 4}, 2));
+  cases.push_back(conv(randomTensor(F32, {2, 4}, -1, 1, 219), w, {2, 6}, 2));
+  cases.push_back(
+      conv(randomTensor(I32, {2, 4, 6, 6}, -1, 1, 220), w, {2, 6, 4, 4}, 2));
+  // A stride of 0, pads of the wrong count, a bias of the wrong size.
+  cases.push_back(conv(x, w, {2, 6, 4, 4}, 2).ints("strides", {0, 1}));
+  cases.push_back(conv(x, w, {2, 6, 4, 4}, 2).ints("pads", {1, 1}));
+  cases.push_back(
+      conv(x, w, {2, 6, 4, 4}, 2).in(randomTensor(F32, {5}, -1, 1, 221)));
+  // Gradients: inconsistent groups, pads that give another result size, a
+  // window larger than the padded input, a result of the wrong size.
+  Tensor dy = randomTensor(F32, {2, 6, 4, 4}, -1, 1, 222);
+  cases.push_back(Case("dtc.conv_grad_input")
+                      .i("groups", 3)
+                      .in(dy)
+                      .in(w)
+                      .out(F32, {2, 4, 6, 6}));
+  cases.push_back(Case("dtc.conv_grad_input")
+                      .i("groups", 2)
+                      .ints("pads", {1, 0, 1, 0})
+                      .in(dy)
+                      .in(w)
+                      .out(F32, {2, 4, 6, 6}));
+  cases.push_back(Case("dtc.conv_grad_weight")
+                      .i("groups", 2)
+                      .in(randomTensor(F32, {2, 4, 2, 6}, -1, 1, 223))
+                      .in(dy)
+                      .out(F32, {6, 2, 3, 3}));
+  cases.push_back(Case("dtc.conv_grad_weight")
+                      .i("groups", 2)
+                      .ints("strides", {2, 2})
+                      .in(x)
+                      .in(dy)
+                      .out(F32, {6, 2, 3, 3}));
+  auto pool = [&](const std::string &op, std::vector<int64_t> kernel,
+                  std::vector<int64_t> out) {
+    Case c(op);
+    c.ints("kernel_shape", kernel).in(x).out(F32, out);
+    return c;
+  };
+  // Pools: other channels, a kernel of the wrong rank, a dilation of 0.
+  cases.push_back(pool("dtc.max_pool", {2, 2}, {2, 3, 5, 5}));
+  cases.push_back(pool("dtc.avg_pool", {2}, {2, 4, 5, 5}));
+  cases.push_back(
+      pool("dtc.max_pool", {2, 2}, {2, 4, 5, 5}).ints("dilations", {0, 1}));
+  cases.push_back(pool("dtc.avg_pool", {2, 2}, {2, 4, 4, 5}));
+  // Pool gradients: a result unlike the input, pooled channels unlike the
+  // input's, pads of the wrong count, a stride of 0, a kernel of 0.
+  Tensor pooled = randomTensor(F32, {2, 4, 5, 5}, -1, 1, 224);
+  cases.push_back(Case("dtc.max_pool_grad")
+                      .ints("kernel_shape", {2, 2})
+                      .in(x)
+                      .in(pooled)
+                      .out(F32, {2, 4, 6, 5}));
+  cases.push_back(Case("dtc.max_pool_grad")
+                      .ints("kernel_shape", {2, 2})
+                      .in(x)
+                      .in(randomTensor(F32, {2, 3, 5, 5}, -1, 1, 225))
+                      .out(F32, {2, 4, 6, 6}));
+  cases.push_back(Case("dtc.avg_pool_grad")
+                      .ints("kernel_shape", {2, 2})
+                      .ints("pads", {0, 0, 0})
+                      .in(pooled)
+                      .out(F32, {2, 4, 6, 6}));
+  cases.push_back(Case("dtc.avg_pool_grad")
+                      .ints("kernel_shape", {2, 2})
+                      .ints("strides", {0, 1})
+                      .in(pooled)
+                      .out(F32, {2, 4, 6, 6}));
+  cases.push_back(Case("dtc.avg_pool_grad")
+                      .ints("kernel_shape", {0, 2})
+                      .in(pooled)
+                      .out(F32, {2, 4, 6, 6}));
+  for (const Case &c : cases) {
+    std::vector<Tensor> cpuOut, cudaOut;
+    std::string cpu = c.runOnHost(cpuKernels(), cpuOut);
+    EXPECT_NE(cpu, "") << c.inst.op();
+    EXPECT_EQ(c.runOnHost(cudaKernels(), cudaOut), cpu) << c.inst.op();
+  }
+}
+
+TEST(CudaKernelRegistry, ConvPoolOpsHaveKernels) {
+  for (const char *op :
+       {"dtc.conv", "dtc.conv_grad_input", "dtc.conv_grad_weight",
+        "dtc.max_pool", "dtc.max_pool_grad", "dtc.avg_pool",
+        "dtc.avg_pool_grad"})
+    EXPECT_NE(cudaKernels().lookup(op), nullptr) << op;
+}
+
 #ifndef DTC_CUDA_EMULATION
 //===----------------------------------------------------------------------===//
 // NCCL on one GPU: every operation of a group of one is a copy, through the
