@@ -30,6 +30,14 @@ inline bool isSumLikeReduction(Operation *op, int64_t loop, int64_t numLoops) {
   return false;
 }
 
+/// The vocabulary of the loss and of its gradient: a log-sum-exp, but one
+/// the partitioner splits with the loss's own statistics exchange
+/// (cross_entropy_stats and one small all-gather, docs/partition.md), so
+/// the loss stays whole and its gradient is split like the logits.
+inline bool isVocabParallelLoop(Operation *op, int64_t loop, int64_t numLoops) {
+  return isa<CrossEntropyOp, CrossEntropyGradOp>(op) && loop == numLoops - 1;
+}
+
 /// Gradient ops with a result that sums over a parallel loop it does not
 /// index (weight gradients over the rows, key and value gradients over the
 /// queries): splitting that loop leaves that result a partial sum.

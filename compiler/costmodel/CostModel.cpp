@@ -468,8 +468,9 @@ static EdgeCost outputCost(const Context &c) {
                   ? c.coll(Collective::AllGather, bytes, c.tpGroup) +
                         c.coll(Collective::ReduceScatter, bytes, c.tpGroup)
                   : c.coll(Collective::AllReduce, bytes, c.tpGroup);
-    // Max, sum and target-logit reductions of the vocabulary-parallel loss.
-    cost.tp += 3 * c.coll(Collective::AllReduce, 4 * c.tokens, c.tpGroup);
+    // The vocabulary-parallel loss gathers 3 f32 per row from every rank
+    // (max, sum of exponentials, label logit: cross_entropy_stats).
+    cost.tp += c.coll(Collective::AllGather, 12 * c.tokens * c.t, c.tpGroup);
   }
   return cost;
 }

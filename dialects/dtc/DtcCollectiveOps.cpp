@@ -416,3 +416,57 @@ LogicalResult ZigzagOrderOp::verify() {
            << " does not split into 2 x " << parts << " equal pieces";
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Vocabulary-parallel cross-entropy
+//===----------------------------------------------------------------------===//
+
+/// Labels [...] against logits [..., v].
+static LogicalResult verifyLabels(Operation *op, Type logits, Type labels) {
+  auto l = cast<RankedTensorType>(logits);
+  auto y = cast<RankedTensorType>(labels);
+  if (l.getRank() < 1 || y.getShape() != l.getShape().drop_back())
+    return op->emitOpError("labels ")
+           << y << " must have the shape of logits " << l
+           << " without its last (vocabulary) dim";
+  return success();
+}
+
+/// Stats [..., 3 * shards] f32 for labels [...]; any number of shards when
+/// `shards` is 0.
+static LogicalResult verifyStats(Operation *op, Type stats, Type labels,
+                                 int64_t shards) {
+  auto s = cast<RankedTensorType>(stats);
+  auto y = cast<RankedTensorType>(labels);
+  int64_t last = s.getRank() ? s.getShape().back() : 0;
+  if (!s.getElementType().isF32() || s.getRank() != y.getRank() + 1 ||
+      s.getShape().drop_back() != y.getShape() || last < 3 || last % 3 ||
+      (shards && last != 3 * shards))
+    return op->emitOpError("stats must be f32 ")
+           << y.getShape() << " plus a last dim of "
+           << (shards ? std::to_string(3 * shards) : "3 per shard") << ", got "
+           << s;
+  return success();
+}
+
+LogicalResult CrossEntropyStatsOp::verify() {
+  if (failed(groupSize(*this, getMeshAxes())) ||
+      failed(verifyLabels(*this, getLogits().getType(), getLabels().getType())))
+    return failure();
+  return verifyStats(*this, getStats().getType(), getLabels().getType(), 1);
+}
+
+LogicalResult CrossEntropyFromStatsOp::verify() {
+  return verifyStats(*this, getStats().getType(), getLabels().getType(), 0);
+}
+
+LogicalResult CrossEntropyShardGradOp::verify() {
+  FailureOr<int64_t> n = groupSize(*this, getMeshAxes());
+  if (failed(n) ||
+      failed(verifyLabels(*this, getLogits().getType(), getLabels().getType())))
+    return failure();
+  if (getLogitsGrad().getType() != getLogits().getType())
+    return emitOpError("result must have the logits' type ")
+           << getLogits().getType();
+  return verifyStats(*this, getStats().getType(), getLabels().getType(), *n);
+}

@@ -276,4 +276,71 @@ def Dtc_ZigzagOrderOp : Dtc_Op<"zigzag_order", [Pure,
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Vocabulary-parallel cross-entropy (docs/partition.md)
+//===----------------------------------------------------------------------===//
+
+// The logits' vocabulary split over `mesh_axes` (n the group size): a rank
+// holds entries [c * v, (c + 1) * v) of every row, c its position in the
+// group. The loss needs each row's log-sum-exp and label logit over the
+// whole vocabulary: every rank computes three numbers per row over its
+// shard (cross_entropy_stats), one all-gather of those gives every rank
+// all of them, and the loss and its gradient follow without moving the
+// logits (Megatron's vocab-parallel cross-entropy, in one exchange).
+
+def Dtc_CrossEntropyStatsOp : Dtc_Op<"cross_entropy_stats", [Pure]> {
+  let summary = "Per-row statistics of this rank's vocabulary shard";
+  let description = [{
+    `logits [..., v]` (this rank's shard), `labels [...]` (whole-vocabulary
+    ids) -> `stats [..., 3]` (f32): the shard's largest logit m, the sum of
+    exp(logit - m) over the shard, and the label's logit when the label
+    falls in the shard (else 0; 0 too where the label is `ignore_index`).
+  }];
+  let arguments = (ins Dtc_FloatTensor:$logits, Dtc_IndexTensor:$labels,
+                   StrArrayAttr:$mesh_axes,
+                   DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs Dtc_FloatTensor:$stats);
+  let assemblyFormat =
+      "$logits `,` $labels attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Dtc_CrossEntropyFromStatsOp : Dtc_Op<"cross_entropy_from_stats", [Pure]> {
+  let summary = "Mean cross-entropy from every shard's statistics";
+  let description = [{
+    `stats [..., 3n]` (the n shards' `cross_entropy_stats`, gathered along
+    the last dim in group order), `labels [...]` -> the mean over the
+    positions whose label is not `ignore_index` of M + log(sum_k s_k
+    exp(m_k - M)) - sum_k t_k, M = max_k m_k: `dtc.cross_entropy` of the
+    whole logits.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$stats, Dtc_IndexTensor:$labels,
+                   DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs 0DTensorOf<[F32]>:$loss);
+  let assemblyFormat =
+      "$stats `,` $labels attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Dtc_CrossEntropyShardGradOp : Dtc_Op<"cross_entropy_shard_grad", [Pure]> {
+  let summary = "This rank's vocabulary shard of the cross-entropy gradient";
+  let description = [{
+    `logits [..., v]` (this rank's shard), `labels [...]`, `stats [..., 3n]`
+    (gathered as for `cross_entropy_from_stats`), `grad_loss` (0-d f32) ->
+    this shard of `dtc.cross_entropy_grad`'s result: (exp(logit - M) / S -
+    onehot(label)) * grad_loss / count, S = sum_k s_k exp(m_k - M), count
+    the positions whose label is not `ignore_index` (those rows are 0).
+  }];
+  let arguments = (ins Dtc_FloatTensor:$logits, Dtc_IndexTensor:$labels,
+                   Dtc_FloatTensor:$stats, 0DTensorOf<[F32]>:$grad_loss,
+                   StrArrayAttr:$mesh_axes,
+                   DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs Dtc_FloatTensor:$logits_grad);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $stats `,` $grad_loss attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // DTC_COLLECTIVE_OPS_TD

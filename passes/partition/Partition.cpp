@@ -126,6 +126,9 @@ private:
     Value query, key, value, output, lse;
   };
   DenseMap<Operation *, RingForward> ringForwards;
+  /// Per local (logits, labels) of a vocabulary-parallel loss: every shard's
+  /// statistics, gathered, which the gradient reuses.
+  DenseMap<std::pair<Value, Value>, Value> vocabStats;
 
   size_t numAxes() const { return mesh.axes.size(); }
   int64_t axisSize(size_t a) const { return mesh.axes[a].size; }
@@ -155,6 +158,8 @@ private:
                                      Location loc);
   RingForward emitRingForward(Value query, Value key, Value value, bool causal,
                               double scale, size_t axis, Location loc);
+  Operation *lowerVocabParallelLoss(Operation *copy, ArrayAttr axes,
+                                    int64_t shards);
   LogicalResult partitionReshape(ReshapeOp op);
   LogicalResult partitionOther(Operation *op, const Layout *operandLayout);
   LogicalResult copyOp(Operation *op, ArrayRef<Layout> operandLayouts,
@@ -558,8 +563,16 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
       continue;
     auto partialResult = llvm::find_if(
         *results, [&](const Layout &layout) { return layout.partial[a]; });
-    if (partialResult == results->end())
+    if (partialResult == results->end()) {
+      // A whole loss of logits split on the vocabulary: the
+      // vocabulary-parallel loss (a contiguous split only: a shard is a
+      // range of ids).
+      const Layout &logits = current.lookup(op->getOperand(0)).second;
+      if (isa<CrossEntropyOp>(op) && logits.dim[a] == numLoops - 1 &&
+          !logits.block[a])
+        loopOf[a] = numLoops - 1;
       continue;
+    }
     // The reduction loop split: the one whose operand dims the producers
     // already split over this axis, else the first one that may be split
     // and that no earlier axis splits (the loss's positions: dp takes the
@@ -606,7 +619,9 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
     for (auto [r, layout] : llvm::enumerate(*results)) {
       AffineMap map = maps[numOperands + r];
       bool indexed = loopOf[a] >= 0 && map.isFunctionOfDim(loopOf[a]);
-      bool consistent = loopOf[a] < 0
+      bool whole = loopOf[a] < 0 ||
+                   (!indexed && isVocabParallelLoop(op, loopOf[a], numLoops));
+      bool consistent = whole
                             ? !layout.splits(a) && !layout.partial[a]
                             : (indexed ? layout.splits(a) && !layout.partial[a]
                                        : layout.partial[a]);
@@ -688,6 +703,21 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
     return failure();
   Operation *copy = current.lookup(op->getResult(0)).first.getDefiningOp();
 
+  // The loss over vocabulary shards: one exchange of row statistics.
+  SmallVector<Attribute> vocabAxes;
+  int64_t shards = 1;
+  for (size_t a = 0; a < numAxes(); ++a)
+    if (loopOf[a] >= 0 && isVocabParallelLoop(op, loopOf[a], numLoops)) {
+      if (blockOf[a])
+        return op->emitOpError("an interleaved split of the vocabulary over \"")
+               << mesh.axes[a].name << "\" is not supported";
+      vocabAxes.push_back(axisName(a));
+      shards *= axisSize(a);
+    }
+  if (!vocabAxes.empty())
+    copy =
+        lowerVocabParallelLoss(copy, builder.getArrayAttr(vocabAxes), shards);
+
   // Attributes that hold global positions.
   if (auto slice = dyn_cast<SliceOp>(copy)) {
     SmallVector<int64_t> starts(slice.getStarts()), limits(slice.getLimits());
@@ -746,6 +776,51 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
   if (divisor > 1)
     scaleResult(copy, 0, divisor);
   return success();
+}
+
+// The vocabulary-parallel loss (Megatron's vocab_parallel_cross_entropy):
+// each rank reduces its logits shard to three numbers per row (max, sum of
+// exponentials, label logit), one all-gather of those [rows, 3] gives every
+// rank all shards', and the loss and this shard's gradient follow without
+// moving the logits. The gradient reuses the forward's gathered statistics
+// when it reads the same local logits and labels. `copy` (the local
+// cross_entropy or cross_entropy_grad, its logits split over `axes`) is
+// replaced; returns what replaces it.
+Operation *Partitioner::lowerVocabParallelLoss(Operation *copy, ArrayAttr axes,
+                                               int64_t shards) {
+  Location loc = copy->getLoc();
+  Value logits = copy->getOperand(0), labels = copy->getOperand(1);
+  IntegerAttr ignore = copy->getAttrOfType<IntegerAttr>("ignore_index");
+  Value &stats = vocabStats[{logits, labels}];
+  if (!stats) {
+    SmallVector<int64_t> shape(
+        cast<RankedTensorType>(labels.getType()).getShape());
+    shape.push_back(3);
+    Type f32 = builder.getF32Type();
+    Value local = CrossEntropyStatsOp::create(builder, loc,
+                                              RankedTensorType::get(shape, f32),
+                                              logits, labels, axes, ignore);
+    shape.back() = 3 * shards;
+    auto start = AllGatherStartOp::create(
+        builder, loc,
+        AsyncType::get(builder.getContext(), RankedTensorType::get(shape, f32)),
+        local, axes, static_cast<int64_t>(shape.size() - 1), 0);
+    stats = startAndWait(start);
+  }
+  Operation *lowered;
+  if (isa<CrossEntropyOp>(copy))
+    lowered = CrossEntropyFromStatsOp::create(
+        builder, loc, copy->getResult(0).getType(), stats, labels, ignore);
+  else
+    lowered = CrossEntropyShardGradOp::create(
+        builder, loc, copy->getResult(0).getType(), logits, labels, stats,
+        copy->getOperand(2), axes, ignore);
+  lowered->setDiscardableAttrs(copy->getDiscardableAttrDictionary());
+  for (auto &[original, entry] : current)
+    if (entry.first == copy->getResult(0))
+      entry.first = lowered->getResult(0);
+  copy->erase();
+  return lowered;
 }
 
 // Ring attention (context parallelism). The context axis cuts the sequence

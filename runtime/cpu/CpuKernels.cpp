@@ -21,6 +21,7 @@ void registerCpuKernels(KernelRegistry &registry) {
   registerGradientKernels(registry);
   registerOptimizerKernels(registry);
   registerMoeKernels(registry);
+  registerLossShardKernels(registry);
   registerRingAttentionKernels(registry);
   registerShardSliceKernel(registry);
   // The collectives work on host memory through the rank's communicator.

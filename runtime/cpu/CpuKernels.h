@@ -27,6 +27,7 @@ void registerTransformerKernels(KernelRegistry &registry);
 void registerGradientKernels(KernelRegistry &registry);
 void registerOptimizerKernels(KernelRegistry &registry);
 void registerMoeKernels(KernelRegistry &registry);
+void registerLossShardKernels(KernelRegistry &registry);
 /// dtc.attention_block, dtc.attention_merge, dtc.attention_block_grad
 /// (runtime/cpu/RingAttention.cpp).
 void registerRingAttentionKernels(KernelRegistry &registry);

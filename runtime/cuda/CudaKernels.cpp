@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/core/CollectiveKernels.h"
+#include "runtime/core/LossShards.h"
 #include "runtime/core/Window.h"
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/CudaOps.h"
@@ -760,6 +761,53 @@ Error crossEntropyGradKernel(const KernelCall &call) {
                          gradLoss.data, code(out.dtype), out.data,
                          labels.numElements(), logits.shape.back(),
                          call.i64("ignore_index", -100)));
+}
+
+/// The device description of a vocabulary-parallel loss op.
+ops::LossShard deviceLossShard(const LossShards &s) {
+  ops::LossShard d;
+  d.rows = s.rows;
+  d.vocab = s.vocab;
+  d.shards = s.shards;
+  d.firstId = s.firstId();
+  d.wholeVocab = s.wholeVocab();
+  d.ignore = s.ignoreIndex;
+  return d;
+}
+
+Error crossEntropyStatsKernel(const KernelCall &call) {
+  Expected<LossShards> s = readCrossEntropyStats(call);
+  if (!s)
+    return s.takeError();
+  const TensorRef &logits = call.input(0), &labels = call.input(1);
+  return check(call, ops::crossEntropyStats(
+                         deviceLossShard(*s), code(logits.dtype), logits.data,
+                         labels.data, labels.dtype == DType::I64,
+                         call.output(0).as<float>()));
+}
+
+Error crossEntropyFromStatsKernel(const KernelCall &call) {
+  Expected<LossShards> s = readCrossEntropyFromStats(call);
+  if (!s)
+    return s.takeError();
+  const TensorRef &labels = call.input(1), &out = call.output(0);
+  return check(call,
+               ops::crossEntropyFromStats(
+                   deviceLossShard(*s), call.input(0).as<float>(), labels.data,
+                   labels.dtype == DType::I64, code(out.dtype), out.data));
+}
+
+Error crossEntropyShardGradKernel(const KernelCall &call) {
+  Expected<LossShards> s = readCrossEntropyShardGrad(call);
+  if (!s)
+    return s.takeError();
+  const TensorRef &logits = call.input(0), &labels = call.input(1),
+                  &gradLoss = call.input(3), &out = call.output(0);
+  return check(call, ops::crossEntropyShardGrad(
+                         deviceLossShard(*s), code(logits.dtype), logits.data,
+                         labels.data, labels.dtype == DType::I64,
+                         call.input(2).as<float>(), code(gradLoss.dtype),
+                         gradLoss.data, code(out.dtype), out.data));
 }
 
 //===----------------------------------------------------------------------===//
@@ -1636,6 +1684,9 @@ void registerCudaKernels(KernelRegistry &registry) {
   registry.add("dtc.zigzag_order", zigzagOrderKernel);
   registry.add("dtc.cross_entropy", crossEntropyKernel);
   registry.add("dtc.cross_entropy_grad", crossEntropyGradKernel);
+  registry.add("dtc.cross_entropy_stats", crossEntropyStatsKernel);
+  registry.add("dtc.cross_entropy_from_stats", crossEntropyFromStatsKernel);
+  registry.add("dtc.cross_entropy_shard_grad", crossEntropyShardGradKernel);
   registry.add("dtc.adamw", adamwKernel);
   registry.add("dtc.matmul", matmulKernel);
   registry.add("dtc.moe_route", moeRouteKernel);

@@ -174,6 +174,27 @@ std::string crossEntropyGrad(int dtype, const void *logits, const void *labels,
                              int outDtype, void *out, int64_t rows,
                              int64_t vocab, int64_t ignore);
 
+/// The vocabulary-parallel loss (runtime/core/LossShards.h): `rows` rows
+/// of `vocab` logits, ids [firstId, firstId + vocab) of `wholeVocab`;
+/// stats hold 3 f32 per row and shard.
+struct LossShard {
+  int64_t rows = 0, vocab = 0, shards = 1, firstId = 0, wholeVocab = 0;
+  int64_t ignore = -100;
+};
+/// dtc.cross_entropy_stats: stats [rows, 3].
+std::string crossEntropyStats(const LossShard &s, int dtype, const void *logits,
+                              const void *labels, bool labels64, float *stats);
+/// dtc.cross_entropy_from_stats: the mean loss from stats [rows, 3 shards].
+std::string crossEntropyFromStats(const LossShard &s, const float *stats,
+                                  const void *labels, bool labels64,
+                                  int outDtype, void *out);
+/// dtc.cross_entropy_shard_grad: this shard's [rows, vocab] gradient.
+std::string crossEntropyShardGrad(const LossShard &s, int dtype,
+                                  const void *logits, const void *labels,
+                                  bool labels64, const float *stats,
+                                  int gradDtype, const void *gradLoss,
+                                  int outDtype, void *out);
+
 //===--- attention (Attention.cu) -----------------------------------------===//
 
 /// Global sequence positions of a chunk's rows: row i < half is at

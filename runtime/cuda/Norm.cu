@@ -285,6 +285,115 @@ __global__ void crossEntropyGradRows(int dtype, const void *logits,
   }
 }
 
+//===----------------------------------------------------------------------===//
+// The vocabulary-parallel loss (runtime/cpu/LossShards.cpp is the reference)
+//===----------------------------------------------------------------------===//
+
+__device__ __forceinline__ int64_t labelAt(const void *labels, bool labels64,
+                                           int64_t r) {
+  return labels64 ? static_cast<const int64_t *>(labels)[r]
+                  : static_cast<const int32_t *>(labels)[r];
+}
+
+/// One block per row: the shard's max, sum of exp(logit - max) (in
+/// double) and the label's logit when this shard holds it.
+__global__ void crossEntropyStatsRows(LossShard s, int dtype,
+                                      const void *logits, const void *labels,
+                                      bool labels64, float *stats, int *error) {
+  for (int64_t r = blockIdx.x; r < s.rows; r += gridDim.x) {
+    int64_t label = labelAt(labels, labels64, r);
+    if (label != s.ignore && (label < 0 || label >= s.wholeVocab) &&
+        threadIdx.x == 0)
+      flagError(error, kLabelOutOfRange);
+    int64_t base = r * s.vocab;
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < s.vocab; j += blockDim.x)
+      mx = fmaxf(mx, loadF(logits, dtype, base + j));
+    mx = blockMax(mx);
+    double sum = 0;
+    for (int64_t j = threadIdx.x; j < s.vocab; j += blockDim.x)
+      sum += exp(static_cast<double>(loadF(logits, dtype, base + j)) - mx);
+    sum = blockSum(sum);
+    if (threadIdx.x == 0) {
+      int64_t local = label - s.firstId;
+      bool here = label != s.ignore && local >= 0 && local < s.vocab;
+      stats[3 * r] = mx;
+      stats[3 * r + 1] = static_cast<float>(sum);
+      stats[3 * r + 2] = here ? loadF(logits, dtype, base + local) : 0.0f;
+    }
+  }
+}
+
+/// A row's maximum over the shards and its sum of exp(logit - maximum).
+__device__ void rowNorm(const float *stats, int64_t shards, float &max,
+                        double &sum) {
+  max = -INFINITY;
+  for (int64_t k = 0; k < shards; ++k)
+    max = fmaxf(max, stats[3 * k]);
+  sum = 0;
+  for (int64_t k = 0; k < shards; ++k)
+    if (stats[3 * k + 1] > 0)
+      sum += stats[3 * k + 1] * exp(static_cast<double>(stats[3 * k]) - max);
+}
+
+/// One block: the mean over counted rows, each summed in a fixed order.
+__global__ void crossEntropyFromStatsMean(LossShard s, const float *stats,
+                                          const void *labels, bool labels64,
+                                          int outDtype, void *out) {
+  double total = 0, count = 0;
+  for (int64_t r = threadIdx.x; r < s.rows; r += blockDim.x) {
+    if (labelAt(labels, labels64, r) == s.ignore)
+      continue;
+    const float *row = stats + r * 3 * s.shards;
+    float mx;
+    double sum;
+    rowNorm(row, s.shards, mx, sum);
+    double target = 0;
+    for (int64_t k = 0; k < s.shards; ++k)
+      target += row[3 * k + 2];
+    total += mx + log(sum) - target;
+    count += 1;
+  }
+  total = blockSum(total);
+  count = blockSum(count);
+  if (threadIdx.x == 0)
+    storeD(out, outDtype, 0, count > 0 ? total / count : nan(""));
+}
+
+__global__ void crossEntropyShardGradRows(
+    LossShard s, int dtype, const void *logits, const void *labels,
+    bool labels64, const float *stats, int gradDtype, const void *gradLoss,
+    const int64_t *count, int outDtype, void *out, int *error) {
+  int64_t counted = *count;
+  float factor =
+      counted ? loadF(gradLoss, gradDtype, 0) / static_cast<float>(counted)
+              : 0.0f;
+  for (int64_t r = blockIdx.x; r < s.rows; r += gridDim.x) {
+    int64_t label = labelAt(labels, labels64, r);
+    int64_t base = r * s.vocab;
+    bool skip = label == s.ignore || counted == 0;
+    if (!skip && (label < 0 || label >= s.wholeVocab)) {
+      if (threadIdx.x == 0)
+        flagError(error, kLabelOutOfRange);
+      skip = true;
+    }
+    if (skip) {
+      for (int64_t j = threadIdx.x; j < s.vocab; j += blockDim.x)
+        storeF(out, outDtype, base + j, 0.0f);
+      continue;
+    }
+    float mx;
+    double sum;
+    rowNorm(stats + r * 3 * s.shards, s.shards, mx, sum);
+    float scale = static_cast<float>(factor / sum);
+    int64_t local = label - s.firstId;
+    for (int64_t j = threadIdx.x; j < s.vocab; j += blockDim.x) {
+      float d = expf(loadF(logits, dtype, base + j) - mx) * scale;
+      storeF(out, outDtype, base + j, j == local ? d - factor : d);
+    }
+  }
+}
+
 unsigned rowBlocks(int64_t rows) {
   return static_cast<unsigned>(rows < (1 << 20) ? (rows ? rows : 1)
                                                 : (1 << 20));
@@ -422,6 +531,45 @@ std::string crossEntropyGrad(int dtype, const void *logits, const void *labels,
       dtype, logits, labels, labels64, gradDtype, gradLoss, count.as<int64_t>(),
       outDtype, out, rows, vocab, ignore, errorWord());
   return launched("cross_entropy_grad kernel");
+}
+
+std::string crossEntropyStats(const LossShard &s, int dtype, const void *logits,
+                              const void *labels, bool labels64, float *stats) {
+  if (s.rows == 0)
+    return "";
+  crossEntropyStatsRows<<<rowBlocks(s.rows), kThreads, 0, computeStream()>>>(
+      s, dtype, logits, labels, labels64, stats, errorWord());
+  return launched("cross_entropy_stats kernel");
+}
+
+std::string crossEntropyFromStats(const LossShard &s, const float *stats,
+                                  const void *labels, bool labels64,
+                                  int outDtype, void *out) {
+  crossEntropyFromStatsMean<<<1, 1024, 0, computeStream()>>>(
+      s, stats, labels, labels64, outDtype, out);
+  return launched("cross_entropy_from_stats kernel");
+}
+
+std::string crossEntropyShardGrad(const LossShard &s, int dtype,
+                                  const void *logits, const void *labels,
+                                  bool labels64, const float *stats,
+                                  int gradDtype, const void *gradLoss,
+                                  int outDtype, void *out) {
+  if (s.rows == 0)
+    return "";
+  Scratch count(sizeof(int64_t));
+  if (!count)
+    return "cross_entropy_shard_grad: out of device memory";
+  countLabels<<<1, 1024, 0, computeStream()>>>(labels, labels64, s.rows,
+                                               s.ignore, count.as<int64_t>());
+  if (std::string e = launched("cross_entropy_shard_grad count kernel");
+      !e.empty())
+    return e;
+  crossEntropyShardGradRows<<<rowBlocks(s.rows), kThreads, 0,
+                              computeStream()>>>(
+      s, dtype, logits, labels, labels64, stats, gradDtype, gradLoss,
+      count.as<int64_t>(), outDtype, out, errorWord());
+  return launched("cross_entropy_shard_grad kernel");
 }
 
 } // namespace dtc::cuda

@@ -2,8 +2,9 @@
 // RUN: dtc-opt %s -dtc-autodiff -dtc-propagate-sharding="mesh=dp:2,tp:2" -dtc-partition="mesh=dp:2,tp:2" | FileCheck %s --check-prefix=COUNT
 
 // A training step on dp=2 x tp=2: the gradient function of a tiny language
-// model (embedding, a Megatron MLP, a replicated head, cross-entropy). Each
-// rank runs 2 of the 4 sequences with half of the MLP. The weight gradients
+// model (embedding, a Megatron MLP, a head, cross-entropy). Each rank runs
+// 2 of the 4 sequences with half of the MLP and half of the head's
+// vocabulary (the vocabulary-parallel loss). The weight gradients
 // are partial sums over dp (each rank summed over its own tokens) and are
 // all-reduced over dp exactly once, in their tp-local shapes: the data-
 // parallel gradient sync moves each gradient byte once per step.
@@ -13,13 +14,19 @@
 // CHECK-SAME: tensor<32x8xf32> {dtc.grad_of = "wte", dtc.sharding = #dtc.sharding<{{\[\[}}], ["tp"{{\]\]}}>}
 // CHECK-SAME: tensor<16x32xf32> {dtc.grad_of = "fc1.weight", dtc.sharding = #dtc.sharding<{{\[\[}}], ["tp"{{\]\]}}>}
 // CHECK-SAME: tensor<32x16xf32> {dtc.grad_of = "fc2.weight", dtc.sharding = #dtc.sharding<{{\[\[}}"tp"], [{{\]\]}}>}
-// CHECK-SAME: tensor<16x32xf32> {dtc.grad_of = "head.weight", dtc.sharding = #dtc.sharding<{{\[\[}}], [{{\]\]}}>}
-// The local loss is the mean over this rank's positions: halved, so the
-// sum over dp is the global mean; its gradient likewise.
-// CHECK: %[[L:.*]] = dtc.cross_entropy {{.*}} -> tensor<f32>
+// CHECK-SAME: tensor<16x16xf32> {dtc.grad_of = "head.weight", dtc.sharding = #dtc.sharding<{{\[\[}}], ["tp"{{\]\]}}>}
+// The loss over the vocabulary halves: each rank's row statistics, one
+// all-gather of them over tp. The local loss is the mean over this rank's
+// positions: halved, so the sum over dp is the global mean; its gradient
+// (this rank's vocabulary half, from the same statistics) likewise.
+// CHECK: %[[LOGITS:.*]] = dtc.matmul {{.*}}tensor<16x16xf32>) -> tensor<2x8x16xf32>
+// CHECK-NEXT: %[[STATS:.*]] = dtc.cross_entropy_stats %[[LOGITS]], %arg1 {mesh_axes = ["tp"]} : {{.*}} -> tensor<2x8x3xf32>
+// CHECK-NEXT: %[[GATHER:.*]] = dtc.all_gather_start %[[STATS]] {dim = 2 : i64, mesh_axes = ["tp"]}
+// CHECK-NEXT: %[[ALL:.*]] = dtc.wait %[[GATHER]]
+// CHECK-NEXT: %[[L:.*]] = dtc.cross_entropy_from_stats %[[ALL]], %arg1 : {{.*}} -> tensor<f32>
 // CHECK-NEXT: %[[HALF:.*]] = dtc.constant dense<5.000000e-01> : tensor<f32>
 // CHECK-NEXT: %[[LOSS:.*]] = dtc.mul %[[L]], %[[HALF]]
-// CHECK: dtc.cross_entropy_grad {{.*}} -> tensor<2x8x32xf32>
+// CHECK: dtc.cross_entropy_shard_grad %[[LOGITS]], %arg1, %[[ALL]], {{.*}} -> tensor<2x8x16xf32>
 // CHECK-NEXT: dtc.constant dense<5.000000e-01> : tensor<f32>
 // CHECK-NEXT: dtc.mul
 // CHECK: dtc.embedding_grad {{.*}} -> tensor<32x8xf32>
@@ -27,7 +34,7 @@
 // CHECK: dtc.all_reduce_start {{.*}}{mesh_axes = ["dp"]} : tensor<32x8xf32>
 // CHECK: dtc.all_reduce_start {{.*}}{mesh_axes = ["dp"]} : tensor<16x32xf32>
 // CHECK: dtc.all_reduce_start {{.*}}{mesh_axes = ["dp"]} : tensor<32x16xf32>
-// CHECK: dtc.all_reduce_start {{.*}}{mesh_axes = ["dp"]} : tensor<16x32xf32>
+// CHECK: dtc.all_reduce_start {{.*}}{mesh_axes = ["dp"]} : tensor<16x16xf32>
 // CHECK-NOT: _start
 // CHECK: return
 

@@ -551,6 +551,175 @@ TEST_F(CudaKernel, ShardSliceTakesThisRanksPart) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// The vocabulary-parallel loss: each rank's shard of the logits, one
+// exchange of row statistics (the all-gather is done here by hand).
+//===----------------------------------------------------------------------===//
+
+/// Columns [first, first + width) of the rows of `t` [rows..., v].
+Tensor columns(const Tensor &t, int64_t first, int64_t width) {
+  std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+  int64_t v = shape.back(), rows = t.numElements() / v;
+  shape.back() = width;
+  Tensor part(t.dtype(), shape);
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(part.as<float>() + r * width, t.as<float>() + r * v + first,
+                width * sizeof(float));
+  return part;
+}
+
+/// Labels of `shape` in [0, vocab), every fifth one ignored (-100).
+Tensor labelsWithIgnored(DType dtype, llvm::ArrayRef<int64_t> shape,
+                         int64_t vocab, unsigned seed) {
+  Tensor t = ids(dtype, shape, vocab, seed);
+  for (int64_t i = 0; i < t.numElements(); i += 5) {
+    if (dtype == DType::I64)
+      t.as<int64_t>()[i] = -100;
+    else
+      t.as<int32_t>()[i] = -100;
+  }
+  return t;
+}
+
+struct LossShardCase {
+  Mesh mesh;
+  std::vector<std::unique_ptr<MeshOnly>> ranks;
+  std::vector<ExecutionContext> contexts;
+
+  explicit LossShardCase(int shards)
+      : mesh(*Mesh::parse("tp:" + std::to_string(shards))), contexts(shards) {
+    for (int r = 0; r < shards; ++r) {
+      ranks.push_back(std::make_unique<MeshOnly>(mesh, r));
+      contexts[r].communicator = ranks.back().get();
+    }
+  }
+  Case op(const std::string &name, int rank) {
+    Case c(name);
+    c.context = &contexts[rank];
+    (*c.inst.mutable_attrs())["mesh_axes"].mutable_strings()->add_values("tp");
+    return c;
+  }
+};
+
+TEST(VocabParallelLoss, ShardsComputeTheWholeLossAndGradient) {
+  const int shards = 4;
+  const int64_t width = 10, vocab = shards * width;
+  LossShardCase mesh(shards);
+  for (DType labelType : {I64, I32}) {
+    // Logits far from 0, so that a missing max subtraction would overflow.
+    Tensor logits = randomTensor(F32, {3, 5, vocab}, 60, 90, 301);
+    Tensor labels = labelsWithIgnored(labelType, {3, 5}, vocab, 302);
+    Tensor gradLoss(F32, {});
+    gradLoss.as<float>()[0] = 0.7f;
+    std::vector<Tensor> whole, wholeGrad;
+    ASSERT_EQ(Case("dtc.cross_entropy")
+                  .in(logits)
+                  .in(labels)
+                  .out(F32, {})
+                  .runCpu(whole),
+              "");
+    ASSERT_EQ(Case("dtc.cross_entropy_grad")
+                  .in(logits)
+                  .in(labels)
+                  .in(gradLoss)
+                  .out(F32, {3, 5, vocab})
+                  .runCpu(wholeGrad),
+              "");
+    // Each rank's statistics, then the all-gather along the last dim.
+    Tensor gathered(F32, {3, 5, 3 * shards});
+    for (int r = 0; r < shards; ++r) {
+      std::vector<Tensor> stats;
+      ASSERT_EQ(mesh.op("dtc.cross_entropy_stats", r)
+                    .in(columns(logits, r * width, width))
+                    .in(labels)
+                    .out(F32, {3, 5, 3})
+                    .runCpu(stats),
+                "");
+      for (int64_t row = 0; row < 15; ++row)
+        for (int k = 0; k < 3; ++k)
+          gathered.as<float>()[row * 3 * shards + 3 * r + k] =
+              stats[0].as<float>()[row * 3 + k];
+    }
+    std::vector<Tensor> loss;
+    ASSERT_EQ(Case("dtc.cross_entropy_from_stats")
+                  .in(gathered)
+                  .in(labels)
+                  .out(F32, {})
+                  .runCpu(loss),
+              "");
+    EXPECT_NEAR(loss[0].as<float>()[0], whole[0].as<float>()[0],
+                1e-5 * std::abs(whole[0].as<float>()[0]));
+    for (int r = 0; r < shards; ++r) {
+      std::vector<Tensor> grad;
+      ASSERT_EQ(mesh.op("dtc.cross_entropy_shard_grad", r)
+                    .in(columns(logits, r * width, width))
+                    .in(labels)
+                    .in(gathered)
+                    .in(gradLoss)
+                    .out(F32, {3, 5, width})
+                    .runCpu(grad),
+                "");
+      Tensor expected = columns(wholeGrad[0], r * width, width);
+      for (int64_t i = 0; i < expected.numElements(); ++i)
+        EXPECT_NEAR(grad[0].as<float>()[i], expected.as<float>()[i], 1e-6)
+            << "rank " << r << " element " << i;
+    }
+  }
+  // A label past the whole vocabulary, and stats of another group size.
+  Tensor logits = randomTensor(F32, {2, width}, -1, 1, 303);
+  Tensor bad(I64, {2});
+  bad.as<int64_t>()[0] = 3;
+  bad.as<int64_t>()[1] = vocab;
+  std::vector<Tensor> outs;
+  EXPECT_NE(mesh.op("dtc.cross_entropy_stats", 1)
+                .in(logits)
+                .in(bad)
+                .out(F32, {2, 3})
+                .runCpu(outs)
+                .find("label 40 at position 1 is out of range [0, 40)"),
+            std::string::npos);
+  Tensor fine = ids(I64, {2}, vocab, 304);
+  EXPECT_NE(mesh.op("dtc.cross_entropy_shard_grad", 0)
+                .in(logits)
+                .in(fine)
+                .in(randomTensor(F32, {2, 6}, -1, 1, 305))
+                .in(randomTensor(F32, {}, -1, 1, 306))
+                .out(F32, {2, width})
+                .runCpu(outs)
+                .find("stats must be f32 [2, 12]"),
+            std::string::npos);
+}
+
+TEST_F(CudaKernel, VocabParallelLoss) {
+  const int shards = 4;
+  const int64_t width = 300, vocab = shards * width;
+  LossShardCase mesh(shards);
+  for (DType dtype : {F32, BF16}) {
+    Tensor logits = randomTensor(dtype, {4, 7, width}, -4, 4, 311);
+    Tensor labels = labelsWithIgnored(I64, {4, 7}, vocab, 312);
+    Tensor stats = randomTensor(F32, {4, 7, 3 * shards}, 0.5, 2, 313);
+    for (int r : {0, 2}) {
+      mesh.op("dtc.cross_entropy_stats", r)
+          .in(logits)
+          .in(labels)
+          .out(F32, {4, 7, 3})
+          .check(1e-6, 1e-5);
+      mesh.op("dtc.cross_entropy_shard_grad", r)
+          .in(logits)
+          .in(labels)
+          .in(stats)
+          .in(randomTensor(F32, {}, 0.5, 1, 314))
+          .out(dtype, {4, 7, width})
+          .check(1e-7, dtype == BF16 ? 8e-3 : 1e-5);
+    }
+    Case("dtc.cross_entropy_from_stats")
+        .in(stats)
+        .in(labels)
+        .out(F32, {})
+        .check(0, 1e-6);
+  }
+}
+
 TEST_F(CudaKernel, EmbeddingAndGradient) {
   for (DType idType : {I64, I32}) {
     Case("dtc.embedding")

@@ -1,0 +1,122 @@
+//===- LossShards.cpp - Vocabulary-parallel loss operand checks -----------===//
+
+#include "runtime/core/LossShards.h"
+#include "runtime/core/CollectiveKernels.h"
+
+#include "llvm/ADT/Twine.h"
+
+using namespace llvm;
+
+namespace dtc::runtime {
+
+namespace {
+
+Error expectLabels(const KernelCall &call, const TensorRef &labels,
+                   ArrayRef<int64_t> rows, StringRef against) {
+  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
+    return call.error("labels must be i64 or i32, got " +
+                      dtypeName(labels.dtype));
+  if (ArrayRef<int64_t>(labels.shape) != rows)
+    return call.error("labels " + shapeString(labels.shape) + " must be " +
+                      against + " without its last dim");
+  return Error::success();
+}
+
+/// Stats [rows..., 3 * shards] f32.
+Error expectStats(const KernelCall &call, const TensorRef &stats,
+                  ArrayRef<int64_t> rows, int64_t shards, StringRef what) {
+  SmallVector<int64_t, 4> shape(rows);
+  shape.push_back(3 * shards);
+  if (stats.dtype != DType::F32 ||
+      ArrayRef<int64_t>(stats.shape) != ArrayRef<int64_t>(shape))
+    return call.error(what + " must be f32 " + shapeString(shape) +
+                      " (3 per row and shard), got " + dtypeName(stats.dtype) +
+                      " " + shapeString(stats.shape));
+  return Error::success();
+}
+
+/// Rows and shard width of logits [..., v] and this rank's shard.
+Expected<LossShards> readShard(const KernelCall &call, const TensorRef &logits,
+                               const TensorRef &labels) {
+  if (auto err = expectFloat(call, logits, "logits"))
+    return std::move(err);
+  if (logits.rank() < 1)
+    return call.error("logits must have a vocabulary dim");
+  ArrayRef<int64_t> rows = ArrayRef<int64_t>(logits.shape).drop_back();
+  if (auto err = expectLabels(call, labels, rows,
+                              "logits " + shapeString(logits.shape)))
+    return std::move(err);
+  Expected<GroupPlace> place = groupPlaceOf(call);
+  if (!place)
+    return place.takeError();
+  LossShards s;
+  s.rows = labels.numElements();
+  s.vocab = logits.dim(-1);
+  s.shards = place->size;
+  s.position = place->position;
+  s.ignoreIndex = call.i64("ignore_index", -100);
+  return s;
+}
+
+} // namespace
+
+Expected<LossShards> readCrossEntropyStats(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return std::move(err);
+  Expected<LossShards> s = readShard(call, call.input(0), call.input(1));
+  if (!s)
+    return s.takeError();
+  if (auto err = expectStats(call, call.output(0), call.input(1).shape, 1,
+                             "the result"))
+    return std::move(err);
+  return s;
+}
+
+Expected<LossShards> readCrossEntropyFromStats(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return std::move(err);
+  const TensorRef &stats = call.input(0), &labels = call.input(1);
+  const TensorRef &out = call.output(0);
+  if (stats.rank() < 1)
+    return call.error("stats must have a last dim of 3 per shard");
+  int64_t last = stats.dim(-1);
+  if (auto err =
+          expectLabels(call, labels, ArrayRef<int64_t>(stats.shape).drop_back(),
+                       "stats " + shapeString(stats.shape)))
+    return std::move(err);
+  if (last < 3 || last % 3)
+    return call.error("stats " + shapeString(stats.shape) +
+                      " must have a last dim of 3 per shard");
+  if (auto err = expectStats(call, stats, labels.shape, last / 3, "stats"))
+    return std::move(err);
+  if (!isFloat(out.dtype) || out.numElements() != 1)
+    return call.error("the result must be a float scalar, got " +
+                      dtypeName(out.dtype) + " " + shapeString(out.shape));
+  LossShards s;
+  s.rows = labels.numElements();
+  s.shards = last / 3;
+  s.ignoreIndex = call.i64("ignore_index", -100);
+  return s;
+}
+
+Expected<LossShards> readCrossEntropyShardGrad(const KernelCall &call) {
+  if (auto err = expectArity(call, 4, 1))
+    return std::move(err);
+  const TensorRef &logits = call.input(0), &labels = call.input(1);
+  const TensorRef &gradLoss = call.input(3);
+  Expected<LossShards> s = readShard(call, logits, labels);
+  if (!s)
+    return s.takeError();
+  if (auto err =
+          expectStats(call, call.input(2), labels.shape, s->shards, "stats"))
+    return std::move(err);
+  if (!isFloat(gradLoss.dtype) || gradLoss.numElements() != 1)
+    return call.error("grad_loss must be a float scalar");
+  if (auto err = expectFloat(call, call.output(0), "result"))
+    return std::move(err);
+  if (auto err = expectShape(call, call.output(0), logits.shape, "result"))
+    return std::move(err);
+  return s;
+}
+
+} // namespace dtc::runtime
