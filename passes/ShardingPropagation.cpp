@@ -158,6 +158,7 @@ private:
   DenseMap<Value, unsigned> number;
   DenseMap<Value, Sh> fixed; // graph inputs
   DenseSet<Value> free;      // parameters and constants
+  DenseSet<Value> shared;    // free parameters that several ops read
   DenseMap<Value, unsigned> lastUse;
   /// Interleave blocks worth trying, per value dim.
   DenseMap<Value, SmallVector<SmallVector<int64_t, 2>>> hints;
@@ -571,13 +572,6 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
     for (size_t a = 0; a < numAxes(); ++a)
       if (choice.operands[0].dim[a] == 2 && (!cp || a != *cp))
         return std::nullopt;
-  // A lookup into table rows split over an axis would need a masked lookup
-  // and a sum (the partitioner does not lower it): the table's rows stay
-  // whole in the forward and in the gradient.
-  for (size_t a = 0; a < numAxes(); ++a)
-    if ((isa<EmbeddingOp>(op) && choice.operands[0].dim[a] == 0) ||
-        (isa<EmbeddingGradOp>(op) && choice.results[0].dim[a] == 0))
-      return std::nullopt;
   // Attention over query positions split by the context axis runs as a
   // ring (the partitioner's lowering): keys and values stay split, and
   // their gradients come back to the ranks that hold them.
@@ -601,11 +595,19 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
     ringBytes *= static_cast<double>(axes[*cp].size - 1);
   }
   // Node cost: compute, activations and parameter state per device.
+  // A lookup (and its gradient) moves one row per id: the table rows (its
+  // last loop) add no work, and splitting them (a vocabulary-parallel
+  // embedding, each rank looking up every id) saves none.
   double flops = 1;
   int64_t numLoops = iterators.size();
+  bool lookup = isa<EmbeddingOp, EmbeddingGradOp>(op);
   for (int64_t l = 0; l < numLoops; ++l)
-    if (!isa<EmbeddingOp>(op) || l != numLoops - 1)
+    if (!lookup || l != numLoops - 1)
       flops *= extent[l];
+  if (lookup)
+    for (size_t a = 0; a < numAxes(); ++a)
+      if (loops[a].first == numLoops - 1)
+        splitFactor /= axes[a].size;
   if (isa<MatmulOp, ConvOp, AttentionOp>(op))
     flops *= 2;
   choice.cost = 3 * flops / splitFactor / flopsPerByte + ringBytes;
@@ -958,9 +960,15 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
   for (Operation &op : body)
     for (Value result : op.getResults()) {
       unsigned last = position[&op];
-      for (Operation *user : result.getUsers())
-        last = std::max(last, position[body.findAncestorOpInBlock(*user)]);
+      SmallPtrSet<Operation *, 2> readers;
+      for (Operation *user : result.getUsers()) {
+        Operation *reader = body.findAncestorOpInBlock(*user);
+        last = std::max(last, position[reader]);
+        readers.insert(reader);
+      }
       lastUse[result] = last;
+      if (isa<ParameterOp>(&op) && free.contains(result) && readers.size() > 1)
+        shared.insert(result);
     }
   collectHints(body);
   collectTokenDims(body);
@@ -980,18 +988,23 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
     unsigned pos = position[&op];
     std::map<std::string, State> merged;
     for (const State &state : states) {
-      auto current = [&](Value v) -> Sh {
-        if (auto it = fixed.find(v); it != fixed.end())
-          return it->second;
-        if (free.contains(v))
-          return Sh::replicated(numAxes());
+      // A live value's sharding in this state (for a shared parameter: once
+      // its first reader chose it).
+      auto storedSharding = [&](Value v) -> std::optional<Sh> {
         unsigned id = number.lookup(v);
         if (auto it = settled.find(id); it != settled.end())
           return it->second;
         for (auto &[liveId, sh] : state.live)
           if (liveId == id)
             return sh;
-        return Sh::replicated(numAxes());
+        return std::nullopt;
+      };
+      auto current = [&](Value v) -> Sh {
+        if (auto it = fixed.find(v); it != fixed.end())
+          return it->second;
+        if (free.contains(v))
+          return Sh::replicated(numAxes());
+        return storedSharding(v).value_or(Sh::replicated(numAxes()));
       };
       SmallVector<Choice, 8> local;
       ArrayRef<Choice> choices;
@@ -1016,11 +1029,31 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
       }
       for (const Choice &choice : choices) {
         double cost = state.cost + choice.cost;
+        std::vector<std::pair<unsigned, Sh>> firstRead;
         for (auto [operand, required] :
-             llvm::zip(op.getOperands(), choice.operands))
-          if (!free.contains(operand))
+             llvm::zip(op.getOperands(), choice.operands)) {
+          if (!free.contains(operand)) {
             cost +=
                 edgeCost(operand, current(operand), required, choice.usedAxes);
+            continue;
+          }
+          // A parameter read by several ops (a tied embedding) is stored as
+          // its first reader reads it: later readers move the weight and
+          // its summed gradient back (both ways; the reduction of the
+          // gradient's partial sums is the choice's own cost).
+          if (!shared.contains(operand))
+            continue;
+          if (std::optional<Sh> stored = storedSharding(operand)) {
+            int64_t bytes = bytesOf(operand.getType());
+            cost += reshardCost(*stored, required.dimsOnly(), bytes) +
+                    reshardCost(required.dimsOnly(), *stored, bytes);
+          } else if (lastUse.lookup(operand) > pos &&
+                     llvm::none_of(firstRead, [&](auto &entry) {
+                       return entry.first == number.lookup(operand);
+                     })) {
+            firstRead.push_back({number.lookup(operand), required.dimsOnly()});
+          }
+        }
         State next;
         next.cost = cost;
         for (auto &entry : state.live) {
@@ -1032,6 +1065,7 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
           if (!dead)
             next.live.push_back(entry);
         }
+        llvm::append_range(next.live, firstRead);
         for (auto [result, sh] : llvm::zip(op.getResults(), choice.results))
           if (lastUse.lookup(result) > pos)
             next.live.push_back({number.lookup(result), sh});

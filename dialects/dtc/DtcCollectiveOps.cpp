@@ -470,3 +470,47 @@ LogicalResult CrossEntropyShardGradOp::verify() {
            << getLogits().getType();
   return verifyStats(*this, getStats().getType(), getLabels().getType(), *n);
 }
+
+//===----------------------------------------------------------------------===//
+// Vocabulary-parallel embedding
+//===----------------------------------------------------------------------===//
+
+/// Ids [...] and rows [..., d] of a lookup into a table shard [v, d].
+static LogicalResult verifyLookup(Operation *op, Type table, Type ids,
+                                  Type rows, StringRef rowsName) {
+  auto t = cast<RankedTensorType>(table);
+  auto i = cast<RankedTensorType>(ids);
+  auto r = cast<RankedTensorType>(rows);
+  if (t.getRank() != 2)
+    return op->emitOpError("table must be [rows, dim], got ") << t;
+  SmallVector<int64_t> shape(i.getShape());
+  shape.push_back(t.getDimSize(1));
+  if (r.getShape() != ArrayRef<int64_t>(shape))
+    return op->emitOpError() << rowsName << " " << r
+                             << " must have the ids' shape plus the table's "
+                                "dim ("
+                             << t.getDimSize(1) << ")";
+  return success();
+}
+
+LogicalResult EmbeddingShardOp::verify() {
+  if (failed(groupSize(*this, getMeshAxes())))
+    return failure();
+  if (getOutput().getType().getElementType() !=
+      getTable().getType().getElementType())
+    return emitOpError("result must have the table's element type ")
+           << getTable().getType().getElementType();
+  return verifyLookup(*this, getTable().getType(), getIds().getType(),
+                      getOutput().getType(), "result");
+}
+
+LogicalResult EmbeddingShardGradOp::verify() {
+  if (failed(groupSize(*this, getMeshAxes())))
+    return failure();
+  auto result = getTableGrad().getType();
+  if (result.getRank() != 2 || result.getDimSize(0) != getNumRows())
+    return emitOpError("result must have num_rows (")
+           << getNumRows() << ") rows, got " << result;
+  return verifyLookup(*this, result, getIds().getType(), getGrad().getType(),
+                      "grad");
+}

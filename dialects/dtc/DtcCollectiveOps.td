@@ -343,4 +343,44 @@ def Dtc_CrossEntropyShardGradOp : Dtc_Op<"cross_entropy_shard_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Vocabulary-parallel embedding (docs/partition.md)
+//===----------------------------------------------------------------------===//
+
+// The table's rows split over `mesh_axes` (n the group size): a rank holds
+// rows [c * v, (c + 1) * v), c its position in the group. Its lookup gives
+// the rows of the ids it holds and zeros for the others, so the sum over
+// the group is the whole lookup (Megatron's VocabParallelEmbedding); its
+// gradient is the table gradient's rows that it holds.
+
+def Dtc_EmbeddingShardOp : Dtc_Op<"embedding_shard", [Pure]> {
+  let summary = "Lookup into this rank's rows of the table, zero elsewhere";
+  let description = [{
+    `table [v, d]` (this rank's rows), `ids [...]` (whole-table ids, in
+    `[0, n * v)`) -> `[..., d]`: row `ids[i] - c * v` of the shard where that
+    falls in `[0, v)`, zeros elsewhere; a partial sum over `mesh_axes`.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$table, Dtc_IndexTensor:$ids,
+                   StrArrayAttr:$mesh_axes);
+  let results = (outs Dtc_FloatTensor:$output);
+  let assemblyFormat =
+      "$table `,` $ids attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Dtc_EmbeddingShardGradOp : Dtc_Op<"embedding_shard_grad", [Pure]> {
+  let summary = "This rank's rows of the embedding's table gradient";
+  let description = [{
+    `grad [..., d]`, `ids [...]` (whole-table ids) -> `[v, d]`: row `r` the
+    sum, in index order, of the gradient rows whose id is `c * v + r`
+    (`dtc.embedding_grad`'s rows `[c * v, (c + 1) * v)`). `num_rows` is v.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$grad, Dtc_IndexTensor:$ids,
+                   I64Attr:$num_rows, StrArrayAttr:$mesh_axes);
+  let results = (outs Dtc_FloatTensor:$table_grad);
+  let assemblyFormat =
+      "$grad `,` $ids attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 #endif // DTC_COLLECTIVE_OPS_TD

@@ -160,11 +160,17 @@ private:
                               double scale, size_t axis, Location loc);
   Operation *lowerVocabParallelLoss(Operation *copy, ArrayAttr axes,
                                     int64_t shards);
+  Operation *lowerVocabParallelLookup(Operation *copy, ArrayAttr axes);
+  /// Replaces the local copy of an op by its lowering, which takes over the
+  /// copy's attributes and its place in `current`.
+  Operation *replaceCopy(Operation *copy, Operation *lowered);
   LogicalResult partitionReshape(ReshapeOp op);
   LogicalResult partitionOther(Operation *op, const Layout *operandLayout);
   LogicalResult copyOp(Operation *op, ArrayRef<Layout> operandLayouts,
                        ArrayRef<Layout> results);
   void scaleResult(Operation *newOp, unsigned index, int64_t divisor);
+  bool isAddOfPartialSums(Operation *op, const Layout &result);
+  LogicalResult addPartialSums(Operation *op, const Layout &result);
 };
 
 FailureOr<Layout> Partitioner::fromAttr(Attribute attr, RankedTensorType type,
@@ -491,6 +497,36 @@ LogicalResult Partitioner::copyOp(Operation *op,
   return success();
 }
 
+// A sum of partial sums is a partial sum: an add or sub of two operands
+// held alike, partial over some axes (the gradient contributions of a
+// weight read twice, such as a tied embedding), runs on the partial sums,
+// so that they are reduced once, after it.
+bool Partitioner::isAddOfPartialSums(Operation *op, const Layout &result) {
+  if (!isa<AddOp, SubOp>(op) ||
+      op->getOperand(0).getType() != op->getOperand(1).getType() ||
+      op->getOperand(0).getType() != op->getResult(0).getType())
+    return false;
+  const Layout &lhs = current.lookup(op->getOperand(0)).second;
+  const Layout &rhs = current.lookup(op->getOperand(1)).second;
+  return lhs == rhs && lhs.isPartial() && result.dimsOnly() == lhs.dimsOnly();
+}
+
+LogicalResult Partitioner::addPartialSums(Operation *op, const Layout &result) {
+  auto [lhs, lhsLayout] = current.lookup(op->getOperand(0));
+  Value rhs = current.lookup(op->getOperand(1)).first;
+  Operation *local = builder.clone(*op);
+  local->setOperands({lhs, rhs});
+  local->removeAttr(kShardingAttr);
+  local->getResult(0).setType(lhs.getType());
+  Value original = op->getResult(0);
+  current[original] = {local->getResult(0), lhsLayout};
+  FailureOr<Value> reduced = reshard(original, result, op->getLoc());
+  if (failed(reduced))
+    return failure();
+  current[original] = {*reduced, result};
+  return success();
+}
+
 // A partial result of a mean (reduce_mean, the loss and its gradient over
 // split positions) holds the local mean; dividing by the group makes the
 // sum over the group the global mean.
@@ -519,6 +555,8 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
   if (contextAxis && isa<AttentionOp, AttentionGradOp>(op) &&
       (*results)[0].dim[*contextAxis] == 2)
     return partitionRingAttention(op, *results, *contextAxis);
+  if (isAddOfPartialSums(op, (*results)[0]))
+    return addPartialSums(op, (*results)[0]);
   SmallVector<IteratorType> iterators = rule.getLoopIteratorTypes();
   SmallVector<AffineMap> maps = rule.getIndexingMaps();
   size_t numOperands = op->getNumOperands();
@@ -691,30 +729,30 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
                              "over \"")
              << mesh.axes[a].name
              << "\" needs a position offset, which is not supported yet";
-    if ((isa<EmbeddingOp>(op) && operandLayouts[0].dim[a] == 0) ||
-        (isa<EmbeddingGradOp>(op) && (*results)[0].dim[a] == 0))
-      return op->emitOpError("a vocabulary-parallel embedding (table rows "
-                             "split over \"")
-             << mesh.axes[a].name
-             << "\") needs a masked lookup, which is not supported yet";
   }
 
   if (failed(copyOp(op, operandLayouts, *results)))
     return failure();
   Operation *copy = current.lookup(op->getResult(0)).first.getDefiningOp();
 
-  // The loss over vocabulary shards: one exchange of row statistics.
+  // The loss over vocabulary shards (one exchange of row statistics), and
+  // lookups into table rows split over the vocabulary (the table is the
+  // lookup's last loop).
+  bool lookup = isa<EmbeddingOp, EmbeddingGradOp>(op);
   SmallVector<Attribute> vocabAxes;
   int64_t shards = 1;
   for (size_t a = 0; a < numAxes(); ++a)
-    if (loopOf[a] >= 0 && isVocabParallelLoop(op, loopOf[a], numLoops)) {
+    if (loopOf[a] >= 0 && (isVocabParallelLoop(op, loopOf[a], numLoops) ||
+                           (lookup && loopOf[a] == numLoops - 1))) {
       if (blockOf[a])
         return op->emitOpError("an interleaved split of the vocabulary over \"")
                << mesh.axes[a].name << "\" is not supported";
       vocabAxes.push_back(axisName(a));
       shards *= axisSize(a);
     }
-  if (!vocabAxes.empty())
+  if (!vocabAxes.empty() && lookup)
+    copy = lowerVocabParallelLookup(copy, builder.getArrayAttr(vocabAxes));
+  else if (!vocabAxes.empty())
     copy =
         lowerVocabParallelLoss(copy, builder.getArrayAttr(vocabAxes), shards);
 
@@ -815,12 +853,38 @@ Operation *Partitioner::lowerVocabParallelLoss(Operation *copy, ArrayAttr axes,
     lowered = CrossEntropyShardGradOp::create(
         builder, loc, copy->getResult(0).getType(), logits, labels, stats,
         copy->getOperand(2), axes, ignore);
+  return replaceCopy(copy, lowered);
+}
+
+Operation *Partitioner::replaceCopy(Operation *copy, Operation *lowered) {
   lowered->setDiscardableAttrs(copy->getDiscardableAttrDictionary());
   for (auto &[original, entry] : current)
     if (entry.first == copy->getResult(0))
       entry.first = lowered->getResult(0);
   copy->erase();
   return lowered;
+}
+
+// The vocabulary-parallel embedding (Megatron's VocabParallelEmbedding): a
+// rank holding a block of the table's rows looks every id up in its block,
+// zeros where the id is not there, so the lookups are a partial sum over
+// the group (the propagation's one-hot contraction over a split row loop);
+// the table gradient's rows are each rank's ids' sums, with no exchange.
+// `copy` (the local embedding or embedding_grad) is replaced; returns what
+// replaces it.
+Operation *Partitioner::lowerVocabParallelLookup(Operation *copy,
+                                                 ArrayAttr axes) {
+  Location loc = copy->getLoc();
+  Type type = copy->getResult(0).getType();
+  Operation *lowered;
+  if (isa<EmbeddingOp>(copy))
+    lowered = EmbeddingShardOp::create(builder, loc, type, copy->getOperand(0),
+                                       copy->getOperand(1), axes);
+  else
+    lowered = EmbeddingShardGradOp::create(
+        builder, loc, type, copy->getOperand(0), copy->getOperand(1),
+        cast<RankedTensorType>(type).getDimSize(0), axes);
+  return replaceCopy(copy, lowered);
 }
 
 // Ring attention (context parallelism). The context axis cuts the sequence

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/core/Embedding.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
 
@@ -186,38 +187,28 @@ llvm::Error sliceKernel(const KernelCall &call) {
   return llvm::Error::success();
 }
 
+/// Shared by dtc.embedding and dtc.embedding_shard: ids are whole-table
+/// rows; those outside this rank's shard read zeros.
 llvm::Error embeddingKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
-  const TensorRef &table = call.input(0);
-  const TensorRef &ids = call.input(1);
-  const TensorRef &out = call.output(0);
-  if (table.rank() != 2)
-    return call.error("table must have rank 2, got " +
-                      shapeString(table.shape));
-  if (ids.dtype != DType::I64 && ids.dtype != DType::I32)
-    return call.error("ids have unsupported dtype " + dtypeName(ids.dtype) +
-                      " (expected i64 or i32)");
-  int64_t rows = table.shape[0], dim = table.shape[1];
-  int64_t count = ids.numElements();
-  if (out.dtype != table.dtype || out.numElements() != count * dim)
-    return call.error("result " + shapeString(out.shape) +
-                      " does not match ids " + shapeString(ids.shape) +
-                      " x table " + shapeString(table.shape));
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t id = loadAsInt(ids, i);
-    if (id < 0 || id >= rows)
-      return call.error("id " + llvm::Twine(id) + " at position " +
-                        llvm::Twine(i) + " is out of range [0, " +
-                        llvm::Twine(rows) + ")");
-  }
-  size_t rowBytes = dim * dtypeSize(table.dtype);
+  llvm::Expected<EmbeddingRows> e = readEmbedding(call);
+  if (!e)
+    return e.takeError();
+  const TensorRef &table = call.input(0), &ids = call.input(1);
+  llvm::Expected<std::vector<int64_t>> id =
+      readIndices(call, ids, e->wholeRows(), "id");
+  if (!id)
+    return id.takeError();
+  size_t rowBytes = e->dim * dtypeSize(table.dtype);
   const char *src = static_cast<const char *>(table.data);
-  char *dst = static_cast<char *>(out.data);
-#pragma omp parallel for if (count * dim >= kParallelElements)
-  for (int64_t i = 0; i < count; ++i)
-    std::memcpy(dst + i * rowBytes, src + loadAsInt(ids, i) * rowBytes,
-                rowBytes);
+  char *dst = static_cast<char *>(call.output(0).data);
+#pragma omp parallel for if (e->count * e->dim >= kParallelElements)
+  for (int64_t i = 0; i < e->count; ++i) {
+    int64_t row = e->localRow((*id)[i]);
+    if (row < 0)
+      std::memset(dst + i * rowBytes, 0, rowBytes);
+    else
+      std::memcpy(dst + i * rowBytes, src + row * rowBytes, rowBytes);
+  }
   return llvm::Error::success();
 }
 
@@ -229,6 +220,7 @@ void registerDataMovementKernels(KernelRegistry &registry) {
   registry.add("dtc.concat", concatKernel);
   registry.add("dtc.slice", sliceKernel);
   registry.add("dtc.embedding", embeddingKernel);
+  registry.add("dtc.embedding_shard", embeddingKernel);
 }
 
 } // namespace dtc::runtime::cpu

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/core/Embedding.h"
 #include "runtime/core/Window.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
@@ -26,6 +27,7 @@ namespace {
 
 using llvm::ArrayRef;
 using llvm::Error;
+using llvm::Expected;
 using llvm::Twine;
 
 /// Normalizes `axis` (negative counts from the end) or fails.
@@ -477,32 +479,20 @@ Error attentionGradKernel(const KernelCall &call) {
 // embedding_grad
 //===----------------------------------------------------------------------===//
 
+/// Shared by dtc.embedding_grad and dtc.embedding_shard_grad: ids outside
+/// this rank's shard add nothing.
 Error embeddingGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
-  const TensorRef &dy = call.input(0), &ids = call.input(1);
-  const TensorRef &out = call.output(0);
-  if (auto err = expectFloat(call, dy, "grad"))
-    return err;
-  if (ids.dtype != DType::I64 && ids.dtype != DType::I32)
-    return call.error("ids must be i64 or i32, got " + dtypeName(ids.dtype));
-  if (dy.rank() != ids.rank() + 1 ||
-      ArrayRef<int64_t>(dy.shape).drop_back() != ArrayRef<int64_t>(ids.shape))
-    return call.error("grad " + shapeString(dy.shape) +
-                      " must be the ids' shape " + shapeString(ids.shape) +
-                      " plus the embedding dim");
-  int64_t d = dy.shape.back();
-  int64_t rows = call.i64("num_rows", out.rank() == 2 ? out.shape[0] : -1);
-  if (auto err = expectShape(call, out, {rows, d}, "result"))
-    return err;
-  int64_t count = ids.numElements();
-  std::vector<int64_t> index(count);
-  for (int64_t i = 0; i < count; ++i) {
-    index[i] = loadAsInt(ids, i);
-    if (index[i] < 0 || index[i] >= rows)
-      return call.error("id " + Twine(index[i]) + " at position " + Twine(i) +
-                        " is out of range [0, " + Twine(rows) + ")");
-  }
+  Expected<EmbeddingRows> e = readEmbeddingGrad(call);
+  if (!e)
+    return e.takeError();
+  const TensorRef &dy = call.input(0), &out = call.output(0);
+  Expected<std::vector<int64_t>> index =
+      readIndices(call, call.input(1), e->wholeRows(), "id");
+  if (!index)
+    return index.takeError();
+  int64_t count = e->count, rows = e->rows, d = e->dim;
+  for (int64_t &id : *index)
+    id = e->localRow(id);
   F32In gv(dy);
   F32Out table(out);
   const float *gp = gv.data();
@@ -515,7 +505,9 @@ Error embeddingGradKernel(const KernelCall &call) {
     int64_t begin = block * kColumnBlock,
             end = std::min(d, begin + kColumnBlock);
     for (int64_t i = 0; i < count; ++i) {
-      float *dst = tp + index[i] * d;
+      if ((*index)[i] < 0)
+        continue;
+      float *dst = tp + (*index)[i] * d;
       const float *src = gp + i * d;
       for (int64_t j = begin; j < end; ++j)
         dst[j] += src[j];
@@ -552,18 +544,12 @@ Error crossEntropyGradKernel(const KernelCall &call) {
   int64_t ignore = call.i64("ignore_index", -100);
   int64_t vocab = logits.shape.back();
   int64_t rows = labels.numElements();
-  std::vector<int64_t> label(rows);
-  int64_t counted = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    label[r] = loadAsInt(labels, r);
-    if (label[r] == ignore)
-      continue;
-    if (label[r] < 0 || label[r] >= vocab)
-      return call.error("label " + Twine(label[r]) + " at position " +
-                        Twine(r) + " is out of range [0, " + Twine(vocab) +
-                        ")");
-    ++counted;
-  }
+  Expected<std::vector<int64_t>> readLabels =
+      readIndices(call, labels, vocab, "label", ignore);
+  if (!readLabels)
+    return readLabels.takeError();
+  const std::vector<int64_t> &label = *readLabels;
+  int64_t counted = rows - llvm::count(label, ignore);
   // Every label ignored: the mean has no terms and no gradient.
   float factor =
       counted ? loadAsFloat(gradLoss, 0) / static_cast<float>(counted) : 0.0f;
@@ -943,6 +929,7 @@ void registerGradientKernels(KernelRegistry &registry) {
   registry.add("dtc.rms_norm_grad", rmsNormGradKernel);
   registry.add("dtc.attention_grad", attentionGradKernel);
   registry.add("dtc.embedding_grad", embeddingGradKernel);
+  registry.add("dtc.embedding_shard_grad", embeddingGradKernel);
   registry.add("dtc.cross_entropy_grad", crossEntropyGradKernel);
   registry.add("dtc.gelu_grad", geluGradKernel);
   registry.add("dtc.silu_grad", siluGradKernel);

@@ -10,6 +10,20 @@
 
 namespace dtc::runtime::cpu {
 
+llvm::Expected<std::vector<int64_t>>
+readIndices(const KernelCall &call, const TensorRef &t, int64_t limit,
+            llvm::StringRef what, std::optional<int64_t> ignore) {
+  std::vector<int64_t> values(t.numElements());
+  for (int64_t i = 0, n = values.size(); i < n; ++i) {
+    values[i] = loadAsInt(t, i);
+    if (values[i] != ignore && (values[i] < 0 || values[i] >= limit))
+      return call.error(what + " " + llvm::Twine(values[i]) + " at position " +
+                        llvm::Twine(i) + " is out of range [0, " +
+                        llvm::Twine(limit) + ")");
+  }
+  return values;
+}
+
 void loadF32(const TensorRef &t, std::vector<float> &out) {
   int64_t n = t.numElements();
   out.resize(n);

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -34,6 +35,13 @@ void loadF32(const TensorRef &t, std::vector<float> &out);
 /// Writes f32 values into a float tensor of any float dtype (bf16/f16 round
 /// to nearest even, f64 widens).
 void storeF32(const float *values, const TensorRef &t);
+
+/// The values of an integer tensor (ids, labels), each checked to lie in
+/// [0, limit) unless it is `ignore`; the error names `what` ("id",
+/// "label"), the value and its position.
+llvm::Expected<std::vector<int64_t>>
+readIndices(const KernelCall &call, const TensorRef &t, int64_t limit,
+            llvm::StringRef what, std::optional<int64_t> ignore = {});
 
 /// An input as a contiguous f32 array: the tensor's own memory when it is
 /// f32, a converted copy otherwise.

@@ -22,16 +22,8 @@ namespace {
 /// The labels, checked against the whole vocabulary.
 llvm::Expected<std::vector<int64_t>> readLabels(const KernelCall &call,
                                                 const LossShards &s) {
-  std::vector<int64_t> labels(s.rows);
-  for (int64_t r = 0; r < s.rows; ++r) {
-    labels[r] = loadAsInt(call.input(1), r);
-    if (labels[r] != s.ignoreIndex &&
-        (labels[r] < 0 || labels[r] >= s.wholeVocab()))
-      return call.error("label " + llvm::Twine(labels[r]) + " at position " +
-                        llvm::Twine(r) + " is out of range [0, " +
-                        llvm::Twine(s.wholeVocab()) + ")");
-  }
-  return labels;
+  return readIndices(call, call.input(1), s.wholeVocab(), "label",
+                     s.ignoreIndex);
 }
 
 /// A row's log-sum-exp over every shard: M and S of exp(logit - M), from

@@ -86,13 +86,9 @@ llvm::Error crossEntropyKernel(const KernelCall &call) {
     return call.error("labels " + shapeString(labels.shape) +
                       " do not match logits " + shapeString(logits.shape));
   int64_t ignore = call.i64("ignore_index", -100);
-  for (int64_t i = 0; i < positions; ++i) {
-    int64_t label = loadAsInt(labels, i);
-    if (label != ignore && (label < 0 || label >= vocab))
-      return call.error("label " + llvm::Twine(label) + " at position " +
-                        llvm::Twine(i) + " is out of range [0, " +
-                        llvm::Twine(vocab) + ")");
-  }
+  if (auto checked = readIndices(call, labels, vocab, "label", ignore);
+      !checked)
+    return checked.takeError();
   F32In x(logits);
   std::vector<double> losses(positions, 0.0);
 #pragma omp parallel for if (positions * vocab >= kParallelElements)

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/core/CollectiveKernels.h"
+#include "runtime/core/Embedding.h"
 #include "runtime/core/LossShards.h"
 #include "runtime/core/Window.h"
 #include "runtime/cuda/CudaBackend.h"
@@ -424,53 +425,38 @@ Error sliceGradKernel(const KernelCall &call) {
                                   static_cast<int>(elem), layout));
 }
 
-Error embeddingKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
-  const TensorRef &table = call.input(0), &ids = call.input(1),
-                  &out = call.output(0);
-  if (table.rank() != 2)
-    return call.error("table must have rank 2, got " +
-                      shapeString(table.shape));
-  if (ids.dtype != DType::I64 && ids.dtype != DType::I32)
-    return call.error("ids have unsupported dtype " + dtypeName(ids.dtype) +
-                      " (expected i64 or i32)");
-  int64_t rows = table.shape[0], dim = table.shape[1];
-  int64_t count = ids.numElements();
-  if (out.dtype != table.dtype || out.numElements() != count * dim)
-    return call.error("result " + shapeString(out.shape) +
-                      " does not match ids " + shapeString(ids.shape) +
-                      " x table " + shapeString(table.shape));
-  return check(call, ops::embedding(table.data,
-                                    static_cast<int>(dtypeSize(table.dtype)),
-                                    ids.data, ids.dtype == DType::I64, out.data,
-                                    count, dim, rows));
+/// The device description of an embedding lookup (whole or one shard).
+ops::Lookup deviceLookup(const EmbeddingRows &e) {
+  ops::Lookup l;
+  l.count = e.count;
+  l.dim = e.dim;
+  l.rows = e.rows;
+  l.firstId = e.firstId();
+  l.wholeRows = e.wholeRows();
+  l.ids64 = e.ids64;
+  return l;
 }
 
+/// dtc.embedding and dtc.embedding_shard.
+Error embeddingKernel(const KernelCall &call) {
+  Expected<EmbeddingRows> e = readEmbedding(call);
+  if (!e)
+    return e.takeError();
+  const TensorRef &table = call.input(0);
+  return check(call, ops::embedding(deviceLookup(*e), table.data,
+                                    static_cast<int>(dtypeSize(table.dtype)),
+                                    call.input(1).data, call.output(0).data));
+}
+
+/// dtc.embedding_grad and dtc.embedding_shard_grad.
 Error embeddingGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
-  const TensorRef &dy = call.input(0), &ids = call.input(1),
-                  &out = call.output(0);
-  if (auto err = expectFloat(call, dy, "grad"))
-    return err;
-  if (auto err = expectFloat(call, out, "result"))
-    return err;
-  if (ids.dtype != DType::I64 && ids.dtype != DType::I32)
-    return call.error("ids must be i64 or i32, got " + dtypeName(ids.dtype));
-  if (dy.rank() != ids.rank() + 1 ||
-      ArrayRef<int64_t>(dy.shape).drop_back() != ArrayRef<int64_t>(ids.shape))
-    return call.error("grad " + shapeString(dy.shape) +
-                      " must be the ids' shape " + shapeString(ids.shape) +
-                      " plus the embedding dim");
-  int64_t d = dy.shape.back();
-  int64_t rows = call.i64("num_rows", out.rank() == 2 ? out.shape[0] : -1);
-  if (auto err = expectShape(call, out, {rows, d}, "result"))
-    return err;
-  return check(call,
-               ops::embeddingGrad(dy.data, code(dy.dtype), ids.data,
-                                  ids.dtype == DType::I64, out.data,
-                                  code(out.dtype), ids.numElements(), d, rows));
+  Expected<EmbeddingRows> e = readEmbeddingGrad(call);
+  if (!e)
+    return e.takeError();
+  const TensorRef &dy = call.input(0), &out = call.output(0);
+  return check(call, ops::embeddingGrad(deviceLookup(*e), dy.data,
+                                        code(dy.dtype), call.input(1).data,
+                                        out.data, code(out.dtype)));
 }
 
 /// This rank's part of a replicated tensor (runtime/cpu/Collective.cpp):
@@ -1662,8 +1648,10 @@ void registerCudaKernels(KernelRegistry &registry) {
   registry.add("dtc.slice", sliceKernel);
   registry.add("dtc.slice_grad", sliceGradKernel);
   registry.add("dtc.embedding", embeddingKernel);
+  registry.add("dtc.embedding_shard", embeddingKernel);
   registry.add("dtc.shard_slice", shardSliceKernel);
   registry.add("dtc.embedding_grad", embeddingGradKernel);
+  registry.add("dtc.embedding_shard_grad", embeddingGradKernel);
   registry.add("dtc.reduce_sum", reduceKernel<ops::Reduce::Sum>);
   registry.add("dtc.reduce_mean", reduceKernel<ops::Reduce::Mean>);
   registry.add("dtc.reduce_max", reduceKernel<ops::Reduce::Max>);

@@ -133,13 +133,20 @@ std::string copy2d(const void *in, void *out, size_t chunk, size_t outRow,
 /// `dstPitch` apart.
 std::string copyPitched(const void *src, size_t srcPitch, void *dst,
                         size_t dstPitch, size_t width, int64_t height);
-std::string embedding(const void *table, int elemSize, const void *ids,
-                      bool ids64, void *out, int64_t count, int64_t dim,
-                      int64_t rows);
-/// out [rows, dim] = sum of the dy rows by id (out of any float dtype).
-std::string embeddingGrad(const void *dy, int dyDtype, const void *ids,
-                          bool ids64, void *out, int outDtype, int64_t count,
-                          int64_t dim, int64_t rows);
+/// A lookup of `count` ids into table rows [firstId, firstId + rows) of
+/// `wholeRows` (dtc.embedding: all of them; dtc.embedding_shard: this
+/// rank's); ids outside [0, wholeRows) flag kIdOutOfRange.
+struct Lookup {
+  int64_t count = 0, dim = 0, rows = 0, firstId = 0, wholeRows = 0;
+  bool ids64 = true;
+};
+/// out [count, dim] = the ids' rows, zeros for ids outside the shard.
+std::string embedding(const Lookup &l, const void *table, int elemSize,
+                      const void *ids, void *out);
+/// out [rows, dim] = the sum of the dy rows by id (out of any float dtype);
+/// ids outside the shard add nothing.
+std::string embeddingGrad(const Lookup &l, const void *dy, int dyDtype,
+                          const void *ids, void *out, int outDtype);
 /// dtc.zigzag_order: `outer` runs of 2 * parts pieces of `pieceBytes`; piece
 /// p of each run is piece p / 2 (p even) or 2 * parts - 1 - p / 2 (p odd) of
 /// the input's run, or the reverse with `inverse`. `in` may be `out`.

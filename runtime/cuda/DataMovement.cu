@@ -91,44 +91,47 @@ void launchZigzag(const void *in, void *out, size_t pieceBytes, int64_t pieces,
       inverse, n);
 }
 
-/// One block per id: rows copied as 4-byte words when they allow it.
-__global__ void embeddingKernel(const char *table, size_t rowBytes,
-                                const void *ids, bool ids64, char *out,
-                                int64_t rows, int *error) {
-  int64_t i = blockIdx.x;
-  int64_t id = ids64 ? static_cast<const int64_t *>(ids)[i]
-                     : static_cast<const int32_t *>(ids)[i];
-  char *dst = out + i * rowBytes;
-  if (id < 0 || id >= rows) {
+/// Id `i`'s row of the table shard, -1 for a zero row; flags an id outside
+/// the whole table.
+__device__ int64_t lookupRow(const Lookup &l, const void *ids, int64_t i,
+                             int *error) {
+  int64_t id = l.ids64 ? static_cast<const int64_t *>(ids)[i]
+                       : static_cast<const int32_t *>(ids)[i];
+  if (id < 0 || id >= l.wholeRows) {
     if (threadIdx.x == 0)
       flagError(error, kIdOutOfRange);
-    return;
+    return -1;
   }
-  const char *src = table + id * rowBytes;
+  int64_t row = id - l.firstId;
+  return row >= 0 && row < l.rows ? row : -1;
+}
+
+/// One block per id: rows copied as 4-byte words when they allow it.
+__global__ void embeddingKernel(Lookup l, const char *table, size_t rowBytes,
+                                const void *ids, char *out, int *error) {
+  int64_t i = blockIdx.x;
+  int64_t row = lookupRow(l, ids, i, error);
+  char *dst = out + i * rowBytes;
+  const char *src = row < 0 ? nullptr : table + row * rowBytes;
   if (rowBytes % 4 == 0) {
     const uint32_t *s = reinterpret_cast<const uint32_t *>(src);
     uint32_t *d = reinterpret_cast<uint32_t *>(dst);
     for (size_t j = threadIdx.x; j < rowBytes / 4; j += blockDim.x)
-      d[j] = s[j];
+      d[j] = s ? s[j] : 0;
   } else {
     for (size_t j = threadIdx.x; j < rowBytes; j += blockDim.x)
-      dst[j] = src[j];
+      dst[j] = src ? src[j] : 0;
   }
 }
 
-__global__ void embeddingGradKernel(const void *dy, int dyDtype,
-                                    const void *ids, bool ids64, float *out,
-                                    int64_t dim, int64_t rows, int *error) {
+__global__ void embeddingGradKernel(Lookup l, const void *dy, int dyDtype,
+                                    const void *ids, float *out, int *error) {
   int64_t i = blockIdx.x;
-  int64_t id = ids64 ? static_cast<const int64_t *>(ids)[i]
-                     : static_cast<const int32_t *>(ids)[i];
-  if (id < 0 || id >= rows) {
-    if (threadIdx.x == 0)
-      flagError(error, kIdOutOfRange);
+  int64_t row = lookupRow(l, ids, i, error);
+  if (row < 0)
     return;
-  }
-  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
-    atomicAdd(out + id * dim + j, loadF(dy, dyDtype, i * dim + j));
+  for (int64_t j = threadIdx.x; j < l.dim; j += blockDim.x)
+    atomicAdd(out + row * l.dim + j, loadF(dy, dyDtype, i * l.dim + j));
 }
 
 } // namespace
@@ -224,23 +227,21 @@ std::string zigzagOrder(const void *in, void *out, size_t pieceBytes,
   return launched("zigzag_order kernel");
 }
 
-std::string embedding(const void *table, int elemSize, const void *ids,
-                      bool ids64, void *out, int64_t count, int64_t dim,
-                      int64_t rows) {
-  if (count == 0 || dim == 0)
+std::string embedding(const Lookup &l, const void *table, int elemSize,
+                      const void *ids, void *out) {
+  if (l.count == 0 || l.dim == 0)
     return "";
-  embeddingKernel<<<static_cast<unsigned>(count), 128, 0, computeStream()>>>(
-      static_cast<const char *>(table), dim * elemSize, ids, ids64,
-      static_cast<char *>(out), rows, errorWord());
+  embeddingKernel<<<static_cast<unsigned>(l.count), 128, 0, computeStream()>>>(
+      l, static_cast<const char *>(table), l.dim * elemSize, ids,
+      static_cast<char *>(out), errorWord());
   return launched("embedding kernel");
 }
 
 // Rows shared by several ids add with atomics: the sum's order (and so its
 // last bits) may vary from run to run, unlike the CPU kernel's.
-std::string embeddingGrad(const void *dy, int dyDtype, const void *ids,
-                          bool ids64, void *out, int outDtype, int64_t count,
-                          int64_t dim, int64_t rows) {
-  size_t bytes = rows * dim * sizeof(float);
+std::string embeddingGrad(const Lookup &l, const void *dy, int dyDtype,
+                          const void *ids, void *out, int outDtype) {
+  size_t bytes = l.rows * l.dim * sizeof(float);
   Scratch scratch(outDtype == kF32 ? 0 : bytes);
   float *acc =
       outDtype == kF32 ? static_cast<float *>(out) : scratch.as<float>();
@@ -248,15 +249,15 @@ std::string embeddingGrad(const void *dy, int dyDtype, const void *ids,
     return "embedding_grad: out of device memory";
   if (std::string e = memsetZero(acc, bytes); !e.empty())
     return e;
-  if (count && dim) {
-    embeddingGradKernel<<<static_cast<unsigned>(count), 128, 0,
-                          computeStream()>>>(dy, dyDtype, ids, ids64, acc, dim,
-                                             rows, errorWord());
+  if (l.count && l.dim) {
+    embeddingGradKernel<<<static_cast<unsigned>(l.count), 128, 0,
+                          computeStream()>>>(l, dy, dyDtype, ids, acc,
+                                             errorWord());
     if (std::string e = launched("embedding_grad kernel"); !e.empty())
       return e;
   }
   if (outDtype != kF32)
-    return cast(kF32, acc, outDtype, out, rows * dim);
+    return cast(kF32, acc, outDtype, out, l.rows * l.dim);
   return "";
 }
 

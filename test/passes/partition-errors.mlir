@@ -76,10 +76,10 @@ func.func @causal_query_split(%q: tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32> 
 
 // -----
 
-// A vocabulary-parallel embedding needs ids outside a rank's rows masked.
-func.func @vocab_parallel_embedding(%ids: tensor<2x8xi64>) -> tensor<2x8x16xf32> {
-  %table = dtc.parameter "wte" {dtc.sharding = [#dtc.sharding<[["tp"], []]>]} : tensor<32x16xf32>
-  // expected-error @+1 {{'dtc.embedding' op a vocabulary-parallel embedding (table rows split over "tp") needs a masked lookup, which is not supported yet}}
+// A vocabulary-parallel embedding reads its rank's rows as one block.
+func.func @interleaved_vocab_embedding(%ids: tensor<2x8xi64>) -> tensor<2x8x16xf32> {
+  %table = dtc.parameter "wte" {dtc.sharding = [#dtc.sharding<[["tp"]:8, []]>]} : tensor<32x16xf32>
+  // expected-error @+1 {{'dtc.embedding' op an interleaved split of the vocabulary over "tp" is not supported}}
   %e = dtc.embedding %table, %ids {dtc.sharding = [#dtc.sharding<[[], [], []], partial = ["tp"]>]} : (tensor<32x16xf32>, tensor<2x8xi64>) -> tensor<2x8x16xf32>
   return %e : tensor<2x8x16xf32>
 }

@@ -720,6 +720,114 @@ TEST_F(CudaKernel, VocabParallelLoss) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// The vocabulary-parallel embedding: each rank holds a block of the table's
+// rows; the lookups sum to the whole one, the gradients are its rows.
+//===----------------------------------------------------------------------===//
+
+/// Rows [first, first + count) of `t` [rows, d].
+Tensor rowsOf(const Tensor &t, int64_t first, int64_t count) {
+  int64_t d = t.shape()[1];
+  Tensor part(t.dtype(), {count, d});
+  size_t rowBytes = d * dtypeSize(t.dtype());
+  std::memcpy(part.data(),
+              static_cast<const char *>(t.data()) + first * rowBytes,
+              count * rowBytes);
+  return part;
+}
+
+TEST(VocabParallelEmbedding, ShardsSumToTheWholeLookupAndGradient) {
+  const int shards = 4;
+  const int64_t width = 6, vocab = shards * width, dim = 5;
+  LossShardCase mesh(shards);
+  for (DType idType : {I64, I32}) {
+    Tensor table = randomTensor(F32, {vocab, dim}, -1, 1, 321);
+    Tensor tokens = ids(idType, {3, 7}, vocab, 322);
+    Tensor grad = randomTensor(F32, {3, 7, dim}, -1, 1, 323);
+    std::vector<Tensor> whole, wholeGrad;
+    ASSERT_EQ(Case("dtc.embedding")
+                  .in(table)
+                  .in(tokens)
+                  .out(F32, {3, 7, dim})
+                  .runCpu(whole),
+              "");
+    ASSERT_EQ(Case("dtc.embedding_grad")
+                  .i("num_rows", vocab)
+                  .in(grad)
+                  .in(tokens)
+                  .out(F32, {vocab, dim})
+                  .runCpu(wholeGrad),
+              "");
+    std::vector<float> sum(whole[0].numElements(), 0.0f);
+    for (int r = 0; r < shards; ++r) {
+      std::vector<Tensor> lookup, shardGrad;
+      ASSERT_EQ(mesh.op("dtc.embedding_shard", r)
+                    .in(rowsOf(table, r * width, width))
+                    .in(tokens)
+                    .out(F32, {3, 7, dim})
+                    .runCpu(lookup),
+                "");
+      // Exactly one shard holds each id: the others add exact zeros.
+      for (size_t i = 0; i < sum.size(); ++i)
+        sum[i] += lookup[0].as<float>()[i];
+      ASSERT_EQ(mesh.op("dtc.embedding_shard_grad", r)
+                    .i("num_rows", width)
+                    .in(grad)
+                    .in(tokens)
+                    .out(F32, {width, dim})
+                    .runCpu(shardGrad),
+                "");
+      Tensor expected = rowsOf(wholeGrad[0], r * width, width);
+      for (int64_t i = 0; i < expected.numElements(); ++i)
+        EXPECT_EQ(shardGrad[0].as<float>()[i], expected.as<float>()[i])
+            << "rank " << r << " element " << i;
+    }
+    for (size_t i = 0; i < sum.size(); ++i)
+      EXPECT_EQ(sum[i], whole[0].as<float>()[i]) << "element " << i;
+  }
+  // Ids are checked against the whole table, not the shard.
+  Tensor bad(I64, {2});
+  bad.as<int64_t>()[0] = 3;
+  bad.as<int64_t>()[1] = vocab;
+  std::vector<Tensor> outs;
+  EXPECT_NE(mesh.op("dtc.embedding_shard", 2)
+                .in(randomTensor(F32, {width, dim}, -1, 1, 324))
+                .in(bad)
+                .out(F32, {2, dim})
+                .runCpu(outs)
+                .find("id 24 at position 1 is out of range [0, 24)"),
+            std::string::npos);
+  EXPECT_NE(mesh.op("dtc.embedding_shard_grad", 0)
+                .i("num_rows", width)
+                .in(randomTensor(F32, {2, dim}, -1, 1, 325))
+                .in(bad)
+                .out(F32, {width, dim})
+                .runCpu(outs)
+                .find("id 24 at position 1 is out of range [0, 24)"),
+            std::string::npos);
+}
+
+TEST_F(CudaKernel, VocabParallelEmbedding) {
+  const int shards = 4;
+  const int64_t width = 40, vocab = shards * width;
+  LossShardCase mesh(shards);
+  for (DType dtype : {F32, BF16})
+    for (int r : {0, 2}) {
+      mesh.op("dtc.embedding_shard", r)
+          .in(randomTensor(dtype, {width, 24}, -1, 1, 331))
+          .in(ids(I64, {4, 16}, vocab, 332))
+          .out(dtype, {4, 16, 24})
+          .check(0, 0);
+      // Few rows, many ids: rows of the shard add several gradient rows.
+      mesh.op("dtc.embedding_shard_grad", r)
+          .i("num_rows", 3)
+          .in(randomTensor(F32, {4, 16, 24}, -1, 1, 333))
+          .in(ids(I32, {4, 16}, 3 * shards, 334))
+          .out(dtype, {3, 24})
+          .check(1e-6, dtype == BF16 ? 8e-3 : 1e-5);
+    }
+}
+
 TEST_F(CudaKernel, EmbeddingAndGradient) {
   for (DType idType : {I64, I32}) {
     Case("dtc.embedding")
