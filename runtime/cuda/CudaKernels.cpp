@@ -1086,16 +1086,6 @@ Expected<ops::MoeRoute> moeRouteOf(const KernelCall &call,
   return r;
 }
 
-/// Checks a float result of the given shape (the CPU kernels leave a
-/// non-float result unwritten; a mismatched shape would be written out of
-/// bounds).
-Error expectFloatShape(const KernelCall &call, const TensorRef &t,
-                       ArrayRef<int64_t> shape, llvm::StringRef what) {
-  if (auto err = expectFloat(call, t, what))
-    return err;
-  return expectShape(call, t, shape, what);
-}
-
 Error moeRouteKernel(const KernelCall &call) {
   if (auto err = expectArity(call, 1, 3))
     return err;
