@@ -93,6 +93,14 @@ llvm::Error expectShape(const KernelCall &call, const TensorRef &t,
                     ", expected " + shapeString(shape));
 }
 
+llvm::Error expectFloatShape(const KernelCall &call, const TensorRef &t,
+                             llvm::ArrayRef<int64_t> shape,
+                             llvm::StringRef what) {
+  if (auto err = expectFloat(call, t, what))
+    return err;
+  return expectShape(call, t, shape, what);
+}
+
 llvm::Error expectArity(const KernelCall &call, size_t inputs, size_t outputs) {
   if (call.numInputs() >= inputs && call.numOutputs() >= outputs)
     return llvm::Error::success();

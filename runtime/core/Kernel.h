@@ -99,6 +99,10 @@ llvm::Error expectFloat(const KernelCall &call, const TensorRef &t,
 /// Error unless `t` has exactly `shape`.
 llvm::Error expectShape(const KernelCall &call, const TensorRef &t,
                         llvm::ArrayRef<int64_t> shape, llvm::StringRef what);
+/// expectFloat, then expectShape: a float result the kernel writes whole.
+llvm::Error expectFloatShape(const KernelCall &call, const TensorRef &t,
+                             llvm::ArrayRef<int64_t> shape,
+                             llvm::StringRef what);
 /// Error unless the call has at least `inputs` inputs and `outputs` outputs.
 llvm::Error expectArity(const KernelCall &call, size_t inputs, size_t outputs);
 /// "[2, 3, 4]".

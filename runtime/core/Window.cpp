@@ -2,6 +2,7 @@
 
 #include "runtime/core/Window.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Twine.h"
 
 using namespace llvm;
@@ -58,6 +59,10 @@ Expected<Window> readWindow(const KernelCall &call, ArrayRef<int64_t> input,
   return w;
 }
 
+namespace {
+
+/// Checks the shapes of a convolution's input, weight and result against
+/// each other, its `groups` and its window attributes.
 Expected<ConvDims> readConvDims(const KernelCall &call, ArrayRef<int64_t> input,
                                 ArrayRef<int64_t> weight,
                                 ArrayRef<int64_t> result) {
@@ -85,14 +90,88 @@ Expected<ConvDims> readConvDims(const KernelCall &call, ArrayRef<int64_t> input,
   return c;
 }
 
-Expected<Window> readPoolWindow(const KernelCall &call, ArrayRef<int64_t> input,
+/// Checks a pool's `input` [n, c, x...] and `pooled` [n, c, o...] (its
+/// result or the result's gradient, which `what` names) against each other
+/// and the window attributes, `kernel_shape` included.
+Expected<PoolDims> readPoolDims(const KernelCall &call, ArrayRef<int64_t> input,
                                 ArrayRef<int64_t> pooled, StringRef what) {
   if (input.size() < 3 || pooled.size() != input.size() ||
       pooled[0] != input[0] || pooled[1] != input[1])
     return call.error(what + " " + shapeString(pooled) +
                       " does not match input " + shapeString(input));
-  return readWindow(call, input.drop_front(2), call.ints("kernel_shape"),
-                    pooled.drop_front(2));
+  auto window = readWindow(call, input.drop_front(2), call.ints("kernel_shape"),
+                           pooled.drop_front(2));
+  if (!window)
+    return window.takeError();
+  PoolDims p;
+  p.planes = input[0] * input[1];
+  p.window = std::move(*window);
+  return p;
+}
+
+/// Errors unless the call has `names.size()` inputs and an output, and
+/// these inputs (named by `names`) have float dtypes.
+Error expectFloatInputs(const KernelCall &call, ArrayRef<StringRef> names) {
+  if (auto err = expectArity(call, names.size(), 1))
+    return err;
+  for (auto [i, name] : enumerate(names))
+    if (auto err = expectFloat(call, call.input(i), name))
+      return err;
+  return Error::success();
+}
+
+} // namespace
+
+Expected<ConvDims> readConv(const KernelCall &call) {
+  if (auto err = expectFloatInputs(call, {"input", "weight"}))
+    return std::move(err);
+  const TensorRef &out = call.output(0);
+  if (auto err = expectFloat(call, out, "result"))
+    return std::move(err);
+  auto dims =
+      readConvDims(call, call.input(0).shape, call.input(1).shape, out.shape);
+  if (!dims)
+    return dims.takeError();
+  if (call.numInputs() > 2 && call.input(2).numElements() != dims->filters)
+    return call.error("bias " + shapeString(call.input(2).shape) +
+                      " does not have " + Twine(dims->filters) + " elements");
+  return dims;
+}
+
+Expected<ConvDims> readConvGradInput(const KernelCall &call) {
+  if (auto err = expectFloatInputs(call, {"grad", "weight"}))
+    return std::move(err);
+  return readConvDims(call, call.output(0).shape, call.input(1).shape,
+                      call.input(0).shape);
+}
+
+Expected<ConvDims> readConvGradWeight(const KernelCall &call) {
+  if (auto err = expectFloatInputs(call, {"input", "grad"}))
+    return std::move(err);
+  return readConvDims(call, call.input(0).shape, call.output(0).shape,
+                      call.input(1).shape);
+}
+
+Expected<PoolDims> readPool(const KernelCall &call) {
+  if (auto err = expectFloatInputs(call, {"input"}))
+    return std::move(err);
+  return readPoolDims(call, call.input(0).shape, call.output(0).shape,
+                      "result");
+}
+
+Expected<PoolDims> readMaxPoolGrad(const KernelCall &call) {
+  if (auto err = expectFloatInputs(call, {"input", "grad"}))
+    return std::move(err);
+  const TensorRef &x = call.input(0);
+  if (auto err = expectShape(call, call.output(0), x.shape, "result"))
+    return std::move(err);
+  return readPoolDims(call, x.shape, call.input(1).shape, "grad");
+}
+
+Expected<PoolDims> readAvgPoolGrad(const KernelCall &call) {
+  if (auto err = expectFloatInputs(call, {"grad"}))
+    return std::move(err);
+  return readPoolDims(call, call.output(0).shape, call.input(0).shape, "grad");
 }
 
 } // namespace dtc::runtime

@@ -1,5 +1,4 @@
-//===- Window.h - Conv and pool operand checks for every backend -*- C++
-//-*-===//
+//===- Window.h - Per-op conv and pool operand checks -----------*- C++ -*-===//
 //
 // The shapes and attributes of dtc.conv, dtc.max_pool, dtc.avg_pool and
 // their gradients, read and checked once for every backend: a kernel that
@@ -52,20 +51,34 @@ struct ConvDims {
   int64_t filtersPerGroup() const { return filters / groups; }
 };
 
-/// Checks the shapes of a convolution's input, weight and result against
-/// each other, its `groups` and its window attributes.
-llvm::Expected<ConvDims> readConvDims(const KernelCall &call,
-                                      llvm::ArrayRef<int64_t> input,
-                                      llvm::ArrayRef<int64_t> weight,
-                                      llvm::ArrayRef<int64_t> result);
+/// The dims of a pool: `planes` (batch times channels) [x...] planes of
+/// input pooled into as many [o...] planes.
+struct PoolDims {
+  int64_t planes = 0;
+  Window window;
+};
 
-/// Checks a pool's `input` [n, c, x...] and `pooled` [n, c, o...] (its
-/// result or the result's gradient, which `what` names) against each other
-/// and the window attributes, `kernel_shape` included.
-llvm::Expected<Window> readPoolWindow(const KernelCall &call,
-                                      llvm::ArrayRef<int64_t> input,
-                                      llvm::ArrayRef<int64_t> pooled,
-                                      llvm::StringRef what);
+// One reader per op: the arity, the float operands and the shapes against
+// each other and the attributes. Only dtc.conv's result must be a float:
+// the others' dtype is the backend's to check (the CPU kernels take any).
+
+/// dtc.conv: float input, weight and an optional bias of `filters`
+/// elements -> a float result.
+llvm::Expected<ConvDims> readConv(const KernelCall &call);
+/// dtc.conv_grad_input: float grad [batch, filters, o...] and weight -> the
+/// input's gradient [batch, channels, x...].
+llvm::Expected<ConvDims> readConvGradInput(const KernelCall &call);
+/// dtc.conv_grad_weight: float input and grad -> the weight's gradient.
+llvm::Expected<ConvDims> readConvGradWeight(const KernelCall &call);
+
+/// dtc.max_pool and dtc.avg_pool: a float input [n, c, x...] -> the
+/// result [n, c, o...] (window `kernel_shape`).
+llvm::Expected<PoolDims> readPool(const KernelCall &call);
+/// dtc.max_pool_grad: float input and grad [n, c, o...] -> the input's
+/// gradient, shaped as the input.
+llvm::Expected<PoolDims> readMaxPoolGrad(const KernelCall &call);
+/// dtc.avg_pool_grad: a float grad [n, c, o...] -> the input's gradient.
+llvm::Expected<PoolDims> readAvgPoolGrad(const KernelCall &call);
 
 } // namespace dtc::runtime
 

@@ -70,25 +70,15 @@ void im2col(const float *x, int64_t channels, const Window &w, float *col) {
 }
 
 llvm::Error convKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
+  auto dims = readConv(call);
+  if (!dims)
+    return dims.takeError();
   const TensorRef &input = call.input(0);
   const TensorRef &weight = call.input(1);
   const TensorRef *bias = call.numInputs() > 2 ? &call.input(2) : nullptr;
   const TensorRef &out = call.output(0);
-  for (auto [t, what] :
-       {std::pair{&input, "input"}, std::pair{&weight, "weight"},
-        std::pair{&out, "result"}})
-    if (auto err = expectFloat(call, *t, what))
-      return err;
-  auto dims = readConvDims(call, input.shape, weight.shape, out.shape);
-  if (!dims)
-    return dims.takeError();
   int64_t n = dims->batch, c = dims->channels, f = dims->filters;
   int64_t groups = dims->groups, cPerGroup = dims->channelsPerGroup();
-  if (bias && bias->numElements() != f)
-    return call.error("bias " + shapeString(bias->shape) + " does not have " +
-                      llvm::Twine(f) + " elements");
   const Window &w = dims->window;
   if (out.numElements() == 0)
     return llvm::Error::success();
@@ -145,16 +135,12 @@ llvm::Error convKernel(const KernelCall &call) {
 enum class PoolKind { Max, Avg };
 
 template <PoolKind Kind> llvm::Error poolKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 1))
-    return err;
+  auto dims = readPool(call);
+  if (!dims)
+    return dims.takeError();
   const TensorRef &input = call.input(0);
   const TensorRef &out = call.output(0);
-  if (auto err = expectFloat(call, input, "input"))
-    return err;
-  auto window = readPoolWindow(call, input.shape, out.shape, "result");
-  if (!window)
-    return window.takeError();
-  const Window &w = *window;
+  const Window &w = dims->window;
   if (out.numElements() == 0)
     return llvm::Error::success();
   bool includePad = call.flag("count_include_pad");

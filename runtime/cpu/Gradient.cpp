@@ -744,17 +744,11 @@ WindowTaps buildTaps(const Window &window) {
 }
 
 Error convGradInputKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
-  const TensorRef &dy = call.input(0), &w = call.input(1);
-  const TensorRef &out = call.output(0);
-  if (auto err = expectFloat(call, dy, "grad"))
-    return err;
-  if (auto err = expectFloat(call, w, "weight"))
-    return err;
-  auto dims = readConvDims(call, out.shape, w.shape, dy.shape);
+  auto dims = readConvGradInput(call);
   if (!dims)
     return dims.takeError();
+  const TensorRef &dy = call.input(0), &w = call.input(1);
+  const TensorRef &out = call.output(0);
   const ConvDims &d = *dims;
   int64_t cPerGroup = d.channelsPerGroup(), fPerGroup = d.filtersPerGroup();
   WindowTaps wt = buildTaps(dims->window);
@@ -787,17 +781,11 @@ Error convGradInputKernel(const KernelCall &call) {
 }
 
 Error convGradWeightKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
-  const TensorRef &x = call.input(0), &dy = call.input(1);
-  const TensorRef &out = call.output(0);
-  if (auto err = expectFloat(call, x, "input"))
-    return err;
-  if (auto err = expectFloat(call, dy, "grad"))
-    return err;
-  auto dims = readConvDims(call, x.shape, out.shape, dy.shape);
+  auto dims = readConvGradWeight(call);
   if (!dims)
     return dims.takeError();
+  const TensorRef &x = call.input(0), &dy = call.input(1);
+  const TensorRef &out = call.output(0);
   const ConvDims &d = *dims;
   int64_t cPerGroup = d.channelsPerGroup(), fPerGroup = d.filtersPerGroup();
   WindowTaps wt = buildTaps(dims->window);
@@ -830,25 +818,17 @@ Error convGradWeightKernel(const KernelCall &call) {
 }
 
 Error maxPoolGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
+  auto dims = readMaxPoolGrad(call);
+  if (!dims)
+    return dims.takeError();
   const TensorRef &x = call.input(0), &dy = call.input(1);
   const TensorRef &out = call.output(0);
-  if (auto err = expectFloat(call, x, "input"))
-    return err;
-  if (auto err = expectFloat(call, dy, "grad"))
-    return err;
-  if (auto err = expectShape(call, out, x.shape, "result"))
-    return err;
-  auto window = readPoolWindow(call, x.shape, dy.shape, "grad");
-  if (!window)
-    return window.takeError();
-  WindowTaps wt = buildTaps(*window);
+  WindowTaps wt = buildTaps(dims->window);
   F32In xv(x), gv(dy);
   F32Out dx(out);
   const float *xp = xv.data(), *gp = gv.data();
   float *dp = dx.data();
-  int64_t planes = x.shape[0] * x.shape[1];
+  int64_t planes = dims->planes;
 #pragma omp parallel for if (dy.numElements() * wt.numTaps >= kParallelElements)
   for (int64_t plane = 0; plane < planes; ++plane) {
     const float *input = xp + plane * wt.numIn;
@@ -877,16 +857,12 @@ Error maxPoolGradKernel(const KernelCall &call) {
 }
 
 Error avgPoolGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 1))
-    return err;
+  auto dims = readAvgPoolGrad(call);
+  if (!dims)
+    return dims.takeError();
   const TensorRef &dy = call.input(0);
   const TensorRef &out = call.output(0);
-  if (auto err = expectFloat(call, dy, "grad"))
-    return err;
-  auto window = readPoolWindow(call, out.shape, dy.shape, "grad");
-  if (!window)
-    return window.takeError();
-  WindowTaps wt = buildTaps(*window);
+  WindowTaps wt = buildTaps(dims->window);
   bool includePad = call.flag("count_include_pad");
   // The divisor of each window: its taps inside the input, or all of them.
   std::vector<float> scale(wt.numOut);
@@ -901,7 +877,7 @@ Error avgPoolGradKernel(const KernelCall &call) {
   F32Out dx(out);
   const float *gp = gv.data();
   float *dp = dx.data();
-  int64_t planes = out.shape[0] * out.shape[1];
+  int64_t planes = dims->planes;
 #pragma omp parallel for if (dy.numElements() * wt.numTaps >= kParallelElements)
   for (int64_t plane = 0; plane < planes; ++plane) {
     const float *grad = gp + plane * wt.numOut;

@@ -10,9 +10,9 @@
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
-#include <numeric>
 #include <vector>
 
 namespace dtc::runtime::cpu {
@@ -71,16 +71,24 @@ struct SequenceRoute {
       for (int64_t i = 0; i < e; ++i)
         out[i] /= sum;
     }
+    // Choice j is the first unchosen expert of the highest score, as in
+    // the CUDA kernel. No sort: a NaN score compares false both ways, which
+    // is no strict weak order. Here a NaN is chosen when it is the first
+    // unchosen expert and passed over otherwise, so every token still gets
+    // k distinct experts.
     chosen.resize(s * k);
-    std::vector<int64_t> order(e);
+    std::vector<char> taken(e);
     for (int64_t t = 0; t < s; ++t) {
       const float *row = scores.data() + t * e;
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                        [&](int64_t a, int64_t b) {
-                          return row[a] > row[b] || (row[a] == row[b] && a < b);
-                        });
-      std::copy(order.begin(), order.begin() + k, chosen.begin() + t * k);
+      std::fill(taken.begin(), taken.end(), 0);
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t best = -1;
+        for (int64_t x = 0; x < e; ++x)
+          if (!taken[x] && (best < 0 || row[x] > row[best]))
+            best = x;
+        taken[best] = 1;
+        chosen[t * k + j] = best;
+      }
     }
     // Slots fill by choice rank, then position (GShard's priority).
     kept.assign(s * k, 0);
@@ -120,9 +128,9 @@ llvm::Error routeKernel(const KernelCall &call) {
     return err;
   if (call.output(1).dtype != DType::I64)
     return call.error("slots must be i64");
-  if (auto err = expectShape(call, call.output(0), logits.shape, "gates"))
+  if (auto err = expectFloatShape(call, call.output(0), logits.shape, "gates"))
     return err;
-  if (auto err = expectShape(call, call.output(2), {batch}, "aux"))
+  if (auto err = expectFloatShape(call, call.output(2), {batch}, "aux"))
     return err;
   F32In in(logits);
   F32Out gates(call.output(0)), aux(call.output(2));
@@ -151,9 +159,10 @@ llvm::Error routeKernel(const KernelCall &call) {
     }
     std::copy(route.slots.begin(), route.slots.end(),
               slots + b * e * p.capacity);
-    // E * sum_e f_e P_e: f_e the share of the choices, P_e the mean score.
+    // E * sum_e f_e P_e: f_e the share of the choices, P_e the mean score;
+    // 0 for a sequence of no tokens.
     double loss = 0;
-    for (int64_t x = 0; x < e; ++x) {
+    for (int64_t x = 0; x < e && s > 0; ++x) {
       double meanScore = 0;
       for (int64_t t = 0; t < s; ++t)
         meanScore += route.scores[t * e + x];
@@ -189,7 +198,7 @@ llvm::Error routeGradKernel(const KernelCall &call) {
     return err;
   if (auto err = expectShape(call, call.input(2), {batch}, "aux gradient"))
     return err;
-  if (auto err = expectShape(call, call.output(0), logits.shape, "result"))
+  if (auto err = expectFloatShape(call, call.output(0), logits.shape, "result"))
     return err;
   F32In in(logits), gatesGrad(call.input(1)), auxGrad(call.input(2));
   F32Out out(call.output(0));
@@ -281,7 +290,8 @@ llvm::Error dispatchKernel(const KernelCall &call) {
   if (auto err = checkSlots(call, slots, batch, s))
     return err;
   int64_t e = slots.shape[1], c = slots.shape[2];
-  if (auto err = expectShape(call, call.output(0), {batch, e, c, h}, "result"))
+  if (auto err =
+          expectFloatShape(call, call.output(0), {batch, e, c, h}, "result"))
     return err;
   F32In in(x);
   F32Out out(call.output(0));
@@ -333,7 +343,8 @@ llvm::Error combineKernel(const KernelCall &call) {
     return err;
   if (auto err = expectShape(call, gates, {batch, s, e}, "gates"))
     return err;
-  if (auto err = expectShape(call, call.output(0), {batch, s, h}, "result"))
+  if (auto err =
+          expectFloatShape(call, call.output(0), {batch, s, h}, "result"))
     return err;
   F32In rows(experts), g(gates);
   F32Out out(call.output(0));
@@ -352,7 +363,8 @@ llvm::Error dispatchGradKernel(const KernelCall &call) {
           h = grad.shape[3], s = call.i64("seq_len");
   if (auto err = checkSlots(call, slots, batch, s, e, c))
     return err;
-  if (auto err = expectShape(call, call.output(0), {batch, s, h}, "result"))
+  if (auto err =
+          expectFloatShape(call, call.output(0), {batch, s, h}, "result"))
     return err;
   F32In rows(grad);
   F32Out out(call.output(0));
@@ -377,11 +389,11 @@ llvm::Error combineGradKernel(const KernelCall &call) {
     return err;
   if (auto err = expectShape(call, grad, {batch, s, h}, "gradient"))
     return err;
-  if (auto err =
-          expectShape(call, call.output(0), experts.shape, "experts gradient"))
+  if (auto err = expectFloatShape(call, call.output(0), experts.shape,
+                                  "experts gradient"))
     return err;
   if (auto err =
-          expectShape(call, call.output(1), gates.shape, "gates gradient"))
+          expectFloatShape(call, call.output(1), gates.shape, "gates gradient"))
     return err;
   F32In rows(experts), g(gates), dy(grad);
   F32Out dRows(call.output(0)), dGates(call.output(1));

@@ -44,42 +44,70 @@ __device__ __forceinline__ void unflatten(int64_t flat, const int64_t *dims,
   }
 }
 
-/// The flat spatial input position that tap `t` of the window at output
-/// position `o` (coordinates) reads, or -1 in the padding.
-__device__ __forceinline__ int64_t tapPosition(const Window &w,
-                                               const int64_t *o, int64_t t) {
-  int64_t flat = 0, scale = 1;
-  bool inside = true;
-  for (int d = w.rank - 1; d >= 0; --d) {
-    int64_t tap = t % w.kernel[d];
-    t /= w.kernel[d];
-    int64_t pos = o[d] * w.stride[d] + tap * w.dilation[d] - w.padBegin[d];
-    inside = inside && pos >= 0 && pos < w.in[d];
-    flat += pos * scale;
-    scale *= w.in[d];
-  }
-  return inside ? flat : -1;
+/// A window's taps, output positions and input positions (per plane).
+struct WindowSizes {
+  int64_t taps, positions, inPlane;
+};
+__host__ __device__ __forceinline__ WindowSizes sizesOf(const Window &w) {
+  return {product(w.kernel, w.rank), product(w.out, w.rank),
+          product(w.in, w.rank)};
 }
 
-/// The flat output position whose window reads input position `x`
-/// (coordinates) through tap `t`, or -1 when none does.
-__device__ __forceinline__ int64_t windowOf(const Window &w, const int64_t *x,
-                                            int64_t t) {
-  int64_t flat = 0, scale = 1;
-  for (int d = w.rank - 1; d >= 0; --d) {
-    int64_t tap = t % w.kernel[d];
-    t /= w.kernel[d];
-    int64_t at = x[d] + w.padBegin[d] - tap * w.dilation[d];
-    if (at < 0 || at % w.stride[d])
-      return -1;
-    int64_t o = at / w.stride[d];
-    if (o >= w.out[d])
-      return -1;
-    flat += o * scale;
-    scale *= w.out[d];
+/// The window at flat output position `p`: the input position each of its
+/// taps reads.
+struct WindowAt {
+  __device__ __forceinline__ WindowAt(const Window &w, int64_t p) : w(w) {
+    unflatten(p, w.out, w.rank, o);
   }
-  return flat;
-}
+
+  /// The flat spatial input position that tap `t` reads, or -1 in the
+  /// padding.
+  __device__ __forceinline__ int64_t tap(int64_t t) const {
+    int64_t flat = 0, scale = 1;
+    bool inside = true;
+    for (int d = w.rank - 1; d >= 0; --d) {
+      int64_t k = t % w.kernel[d];
+      t /= w.kernel[d];
+      int64_t pos = o[d] * w.stride[d] + k * w.dilation[d] - w.padBegin[d];
+      inside = inside && pos >= 0 && pos < w.in[d];
+      flat += pos * scale;
+      scale *= w.in[d];
+    }
+    return inside ? flat : -1;
+  }
+
+  const Window &w;
+  int64_t o[kMaxRank];
+};
+
+/// Flat input position `x` of a plane: the windows that read it.
+struct InputAt {
+  __device__ __forceinline__ InputAt(const Window &w, int64_t x) : w(w) {
+    unflatten(x, w.in, w.rank, coords);
+  }
+
+  /// The flat output position whose window reads this input position
+  /// through tap `t`, or -1 when none does.
+  __device__ __forceinline__ int64_t windowOf(int64_t t) const {
+    int64_t flat = 0, scale = 1;
+    for (int d = w.rank - 1; d >= 0; --d) {
+      int64_t tap = t % w.kernel[d];
+      t /= w.kernel[d];
+      int64_t at = coords[d] + w.padBegin[d] - tap * w.dilation[d];
+      if (at < 0 || at % w.stride[d])
+        return -1;
+      int64_t o = at / w.stride[d];
+      if (o >= w.out[d])
+        return -1;
+      flat += o * scale;
+      scale *= w.out[d];
+    }
+    return flat;
+  }
+
+  const Window &w;
+  int64_t coords[kMaxRank];
+};
 
 //===----------------------------------------------------------------------===//
 // Convolution
@@ -90,16 +118,13 @@ __device__ __forceinline__ int64_t windowOf(const Window &w, const int64_t *x,
 __global__ void im2colKernel(Window w, int64_t channels, int64_t first,
                              int64_t images, const void *x, int xDtype,
                              void *col, int colDtype) {
-  int64_t taps = product(w.kernel, w.rank), positions = product(w.out, w.rank);
-  int64_t inPlane = product(w.in, w.rank);
+  auto [taps, positions, inPlane] = sizesOf(w);
   int64_t total = images * channels * taps * positions;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t p = i % positions, row = i / positions;
     int64_t t = row % taps, plane = first * channels + row / taps;
-    int64_t o[kMaxRank];
-    unflatten(p, w.out, w.rank, o);
-    int64_t pos = tapPosition(w, o, t);
+    int64_t pos = WindowAt(w, p).tap(t);
     float v = pos < 0 ? 0.0f : loadF(x, xDtype, plane * inPlane + pos);
     storeF(col, colDtype, i, v);
   }
@@ -125,8 +150,7 @@ __global__ void convGradInputKernel(Conv c, const void *dy, int dyDtype,
                                     const void *wt, int wDtype, void *out,
                                     int outDtype) {
   const Window &w = c.window;
-  int64_t taps = product(w.kernel, w.rank), positions = product(w.out, w.rank);
-  int64_t inPlane = product(w.in, w.rank);
+  auto [taps, positions, inPlane] = sizesOf(w);
   int64_t cPerGroup = c.channels / c.groups, fPerGroup = c.filters / c.groups;
   int64_t total = c.batch * c.channels * inPlane;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
@@ -134,14 +158,13 @@ __global__ void convGradInputKernel(Conv c, const void *dy, int dyDtype,
     int64_t plane = i / inPlane, b = plane / c.channels,
             ch = plane % c.channels;
     int64_t g = ch / cPerGroup, cg = ch % cPerGroup;
-    int64_t x[kMaxRank];
-    unflatten(i % inPlane, w.in, w.rank, x);
+    InputAt input(w, i % inPlane);
     float acc = 0.0f;
     for (int64_t f = g * fPerGroup; f < (g + 1) * fPerGroup; ++f) {
       int64_t gradBase = (b * c.filters + f) * positions;
       int64_t kernelBase = (f * cPerGroup + cg) * taps;
       for (int64_t t = taps - 1; t >= 0; --t) {
-        int64_t o = windowOf(w, x, t);
+        int64_t o = input.windowOf(t);
         if (o >= 0)
           acc += __fmul_rn(loadF(dy, dyDtype, gradBase + o),
                            loadF(wt, wDtype, kernelBase + t));
@@ -157,8 +180,7 @@ __global__ void convGradWeightKernel(Conv c, const void *x, int xDtype,
                                      const void *dy, int dyDtype, void *out,
                                      int outDtype) {
   const Window &w = c.window;
-  int64_t taps = product(w.kernel, w.rank), positions = product(w.out, w.rank);
-  int64_t inPlane = product(w.in, w.rank);
+  auto [taps, positions, inPlane] = sizesOf(w);
   int64_t cPerGroup = c.channels / c.groups, fPerGroup = c.filters / c.groups;
   int64_t total = c.filters * cPerGroup * taps;
   int64_t terms = c.batch * positions;
@@ -170,9 +192,7 @@ __global__ void convGradWeightKernel(Conv c, const void *x, int xDtype,
     double acc = 0.0;
     for (int64_t r = threadIdx.x; r < terms; r += blockDim.x) {
       int64_t b = r / positions, p = r % positions;
-      int64_t o[kMaxRank];
-      unflatten(p, w.out, w.rank, o);
-      int64_t pos = tapPosition(w, o, t);
+      int64_t pos = WindowAt(w, p).tap(t);
       if (pos >= 0)
         acc += static_cast<double>(
                    loadF(dy, dyDtype, (b * c.filters + f) * positions + p)) *
@@ -193,19 +213,17 @@ __global__ void convGradWeightKernel(Conv c, const void *x, int xDtype,
 template <bool Max>
 __global__ void poolKernel(Window w, int64_t planes, bool includePad,
                            const void *x, int xDtype, void *out, int outDtype) {
-  int64_t taps = product(w.kernel, w.rank), positions = product(w.out, w.rank);
-  int64_t inPlane = product(w.in, w.rank);
+  auto [taps, positions, inPlane] = sizesOf(w);
   int64_t total = planes * positions;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t base = i / positions * inPlane;
-    int64_t o[kMaxRank];
-    unflatten(i % positions, w.out, w.rank, o);
+    WindowAt window(w, i % positions);
     float best = -INFINITY;
     double sum = 0;
     int64_t inside = 0;
     for (int64_t t = 0; t < taps; ++t) {
-      int64_t pos = tapPosition(w, o, t);
+      int64_t pos = window.tap(t);
       if (pos < 0)
         continue;
       ++inside;
@@ -228,18 +246,16 @@ __global__ void poolKernel(Window w, int64_t planes, bool includePad,
 /// order (a NaN is a maximum), or -1 when it lies in the padding.
 __global__ void poolArgmaxKernel(Window w, int64_t planes, const void *x,
                                  int xDtype, int64_t *argmax) {
-  int64_t taps = product(w.kernel, w.rank), positions = product(w.out, w.rank);
-  int64_t inPlane = product(w.in, w.rank);
+  auto [taps, positions, inPlane] = sizesOf(w);
   int64_t total = planes * positions;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t base = i / positions * inPlane;
-    int64_t o[kMaxRank];
-    unflatten(i % positions, w.out, w.rank, o);
+    WindowAt window(w, i % positions);
     int64_t best = -1;
     float bestValue = 0.0f;
     for (int64_t t = 0; t < taps; ++t) {
-      int64_t pos = tapPosition(w, o, t);
+      int64_t pos = window.tap(t);
       if (pos < 0)
         continue;
       float v = loadF(x, xDtype, base + pos);
@@ -258,11 +274,10 @@ __global__ void poolScaleKernel(Window w, bool includePad, float *scale) {
   int64_t taps = product(w.kernel, w.rank), positions = product(w.out, w.rank);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
        i < positions; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t o[kMaxRank];
-    unflatten(i, w.out, w.rank, o);
+    WindowAt window(w, i);
     int64_t inside = 0;
     for (int64_t t = 0; t < taps; ++t)
-      inside += tapPosition(w, o, t) >= 0;
+      inside += window.tap(t) >= 0;
     int64_t divisor = includePad ? taps : inside;
     scale[i] = divisor ? 1.0f / static_cast<float>(divisor) : 0.0f;
   }
@@ -274,17 +289,15 @@ template <bool Max>
 __global__ void poolGradKernel(Window w, int64_t planes, const int64_t *argmax,
                                const float *scale, const void *dy, int dyDtype,
                                void *out, int outDtype) {
-  int64_t taps = product(w.kernel, w.rank), positions = product(w.out, w.rank);
-  int64_t inPlane = product(w.in, w.rank);
+  auto [taps, positions, inPlane] = sizesOf(w);
   int64_t total = planes * inPlane;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t base = i / inPlane * positions, self = i % inPlane;
-    int64_t x[kMaxRank];
-    unflatten(self, w.in, w.rank, x);
+    InputAt input(w, self);
     float acc = 0.0f;
     for (int64_t t = taps - 1; t >= 0; --t) {
-      int64_t o = windowOf(w, x, t);
+      int64_t o = input.windowOf(t);
       if (o < 0)
         continue;
       if constexpr (Max) {

@@ -1072,16 +1072,6 @@ Expected<ops::MoeRoute> moeRouteOf(const KernelCall &call,
   return r;
 }
 
-/// Checks a float result of the given shape (the CPU kernels leave a
-/// non-float result unwritten; a mismatched shape would be written out of
-/// bounds).
-Error expectFloatShape(const KernelCall &call, const TensorRef &t,
-                       ArrayRef<int64_t> shape, llvm::StringRef what) {
-  if (auto err = expectFloat(call, t, what))
-    return err;
-  return expectShape(call, t, shape, what);
-}
-
 Error moeRouteKernel(const KernelCall &call) {
   if (auto err = expectArity(call, 1, 3))
     return err;
@@ -1301,7 +1291,7 @@ ops::Window deviceWindow(const Window &window) {
   return w;
 }
 
-/// The device description of a convolution readConvDims checked.
+/// The device description of a convolution runtime/core/Window.cpp checked.
 ops::Conv deviceConv(const ConvDims &dims) {
   ops::Conv c;
   c.batch = dims.batch;
@@ -1313,22 +1303,12 @@ ops::Conv deviceConv(const ConvDims &dims) {
 }
 
 Error convKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
+  auto dims = readConv(call);
+  if (!dims)
+    return dims.takeError();
   const TensorRef &input = call.input(0), &weight = call.input(1);
   const TensorRef *bias = call.numInputs() > 2 ? &call.input(2) : nullptr;
   const TensorRef &out = call.output(0);
-  for (auto [t, what] :
-       {std::pair{&input, "input"}, std::pair{&weight, "weight"},
-        std::pair{&out, "result"}})
-    if (auto err = expectFloat(call, *t, what))
-      return err;
-  auto dims = readConvDims(call, input.shape, weight.shape, out.shape);
-  if (!dims)
-    return dims.takeError();
-  if (bias && bias->numElements() != dims->filters)
-    return call.error("bias " + shapeString(bias->shape) + " does not have " +
-                      Twine(dims->filters) + " elements");
   if (out.numElements() == 0)
     return Error::success();
   return check(call, ops::conv(deviceConv(*dims), code(input.dtype), input.data,
@@ -1338,19 +1318,15 @@ Error convKernel(const KernelCall &call) {
                                out.data));
 }
 
+// The readers leave the result's dtype to the backend (the CPU kernels take
+// any); these kernels write float results only.
+
 Error convGradInputKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
-  const TensorRef &dy = call.input(0), &w = call.input(1);
-  const TensorRef &out = call.output(0);
-  if (auto err = expectFloat(call, dy, "grad"))
-    return err;
-  if (auto err = expectFloat(call, w, "weight"))
-    return err;
-  auto dims = readConvDims(call, out.shape, w.shape, dy.shape);
+  auto dims = readConvGradInput(call);
   if (!dims)
     return dims.takeError();
-  // The CPU kernel converts into any result dtype.
+  const TensorRef &dy = call.input(0), &w = call.input(1);
+  const TensorRef &out = call.output(0);
   if (auto err = expectFloat(call, out, "result"))
     return err;
   return check(call, ops::convGradInput(deviceConv(*dims), code(dy.dtype),
@@ -1359,17 +1335,11 @@ Error convGradInputKernel(const KernelCall &call) {
 }
 
 Error convGradWeightKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
-  const TensorRef &x = call.input(0), &dy = call.input(1);
-  const TensorRef &out = call.output(0);
-  if (auto err = expectFloat(call, x, "input"))
-    return err;
-  if (auto err = expectFloat(call, dy, "grad"))
-    return err;
-  auto dims = readConvDims(call, x.shape, out.shape, dy.shape);
+  auto dims = readConvGradWeight(call);
   if (!dims)
     return dims.takeError();
+  const TensorRef &x = call.input(0), &dy = call.input(1);
+  const TensorRef &out = call.output(0);
   if (auto err = expectFloat(call, out, "result"))
     return err;
   return check(call, ops::convGradWeight(deviceConv(*dims), code(x.dtype),
@@ -1378,63 +1348,44 @@ Error convGradWeightKernel(const KernelCall &call) {
 }
 
 template <bool Max> Error poolKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 1))
-    return err;
+  auto dims = readPool(call);
+  if (!dims)
+    return dims.takeError();
   const TensorRef &input = call.input(0), &out = call.output(0);
-  if (auto err = expectFloat(call, input, "input"))
-    return err;
-  auto window = readPoolWindow(call, input.shape, out.shape, "result");
-  if (!window)
-    return window.takeError();
   if (out.numElements() == 0)
     return Error::success();
-  // The CPU kernel converts into any result dtype.
   if (auto err = expectFloat(call, out, "result"))
     return err;
-  return check(call,
-               ops::pool(Max, call.flag("count_include_pad"),
-                         deviceWindow(*window), input.shape[0] * input.shape[1],
-                         code(input.dtype), input.data, code(out.dtype),
-                         out.data));
+  return check(call, ops::pool(Max, call.flag("count_include_pad"),
+                               deviceWindow(dims->window), dims->planes,
+                               code(input.dtype), input.data, code(out.dtype),
+                               out.data));
 }
 
 Error maxPoolGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
+  auto dims = readMaxPoolGrad(call);
+  if (!dims)
+    return dims.takeError();
   const TensorRef &x = call.input(0), &dy = call.input(1);
   const TensorRef &out = call.output(0);
-  if (auto err = expectFloat(call, x, "input"))
-    return err;
-  if (auto err = expectFloat(call, dy, "grad"))
-    return err;
-  if (auto err = expectShape(call, out, x.shape, "result"))
-    return err;
-  auto window = readPoolWindow(call, x.shape, dy.shape, "grad");
-  if (!window)
-    return window.takeError();
   if (auto err = expectFloat(call, out, "result"))
     return err;
-  return check(call,
-               ops::maxPoolGrad(deviceWindow(*window), x.shape[0] * x.shape[1],
-                                code(x.dtype), x.data, code(dy.dtype), dy.data,
-                                code(out.dtype), out.data));
+  return check(call, ops::maxPoolGrad(deviceWindow(dims->window), dims->planes,
+                                      code(x.dtype), x.data, code(dy.dtype),
+                                      dy.data, code(out.dtype), out.data));
 }
 
 Error avgPoolGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 1))
-    return err;
+  auto dims = readAvgPoolGrad(call);
+  if (!dims)
+    return dims.takeError();
   const TensorRef &dy = call.input(0), &out = call.output(0);
-  if (auto err = expectFloat(call, dy, "grad"))
-    return err;
-  auto window = readPoolWindow(call, out.shape, dy.shape, "grad");
-  if (!window)
-    return window.takeError();
   if (auto err = expectFloat(call, out, "result"))
     return err;
-  return check(
-      call, ops::avgPoolGrad(deviceWindow(*window), out.shape[0] * out.shape[1],
-                             call.flag("count_include_pad"), code(dy.dtype),
-                             dy.data, code(out.dtype), out.data));
+  return check(call,
+               ops::avgPoolGrad(deviceWindow(dims->window), dims->planes,
+                                call.flag("count_include_pad"), code(dy.dtype),
+                                dy.data, code(out.dtype), out.data));
 }
 
 //===----------------------------------------------------------------------===//

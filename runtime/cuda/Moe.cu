@@ -56,7 +56,7 @@ __device__ __forceinline__ RowElement rowElement(const MoeSlots &sl, int64_t i,
 //===----------------------------------------------------------------------===//
 
 /// Per token: softmax or sigmoid scores, then the top-k experts by score,
-/// ties to the lower index (the CPU's partial_sort comparator).
+/// ties to the lower index (the CPU kernel's selection).
 __global__ void routeScoresKernel(MoeRoute r, const void *logits, int dtype,
                                   float *scores, int *chosen) {
   int64_t tokens = r.batch * r.positions, e = r.experts, k = r.topK;
@@ -142,7 +142,9 @@ __global__ void routeSlotsKernel(MoeRoute r, const int *chosen,
       double meanScore = 0;
       for (int64_t t = 0; t < s; ++t)
         meanScore += scores[(b * s + t) * e + x];
-      terms[b * e + x] = double(count) / double(s * k) * meanScore / s;
+      // A sequence of no tokens has no loss (not 0 / 0).
+      terms[b * e + x] =
+          s ? double(count) / double(s * k) * meanScore / s : 0.0;
     }
     if (stats)
       stats[b * (e + 1) + x] = double(count);

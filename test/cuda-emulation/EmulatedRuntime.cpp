@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 //===----------------------------------------------------------------------===//
 // Runtime API
@@ -176,13 +177,21 @@ namespace {
 
 cublasLtContext theContext;
 
-/// Copies an attribute's value, which must be exactly `T`.
-template <typename T>
-bool readAttribute(T &out, const void *value, size_t bytes) {
-  if (bytes != sizeof(T))
-    return false;
-  std::memcpy(&out, value, sizeof(T));
-  return true;
+/// Stores an attribute's value in the field that `attr` names among
+/// `fields` ({attribute, field} pairs); the value must be exactly of the
+/// field's type.
+template <typename Attr, typename... T>
+cublasStatus_t setAttribute(Attr attr, const void *value, size_t bytes,
+                            std::pair<Attr, T *>... fields) {
+  cublasStatus_t status = CUBLAS_STATUS_INVALID_VALUE;
+  auto set = [&](Attr known, auto *field) {
+    if (known != attr || bytes != sizeof(*field))
+      return;
+    std::memcpy(field, value, bytes);
+    status = CUBLAS_STATUS_SUCCESS;
+  };
+  (set(fields.first, fields.second), ...);
+  return status;
 }
 
 size_t elementBytes(cudaDataType_t type) { return type == CUDA_R_32F ? 4 : 2; }
@@ -304,12 +313,9 @@ cublasStatus_t
 cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
                                cublasLtMatmulDescAttributes_t attr,
                                const void *value, size_t bytes) {
-  int32_t *field = attr == CUBLASLT_MATMUL_DESC_TRANSA   ? &desc->transA
-                   : attr == CUBLASLT_MATMUL_DESC_TRANSB ? &desc->transB
-                                                         : nullptr;
-  return field && readAttribute(*field, value, bytes)
-             ? CUBLAS_STATUS_SUCCESS
-             : CUBLAS_STATUS_INVALID_VALUE;
+  return setAttribute(attr, value, bytes,
+                      std::pair{CUBLASLT_MATMUL_DESC_TRANSA, &desc->transA},
+                      std::pair{CUBLASLT_MATMUL_DESC_TRANSB, &desc->transB});
 }
 
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout,
@@ -331,12 +337,11 @@ cublasStatus_t
 cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout,
                                  cublasLtMatrixLayoutAttribute_t attr,
                                  const void *value, size_t bytes) {
-  bool read = false;
-  if (attr == CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT)
-    read = readAttribute(layout->batch, value, bytes);
-  else if (attr == CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET)
-    read = readAttribute(layout->batchStride, value, bytes);
-  return read ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+  return setAttribute(
+      attr, value, bytes,
+      std::pair{CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &layout->batch},
+      std::pair{CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                &layout->batchStride});
 }
 
 cublasStatus_t
@@ -355,15 +360,17 @@ cublasStatus_t
 cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
                                      cublasLtMatmulPreferenceAttributes_t attr,
                                      const void *value, size_t bytes) {
-  bool read = false;
-  if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
-    read = readAttribute(pref->workspaceBytes, value, bytes);
-  else if (attr >= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES &&
-           attr <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES)
-    read = readAttribute(
-        pref->alignment[attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES],
-        value, bytes);
-  return read ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+  return setAttribute(attr, value, bytes,
+                      std::pair{CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                &pref->workspaceBytes},
+                      std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                &pref->alignment[0]},
+                      std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                &pref->alignment[1]},
+                      std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                &pref->alignment[2]},
+                      std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                &pref->alignment[3]});
 }
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(

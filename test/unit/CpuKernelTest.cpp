@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 using namespace dtc::runtime;
@@ -901,6 +902,67 @@ TEST(CpuMoe, MismatchedShapesAreRefused) {
       .out(DType::I64, {1, 3, 2})
       .out(DType::F32, {1});
   EXPECT_NE(route.run().find("gates has shape"), std::string::npos);
+}
+
+/// dtc.moe_route of `logits` [b, s, E] with `score` scores into `gates`
+/// [b, s, E] (of `gatesDtype`), i64 slots [b, E, capacity] and an f32 aux
+/// loss per sequence.
+Call moeRoute(const Tensor &logits, int64_t topK, int64_t capacity,
+              const std::string &score, DType gatesDtype = DType::F32) {
+  Call route("dtc.moe_route");
+  route.i("top_k", topK).i("capacity", capacity);
+  (*route.inst.mutable_attrs())["score"].set_s(score);
+  int64_t batch = logits.shape()[0], experts = logits.shape()[2];
+  route.in(logits)
+      .out(gatesDtype, logits.shape())
+      .out(DType::I64, {batch, experts, capacity})
+      .out(DType::F32, {batch});
+  return route;
+}
+
+// A NaN score (a NaN logit under sigmoid scores) is chosen as the CUDA
+// kernel chooses it: when it is the first expert not yet chosen, else
+// passed over. (A sort by comparisons NaN breaks was undefined behaviour.)
+TEST(CpuMoe, NanScoresAreChosenAsOnCuda) {
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  Call route =
+      moeRoute(f32({1, 3, 4}, {1, nan, 2, 0, nan, 1, 3, 2, 2, nan, 1, 0}), 2, 3,
+               "sigmoid");
+  ASSERT_EQ(route.run(), "");
+  // Token 0 chooses experts 2 then 0, token 1 experts 0 then 2, token 2
+  // experts 0 then 1. Slots fill by choice rank, then position.
+  EXPECT_EQ(route.result(1),
+            std::vector<float>({1, 2, 0, 2, -1, -1, 0, 1, -1, -1, -1, -1}));
+  std::vector<bool> gated;
+  for (float gate : route.result(0))
+    gated.push_back(gate != 0);
+  EXPECT_EQ(gated, std::vector<bool>({true, false, true, false, true, false,
+                                      true, false, true, true, false, false}));
+}
+
+// Sequences of no tokens route nothing and have no load-balancing loss
+// (not 0 / 0).
+TEST(CpuMoe, EmptySequencesHaveNoAuxLoss) {
+  Call route = moeRoute(Tensor(DType::F32, {2, 0, 4}), 2, 1, "softmax");
+  ASSERT_EQ(route.run(), "");
+  EXPECT_EQ(route.result(1), std::vector<float>(8, -1.0f));
+  EXPECT_EQ(route.result(2), std::vector<float>({0, 0}));
+}
+
+// The kernels write float results only; an integer one (which they would
+// leave unwritten) is refused, as the CUDA kernels refuse it.
+TEST(CpuMoe, NonFloatResultsAreRefused) {
+  Tensor logits = random({1, 5, 3}, 306);
+  EXPECT_NE(moeRoute(logits, 1, 2, "softmax", DType::I32)
+                .run()
+                .find("gates has unsupported dtype i32"),
+            std::string::npos);
+  Call dispatch("dtc.moe_dispatch");
+  dispatch.in(logits)
+      .in(i64({1, 3, 2}, {0, 1, 2, -1, 4, 3}))
+      .out(DType::I64, {1, 3, 2, 3});
+  EXPECT_NE(dispatch.run().find("result has unsupported dtype i64"),
+            std::string::npos);
 }
 
 TEST(CpuKernels, EveryForwardOpHasAKernel) {

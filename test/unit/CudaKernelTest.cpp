@@ -1364,6 +1364,33 @@ TEST_F(CudaKernel, MoeRouteCollectsRoutingFigures) {
   EXPECT_EQ(cudaStats.layers[1].sequences, 3);
 }
 
+// NaN scores (every third logit NaN: under softmax whole tokens, under
+// sigmoid single experts) pick the same experts on both backends, and
+// sequences of no tokens have an aux loss of 0 on both.
+TEST_F(CudaKernel, MoeRouteNanScoresAndEmptySequencesMatchCpu) {
+  MoeConfig configs[] = {{2, 9, 5, 2, 4, false, true, F32},
+                         {2, 9, 5, 2, 4, true, false, F32},
+                         {2, 0, 4, 2, 1, false, true, F32}};
+  for (const MoeConfig &c : configs) {
+    SCOPED_TRACE(::testing::PrintToString(c));
+    Tensor logits = routerLogits(c, 157);
+    for (int64_t i = 0; i < logits.numElements(); i += 3)
+      logits.as<float>()[i] = std::numeric_limits<float>::quiet_NaN();
+    Case route = moeRouteCase("dtc.moe_route", c);
+    route.in(logits)
+        .out(F32, {c.batch, c.seq, c.experts})
+        .out(I64, {c.batch, c.experts, c.capacity})
+        .out(F32, {c.batch});
+    route.check(1e-6, 1e-5);
+    std::vector<Tensor> out;
+    ASSERT_EQ(route.runCuda(out), "");
+    if (c.seq == 0) {
+      for (int64_t b = 0; b < c.batch; ++b)
+        EXPECT_EQ(out[2].as<float>()[b], 0.0f);
+    }
+  }
+}
+
 /// Slots of random positions in [-1, seq): empty slots and tokens that
 /// appear several times, in one expert or several.
 Tensor randomSlots(DType dtype, llvm::ArrayRef<int64_t> shape, int64_t seq,
