@@ -433,7 +433,8 @@ namespace {
 /// Embedding (first stage) or output layer and loss (last stage).
 struct EdgeCost {
   double compute = 0;
-  double tp = 0; ///< Blocking TP communication.
+  double tp = 0;      ///< The TP communication that blocks compute.
+  double tpTotal = 0; ///< All of it, hidden or not.
 };
 } // namespace
 
@@ -444,33 +445,59 @@ static EdgeCost embeddingCost(const Context &c) {
   cost.compute =
       streamTime((6 * c.e + (c.spec.dropout ? 1 : 0)) * x, c.cluster);
   if (c.plan.tp > 1) // Vocabulary-parallel lookup sums the partial rows.
-    cost.tp = c.coll(c.plan.sequenceParallel ? Collective::ReduceScatter
-                                             : Collective::AllReduce,
-                     c.e * x, c.tpGroup);
+    cost.tp = cost.tpTotal =
+        c.coll(c.plan.sequenceParallel ? Collective::ReduceScatter
+                                       : Collective::AllReduce,
+               c.e * x, c.tpGroup);
   return cost;
 }
 
-static EdgeCost outputCost(const Context &c) {
+/// The output layer (final norm, LM head, loss). Its TP collectives go in
+/// `chunks` row blocks with the head's GEMMs when the blocks do
+/// (ChunkCollectives treats every TP GEMM alike): the sequence all-gather
+/// before the logits (SP) and the reduction of the input gradient after
+/// them, the latter behind the head's weight-gradient GEMM as the block's
+/// are.
+static EdgeCost outputCost(const Context &c, int64_t chunks) {
   EdgeCost cost;
   double v = static_cast<double>(c.spec.vocab);
   double x = c.tokens * c.h;
+  double k = static_cast<double>(chunks);
   LinearTimes logits =
-      linearTimes(c.tokens, v / c.t, c.h, 1, c.type, c.cluster);
+      linearTimes(c.tokens / k, v / c.t, c.h, 1, c.type, c.cluster);
+  logits = {k * logits.forward, k * logits.backward, k * logits.inputGrad};
   // Final norm; cross-entropy reads fp16 logits into fp32 softmax and back.
   double logitElems = c.tokens * v / c.t;
   cost.compute = logits.forward + logits.backward +
                  streamTime(3 * 2 * c.e * x * c.rep, c.cluster) +
                  streamTime(2 * (c.e + 4) * logitElems, c.cluster);
   if (c.plan.tp > 1) {
-    // Gather the sequence before the logits (SP), reduce the input gradient.
     double bytes = c.e * x;
-    cost.tp = c.plan.sequenceParallel
-                  ? c.coll(Collective::AllGather, bytes, c.tpGroup) +
-                        c.coll(Collective::ReduceScatter, bytes, c.tpGroup)
-                  : c.coll(Collective::AllReduce, bytes, c.tpGroup);
+    auto coll = [&](Collective kind) {
+      return k * c.coll(kind, bytes / k, c.tpGroup);
+    };
+    double wgrad = logits.backward - logits.inputGrad;
+    double reduce = coll(c.plan.sequenceParallel ? Collective::ReduceScatter
+                                                 : Collective::AllReduce);
+    double inputGrad = pipelinedExposed(reduce, logits.inputGrad, k);
+    cost.tp =
+        c.plan.overlapTpComm ? std::max(0.0, inputGrad - wgrad) : inputGrad;
+    cost.tpTotal = reduce;
+    if (c.plan.sequenceParallel) {
+      double gather = coll(Collective::AllGather);
+      cost.tp += pipelinedExposed(gather, logits.forward, k);
+      cost.tpTotal += gather;
+    }
+    // Blocks cost a copy of the activation per chunked collective.
+    if (chunks > 1)
+      cost.compute +=
+          (c.plan.sequenceParallel ? 2 : 1) * streamTime(2 * bytes, c.cluster);
     // The vocabulary-parallel loss gathers 3 f32 per row from every rank
     // (max, sum of exponentials, label logit: cross_entropy_stats).
-    cost.tp += c.coll(Collective::AllGather, 12 * c.tokens * c.t, c.tpGroup);
+    double stats =
+        c.coll(Collective::AllGather, 12 * c.tokens * c.t, c.tpGroup);
+    cost.tp += stats;
+    cost.tpTotal += stats;
   }
   return cost;
 }
@@ -509,7 +536,7 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
         chunks = k;
       }
     }
-  EdgeCost embed = embeddingCost(c), output = outputCost(c);
+  EdgeCost embed = embeddingCost(c), output = outputCost(c, chunks);
 
   // Pipeline p2p: the stage boundary activation, split over the TP ranks
   // (scatter-gather, or SP) and re-gathered on NVLink.
@@ -647,10 +674,14 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
 
   // Communication of the slowest stage's GPU over the whole step.
   double layersSlow = static_cast<double>(layersOn(slowest));
-  double edgeTp =
-      (slowest == 0 ? embed.tp : 0) + (slowest == p - 1 ? output.tp : 0);
-  out.commTime.tp = md * (layersSlow * block.comm.tp + edgeTp);
-  out.commExposed.tp = md * (layersSlow * block.exposed.tp + edgeTp);
+  auto onSlowest = [&](auto field) {
+    return (slowest == 0 ? embed.*field : 0) +
+           (slowest == p - 1 ? output.*field : 0);
+  };
+  out.commTime.tp =
+      md * (layersSlow * block.comm.tp + onSlowest(&EdgeCost::tpTotal));
+  out.commExposed.tp =
+      md * (layersSlow * block.exposed.tp + onSlowest(&EdgeCost::tp));
   out.commTime.cp = md * layersSlow * block.comm.cp;
   out.commExposed.cp = md * layersSlow * block.exposed.cp;
   out.commTime.ep = md * layersSlow * block.comm.ep;

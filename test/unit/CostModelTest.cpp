@@ -151,6 +151,51 @@ TEST(CostModel, TpOverlapHidesInputGradientReductions) {
   EXPECT_LT(async->commExposed.tp, blocking->commExposed.tp);
 }
 
+TEST(CostModel, OutputLayerCollectivesGoInBlocksWithTheHead) {
+  // One stage, so the embedding and the output layer are on it; the edges'
+  // share of the TP communication is what one layer less does not remove.
+  ParallelPlan plan = basePlan();
+  plan.tp = 8;
+  plan.pp = 1;
+  plan.dp = 8;
+  struct Edge {
+    double total, exposed;
+  };
+  auto edges = [&](int64_t chunks, bool sequenceParallel) {
+    plan.tpCommChunks = chunks;
+    plan.sequenceParallel = sequenceParallel;
+    TransformerSpec spec = llama8b();
+    spec.layers = 2;
+    auto two = predict(spec, plan, h100(64));
+    spec.layers = 1;
+    auto one = predict(spec, plan, h100(64));
+    EXPECT_TRUE(static_cast<bool>(two) && static_cast<bool>(one));
+    if (!two || !one)
+      return Edge{0, 0};
+    EXPECT_EQ(one->tpCommChunks, chunks);
+    return Edge{2 * one->commTime.tp - two->commTime.tp,
+                2 * one->commExposed.tp - two->commExposed.tp};
+  };
+  for (bool sequenceParallel : {false, true}) {
+    Edge whole = edges(1, sequenceParallel),
+         blocked = edges(4, sequenceParallel);
+    // Blocks pay more latencies for the same bytes and hide more of them
+    // behind the head's GEMMs: the sequence gather before the logits (SP);
+    // the input gradient's reduction already hides behind the head's
+    // weight gradient.
+    EXPECT_GT(blocked.total, whole.total) << sequenceParallel;
+    EXPECT_LE(blocked.exposed, whole.exposed) << sequenceParallel;
+    if (sequenceParallel)
+      EXPECT_LT(blocked.exposed, whole.exposed);
+    // That reduction hides: less is exposed than sent.
+    EXPECT_LT(whole.exposed, whole.total) << sequenceParallel;
+  }
+  // Without TP overlap every edge collective blocks.
+  plan.overlapTpComm = false;
+  Edge serial = edges(1, true);
+  EXPECT_NEAR(serial.exposed, serial.total, 1e-9 * serial.total);
+}
+
 TEST(CostModel, TpCommChunksPipelineCollectivesWithTheirGemms) {
   // tp = 8 over NVLink at one sequence per micro-batch: the collectives
   // take about as long as the GEMMs they follow or feed.
