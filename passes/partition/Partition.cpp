@@ -321,13 +321,26 @@ LogicalResult Partitioner::nestingError(Location loc, RankedTensorType global,
 // first (reduce-scatter where the target splits that axis, else all-reduce),
 // then splits that go (all-gather) or move (all-to-all), then new splits
 // of replicated data (local slices).
-FailureOr<Value> Partitioner::reshard(Value original, const Layout &to,
+FailureOr<Value> Partitioner::reshard(Value original, const Layout &target,
                                       Location loc) {
-  auto [value, from] = current.lookup(original);
+  auto [value, held] = current.lookup(original);
+  // An axis of one rank moves nothing: its splits and partial sums are
+  // names only (the data axis of a plan without data parallelism, in the
+  // inspection IR of `--emit partitioned`).
+  auto onManyRanks = [&](Layout layout) {
+    for (size_t a = 0; a < numAxes(); ++a)
+      if (axisSize(a) == 1) {
+        layout.dim[a] = -1;
+        layout.block[a] = 0;
+        layout.partial[a] = false;
+      }
+    return layout;
+  };
+  Layout from = onManyRanks(held), to = onManyRanks(target);
   if (from == to)
     return value;
   auto &cache = resharded[original];
-  if (auto it = cache.find(to.key()); it != cache.end())
+  if (auto it = cache.find(target.key()); it != cache.end())
     return it->second;
   RankedTensorType global = globalType.lookup(original);
   Layout layout = from;
@@ -442,7 +455,7 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &to,
     layout = next;
   }
   assert(layout == to && "resharding must reach the target layout");
-  cache[to.key()] = value;
+  cache[target.key()] = value;
   return value;
 }
 

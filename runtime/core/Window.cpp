@@ -110,14 +110,15 @@ Expected<PoolDims> readPoolDims(const KernelCall &call, ArrayRef<int64_t> input,
 }
 
 /// Errors unless the call has `names.size()` inputs and an output, and
-/// these inputs (named by `names`) have float dtypes.
+/// these inputs (named by `names`) and the result have float dtypes (no
+/// backend writes a window op's result in any other).
 Error expectFloatInputs(const KernelCall &call, ArrayRef<StringRef> names) {
   if (auto err = expectArity(call, names.size(), 1))
     return err;
   for (auto [i, name] : enumerate(names))
     if (auto err = expectFloat(call, call.input(i), name))
       return err;
-  return Error::success();
+  return expectFloat(call, call.output(0), "result");
 }
 
 } // namespace
@@ -125,16 +126,16 @@ Error expectFloatInputs(const KernelCall &call, ArrayRef<StringRef> names) {
 Expected<ConvDims> readConv(const KernelCall &call) {
   if (auto err = expectFloatInputs(call, {"input", "weight"}))
     return std::move(err);
-  const TensorRef &out = call.output(0);
-  if (auto err = expectFloat(call, out, "result"))
+  auto dims = readConvDims(call, call.input(0).shape, call.input(1).shape,
+                           call.output(0).shape);
+  if (!dims || call.numInputs() < 3)
+    return dims;
+  const TensorRef &bias = call.input(2);
+  if (auto err = expectFloat(call, bias, "bias"))
     return std::move(err);
-  auto dims =
-      readConvDims(call, call.input(0).shape, call.input(1).shape, out.shape);
-  if (!dims)
-    return dims.takeError();
-  if (call.numInputs() > 2 && call.input(2).numElements() != dims->filters)
-    return call.error("bias " + shapeString(call.input(2).shape) +
-                      " does not have " + Twine(dims->filters) + " elements");
+  if (bias.numElements() != dims->filters)
+    return call.error("bias " + shapeString(bias.shape) + " does not have " +
+                      Twine(dims->filters) + " elements");
   return dims;
 }
 

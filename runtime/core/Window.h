@@ -58,11 +58,10 @@ struct PoolDims {
   Window window;
 };
 
-// One reader per op: the arity, the float operands and the shapes against
-// each other and the attributes. Only dtc.conv's result must be a float:
-// the others' dtype is the backend's to check (the CPU kernels take any).
+// One reader per op: the arity, the float operands and result, and the
+// shapes against each other and the attributes.
 
-/// dtc.conv: float input, weight and an optional bias of `filters`
+/// dtc.conv: float input, weight and an optional float bias of `filters`
 /// elements -> a float result.
 llvm::Expected<ConvDims> readConv(const KernelCall &call);
 /// dtc.conv_grad_input: float grad [batch, filters, o...] and weight -> the

@@ -739,8 +739,6 @@ Error crossEntropyGradKernel(const KernelCall &call) {
     return call.error("grad_loss must be a float scalar");
   if (auto err = expectShape(call, out, logits.shape, "result"))
     return err;
-  if (auto err = expectFloat(call, out, "result"))
-    return err;
   return check(call, ops::crossEntropyGrad(
                          code(logits.dtype), logits.data, labels.data,
                          labels.dtype == DType::I64, code(gradLoss.dtype),
@@ -1318,17 +1316,12 @@ Error convKernel(const KernelCall &call) {
                                out.data));
 }
 
-// The readers leave the result's dtype to the backend (the CPU kernels take
-// any); these kernels write float results only.
-
 Error convGradInputKernel(const KernelCall &call) {
   auto dims = readConvGradInput(call);
   if (!dims)
     return dims.takeError();
   const TensorRef &dy = call.input(0), &w = call.input(1);
   const TensorRef &out = call.output(0);
-  if (auto err = expectFloat(call, out, "result"))
-    return err;
   return check(call, ops::convGradInput(deviceConv(*dims), code(dy.dtype),
                                         dy.data, code(w.dtype), w.data,
                                         code(out.dtype), out.data));
@@ -1340,8 +1333,6 @@ Error convGradWeightKernel(const KernelCall &call) {
     return dims.takeError();
   const TensorRef &x = call.input(0), &dy = call.input(1);
   const TensorRef &out = call.output(0);
-  if (auto err = expectFloat(call, out, "result"))
-    return err;
   return check(call, ops::convGradWeight(deviceConv(*dims), code(x.dtype),
                                          x.data, code(dy.dtype), dy.data,
                                          code(out.dtype), out.data));
@@ -1354,8 +1345,6 @@ template <bool Max> Error poolKernel(const KernelCall &call) {
   const TensorRef &input = call.input(0), &out = call.output(0);
   if (out.numElements() == 0)
     return Error::success();
-  if (auto err = expectFloat(call, out, "result"))
-    return err;
   return check(call, ops::pool(Max, call.flag("count_include_pad"),
                                deviceWindow(dims->window), dims->planes,
                                code(input.dtype), input.data, code(out.dtype),
@@ -1368,8 +1357,6 @@ Error maxPoolGradKernel(const KernelCall &call) {
     return dims.takeError();
   const TensorRef &x = call.input(0), &dy = call.input(1);
   const TensorRef &out = call.output(0);
-  if (auto err = expectFloat(call, out, "result"))
-    return err;
   return check(call, ops::maxPoolGrad(deviceWindow(dims->window), dims->planes,
                                       code(x.dtype), x.data, code(dy.dtype),
                                       dy.data, code(out.dtype), out.data));

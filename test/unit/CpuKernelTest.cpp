@@ -637,6 +637,31 @@ TEST(CpuConvPool, OneByOneConvWithOppositeEndPads) {
   expectNear(conv.result(), {1, 2, 4, 5, 0, 0});
 }
 
+// Window ops write float results from float operands only: an integer
+// result (which a kernel would leave unwritten) or bias is refused.
+TEST(CpuConvPool, NonFloatResultsAndBiasesAreRefused) {
+  Call pool("dtc.max_pool");
+  pool.ints("kernel_shape", {2})
+      .in(f32({1, 1, 4}, {1, 2, 3, 4}))
+      .out(DType::I32, {1, 1, 3});
+  EXPECT_NE(pool.run().find("result has unsupported dtype i32"),
+            std::string::npos);
+  Call avgGrad("dtc.avg_pool_grad");
+  avgGrad.ints("kernel_shape", {2})
+      .ints("input_shape", {1, 1, 4})
+      .in(f32({1, 1, 3}, {1, 2, 3}))
+      .out(DType::I64, {1, 1, 4});
+  EXPECT_NE(avgGrad.run().find("result has unsupported dtype i64"),
+            std::string::npos);
+  Call conv("dtc.conv");
+  conv.in(f32({1, 1, 3}, {1, 2, 3}))
+      .in(f32({1, 1, 1}, {1}))
+      .in(i64({1}, {1}))
+      .out(DType::F32, {1, 1, 3});
+  EXPECT_NE(conv.run().find("bias has unsupported dtype i64"),
+            std::string::npos);
+}
+
 TEST(CpuConvPool, GroupedDilatedConvMatchesNaiveLoop) {
   int64_t n = 2, c = 4, f = 6, groups = 2, h = 7, w = 6, kh = 3, kw = 2;
   int64_t sh = 2, sw = 1, dh = 2, dw = 2, pt = 1, pl = 0, pb = 2, pr = 1;
