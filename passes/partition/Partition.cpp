@@ -170,7 +170,7 @@ private:
                        ArrayRef<Layout> results);
   void scaleResult(Operation *newOp, unsigned index, int64_t divisor);
   bool isAddOfPartialSums(Operation *op, const Layout &result);
-  LogicalResult addPartialSums(Operation *op, const Layout &result);
+  LogicalResult addPartialSums(Operation *op);
 };
 
 FailureOr<Layout> Partitioner::fromAttr(Attribute attr, RankedTensorType type,
@@ -513,7 +513,8 @@ LogicalResult Partitioner::copyOp(Operation *op,
 // A sum of partial sums is a partial sum: an add or sub of two operands
 // held alike, partial over some axes (the gradient contributions of a
 // weight read twice, such as a tied embedding), runs on the partial sums,
-// so that they are reduced once, after it.
+// and its result stays partial until a reader needs it reduced: once, and
+// for a gradient the training step accumulates, once per step.
 bool Partitioner::isAddOfPartialSums(Operation *op, const Layout &result) {
   if (!isa<AddOp, SubOp>(op) ||
       op->getOperand(0).getType() != op->getOperand(1).getType() ||
@@ -524,19 +525,14 @@ bool Partitioner::isAddOfPartialSums(Operation *op, const Layout &result) {
   return lhs == rhs && lhs.isPartial() && result.dimsOnly() == lhs.dimsOnly();
 }
 
-LogicalResult Partitioner::addPartialSums(Operation *op, const Layout &result) {
+LogicalResult Partitioner::addPartialSums(Operation *op) {
   auto [lhs, lhsLayout] = current.lookup(op->getOperand(0));
   Value rhs = current.lookup(op->getOperand(1)).first;
   Operation *local = builder.clone(*op);
   local->setOperands({lhs, rhs});
   local->removeAttr(kShardingAttr);
   local->getResult(0).setType(lhs.getType());
-  Value original = op->getResult(0);
-  current[original] = {local->getResult(0), lhsLayout};
-  FailureOr<Value> reduced = reshard(original, result, op->getLoc());
-  if (failed(reduced))
-    return failure();
-  current[original] = {*reduced, result};
+  current[op->getResult(0)] = {local->getResult(0), lhsLayout};
   return success();
 }
 
@@ -569,7 +565,7 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
       (*results)[0].dim[*contextAxis] == 2)
     return partitionRingAttention(op, *results, *contextAxis);
   if (isAddOfPartialSums(op, (*results)[0]))
-    return addPartialSums(op, (*results)[0]);
+    return addPartialSums(op);
   SmallVector<IteratorType> iterators = rule.getLoopIteratorTypes();
   SmallVector<AffineMap> maps = rule.getIndexingMaps();
   size_t numOperands = op->getNumOperands();
