@@ -13,6 +13,8 @@
 # checkpoints need about 3 GB of disk)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The project's Python (scripts/setup.sh), not the python3 on PATH.
+source scripts/lib/python.sh
 build="${1:-build}"
 dtc="$build/bin/dtc"
 ninja -C "$build" dtc >/dev/null
@@ -25,7 +27,7 @@ export OMP_NUM_THREADS=1
 
 "$dtc" modelgen --arch gpt --layers 10 --hidden 1024 --heads 16 --vocab 8192 \
   --seq-len 64 --shape-only -o "$tmp/gpt.onnx" >/dev/null
-python3 test/cli/Inputs/make_tokens.py "$tmp/tokens.bin" 100000 8192
+"$DTC_PYTHON" test/cli/Inputs/make_tokens.py "$tmp/tokens.bin" 100000 8192
 "$dtc" compile "$tmp/gpt.onnx" --gpus 1 --global-batch 2 --micro-batch 2 \
   --seq-len 64 -o "$tmp/one.dtc" >/dev/null
 "$dtc" compile "$tmp/gpt.onnx" --gpus 2 --dp 2 --tp 1 --pp 1 --cp 1 --zero 3 \
@@ -46,7 +48,7 @@ run "$tmp/z3.dtc" --steps 1 --ckpt-dir "$tmp/saved-z3" --resume \
 run "$tmp/z3.dtc" --steps 1 --ckpt-dir "$tmp/async" --resume \
   2>"$tmp/load-reshard.err" >/dev/null
 
-python3 - "$tmp" <<'PY'
+"$DTC_PYTHON" - "$tmp" <<'PY'
 import json, re, statistics, sys
 tmp = sys.argv[1]
 

@@ -13,6 +13,8 @@
 # CLUSTER (an existing calibrated.json: skip the calibration).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The project's Python (scripts/setup.sh), not the python3 on PATH.
+source scripts/lib/python.sh
 build="${1:-build}"
 steps="${2:-4}"
 export OMP_NUM_THREADS="${THREADS:-1}"
@@ -52,14 +54,14 @@ for size in "${sizes[@]}"; do
     --cluster "$cluster" --dtype fp32 --recompute none --seq-len "$seq" \
     --global-batch "$batch" --micro-batch "$micro" -o "$tmp/$name.dtc" \
     >/dev/null
-  python3 test/cli/Inputs/make_tokens.py "$tmp/$name.bin" 100000 "$vocab"
+  "$DTC_PYTHON" test/cli/Inputs/make_tokens.py "$tmp/$name.bin" 100000 "$vocab"
   "$dtc" run "$tmp/$name.dtc" --steps "$steps" --data "$tmp/$name.bin" \
     --init --log-json >"$tmp/$name.log"
   echo "$name $layers $hidden $heads $vocab $seq $batch $plan" >>"$tmp/sizes.txt"
 done
 echo "load average after:  $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$tmp" <<'PY'
+"$DTC_PYTHON" - "$tmp" <<'PY'
 import json, statistics, sys
 tmp = sys.argv[1]
 print("%-9s %-35s %10s %10s %7s" % ("model",

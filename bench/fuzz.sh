@@ -15,6 +15,8 @@
 # Needs scripts/setup-fuzz.sh's packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The project's Python (scripts/setup.sh), not the python3 on PATH.
+source scripts/lib/python.sh
 if [ $# -lt 2 ]; then
   echo "usage: bench/fuzz.sh TARGET SECONDS [libFuzzer options...]" >&2
   exit 2
@@ -49,7 +51,7 @@ if [ "$target" = fuzz-program-loader ]; then
   # Generated seeds: one small program per kernel and operand shape.
   opSeeds="$build/fuzz-seeds/$target"
   if [ ! -d "$opSeeds" ]; then
-    python3 test/fuzz/make_op_seeds.py . "$opSeeds.tmp"
+    "$DTC_PYTHON" test/fuzz/make_op_seeds.py . "$opSeeds.tmp"
     mv "$opSeeds.tmp" "$opSeeds"
   fi
   seedDirs+=("$opSeeds")

@@ -11,6 +11,8 @@
 # Usage: bench/overlap.sh [BUILD_DIR] [STEPS]   (default: build, 8)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The project's Python (scripts/setup.sh), not the python3 on PATH.
+source scripts/lib/python.sh
 build="${1:-build}"
 steps="${2:-8}"
 dtc="$build/bin/dtc"
@@ -21,7 +23,7 @@ export OMP_NUM_THREADS=1
 
 "$dtc" modelgen --arch gpt --layers 4 --hidden 256 --heads 4 --vocab 8192 \
   --seq-len 128 -o "$tmp/gpt.onnx" >/dev/null
-python3 test/cli/Inputs/make_tokens.py "$tmp/tokens.bin" 100000 8192
+"$DTC_PYTHON" test/cli/Inputs/make_tokens.py "$tmp/tokens.bin" 100000 8192
 common=(--dp 4 --tp 1 --pp 1 --cp 1 --zero 0 --global-batch 8 --micro-batch 2
         --seq-len 128 --grad-bucket-mb 1)
 "$dtc" compile "$tmp/gpt.onnx" --gpus 4 "${common[@]}" -o "$tmp/on.dtc" >/dev/null
@@ -41,7 +43,7 @@ for b in on off one z3on z3off; do
     --log-json >"$tmp/$b.log"
 done
 
-python3 - "$tmp" <<'PY'
+"$DTC_PYTHON" - "$tmp" <<'PY'
 import json, statistics, sys
 tmp = sys.argv[1]
 def median(name):

@@ -8,6 +8,8 @@
 # About 12 minutes on the 2-core reference machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The project's Python (scripts/setup.sh), not the python3 on PATH.
+source scripts/lib/python.sh
 build="${1:-build}"
 logs="${2:-$(mktemp -d)}"
 mkdir -p "$logs"
@@ -41,7 +43,7 @@ run trace_error bench/trace-error.sh "$build"
 echo "all benchmarks: $(($(date +%s) - start)) s; logs in $logs" >&2
 fi
 
-python3 - "$logs" <<'PY'
+"$DTC_PYTHON" - "$logs" <<'PY'
 import os, re, sys
 logs = sys.argv[1]
 

@@ -11,6 +11,8 @@
 # Usage: bench/tp_chunks.sh [BUILD_DIR] [STEPS] [CLUSTER_JSON]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The project's Python (scripts/setup.sh), not the python3 on PATH.
+source scripts/lib/python.sh
 build="${1:-build}"
 steps="${2:-6}"
 cluster="${3:-test/cli/Inputs/cpu-like-cluster.json}"
@@ -22,7 +24,7 @@ export OMP_NUM_THREADS=1
 
 "$dtc" modelgen --arch gpt --layers 4 --hidden 512 --heads 8 --vocab 8192 \
   --seq-len 256 -o "$tmp/gpt.onnx" >/dev/null
-python3 test/cli/Inputs/make_tokens.py "$tmp/tokens.bin" 100000 8192
+"$DTC_PYTHON" test/cli/Inputs/make_tokens.py "$tmp/tokens.bin" 100000 8192
 for sp in off on; do
   common=(--gpus 2 --dp 1 --tp 2 --pp 1 --cp 1 --zero 0 --global-batch 4
           --micro-batch 2 --seq-len 256 --dtype fp32 --cluster "$cluster"
@@ -39,7 +41,7 @@ for sp in off on; do
   done
 done
 
-python3 - "$tmp" <<'PY'
+"$DTC_PYTHON" - "$tmp" <<'PY'
 import json, statistics, sys
 tmp = sys.argv[1]
 def median(name):

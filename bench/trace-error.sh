@@ -17,6 +17,8 @@
 # About 30 s on the 2-core reference machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The project's Python (scripts/setup.sh), not the python3 on PATH.
+source scripts/lib/python.sh
 build="${1:-build}"
 steps="${2:-5}"
 export OMP_NUM_THREADS="${THREADS:-1}"
@@ -41,7 +43,7 @@ fi
 # per step (fp32: what the CPU runtime computes).
 "$dtc" modelgen --arch gpt --layers 2 --hidden 256 --heads 4 --vocab 4096 \
   --seq-len 128 --shape-only -o "$tmp/gpt.onnx" >/dev/null
-python3 test/cli/Inputs/make_tokens.py "$tmp/tokens.bin" 100000 4096
+"$DTC_PYTHON" test/cli/Inputs/make_tokens.py "$tmp/tokens.bin" 100000 4096
 # name | compile flags
 plans=(
   "1-rank --gpus 1"
@@ -65,7 +67,7 @@ for entry in "${plans[@]}"; do
 done
 echo "load average after:  $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$tmp" "${plans[@]}" <<'PY'
+"$DTC_PYTHON" - "$tmp" "${plans[@]}" <<'PY'
 import re, sys
 tmp, plans = sys.argv[1], [p.split()[0] for p in sys.argv[2:]]
 print("%-7s %6s %12s %12s %10s %22s" % ("plan", "step", "measured", "predicted",

@@ -8,6 +8,8 @@
 # Usage: bench/trace-overhead.sh [BUILD_DIR] [STEPS] [ROUNDS]  (build, 8, 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The project's Python (scripts/setup.sh), not the python3 on PATH.
+source scripts/lib/python.sh
 build="${1:-build}"
 steps="${2:-8}"
 rounds="${3:-3}"
@@ -18,7 +20,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 "$dtc" modelgen --arch gpt --layers 4 --hidden 256 --heads 4 --vocab 8192 \
   --seq-len 128 -o "$tmp/gpt.onnx" >/dev/null
-python3 test/cli/Inputs/make_tokens.py "$tmp/tokens.bin" 100000 8192
+"$DTC_PYTHON" test/cli/Inputs/make_tokens.py "$tmp/tokens.bin" 100000 8192
 "$dtc" compile "$tmp/gpt.onnx" --gpus 1 --global-batch 8 --micro-batch 8 \
   --seq-len 128 --dtype fp32 -o "$tmp/one.dtc" >/dev/null
 "$dtc" compile "$tmp/gpt.onnx" --gpus 2 --dp 1 --tp 2 --pp 1 --cp 1 \
@@ -35,7 +37,7 @@ for plan in one tp2; do
   done
 done
 
-python3 - "$tmp" "$rounds" <<'PY'
+"$DTC_PYTHON" - "$tmp" "$rounds" <<'PY'
 import glob, json, os, statistics, sys
 tmp, rounds = sys.argv[1], int(sys.argv[2])
 def steps(path):

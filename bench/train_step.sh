@@ -6,6 +6,8 @@
 # Usage: bench/train_step.sh [BUILD_DIR] [STEPS]   (default: build, 4)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The project's Python (scripts/setup.sh), not the python3 on PATH.
+source scripts/lib/python.sh
 build="${1:-build}"
 steps="${2:-4}"
 dtc="$build/bin/dtc"
@@ -19,12 +21,12 @@ trap 'rm -rf "$tmp"' EXIT
   --seq-len 256 -o "$tmp/gpt.dtc" >/dev/null
 "$dtc" compile "$tmp/gpt.onnx" --gpus 1 --global-batch 4 --micro-batch 4 \
   --seq-len 256 --emit program | grep '^  func' >"$tmp/memory.txt"
-python3 test/cli/Inputs/make_tokens.py "$tmp/tokens.bin" 200000 50304
+"$DTC_PYTHON" test/cli/Inputs/make_tokens.py "$tmp/tokens.bin" 200000 50304
 "$dtc" run "$tmp/gpt.dtc" --steps "$steps" --data "$tmp/tokens.bin" \
   --log-json >"$tmp/log.json"
 "$build/bench/runtime/bench-sgemm" >"$tmp/sgemm.txt"
 
-python3 - "$tmp" <<'PY'
+"$DTC_PYTHON" - "$tmp" <<'PY'
 import json, re, statistics, sys
 tmp = sys.argv[1]
 plan = json.load(open(tmp + "/gpt.dtc/plan.json"))

@@ -9,13 +9,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
+source scripts/lib/python.sh
 build="${DTC_BUILD_DIR:-build}"
 "$build/bin/dtc" compile test/models/tiny-gpt.onnx --gpus 8 --seq-len 32 \
   -o "$build/tiny-gpt.dtc"
 "$build/bin/dtc" plan show "$build/tiny-gpt.dtc"
 "$build/bin/dtc" compile test/models/tiny-gpt.onnx --gpus 1 --global-batch 8 \
   --micro-batch 4 --lr 1e-3 --warmup-steps 5 -o "$build/tiny-gpt-1.dtc"
-python3 test/cli/Inputs/make_tokens.py "$build/tokens.bin" 20000 256
+"$DTC_PYTHON" test/cli/Inputs/make_tokens.py "$build/tokens.bin" 20000 256
 "$build/bin/dtc" run "$build/tiny-gpt-1.dtc" --steps 50 --data "$build/tokens.bin"
 "$build/bin/dtc" compile test/models/tiny-gpt.onnx --gpus 4 --dp 2 --tp 2 \
   --pp 1 --cp 1 --global-batch 8 --micro-batch 2 --lr 1e-3 \

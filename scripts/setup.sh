@@ -14,7 +14,7 @@ packages=(
   # Command line, tests, runtime libraries
   libcli11-dev libgtest-dev libopenblas-dev openmpi-bin libopenmpi-dev
   libssl-dev  # SHA-256 of checkpoint chunks
-  python3 python3-numpy python3-pip
+  python3 python3-venv python3-pip
   chromium  # headless, for the plan report test (test/cli/check_report.py)
 )
 
@@ -36,12 +36,27 @@ else
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# Python's safetensors (Debian 12 has no package): the checkpoint test loads
-# `dtc ckpt consolidate` output with it.
-if ! python3 -c "import safetensors" 2>/dev/null; then
-  echo "setup: installing python safetensors (pip)"
-  # Without it only that test fails, not the whole setup.
-  $SUDO python3 -m pip install -q --break-system-packages safetensors ||
-    echo "setup: warning: pip could not install safetensors;" \
-      "test/cli/ckpt-tools.test will fail"
+# The project's own Python environment: the tests and benchmarks run this
+# interpreter, never the python3 first on PATH (which may be pyenv's, conda's
+# or a user's, without numpy). Made from Debian's interpreter; packages from
+# scripts/requirements-test.txt; reinstalled only when that file changes.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="${DTC_VENV:-$root/.venv}"
+requirements="$root/scripts/requirements-test.txt"
+stamp="$venv/.dtc-requirements"
+if [ ! -x "$venv/bin/python" ]; then
+  echo "setup: creating the Python environment $venv"
+  /usr/bin/python3 -m venv "$venv"
 fi
+if ! cmp -s "$requirements" "$stamp"; then
+  echo "setup: installing $(grep -c '^[a-z]' "$requirements") Python packages into $venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+    -r "$requirements"
+  cp "$requirements" "$stamp"
+fi
+# Self-check: the packages import from the venv's interpreter.
+"$venv/bin/python" -c "import numpy, safetensors.numpy" || {
+  echo "setup: error: $venv lacks numpy or safetensors; delete it and rerun" >&2
+  exit 1
+}
+echo "setup: Python environment $venv ready"

@@ -20,6 +20,15 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
     ["dtc-opt", "dtc"], [config.dtc_tools_dir])
+# Python is the project's own interpreter (DTC_PYTHON, the venv that
+# scripts/setup.sh makes), never the python3 first on the host's PATH: RUN
+# lines name it %python, and its directory leads PATH so that scripts started
+# by their `#!/usr/bin/env python3` line get it too.
+# use_default_substitutions() set %python to lit's own interpreter: replace it.
+config.substitutions = [s for s in config.substitutions if s[0] != "%python"]
+config.substitutions.append(("%python", '"%s"' % config.python_executable))
+llvm_config.with_environment(
+    "PATH", os.path.dirname(config.python_executable), append_path=True)
 config.substitutions.append(("%models", os.path.join(config.dtc_src_root,
                                                      "test", "models")))
 
