@@ -134,6 +134,9 @@ public:
   Type placeholder() { return NoneType::get(&ctx); }
   Expected<Value> reshape(Value input, llvm::ArrayRef<int64_t> shape);
   Expected<Value> expandTo(Value input, llvm::ArrayRef<int64_t> shape);
+  /// dtc.compare (i1, broadcast shape) and dtc.select at the current node.
+  Expected<Value> compare(Value lhs, Value rhs, llvm::StringRef predicate);
+  Expected<Value> select(Value cond, Value onTrue, Value onFalse);
   Expected<Value> sliceAxis(Value input, int64_t axis, int64_t start,
                             int64_t count, int64_t step = 1);
 
@@ -178,6 +181,10 @@ public:
   Error lowerSequenceAt(llvm::ArrayRef<Entry *> ins);
   Error lowerGather(llvm::ArrayRef<Entry *> ins);
   Error lowerWhere(llvm::ArrayRef<Entry *> ins);
+  Error lowerCompare(llvm::ArrayRef<Entry *> ins);
+  Error lowerLogic(llvm::ArrayRef<Entry *> ins);
+  Error lowerIsNaNOrInf(llvm::ArrayRef<Entry *> ins);
+  Error lowerClip(llvm::ArrayRef<Entry *> ins);
   Error lowerExpand(llvm::ArrayRef<Entry *> ins);
   Error lowerCastOp(llvm::ArrayRef<Entry *> ins);
   Error lowerCastLike(llvm::ArrayRef<Entry *> ins);
@@ -253,6 +260,7 @@ using LoweringTable = llvm::StringMap<LowerFn>;
 void registerMathOps(LoweringTable &table);
 void registerNNOps(LoweringTable &table);
 void registerTensorOps(LoweringTable &table);
+void registerLogicOps(LoweringTable &table);
 void registerMicrosoftOps(LoweringTable &table);
 
 /// Every registered op type -> its lowering.

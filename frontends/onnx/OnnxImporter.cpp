@@ -92,6 +92,7 @@ const LoweringTable & ::dtc::onnx::detail::loweringTable() {
     registerMathOps(t);
     registerNNOps(t);
     registerTensorOps(t);
+    registerLogicOps(t);
     registerMicrosoftOps(t);
     return t;
   }();

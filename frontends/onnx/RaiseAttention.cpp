@@ -20,6 +20,10 @@
 #include "dialects/dtc/DtcOps.h"
 
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <array>
+#include <map>
 
 #include <cmath>
 
@@ -92,58 +96,276 @@ std::optional<Value> untransposeFlatKey(Value kT, PatternRewriter &rewriter) {
   return d::ReshapeOp::create(rewriter, kT.getLoc(), keyType, x).getResult();
 }
 
+/// What a constant mask lets through, found by evaluating it.
 enum class MaskKind { None, Causal };
 
-/// Classifies a constant additive mask over [s, t] scores: all zeros, or
-/// causal (0 where key <= query, very negative where key > query).
-std::optional<MaskKind> classifyMaskElements(DenseElementsAttr dense, int64_t s,
-                                             int64_t t) {
-  auto type = cast<RankedTensorType>(dense.getType());
-  if (type.getRank() < 2 || type.getShape().take_back(2) != ArrayRef{s, t})
-    return std::nullopt;
-  bool allZero = true, causal = true;
-  int64_t i = 0;
-  auto visit = [&](double x) {
-    int64_t col = i % t, row = (i / t) % s;
-    ++i;
-    allZero &= x == 0;
-    causal &= col > row ? x <= -1e4 : x == 0;
-    return allZero || causal;
-  };
-  // f32 directly: converting each element through APFloat is slow for
-  // long-sequence masks.
-  if (dense.getElementType().isF32()) {
-    for (float v : dense.getValues<float>())
-      if (!visit(v))
-        return std::nullopt;
-  } else {
-    for (APFloat v : dense.getValues<APFloat>())
-      if (!visit(v.convertToDouble()))
-        return std::nullopt;
-  }
-  return allZero ? MaskKind::None : MaskKind::Causal;
+/// The elementwise ops between the scores x = q.kT and the softmax:
+/// softmax(f(x)) with f a chain of ops that each combine the running value
+/// with constants only (scales, additive masks, masked_fill lowered to
+/// x * keep + fill, select on a constant condition, ...). `ops` runs from x
+/// outward; `chainOperand[i]` is the operand of ops[i] that carries x.
+struct ScoreChain {
+  Value scores;
+  SmallVector<Operation *> ops;
+  SmallVector<unsigned> chainOperand;
+};
+
+/// The ops the chain may hold: elementwise, their result the scores' shape.
+bool isChainOp(Operation *op) {
+  return isa<d::AddOp, d::SubOp, d::MulOp, d::DivOp, d::MaxOp, d::MinOp,
+             d::NegOp, d::SelectOp>(op);
 }
 
-/// Every layer adds the same (uniqued) mask constant: scanning its s*t
-/// elements once, not once per layer, is most of a long-sequence import.
-class MaskClassifier {
+/// Walks back from the softmax's input through single-use chain ops whose
+/// other operands are all constants and whose running operand already has
+/// the result's type (constants broadcast, the scores never do).
+ScoreChain findScoreChain(Value input) {
+  ScoreChain chain;
+  Value v = input;
+  while (Operation *op = v.getDefiningOp()) {
+    if (!isChainOp(op) || !op->hasOneUse())
+      break;
+    std::optional<unsigned> running;
+    bool ok = true;
+    for (OpOperand &operand : op->getOpOperands()) {
+      if (matchPattern(operand.get(), m_Constant()))
+        continue;
+      if (running || operand.get().getType() != op->getResult(0).getType()) {
+        ok = false;
+        break;
+      }
+      running = operand.getOperandNumber();
+    }
+    if (!ok || !running)
+      break;
+    chain.ops.push_back(op);
+    chain.chainOperand.push_back(*running);
+    v = op->getOperand(*running);
+  }
+  std::reverse(chain.ops.begin(), chain.ops.end());
+  std::reverse(chain.chainOperand.begin(), chain.chainOperand.end());
+  chain.scores = v;
+  return chain;
+}
+
+/// A constant operand widened to doubles, read with broadcasting.
+struct ConstantOperand {
+  std::vector<double> values;
+  SmallVector<int64_t> strides; ///< Per dim of the scores; 0 where broadcast.
+};
+
+/// f(x) of a score chain, per score position: softmax(f(x)) equals
+/// softmax(slope * x) masked where f sends every x far below any score.
+struct ChainFunction {
+  double slope = 0;
+  MaskKind mask = MaskKind::None;
+};
+
+/// Evaluates `chain` at the probes x = 0, 1, 2 over every distinct position
+/// of its constants (the scores' shape with the dims no constant varies
+/// along collapsed to 1), then classifies what it lets through. Fails for
+/// anything softmax(scale * q.k [causal]) cannot express: a slope that
+/// varies, a non-linear f, a padding or sliding-window mask, a fully masked
+/// row.
+std::optional<ChainFunction> evaluateScoreChain(const ScoreChain &chain) {
+  auto scoreType = cast<RankedTensorType>(chain.scores.getType());
+  int64_t rank = scoreType.getRank();
+  ArrayRef<int64_t> full = scoreType.getShape();
+  SmallVector<int64_t> extent(rank, 1);
+  // Per op, its constant operands (nullopt for the running one).
+  std::vector<SmallVector<std::optional<ConstantOperand>, 3>> constants;
+  for (auto [op, running] : llvm::zip(chain.ops, chain.chainOperand)) {
+    auto &row = constants.emplace_back();
+    for (OpOperand &operand : op->getOpOperands()) {
+      if (operand.getOperandNumber() == running) {
+        row.push_back(std::nullopt);
+        continue;
+      }
+      DenseElementsAttr dense;
+      if (!matchPattern(operand.get(), m_Constant(&dense)))
+        return std::nullopt;
+      auto type = cast<RankedTensorType>(dense.getType());
+      if (type.getRank() > rank)
+        return std::nullopt;
+      ConstantOperand c;
+      if (isa<FloatType>(dense.getElementType())) {
+        if (dense.getElementType().isF32())
+          for (float f : dense.getValues<float>())
+            c.values.push_back(f);
+        else
+          for (APFloat f : dense.getValues<APFloat>())
+            c.values.push_back(f.convertToDouble());
+      } else if (isa<IntegerType>(dense.getElementType())) {
+        for (APInt i : dense.getValues<APInt>())
+          c.values.push_back(i.getBitWidth() == 1 ? i.getZExtValue()
+                                                  : i.getSExtValue());
+      } else {
+        return std::nullopt;
+      }
+      // Right-aligned numpy broadcasting against the scores' shape.
+      c.strides.assign(rank, 0);
+      int64_t stride = 1;
+      for (int64_t dim = type.getRank() - 1; dim >= 0; --dim) {
+        int64_t at = rank - type.getRank() + dim, size = type.getDimSize(dim);
+        if (size != 1) {
+          if (size != full[at])
+            return std::nullopt;
+          c.strides[at] = stride;
+          extent[at] = full[at];
+        }
+        stride *= size;
+      }
+      row.push_back(std::move(c));
+    }
+  }
+
+  if (rank < 2)
+    return std::nullopt;
+  int64_t s = full[rank - 2], t = full[rank - 1];
+  int64_t rows = extent[rank - 2], cols = extent[rank - 1];
+  // The op applies one mask to every batch and head: a constant may be
+  // stored per batch (HF's [b, 1, s, t]) but must hold the same mask in each.
+  int64_t leading = 1;
+  for (int64_t dim = 0; dim + 2 < rank; ++dim)
+    leading *= extent[dim];
+
+  auto apply = [](Operation *op, ArrayRef<double> in) -> double {
+    return llvm::TypeSwitch<Operation *, double>(op)
+        .Case([&](d::AddOp) { return in[0] + in[1]; })
+        .Case([&](d::SubOp) { return in[0] - in[1]; })
+        .Case([&](d::MulOp) { return in[0] * in[1]; })
+        .Case([&](d::DivOp) { return in[0] / in[1]; })
+        .Case([&](d::MaxOp) { return std::max(in[0], in[1]); })
+        .Case([&](d::MinOp) { return std::min(in[0], in[1]); })
+        .Case([&](d::NegOp) { return -in[0]; })
+        .Case([&](d::SelectOp) { return in[0] != 0 ? in[1] : in[2]; })
+        .Default([](Operation *) { return std::nan(""); });
+  };
+  // Far below any score: -inf, a finite "large negative" fill (-1e4,
+  // -1e9, finfo.min) or x * 0 + fill.
+  auto masked = [](double y) { return y <= -1e3; };
+
+  // f(0), f(1), f(2) at one position of the scores.
+  auto probe = [&](ArrayRef<int64_t> index) {
+    std::array<double, 3> y;
+    for (int p = 0; p < 3; ++p) {
+      double x = p;
+      for (auto [op, row] : llvm::zip(chain.ops, constants)) {
+        SmallVector<double, 3> in;
+        for (const std::optional<ConstantOperand> &c : row) {
+          int64_t offset = 0;
+          if (c)
+            for (int64_t dim = 0; dim < rank; ++dim)
+              offset += index[dim] * c->strides[dim];
+          in.push_back(c ? c->values[offset] : x);
+        }
+        x = apply(op, in);
+      }
+      y[p] = x;
+    }
+    return y;
+  };
+
+  std::optional<double> slope, intercept;
+  SmallVector<int64_t> index(rank, 0);
+  std::vector<bool> through(rows * cols);
+  for (int64_t lead = 0; lead < leading; ++lead) {
+    for (int64_t rest = lead, dim = rank - 3; dim >= 0; --dim) {
+      index[dim] = rest % extent[dim];
+      rest /= extent[dim];
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < cols; ++j) {
+        index[rank - 2] = i;
+        index[rank - 1] = j;
+        std::array<double, 3> y = probe(index);
+        bool off = masked(y[0]) && masked(y[1]) && masked(y[2]);
+        if (lead == 0)
+          through[i * cols + j] = !off;
+        else if (through[i * cols + j] == off)
+          return std::nullopt; // another mask in another batch or head
+        if (off)
+          continue;
+        // Softmax sees slope * x + intercept: the slope joins the scale and a
+        // common intercept cancels; both must be the same everywhere.
+        double a = y[1] - y[0], b = y[0];
+        auto near = [](double u, double v) {
+          return std::abs(u - v) <= 1e-6 * std::max(1.0, std::abs(v));
+        };
+        if (!(a > 0) || !near(y[2] - y[1], a) || (slope && !near(a, *slope)) ||
+            (intercept && !near(b, *intercept)))
+          return std::nullopt;
+        slope = a;
+        intercept = b;
+      }
+    }
+  }
+  if (!slope)
+    return std::nullopt; // every position masked
+
+  ChainFunction fn;
+  fn.slope = *slope;
+  bool none = llvm::all_of(through, [](bool b) { return b; });
+  if (none)
+    return fn;
+  // Causal: key j passes query i iff j <= i, which needs the mask to vary
+  // along both dims and cover the whole [s, t] square.
+  if (rows != s || cols != t || s != t)
+    return std::nullopt;
+  for (int64_t i = 0; i < s; ++i)
+    for (int64_t j = 0; j < t; ++j)
+      if (through[i * t + j] != (j <= i))
+        return std::nullopt;
+  fn.mask = MaskKind::Causal;
+  return fn;
+}
+
+/// Every layer applies the same (uniqued) constants: each distinct chain is
+/// evaluated once, not once per layer (most of a long-sequence import).
+class ChainClassifier {
 public:
-  std::optional<MaskKind> classify(Value mask, int64_t s, int64_t t) {
-    DenseElementsAttr dense;
-    if (!matchPattern(mask, m_Constant(&dense)) ||
-        !isa<FloatType>(dense.getElementType()))
-      return std::nullopt;
-    auto [it, inserted] = cache.try_emplace({dense, s, t}, std::nullopt);
+  std::optional<ChainFunction> classify(const ScoreChain &chain) {
+    std::vector<const void *> key = {
+        chain.scores.getType().getAsOpaquePointer()};
+    for (auto [op, running] : llvm::zip(chain.ops, chain.chainOperand)) {
+      key.push_back(op->getName().getAsOpaquePointer());
+      key.push_back(reinterpret_cast<const void *>(uintptr_t(running)));
+      for (Value operand : op->getOperands()) {
+        Attribute attr;
+        if (matchPattern(operand, m_Constant(&attr)))
+          key.push_back(attr.getAsOpaquePointer());
+      }
+    }
+    auto [it, inserted] = cache.try_emplace(key, std::nullopt);
     if (inserted)
-      it->second = classifyMaskElements(dense, s, t);
+      it->second = evaluateScoreChain(chain);
     return it->second;
   }
 
 private:
-  llvm::DenseMap<std::tuple<Attribute, int64_t, int64_t>,
-                 std::optional<MaskKind>>
-      cache;
+  std::map<std::vector<const void *>, std::optional<ChainFunction>> cache;
 };
+
+/// torch's guard of fully masked rows, Where(IsNaN(p), 0, p), as imported:
+/// select(compare(p, p, "ne"), 0, p). Returns p when `value` is the guard
+/// of a softmax that only the guard reads.
+std::optional<d::SoftmaxOp> unguardedSoftmax(Value value) {
+  auto select = value.getDefiningOp<d::SelectOp>();
+  if (!select || !select->hasOneUse())
+    return std::nullopt;
+  auto softmax = select.getOnFalse().getDefiningOp<d::SoftmaxOp>();
+  auto isNan = select.getCond().getDefiningOp<d::CompareOp>();
+  auto zero = getSplatFloat(select.getOnTrue());
+  if (!softmax || !isNan || !zero || *zero != 0 ||
+      isNan.getPredicate() != "ne" || isNan.getLhs() != softmax.getResult() ||
+      isNan.getRhs() != softmax.getResult() || !isNan->hasOneUse() ||
+      select.getType() != softmax.getType())
+    return std::nullopt;
+  for (Operation *user : softmax->getUsers())
+    if (user != select.getOperation() && user != isNan.getOperation())
+      return std::nullopt;
+  return softmax;
+}
 
 struct RaiseAttention : OpRewritePattern<d::MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -152,37 +374,29 @@ struct RaiseAttention : OpRewritePattern<d::MatmulOp> {
                                 PatternRewriter &rewriter) const override {
     if (pv.getTransposeLhs() || pv.getTransposeRhs())
       return failure();
+    // The NaN guard only changes fully masked rows, which a mask the op
+    // can express never has.
     auto softmax = pv.getLhs().getDefiningOp<d::SoftmaxOp>();
+    if (!softmax || !softmax->hasOneUse())
+      softmax = unguardedSoftmax(pv.getLhs()).value_or(nullptr);
     Value v = pv.getRhs();
     auto vType = cast<RankedTensorType>(v.getType());
-    if (!softmax || !softmax->hasOneUse() || vType.getRank() != 4 ||
-        softmax.getAxis() != 3)
+    if (!softmax || vType.getRank() != 4 || softmax.getAxis() != 3)
       return failure();
 
-    Value scores = softmax.getInput();
+    ScoreChain chain = findScoreChain(softmax.getInput());
+    double scale = 1.0;
     bool causal = false;
+    if (!chain.ops.empty()) {
+      std::optional<ChainFunction> fn = chains.classify(chain);
+      if (!fn)
+        return failure(); // e.g. a padding or sliding-window mask
+      scale = fn->slope;
+      causal = fn->mask == MaskKind::Causal;
+    }
+    Value scores = stripScale(chain.scores, scale, /*requireOneUse=*/true);
     auto scoreType = cast<RankedTensorType>(scores.getType());
     int64_t s = scoreType.getDimSize(2), t = scoreType.getDimSize(3);
-    if (auto add = scores.getDefiningOp<d::AddOp>()) {
-      if (!add->hasOneUse())
-        return failure();
-      std::optional<MaskKind> kind;
-      for (int i : {0, 1}) {
-        Value other = add->getOperand(1 - i);
-        if (other.getType() != add.getType())
-          continue;
-        kind = masks.classify(add->getOperand(i), s, t);
-        if (kind) {
-          scores = other;
-          break;
-        }
-      }
-      if (!kind)
-        return failure(); // e.g. a padding mask: not expressible
-      causal = *kind == MaskKind::Causal;
-    }
-    double scale = 1.0;
-    scores = stripScale(scores, scale, /*requireOneUse=*/true);
     auto qk = scores.getDefiningOp<d::MatmulOp>();
     if (!qk || !qk->hasOneUse() || qk.getTransposeLhs())
       return failure();
@@ -231,7 +445,7 @@ struct RaiseAttention : OpRewritePattern<d::MatmulOp> {
   }
 
   // The rewrite driver is single-threaded over one function.
-  mutable MaskClassifier masks;
+  mutable ChainClassifier chains;
 };
 
 } // namespace

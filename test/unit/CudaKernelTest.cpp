@@ -401,6 +401,40 @@ Tensor values(DType dtype, llvm::ArrayRef<int64_t> shape,
   return t;
 }
 
+// The forms the ONNX importer writes for run-time masks (frontends/onnx/
+// ops/Logic.cpp): compare on bool operands (Not, Xor), IsNaN as x != x and
+// IsInf as |x| == inf on NaN and infinities, select of bool values (And, Or).
+TEST_F(CudaKernel, ImportedMaskOps) {
+  double inf = std::numeric_limits<double>::infinity();
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor special = values(F32, {3, 4}, {0, nan, inf, -inf, 1.5, -2, nan, 7});
+  for (const char *pred : {"eq", "ne"})
+    Case("dtc.compare")
+        .s("predicate", pred)
+        .in(randomTensor(BOOL, {5, 7}, -1, 1, 31))
+        .in(randomTensor(BOOL, {7}, -1, 1, 32))
+        .out(BOOL, {5, 7})
+        .check(0, 0);
+  Case("dtc.compare")
+      .s("predicate", "ne")
+      .in(special)
+      .in(special)
+      .out(BOOL, {3, 4})
+      .check(0, 0);
+  Case("dtc.compare")
+      .s("predicate", "eq")
+      .in(special)
+      .in(values(F32, {}, {inf}))
+      .out(BOOL, {3, 4})
+      .check(0, 0);
+  Case("dtc.select")
+      .in(randomTensor(BOOL, {5, 7}, -1, 1, 33))
+      .in(randomTensor(BOOL, {5, 7}, -1, 1, 34))
+      .in(values(BOOL, {}, {0}))
+      .out(BOOL, {5, 7})
+      .check(0, 0);
+}
+
 // Mixed dtypes convert like castTensor: a float operand of an integer
 // result saturates to the result's range (bool: nonzero), integers reach
 // f64 exactly, and i64 rounds to f32 once.

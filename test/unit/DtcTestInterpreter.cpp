@@ -10,6 +10,7 @@
 #include "dialects/dtc/DtcOps.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -396,6 +397,34 @@ llvm::Error Interpreter::run(Operation *op) {
       .Case([&](d::PowOp) {
         return set(
             binary(op, [](double a, double b) { return std::pow(a, b); }));
+      })
+      .Case([&](d::CompareOp c) -> llvm::Error {
+        using Fn = double (*)(double, double);
+        Fn f =
+            llvm::StringSwitch<Fn>(c.getPredicate())
+                .Case("eq", [](double a, double b) -> double { return a == b; })
+                .Case("ne", [](double a, double b) -> double { return a != b; })
+                .Case("lt", [](double a, double b) -> double { return a < b; })
+                .Case("le", [](double a, double b) -> double { return a <= b; })
+                .Case("gt", [](double a, double b) -> double { return a > b; })
+                .Case("ge", [](double a, double b) -> double { return a >= b; })
+                .Default(nullptr);
+        if (!f)
+          return error(op, "unknown predicate " + c.getPredicate());
+        return set(binary(op, f));
+      })
+      .Case([&](d::SelectOp) {
+        RefTensor out = make(shapeOf(op->getResult(0)));
+        const RefTensor &c = get(op->getOperand(0)),
+                        &a = get(op->getOperand(1)),
+                        &b = get(op->getOperand(2));
+        for (int64_t i = 0, e = out.data.size(); i < e; ++i) {
+          auto idx = unflatten(i, out.shape);
+          out.data[i] = c.data[broadcastIndex(idx, c.shape)] != 0
+                            ? a.data[broadcastIndex(idx, a.shape)]
+                            : b.data[broadcastIndex(idx, b.shape)];
+        }
+        return set(std::move(out));
       })
       .Case(
           [&](d::NegOp) { return set(unary(op, [](double x) { return -x; })); })

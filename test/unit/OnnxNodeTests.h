@@ -37,51 +37,35 @@ inline const char *const kNodeTestDir = "/usr/share/libonnx-testdata/data/node";
 /// Op types docs/onnx-ops.md lists as lowered (not the host-only ones: node
 /// tests feed run-time inputs).
 inline const std::set<std::string> &claimedOps() {
-  static const std::set<std::string> ops = {"Abs",
-                                            "Add",
-                                            "AveragePool",
-                                            "Cast",
-                                            "CastLike",
-                                            "Concat",
-                                            "Conv",
-                                            "Div",
-                                            "Dropout",
-                                            "Erf",
-                                            "Exp",
-                                            "Expand",
-                                            "Flatten",
-                                            "Gather",
-                                            "Gelu",
-                                            "Gemm",
-                                            "GlobalAveragePool",
-                                            "Identity",
-                                            "LayerNormalization",
-                                            "Log",
-                                            "MatMul",
-                                            "Max",
-                                            "MaxPool",
-                                            "Min",
-                                            "Mul",
-                                            "Neg",
-                                            "Pow",
-                                            "Reciprocal",
-                                            "ReduceMax",
-                                            "ReduceMean",
-                                            "ReduceSum",
-                                            "Relu",
-                                            "Reshape",
-                                            "Sigmoid",
-                                            "Slice",
-                                            "Softmax",
-                                            "Split",
-                                            "Sqrt",
-                                            "Squeeze",
-                                            "Sub",
-                                            "Sum",
-                                            "Tanh",
-                                            "Transpose",
-                                            "Unsqueeze",
-                                            "Where"};
+  static const std::set<std::string> ops = {"Abs",        "Add",
+                                            "And",        "AveragePool",
+                                            "Cast",       "CastLike",
+                                            "Clip",       "Concat",
+                                            "Conv",       "Div",
+                                            "Dropout",    "Equal",
+                                            "Erf",        "Exp",
+                                            "Expand",     "Flatten",
+                                            "Gather",     "Gelu",
+                                            "Gemm",       "GlobalAveragePool",
+                                            "Greater",    "GreaterOrEqual",
+                                            "Identity",   "IsInf",
+                                            "IsNaN",      "LayerNormalization",
+                                            "Less",       "LessOrEqual",
+                                            "Log",        "MatMul",
+                                            "Max",        "MaxPool",
+                                            "Min",        "Mul",
+                                            "Neg",        "Not",
+                                            "Or",         "Pow",
+                                            "Reciprocal", "ReduceMax",
+                                            "ReduceMean", "ReduceSum",
+                                            "Relu",       "Reshape",
+                                            "Sigmoid",    "Slice",
+                                            "Softmax",    "Split",
+                                            "Sqrt",       "Squeeze",
+                                            "Sub",        "Sum",
+                                            "Tanh",       "Transpose",
+                                            "Unsqueeze",  "Where",
+                                            "Xor"};
   return ops;
 }
 
@@ -102,15 +86,13 @@ readNodeTensor(const std::string &path, int32_t modelType) {
   return ::dtc::onnx::decodeTensor(proto, "", error);
 }
 
-/// Operands dtc needs as constants (shapes, axes, sizes, a Where condition,
-/// a Pow exponent of another type): (op type, input index >= 1).
+/// Operands dtc needs as constants (shapes, axes, sizes, a Pow exponent of
+/// another type): (op type, input index >= 1).
 inline bool isConstantOperand(const std::string &op, int index) {
   static const std::set<std::string> ops = {
-      "Reshape",   "Slice",      "Split",     "Squeeze", "Unsqueeze", "Expand",
-      "ReduceSum", "ReduceMean", "ReduceMax", "Pow",     "Where"};
-  if (!ops.count(op))
-    return false;
-  return op == "Where" ? index == 0 : index >= 1;
+      "Reshape", "Slice",     "Split",      "Squeeze",   "Unsqueeze",
+      "Expand",  "ReduceSum", "ReduceMean", "ReduceMax", "Pow"};
+  return ops.count(op) && index >= 1;
 }
 
 /// The node test with its constant operands (integer and bool graph inputs
@@ -224,14 +206,28 @@ inline bool forEachNodeTest(llvm::function_ref<void(const NodeTest &)> fn) {
     t.dataDir = dir + "/test_data_set_0";
     t.model = withConstantOperands(t.shipped, t.dataDir);
     // Ops whose schema is unchanged from the test's opset up to 13 (Conv
-    // and AveragePool since 11, MaxPool since 12, GlobalAveragePool since 1;
-    // later versions only add types or, AveragePool 19, dilations):
-    // their tests are restamped to opset 13, dtc's oldest.
+    // and AveragePool since 11, MaxPool since 12, GlobalAveragePool since 1,
+    // the comparisons, logic ops, IsNaN/IsInf, Clip and Where since the
+    // version below; later versions only add types or, AveragePool 19,
+    // dilations): their tests are restamped to opset 13, dtc's oldest.
     static const std::map<std::string, int64_t> unchangedSince = {
         {"Conv", 11},
         {"GlobalAveragePool", 1},
         {"MaxPool", 12},
-        {"AveragePool", 11}};
+        {"AveragePool", 11},
+        {"And", 7},
+        {"Or", 7},
+        {"Xor", 7},
+        {"Not", 1},
+        {"Equal", 11},
+        {"Less", 9},
+        {"Greater", 9},
+        {"LessOrEqual", 12},
+        {"GreaterOrEqual", 12},
+        {"IsNaN", 9},
+        {"IsInf", 10},
+        {"Clip", 11},
+        {"Where", 9}};
     bool restamped = false;
     if (auto it = unchangedSince.find(t.opType); it != unchangedSince.end())
       for (auto &opset : *t.model.mutable_opset_import())

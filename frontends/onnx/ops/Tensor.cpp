@@ -441,13 +441,28 @@ Error ModelImporter::lowerWhere(llvm::ArrayRef<Entry *> ins) {
   if (ins.size() != 3 || !ins[1] || !ins[2])
     return nodeError("needs condition, X and Y inputs");
   Entry &cond = *ins[0], &x = *ins[1], &y = *ins[2];
-  if (!cond.known)
-    return nodeError("the condition '{0}' is computed at run time; dtc "
-                     "supports Where only with a constant condition (a mask)",
-                     node->input(0));
   if (x.dataType != y.dataType)
     return nodeError("X and Y types differ: {0} and {1}",
                      dataTypeName(x.dataType), dataTypeName(y.dataType));
+  if (cond.dataType != kBool)
+    return nodeError("the condition is {0}, not bool",
+                     dataTypeName(cond.dataType));
+  if (!cond.known) {
+    // A run-time condition (e.g. the NaN guard Where(IsNaN(p), 0, p)).
+    auto c = valueOf(cond);
+    if (!c)
+      return c.takeError();
+    auto onTrue = valueOf(x);
+    if (!onTrue)
+      return onTrue.takeError();
+    auto onFalse = valueOf(y);
+    if (!onFalse)
+      return onFalse.takeError();
+    auto result = select(*c, *onTrue, *onFalse);
+    if (!result)
+      return result.takeError();
+    return defineValue(0, *result);
+  }
   std::string error;
   auto xy = broadcastShapes(x.shape, y.shape, error);
   auto shape = xy ? broadcastShapes(cond.shape, *xy, error) : std::nullopt;
