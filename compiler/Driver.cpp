@@ -142,6 +142,12 @@ importHfConfig(llvm::StringRef path, const onnx::ImportOptions &options,
   return llvm::make_error<DtcError>(kind, message);
 }
 
+/// A config.json declares the architecture only: there are no weights to
+/// start from.
+static bool storesWeights(const CompileOptions &o) {
+  return llvm::sys::path::extension(o.modelPath) != ".json";
+}
+
 static llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importModel(const CompileOptions &o, int64_t batch,
             mlir::MLIRContext &context) {
@@ -579,6 +585,8 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
         parseRecomputeMode(recompute).value_or(RecomputeMode::None);
     std::string stagesText;
     auto built = buildProgram(**runModule, build, &stagesText);
+    if (built && !storesWeights(o))
+      initParametersWithoutWeights(*built);
     llvm::Error buildError = llvm::Error::success();
     if (!built) {
       if (diagnostics.hasError()) {
@@ -638,6 +646,8 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
         single.training.zeroStage = 0;
         single.training.sequenceParallel = false;
         auto reference = buildProgram(**refModule, single);
+        if (reference && !storesWeights(o))
+          initParametersWithoutWeights(*reference);
         if (reference) {
           files.emplace_back("reference.pb", reference->SerializeAsString());
           programLine += ", single-device reference for dtc verify";

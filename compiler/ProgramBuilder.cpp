@@ -158,6 +158,13 @@ buildProgram(mlir::ModuleOp module, const ProgramBuildOptions &options,
   return p;
 }
 
+void initParametersWithoutWeights(program::Program &p) {
+  for (program::RankProgram &rank : *p.mutable_ranks())
+    for (program::Variable &v : *rank.mutable_variables())
+      if (v.init() == "model")
+        v.set_init(v.fallback_init());
+}
+
 llvm::Expected<std::string> layoutJson(const program::Program &p) {
   auto mesh = runtime::Mesh::parse(p.mesh());
   if (!mesh)

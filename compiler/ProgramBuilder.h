@@ -30,6 +30,11 @@ struct ProgramBuildOptions {
   TrainingStepOptions training;
 };
 
+/// For a model whose file stores no weights (a Hugging Face config.json,
+/// read through modelgen): every parameter starts from its fallback draw
+/// (`dtc run --init`'s) instead of the model file, on every rank alike.
+void initParametersWithoutWeights(program::Program &p);
+
 /// How program.mlir prints: constants of 64Ki elements or more are elided
 /// (`dense_resource<__elided__>`), since program.pb holds their bytes and a
 /// model's RoPE tables would otherwise fill gigabytes of text.

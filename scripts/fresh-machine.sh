@@ -30,7 +30,7 @@ mirror="${mirror:-http://deb.debian.org/debian}"
 
 if ! command -v debootstrap >/dev/null; then
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
 fi
 
 start=$(date +%s)
@@ -49,6 +49,15 @@ if ls /etc/apt/sources.list.d/*.sources >/dev/null 2>&1; then
   rm -f "$fresh/etc/apt/sources.list"
 fi
 cp /etc/resolv.conf "$fresh/etc/resolv.conf"
+# The machine's network trust, which every machine of the project's kind
+# has (an egress proxy's CA, pip's config naming the bundle): without it pip
+# cannot reach PyPI. It is the machine's, not a dependency of dtc's.
+if [ -d /usr/local/share/ca-certificates ]; then
+  mkdir -p "$fresh/usr/local/share/ca-certificates" "$fresh/etc/ssl/certs"
+  cp -r /usr/local/share/ca-certificates/. "$fresh/usr/local/share/ca-certificates/"
+  cp /etc/ssl/certs/ca-certificates.crt "$fresh/etc/ssl/certs/" 2>/dev/null || true
+fi
+[ -f /etc/pip.conf ] && cp /etc/pip.conf "$fresh/etc/pip.conf"
 # A clean clone of HEAD: only what is committed reaches the fresh system.
 git clone -q --no-local "$(pwd)" "$fresh/src/dtc"
 echo "fresh-machine: clone of $(git rev-parse --short HEAD) in $fresh/src/dtc"

@@ -385,6 +385,7 @@ private:
   Results range();
   Results constantOfShape();
   Results trilu();
+  Results cumSum();
   Results where();
   Results matmul();
   Results reduce(llvm::StringRef kind);
@@ -772,6 +773,51 @@ Results Evaluator::trilu() {
   return one(std::move(out));
 }
 
+/// CumSum along the scalar `axis` input, with `exclusive` and `reverse`:
+/// position ids from an attention mask (HF's cumsum(mask) - 1).
+Results Evaluator::cumSum() {
+  const HostTensor &x = *in(0);
+  if (!in(1) || in(1)->size() != 1)
+    return fail("needs a scalar axis input");
+  int64_t rank = x.rank(), axis = in(1)->getInt(0);
+  if (axis < -rank || axis >= rank || rank == 0)
+    return fail("axis " + std::to_string(axis) + " is out of range for rank " +
+                std::to_string(rank));
+  if (axis < 0)
+    axis += rank;
+  bool exclusive = getIntAttr(node, "exclusive", 0) != 0;
+  bool reverse = getIntAttr(node, "reverse", 0) != 0;
+  int64_t n = x.shape[axis], inner = 1;
+  for (int64_t d = axis + 1; d < rank; ++d)
+    inner *= x.shape[d];
+  int64_t outer = n ? x.size() / (n * inner) : 0;
+  HostTensor out = HostTensor::zeros(x.dataType, x.shape);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      double sumF = 0;
+      int64_t sumI = 0;
+      for (int64_t step = 0; step < n; ++step) {
+        int64_t k = reverse ? n - 1 - step : step;
+        int64_t at = (o * n + k) * inner + i;
+        if (x.isFloat()) {
+          if (!exclusive)
+            sumF += x.floats[at];
+          out.set(at, sumF);
+          if (exclusive)
+            sumF += x.floats[at];
+          sumF = roundToType(sumF, x.dataType);
+        } else {
+          if (!exclusive)
+            sumI = wrapToType(sumI + x.ints[at], x.dataType);
+          out.setInt(at, sumI);
+          if (exclusive)
+            sumI = wrapToType(sumI + x.ints[at], x.dataType);
+        }
+      }
+    }
+  return one(std::move(out));
+}
+
 Results Evaluator::matmul() {
   const HostTensor *a = in(0), *b = in(1);
   if (!a || !b)
@@ -908,22 +954,70 @@ Results Evaluator::shapeOf() {
 
 static const llvm::StringSet<> &hostOps() {
   static const llvm::StringSet<> ops = {
-      "Abs",       "Add",        "And",         "Cast",
-      "CastLike",  "Ceil",       "Concat",      "ConstantOfShape",
-      "Cos",       "Div",        "Dropout",     "Equal",
-      "Erf",       "Exp",        "Expand",      "Flatten",
-      "Floor",     "Gather",     "Greater",     "GreaterOrEqual",
-      "Identity",  "Less",       "LessOrEqual", "Log",
-      "MatMul",    "Max",        "Mean",        "Min",
-      "Mod",       "Mul",        "Neg",         "Not",
-      "Or",        "Pow",        "Range",       "Reciprocal",
-      "ReduceMax", "ReduceMean", "ReduceMin",   "ReduceProd",
-      "ReduceSum", "Relu",       "Reshape",     "Round",
-      "Shape",     "Sigmoid",    "Sign",        "Sin",
-      "Size",      "Slice",      "Split",       "Sqrt",
-      "Squeeze",   "Sub",        "Sum",         "Tanh",
-      "Tile",      "Transpose",  "Trilu",       "Unsqueeze",
-      "Where",     "Xor",        "GatherND",
+      "Abs",
+      "Add",
+      "And",
+      "Cast",
+      "CastLike",
+      "Ceil",
+      "Concat",
+      "ConstantOfShape",
+      "CumSum",
+      "Cos",
+      "Div",
+      "Dropout",
+      "Equal",
+      "Erf",
+      "Exp",
+      "Expand",
+      "Flatten",
+      "Floor",
+      "Gather",
+      "Greater",
+      "GreaterOrEqual",
+      "Identity",
+      "Less",
+      "LessOrEqual",
+      "Log",
+      "MatMul",
+      "Max",
+      "Mean",
+      "Min",
+      "Mod",
+      "Mul",
+      "Neg",
+      "Not",
+      "Or",
+      "Pow",
+      "Range",
+      "Reciprocal",
+      "ReduceMax",
+      "ReduceMean",
+      "ReduceMin",
+      "ReduceProd",
+      "ReduceSum",
+      "Relu",
+      "Reshape",
+      "Round",
+      "Shape",
+      "Sigmoid",
+      "Sign",
+      "Sin",
+      "Size",
+      "Slice",
+      "Split",
+      "Sqrt",
+      "Squeeze",
+      "Sub",
+      "Sum",
+      "Tanh",
+      "Tile",
+      "Transpose",
+      "Trilu",
+      "Unsqueeze",
+      "Where",
+      "Xor",
+      "GatherND",
   };
   return ops;
 }
@@ -1182,6 +1276,8 @@ Results Evaluator::run() {
     return constantOfShape();
   if (op == "Trilu")
     return trilu();
+  if (op == "CumSum")
+    return cumSum();
   if (op.starts_with("Reduce"))
     return reduce(op);
   return fail("the host evaluator does not implement " + op.str());

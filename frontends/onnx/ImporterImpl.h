@@ -180,6 +180,7 @@ public:
   Error lowerSplitToSequence(llvm::ArrayRef<Entry *> ins);
   Error lowerSequenceAt(llvm::ArrayRef<Entry *> ins);
   Error lowerGather(llvm::ArrayRef<Entry *> ins);
+  Error lowerGatherND(llvm::ArrayRef<Entry *> ins);
   Error lowerWhere(llvm::ArrayRef<Entry *> ins);
   Error lowerCompare(llvm::ArrayRef<Entry *> ins);
   Error lowerLogic(llvm::ArrayRef<Entry *> ins);

@@ -189,6 +189,17 @@ static bool readsData(const ::onnx::NodeProto &n, int input) {
   return !(n.op_type() == "CastLike" && input == 1);
 }
 
+/// Lowered ops through which an input-independent float initializer is a
+/// buffer, not a weight: comparisons and NaN/Inf tests (a boolean carries no
+/// gradient), and GatherND (the dynamo exporter's indexing of position
+/// tables such as GPT-J's sin/cos; weights are read by MatMul, Gemm and
+/// Gather).
+static bool readsBuffers(llvm::StringRef op) {
+  return llvm::is_contained({"Equal", "Less", "LessOrEqual", "Greater",
+                             "GreaterOrEqual", "IsNaN", "IsInf", "GatherND"},
+                            op);
+}
+
 void ModelImporter::findHostConstants() {
   // Values that depend on the graph inputs' contents (Shape and Size only
   // read their shapes, which are bound).
@@ -212,8 +223,10 @@ void ModelImporter::findHostConstants() {
     }
   }
   // A floating-point initializer that reaches, through input-independent
-  // nodes, an op dtc evaluates on the host only (Cos, Sin, Range, ...) is a
-  // buffer such as rotary inv_freq, not a weight: it is known on the host.
+  // nodes, an op dtc evaluates on the host only (Cos, Sin, Range, ...) or
+  // one of readsBuffers (nanoGPT's `bias == 0` on its tril buffer) is a
+  // buffer such as rotary inv_freq or a causal mask, not a weight: it is
+  // known on the host.
   llvm::SmallVector<std::string> work;
   for (const auto &n : graph.node()) {
     // onnxruntime's rotary caches are tables the importer reads.
@@ -224,7 +237,8 @@ void ModelImporter::findHostConstants() {
       for (int i = first; i < n.input_size() && i < first + 2; ++i)
         work.push_back(n.input(i));
     }
-    if (loweringTable().contains(n.op_type()) || !isDefaultDomain(n.domain()))
+    if ((loweringTable().contains(n.op_type()) && !readsBuffers(n.op_type())) ||
+        !isDefaultDomain(n.domain()))
       continue;
     bool isDynamic = false;
     for (const auto &in : n.input())

@@ -826,8 +826,8 @@ TEST(Checkpoint, ConsolidatedFileLoadsInPython) {
   std::string outFile = root + "/py.txt";
   // A rank file is a valid safetensors file too.
   std::string rankFile = root + "/step-00000002/rank-00001.safetensors";
-  ASSERT_EQ(std::system((std::string(DTC_PYTHON) + " " + script + " " + file + " " + rankFile +
-                         " > " + outFile)
+  ASSERT_EQ(std::system((std::string(DTC_PYTHON) + " " + script + " " + file +
+                         " " + rankFile + " > " + outFile)
                             .c_str()),
             0);
   double sum = 0;

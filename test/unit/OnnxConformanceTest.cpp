@@ -48,19 +48,6 @@ const std::string kKnownFailures =
     std::string(DTC_TEST_MODELS_DIR) + "/onnx-conformance-known-failures.txt";
 
 /// `name: reason` lines; blank lines and `#` comments are skipped.
-std::map<std::string, std::string> readKnownFailures(const std::string &path) {
-  std::map<std::string, std::string> known;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    llvm::StringRef text = llvm::StringRef(line).trim();
-    if (text.empty() || text.starts_with("#"))
-      continue;
-    auto [name, reason] = text.split(':');
-    known[name.trim().str()] = reason.trim().str();
-  }
-  return known;
-}
 
 /// The runtime dtype of an MLIR element type ("f32", "i64", "i1", ...).
 rt::DType dtypeOf(mlir::Type type) {
@@ -194,7 +181,8 @@ std::string runIsolated(const ::dtc::test::NodeTest &test) {
 }
 
 TEST(OnnxConformance, NodeTestsRunOnTheCpuRuntime) {
-  std::map<std::string, std::string> known = readKnownFailures(kKnownFailures);
+  std::map<std::string, std::string> known =
+      ::dtc::test::readKnownFailures(kKnownFailures);
   std::map<std::string, std::pair<int, int>> perOp; // op -> (passed, total)
   std::vector<std::string> unexpected, nowPassing;
   std::set<std::string> seen;

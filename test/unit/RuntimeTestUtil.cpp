@@ -6,7 +6,10 @@
 #include "runtime/core/Executor.h"
 #include "runtime/cpu/CpuKernels.h"
 
+#include "llvm/ADT/StringRef.h"
+
 #include <cstring>
+#include <fstream>
 
 namespace dtc::test {
 
@@ -47,3 +50,18 @@ runtime::Tensor makeF32(llvm::ArrayRef<int64_t> shape,
 }
 
 } // namespace dtc::test
+
+std::map<std::string, std::string>
+dtc::test::readKnownFailures(const std::string &path) {
+  std::map<std::string, std::string> known;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    llvm::StringRef text = llvm::StringRef(line).trim();
+    if (text.empty() || text.starts_with("#"))
+      continue;
+    auto [name, reason] = text.split(':');
+    known[name.trim().str()] = reason.trim().str();
+  }
+  return known;
+}

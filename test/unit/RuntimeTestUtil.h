@@ -23,6 +23,11 @@ runOnCpu(mlir::ModuleOp module, llvm::StringRef name,
          llvm::ArrayRef<runtime::Tensor> args,
          const std::map<std::string, runtime::Tensor> &parameters = {});
 
+/// A known-failures file: one `name: reason` per line, `#` comments. A test
+/// that fails as listed is reported, not failed; a listed one that passes
+/// fails until its line is removed.
+std::map<std::string, std::string> readKnownFailures(const std::string &path);
+
 /// A float32 tensor holding `values`.
 runtime::Tensor makeF32(llvm::ArrayRef<int64_t> shape,
                         llvm::ArrayRef<float> values);

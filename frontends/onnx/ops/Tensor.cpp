@@ -623,7 +623,68 @@ Error ModelImporter::lowerCast(llvm::ArrayRef<Entry *> ins, int32_t to) {
   return defineValue(0, *result);
 }
 
+/// GatherND with constant indices on run-time data: the dynamo exporter's
+/// `x[..., i]` tensor indexing (Falcon's fused qkv). Each index tuple picks
+/// the sub-tensor data[i0, ..., im-1]: a slice per tuple, concatenated and
+/// reshaped to indices.shape[:-1] + data.shape[m:].
+Error ModelImporter::lowerGatherND(llvm::ArrayRef<Entry *> ins) {
+  if (ins.size() != 2 || !ins[1])
+    return nodeError("needs data and indices inputs");
+  Entry &data = *ins[0], &indices = *ins[1];
+  if (!indices.known)
+    return nodeError("the indices '{0}' are computed at run time; dtc "
+                     "supports GatherND with constant indices",
+                     node->input(1));
+  if (getIntAttr(*node, "batch_dims", 0) != 0)
+    return nodeError("batch_dims != 0 is not supported");
+  const HostTensor &idx = *indices.known;
+  int64_t rank = data.shape.size();
+  if (idx.rank() == 0 || idx.shape.back() < 1 || idx.shape.back() > rank)
+    return nodeError("indices {0} must end in a dim of size 1 to {1}",
+                     shapeString(idx.shape), rank);
+  int64_t m = idx.shape.back(), tuples = idx.size() / m;
+  auto input = valueOf(data);
+  if (!input)
+    return input.takeError();
+  llvm::SmallVector<int64_t> rest(data.shape.begin() + m, data.shape.end());
+  llvm::SmallVector<int64_t> one = {1};
+  llvm::append_range(one, rest);
+  llvm::SmallVector<Value> picks;
+  for (int64_t t = 0; t < tuples; ++t) {
+    Value pick = *input;
+    for (int64_t d = 0; d < m; ++d) {
+      int64_t i = idx.ints[t * m + d], size = data.shape[d];
+      if (i < -size || i >= size)
+        return nodeError("index {0} is out of range for dim {1} of size {2}", i,
+                         d, size);
+      auto sliced = sliceAxis(pick, d, i < 0 ? i + size : i, 1);
+      if (!sliced)
+        return sliced.takeError();
+      pick = *sliced;
+    }
+    auto row = reshape(pick, one);
+    if (!row)
+      return row.takeError();
+    picks.push_back(*row);
+  }
+  Value result = picks.front();
+  if (picks.size() > 1) {
+    auto joined = finish(
+        d::ConcatOp::create(builder, loc(), placeholder(), picks, /*axis=*/0));
+    if (!joined)
+      return joined.takeError();
+    result = *joined;
+  }
+  llvm::SmallVector<int64_t> outShape(idx.shape.begin(), idx.shape.end() - 1);
+  llvm::append_range(outShape, rest);
+  auto shaped = reshape(result, outShape);
+  if (!shaped)
+    return shaped.takeError();
+  return defineValue(0, *shaped);
+}
+
 void ::dtc::onnx::detail::registerTensorOps(LoweringTable &table) {
+  table["GatherND"] = &ModelImporter::lowerGatherND;
   table["Identity"] = &ModelImporter::lowerIdentity;
   table["Reshape"] = &ModelImporter::lowerReshapeLike;
   table["Flatten"] = &ModelImporter::lowerReshapeLike;
