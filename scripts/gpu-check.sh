@@ -59,6 +59,9 @@ cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 |
 say "GPU: $gpu (sm_$cap)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# Unlike the tests, this runs on a lent GPU machine where setup.sh never
+# ran: its python3 (standard library only) is the host's on purpose, to
+# unpack the kit and find that host's nvidia-* site-packages.
 tiny=""
 if [ -n "$kit" ]; then
   [ -f "$kit/kit.tar.xz" ] ||
