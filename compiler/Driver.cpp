@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Driver.h"
+#include "compiler/GraphPlanner.h"
 #include "compiler/ProgramBuilder.h"
 
 #include "compiler/ModelSummary.h"
@@ -223,6 +224,33 @@ importAndSimplify(const CompileOptions &o, int64_t batch,
   return module;
 }
 
+static double propagationFlopsPerByte(const CompileOptions &o,
+                                      const Cluster &cluster);
+
+/// The IR-priced planner's request: the same pins, batch and execution
+/// choices as the transformer planner's, and the model re-imported at each
+/// micro-batch it prices.
+static GraphPlanRequest makeGraphPlanRequest(const CompileOptions &o,
+                                             const Cluster &cluster,
+                                             llvm::StringRef modelName,
+                                             mlir::MLIRContext &context,
+                                             DiagnosticCollector &diagnostics) {
+  PlanRequest plan = makePlanRequest(o, TransformerSpec(), cluster);
+  GraphPlanRequest request;
+  request.modelName = modelName.str();
+  request.import = [&o, &context, &diagnostics](int64_t batch) {
+    return importAndSimplify(o, batch, context, diagnostics);
+  };
+  request.cluster = cluster;
+  request.gpus = o.gpus;
+  request.dtype = plan.spec.dtype;
+  request.globalBatch = o.globalBatch;
+  request.pins = plan.pins;
+  request.execution = plan.execution;
+  request.flopsPerByte = propagationFlopsPerByte(o, cluster);
+  return request;
+}
+
 /// The plan's mesh of one pipeline stage, outermost first: the
 /// data-parallel axis, the expert-parallel axis carved out of its inner
 /// ranks (Megatron-Core's parallel folding, so an EP group is as close as
@@ -357,18 +385,10 @@ static llvm::json::Object modelJson(const ModelSummary &m) {
 /// Each stage of plan.json gets its predicted time per micro-batch and its
 /// memory, for the timeline and memory bars of `dtc plan report`.
 static void addStageDetails(llvm::json::Object &plan,
-                            const PlanRequest &request,
-                            const ParallelPlan &best) {
-  Cluster cluster = request.cluster;
-  cluster.gpus = request.gpus;
-  std::vector<StageDetail> details;
-  auto prediction = predict(request.spec, best, cluster, &details);
+                            llvm::ArrayRef<StageDetail> details) {
   llvm::json::Array *stages = plan.getArray("stages");
-  if (!prediction || !stages || stages->size() != details.size()) {
-    // The planner priced this plan already; never reached.
-    llvm::consumeError(prediction.takeError());
+  if (!stages || stages->size() != details.size())
     return;
-  }
   for (auto [stage, detail] : llvm::zip(*stages, details)) {
     llvm::json::Object *object = stage.getAsObject();
     const MemoryBreakdown &m = detail.memory;
@@ -474,6 +494,7 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
   // Plan: models the planner understands get a searched plan; for others
   // the bundle says why there is none.
   std::optional<PlanResult> planResult;
+  std::optional<GraphPlanner> graphPlanner; // Planned from the IR.
   std::string planMissing;
   auto spec = extractTransformerSpec(**module, modelName);
   if (spec) {
@@ -500,7 +521,19 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
                           ? ", one of them split by sequence parallelism"
                           : "");
   } else {
-    planMissing = llvm::toString(spec.takeError());
+    // Not a recognized transformer: plan it from its IR.
+    llvm::consumeError(spec.takeError());
+    graphPlanner.emplace(
+        makeGraphPlanRequest(o, *cluster, modelName, context, diagnostics));
+    SearchOptions options;
+    options.explainK = o.explain ? static_cast<int>(*o.explain) : 3;
+    auto searched = graphPlanner->search(options);
+    if (searched)
+      planResult = std::move(*searched);
+    else if (makePlanRequest(o, TransformerSpec(), *cluster).pins.any())
+      return searched.takeError(); // A pinned plan yields a program or this.
+    else
+      planMissing = llvm::toString(searched.takeError());
   }
 
   if (o.emit == "sharded" || o.emit == "partitioned") {
@@ -675,10 +708,28 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
       {"compile_time_s", seconds},
   };
   if (planResult) {
-    for (auto &entry : planToJson(*planResult, *spec))
+    const ParallelPlan &best = planResult->best.plan;
+    std::vector<StageDetail> details;
+    llvm::json::Array stages;
+    if (graphPlanner) {
+      auto graphStages = graphPlanner->stagesJson(best);
+      if (!graphStages)
+        return graphStages.takeError();
+      stages = std::move(*graphStages);
+      if (auto priced = graphPlanner->predict(best, &details); !priced)
+        return priced.takeError();
+    } else {
+      stages = stagesToJson(*spec, best);
+      Cluster planned = *cluster;
+      planned.gpus = o.gpus;
+      // The planner priced this plan already; it cannot fail here.
+      llvm::cantFail(predict(*spec, best, planned, &details).takeError());
+    }
+    for (auto &entry : planToJson(*planResult, std::move(stages)))
       plan[entry.first] = std::move(entry.second);
-    addStageDetails(plan, makePlanRequest(o, *spec, *cluster),
-                    planResult->best.plan);
+    // The transformer cost model, or every op priced from the IR.
+    plan["planner"] = graphPlanner ? "ir" : "transformer";
+    addStageDetails(plan, details);
   } else {
     // Listed so readers of the bundle know what is missing and why.
     plan["pending"] = llvm::json::Array{"parallel", "mesh", "stages",

@@ -4,6 +4,7 @@
 
 #include "compiler/support/Error.h"
 #include "dialects/dtc/DtcOps.h"
+#include "passes/OpCost.h"
 #include "passes/TransformerBlocks.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -49,26 +50,9 @@ ModelSummary summarizeModel(ModuleOp module, llvm::StringRef name) {
         summary.params += param.getType().getNumElements();
         ++summary.parameterTensors;
       }
-    } else if (auto matmul = dyn_cast<mlir::dtc::MatmulOp>(op)) {
-      // 2 * (output elements) * k.
-      auto lhs = matmul.getLhs().getType();
-      int64_t k = matmul.getTransposeLhs() ? lhs.getDimSize(lhs.getRank() - 2)
-                                           : lhs.getDimSize(lhs.getRank() - 1);
-      summary.forwardFlops +=
-          2.0 * matmul.getOutput().getType().getNumElements() * k;
-    } else if (auto conv = dyn_cast<mlir::dtc::ConvOp>(op)) {
-      // 2 * (output elements) * (weight elements per output channel).
-      auto weight = conv.getWeight().getType();
-      summary.forwardFlops += 2.0 *
-                              conv.getOutput().getType().getNumElements() *
-                              (weight.getNumElements() / weight.getDimSize(0));
-    } else if (auto attention = dyn_cast<mlir::dtc::AttentionOp>(op)) {
-      // q.k^T and p.v, each 2*b*h*s*t*d; counted in full even when causal,
-      // the convention of Megatron-LM's model-FLOPs formula.
-      auto q = attention.getQuery().getType().getShape();
-      auto k = attention.getKey().getType().getShape();
-      auto v = attention.getValue().getType().getShape();
-      summary.forwardFlops += 2.0 * q[0] * q[1] * q[2] * k[2] * (q[3] + v[3]);
+    } else {
+      // GEMMs and attention, priced as the cost model prices them.
+      summary.forwardFlops += opWork(op).modelFlops();
     }
   });
   return summary;

@@ -502,6 +502,68 @@ static EdgeCost outputCost(const Context &c, int64_t chunks) {
   return cost;
 }
 
+DataParallelCost dtc::dataParallelCost(const ParallelPlan &plan,
+                                       double gradBytes, double expertGradBytes,
+                                       double elementBytes,
+                                       const GroupPlacement &gradGroup,
+                                       const GroupPlacement &expertGradGroup,
+                                       double lastBackward, double firstForward,
+                                       const Cluster &cluster) {
+  DataParallelCost cost;
+  if (plan.dp * plan.cp <= 1)
+    return cost;
+  auto coll = [&](Collective kind, double bytes, const GroupPlacement &g) {
+    return collectiveTime(kind, bytes, g, cluster);
+  };
+  // The last gradient bucket (Megatron: 40M elements) cannot overlap.
+  double tailShare = std::min(
+      1.0, 40e6 * elementBytes / std::max(gradBytes + expertGradBytes, 1.0));
+  auto hidden = [&](double time, double window, bool overlap) {
+    return overlap ? std::max(time * tailShare, time - window) : time;
+  };
+  if (plan.zero == 0) {
+    double reduce =
+        coll(Collective::AllReduce, gradBytes, gradGroup) +
+        coll(Collective::AllReduce, expertGradBytes, expertGradGroup);
+    cost.time += reduce;
+    cost.exposed += hidden(reduce, lastBackward, plan.overlapGradReduce);
+  } else if (plan.zero <= 2) {
+    double scatter =
+        coll(Collective::ReduceScatter, gradBytes, gradGroup) +
+        coll(Collective::ReduceScatter, expertGradBytes, expertGradGroup);
+    double gather =
+        coll(Collective::AllGather, gradBytes, gradGroup) +
+        coll(Collective::AllGather, expertGradBytes, expertGradGroup);
+    // ZeRO-2 keeps no full gradient buffer: every micro-batch scatters.
+    double times =
+        plan.zero == 2 ? static_cast<double>(plan.microBatches()) : 1;
+    cost.time += times * scatter + gather;
+    cost.exposed +=
+        times * hidden(scatter, lastBackward, plan.overlapGradReduce);
+    cost.exposed += hidden(gather, firstForward, plan.overlapParamGather);
+  }
+  return cost;
+}
+
+void dtc::setFlopRates(Prediction &out, double gpus, double peakFlops) {
+  out.tflopsPerGpu = out.modelFlopsPerStep / out.stepTimeS / gpus / 1e12;
+  out.hwTflopsPerGpu = out.hwFlopsPerStep / out.stepTimeS / gpus / 1e12;
+  out.mfu = out.tflopsPerGpu * 1e12 / peakFlops;
+  out.hfu = out.hwTflopsPerGpu * 1e12 / peakFlops;
+}
+
+double dtc::optimizerStepSeconds(double shardParams, double elementBytes,
+                                 const Cluster &cluster) {
+  // The optimizer step streams its shard several times (Megatron's
+  // mixed-precision optimizer): gradients copied to fp32 and checked for
+  // inf/nan, the norm for clipping, Adam reading weights, gradients and
+  // moments and writing three of them back, weights copied back to 16 bits,
+  // gradients zeroed. fp32 training skips the copies and the check.
+  double e = elementBytes;
+  double stepBytesPerParam = e >= 4 ? 36 : (e + 4) + 4 + 4 + 28 + (4 + e) + e;
+  return streamTime(shardParams * stepBytesPerParam, cluster);
+}
+
 static std::string formatGB(double bytes) {
   return llvm::formatv("{0:F1} GB", bytes / 1e9).str();
 }
@@ -596,36 +658,10 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
   double lastBackward =
       static_cast<double>(layersOn(0)) * (block.backward + block.recompute);
   double firstForward = static_cast<double>(layersOn(0)) * block.forward;
-  double gradBytes = c.e * dense0, expertGradBytes = c.e * expert0;
-  // The last gradient bucket (Megatron: 40M elements) cannot overlap.
-  double tailShare =
-      std::min(1.0, 40e6 * c.e / std::max(gradBytes + expertGradBytes, 1.0));
-  auto hidden = [&](double time, double window, bool overlap) {
-    return overlap ? std::max(time * tailShare, time - window) : time;
-  };
-  double dpTime = 0, dpExposed = 0;
-  if (plan.dp * plan.cp > 1) {
-    if (plan.zero == 0) {
-      double reduce =
-          c.coll(Collective::AllReduce, gradBytes, c.gradGroup) +
-          c.coll(Collective::AllReduce, expertGradBytes, c.expertGradGroup);
-      dpTime += reduce;
-      dpExposed += hidden(reduce, lastBackward, plan.overlapGradReduce);
-    } else if (plan.zero <= 2) {
-      double scatter =
-          c.coll(Collective::ReduceScatter, gradBytes, c.gradGroup) +
-          c.coll(Collective::ReduceScatter, expertGradBytes, c.expertGradGroup);
-      double gather =
-          c.coll(Collective::AllGather, gradBytes, c.gradGroup) +
-          c.coll(Collective::AllGather, expertGradBytes, c.expertGradGroup);
-      // ZeRO-2 keeps no full gradient buffer: every micro-batch scatters.
-      double times = plan.zero == 2 ? md : 1;
-      dpTime += times * scatter + gather;
-      dpExposed +=
-          times * hidden(scatter, lastBackward, plan.overlapGradReduce);
-      dpExposed += hidden(gather, firstForward, plan.overlapParamGather);
-    }
-  }
+  DataParallelCost dpCost =
+      dataParallelCost(plan, c.e * dense0, c.e * expert0, c.e, c.gradGroup,
+                       c.expertGradGroup, lastBackward, firstForward, cluster);
+  double dpTime = dpCost.time, dpExposed = dpCost.exposed;
   // Tied embedding: first and last stage sum their copies' gradients.
   double tiedTime = 0;
   if (p > 1 && spec.tiedEmbeddings) {
@@ -633,19 +669,12 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
         placeGroup(2, plan.stride(MeshAxis::PP) * (p - 1), cluster.gpusPerNode);
     tiedTime = c.coll(Collective::AllReduce, c.e * embeddingParams, ends);
   }
-  // The optimizer step streams its shard several times (Megatron's
-  // mixed-precision optimizer): gradients copied to fp32 and checked for
-  // inf/nan, the norm for clipping, Adam reading weights, gradients and
-  // moments and writing three of them back, weights copied back to 16 bits,
-  // gradients zeroed. fp32 training skips the copies and the check.
-  double stepBytesPerParam =
-      c.e >= 4 ? 36 : (c.e + 4) + 4 + 4 + 28 + (4 + c.e) + c.e;
   double optimizerShard =
       plan.zero >= 1 ? dense0 / static_cast<double>(plan.dp * plan.cp) +
                            expert0 * static_cast<double>(plan.ep) /
                                static_cast<double>(plan.dp * plan.cp)
                      : params0;
-  out.optimizerTimeS = streamTime(optimizerShard * stepBytesPerParam, cluster);
+  out.optimizerTimeS = optimizerStepSeconds(optimizerShard, c.e, cluster);
 
   out.stepTimeS = pipeline + dpExposed + tiedTime + out.optimizerTimeS;
 
@@ -664,11 +693,7 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
   out.hwFlopsPerStep =
       out.modelFlopsPerStep +
       sequences * static_cast<double>(spec.layers) * recomputeFlops;
-  double peak = cluster.peakFlops(spec.dtype);
-  out.tflopsPerGpu = out.modelFlopsPerStep / out.stepTimeS / gpus / 1e12;
-  out.hwTflopsPerGpu = out.hwFlopsPerStep / out.stepTimeS / gpus / 1e12;
-  out.mfu = out.tflopsPerGpu * 1e12 / peak;
-  out.hfu = out.hwTflopsPerGpu * 1e12 / peak;
+  setFlopRates(out, gpus, cluster.peakFlops(spec.dtype));
   out.bubbleFraction = (pipeline - md * stageTimes[slowest]) / out.stepTimeS;
   out.stageImbalance = meanStage > 0 ? stageTimes[slowest] / meanStage - 1 : 0;
 

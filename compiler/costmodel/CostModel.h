@@ -12,6 +12,7 @@
 #define DTC_COMPILER_COSTMODEL_COSTMODEL_H
 
 #include "compiler/costmodel/Cluster.h"
+#include "compiler/costmodel/Collectives.h"
 #include "compiler/costmodel/Spec.h"
 
 #include "llvm/Support/Error.h"
@@ -88,6 +89,28 @@ struct StageDetail {
   double forwardS = 0;
   MemoryBreakdown memory;
 };
+
+/// The data-parallel reduction of one GPU's gradients (`gradBytes` over
+/// `gradGroup`, `expertGradBytes` over the expert data-parallel group) under
+/// the plan's ZeRO stage, and ZeRO's parameter all-gather; the overlapped
+/// parts hide behind the last micro-batch's backward and the first's
+/// forward. Shared by both predictors (predict, GraphPlanner.h).
+struct DataParallelCost {
+  double time = 0, exposed = 0;
+};
+DataParallelCost dataParallelCost(const ParallelPlan &plan, double gradBytes,
+                                  double expertGradBytes, double elementBytes,
+                                  const GroupPlacement &gradGroup,
+                                  const GroupPlacement &expertGradGroup,
+                                  double lastBackward, double firstForward,
+                                  const Cluster &cluster);
+
+/// TFLOP/s per GPU, MFU and HFU from the step's FLOPs and time.
+void setFlopRates(Prediction &out, double gpus, double peakFlops);
+
+/// Seconds of the optimizer step over `shardParams` parameters.
+double optimizerStepSeconds(double shardParams, double elementBytes,
+                            const Cluster &cluster);
 
 /// `stages`, when given, receives one StageDetail per pipeline stage.
 llvm::Expected<Prediction> predict(const TransformerSpec &spec,

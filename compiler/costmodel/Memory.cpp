@@ -106,6 +106,11 @@ double dtc::optimizerBytesPerParam(DType type) {
 StateBytes dtc::modelStateBytes(const TransformerSpec &spec,
                                 const ParallelPlan &plan, double params,
                                 double expertParams) {
+  return modelStateBytes(spec.dtype, plan, params, expertParams);
+}
+
+StateBytes dtc::modelStateBytes(DType type, const ParallelPlan &plan,
+                                double params, double expertParams) {
   // The distributed optimizer shards over every replica: dp x cp.
   double shard = static_cast<double>(plan.dp * plan.cp);
   double expertShard = std::max(shard / static_cast<double>(plan.ep), 1.0);
@@ -114,10 +119,10 @@ StateBytes dtc::modelStateBytes(const TransformerSpec &spec,
     return plan.zero >= stage ? dense / shard + expertParams / expertShard
                               : params;
   };
-  double e = static_cast<double>(spec.bytes());
+  double e = static_cast<double>(dtypeBytes(type));
   StateBytes bytes;
   bytes.params = e * sharded(3);
   bytes.grads = e * sharded(2);
-  bytes.optimizer = optimizerBytesPerParam(spec.dtype) * sharded(1);
+  bytes.optimizer = optimizerBytesPerParam(type) * sharded(1);
   return bytes;
 }

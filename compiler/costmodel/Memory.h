@@ -46,6 +46,9 @@ struct StateBytes {
 StateBytes modelStateBytes(const TransformerSpec &spec,
                            const ParallelPlan &plan, double params,
                            double expertParams);
+/// The same for a model trained in `type` (no TransformerSpec).
+StateBytes modelStateBytes(DType type, const ParallelPlan &plan, double params,
+                           double expertParams);
 
 /// Bytes of optimizer state per parameter (fp32 Adam moments, plus an fp32
 /// master copy when compute is in 16 bits).

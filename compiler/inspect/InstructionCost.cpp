@@ -14,6 +14,7 @@
 
 #include "compiler/costmodel/Collectives.h"
 #include "compiler/costmodel/Compute.h"
+#include "compiler/costmodel/KernelWork.h"
 #include "compiler/support/Error.h"
 
 #include "runtime/core/Shard.h"
@@ -35,16 +36,11 @@ using namespace dtc;
 
 namespace {
 
-double elementsOf(const program::TensorType &type) {
-  double n = 1;
-  for (int64_t dim : type.shape())
-    n *= static_cast<double>(dim);
-  return n;
-}
-
-double bytesOf(const program::TensorType &type) {
-  return elementsOf(type) *
-         static_cast<double>(runtime::dtypeSize(type.dtype()));
+/// Whether `op` posts a collective or transfer (its `dtc.wait` ends it).
+bool isCommStart(llvm::StringRef op) {
+  KernelDesc desc;
+  desc.op = op;
+  return kernelWork(desc).kind == KernelWork::Kind::Comm;
 }
 
 /// The cost model's dtype for a tensor's: integers and bools never reach a
@@ -58,13 +54,6 @@ DType modelType(program::DType type) {
   default:
     return DType::F32;
   }
-}
-
-int64_t dim(const program::TensorType &type, int index) {
-  int rank = type.shape_size();
-  if (index < 0)
-    index += rank;
-  return index >= 0 && index < rank ? type.shape(index) : 1;
 }
 
 bool flag(const program::Instruction &inst, llvm::StringRef name) {
@@ -88,47 +77,6 @@ public:
 private:
   llvm::DenseMap<int32_t, const program::TensorType *> byId;
 };
-
-/// Seconds of the three GEMMs of a convolution: forward, input and weight
-/// gradient, from the input x, weight w and output y shapes.
-struct ConvGemm {
-  double m = 0, n = 0, k = 0, groups = 1;
-};
-ConvGemm convGemm(const program::TensorType &x, const program::TensorType &w,
-                  const program::TensorType &y) {
-  ConvGemm g;
-  double spatial = 1, taps = 1;
-  for (int i = 2; i < y.shape_size(); ++i)
-    spatial *= static_cast<double>(y.shape(i));
-  for (int i = 2; i < w.shape_size(); ++i)
-    taps *= static_cast<double>(w.shape(i));
-  double inPerGroup = static_cast<double>(std::max<int64_t>(dim(w, 1), 1));
-  g.groups = std::max(1.0, static_cast<double>(dim(x, 1)) / inPerGroup);
-  g.m = static_cast<double>(dim(y, 0)) * spatial;
-  g.n = static_cast<double>(dim(w, 0)) / g.groups;
-  g.k = inPerGroup * taps;
-  return g;
-}
-
-/// Which collective a `dtc.X_start` runs, and the bytes Collectives.h
-/// prices it on (see there): the gathered output of an all-gather, the
-/// input of the others, the message of a send or receive.
-struct CommKind {
-  Collective kind;
-  bool p2p = false;
-  bool outputBytes = false;
-};
-std::optional<CommKind> commKind(llvm::StringRef op) {
-  return llvm::StringSwitch<std::optional<CommKind>>(op)
-      .Case("dtc.all_reduce_start", CommKind{Collective::AllReduce})
-      .Case("dtc.all_gather_start",
-            CommKind{Collective::AllGather, false, true})
-      .Case("dtc.reduce_scatter_start", CommKind{Collective::ReduceScatter})
-      .Case("dtc.all_to_all_start", CommKind{Collective::AllToAll})
-      .Case("dtc.send_start", CommKind{Collective::SendRecv, true, false})
-      .Case("dtc.recv_start", CommKind{Collective::SendRecv, true, true})
-      .Default(std::nullopt);
-}
 
 std::vector<std::string> meshAxes(const program::Instruction &inst) {
   std::vector<std::string> axes;
@@ -174,7 +122,24 @@ priceWith(const Cluster &cluster, const runtime::Mesh &mesh, double overheadS,
   llvm::StringRef op = inst.op();
   if (op == "dtc.wait")
     return cost;
-  if (std::optional<CommKind> comm = commKind(op)) {
+  // The cost model's own definition of each op's work.
+  KernelDesc desc;
+  desc.op = op;
+  auto describe = [](const program::TensorType &type) {
+    TensorDesc t;
+    t.shape.assign(type.shape().begin(), type.shape().end());
+    t.elementBytes = runtime::dtypeSize(type.dtype());
+    return t;
+  };
+  for (int i = 0; i < inst.inputs_size(); ++i)
+    desc.inputs.push_back(describe(in(i)));
+  for (int i = 0; i < inst.outputs_size(); ++i)
+    desc.outputs.push_back(describe(out(i)));
+  desc.transposeLhs = flag(inst, "transpose_lhs");
+  desc.transposeRhs = flag(inst, "transpose_rhs");
+  desc.causal = flag(inst, "causal");
+  KernelWork work = kernelWork(desc);
+  if (work.kind == KernelWork::Kind::Comm) {
     std::vector<std::string> axes = meshAxes(inst);
     int64_t size = 1, stride = 0;
     for (const std::string &axis : axes) {
@@ -187,73 +152,22 @@ priceWith(const Cluster &cluster, const runtime::Mesh &mesh, double overheadS,
       stride = stride == 0 ? s : std::min(stride, s);
     }
     GroupPlacement group;
-    if (comm->p2p) {
+    if (work.collective == Collective::SendRecv) {
       int64_t offset = std::abs(peerOffset(inst));
       group = placeGroup(2, stride * std::max<int64_t>(offset, 1),
                          cluster.gpusPerNode);
     } else {
       group = placeGroup(size, stride, cluster.gpusPerNode);
     }
-    double bytes = comm->outputBytes ? bytesOf(out(0)) : bytesOf(in(0));
-    cost.communication = collectiveTime(comm->kind, bytes, group, cluster);
+    cost.communication =
+        collectiveTime(work.collective, work.commBytes, group, cluster);
     return cost;
   }
 
-  double seconds = 0;
-  if (op == "dtc.matmul") {
-    const program::TensorType &lhs = in(0), &rhs = in(1), &result = out(0);
-    double m = static_cast<double>(dim(lhs, -2)),
-           k = static_cast<double>(dim(lhs, -1));
-    if (flag(inst, "transpose_lhs"))
-      std::swap(m, k);
-    double n = static_cast<double>(flag(inst, "transpose_rhs") ? dim(rhs, -2)
-                                                               : dim(rhs, -1));
-    double batch = m * n > 0 ? elementsOf(result) / (m * n) : 0;
-    seconds = gemmTime(m, n, k, batch, modelType(result.dtype()), cluster);
-  } else if (op == "dtc.attention" || op == "dtc.attention_grad") {
-    // q [b, heads, s, d], k [b, groups, t, d].
-    const program::TensorType &q = in(0), &key = in(1);
-    double b = static_cast<double>(dim(q, 0)),
-           heads = static_cast<double>(dim(q, 1)),
-           s = static_cast<double>(dim(q, 2)),
-           d = static_cast<double>(dim(q, 3)),
-           t = static_cast<double>(dim(key, 2));
-    double flops =
-        4 * b * heads * s * t * d * (flag(inst, "causal") ? 0.5 : 1.0);
-    double rate = cluster.peakFlops(modelType(q.dtype())) *
-                  fusedAttentionEfficiency(s, t, d, cluster);
-    seconds = rate > 0 ? flops / rate : 0;
-    if (op == "dtc.attention_grad")
-      seconds *= cluster.attentionBackwardRatio;
-  } else if (op == "dtc.conv" || op == "dtc.conv_grad_input" ||
-             op == "dtc.conv_grad_weight") {
-    bool forward = op == "dtc.conv", inputGrad = op == "dtc.conv_grad_input";
-    // The kernels' operands: conv(x, w) -> y; grad_input(dy, w) -> dx;
-    // grad_weight(x, dy) -> dw.
-    const program::TensorType &x = forward ? in(0) : inputGrad ? out(0) : in(0);
-    const program::TensorType &w = forward ? in(1) : inputGrad ? in(1) : out(0);
-    const program::TensorType &y = forward ? out(0) : inputGrad ? in(0) : in(1);
-    ConvGemm g = convGemm(x, w, y);
-    DType type = modelType(y.dtype());
-    seconds = forward     ? gemmTime(g.m, g.n, g.k, g.groups, type, cluster)
-              : inputGrad ? gemmTime(g.m, g.k, g.n, g.groups, type, cluster)
-                          : gemmTime(g.k, g.n, g.m, g.groups, type, cluster);
-  } else if (op == "dtc.embedding" || op == "dtc.slice" ||
-             op == "dtc.shard_slice") {
-    // They read only the rows or the part they return, not the whole
-    // table or tensor: the result's bytes in and out, plus the indices.
-    double bytes = 2 * bytesOf(out(0));
-    if (op == "dtc.embedding")
-      bytes += bytesOf(in(1));
-    seconds = streamTime(bytes, cluster);
-  } else {
-    double bytes = 0;
-    for (int i = 0; i < inst.inputs_size(); ++i)
-      bytes += bytesOf(in(i));
-    for (int i = 0; i < inst.outputs_size(); ++i)
-      bytes += bytesOf(out(i));
-    seconds = streamTime(bytes, cluster);
-  }
+  // GEMMs run in their result's type, attention in its query's.
+  const program::TensorType &typed =
+      work.kind == KernelWork::Kind::Attention ? in(0) : out(0);
+  double seconds = kernelSeconds(work, modelType(typed.dtype()), cluster);
   cost.compute += seconds;
   return cost;
 }
@@ -479,7 +393,7 @@ dtc::predictStep(const program::Program &program, llvm::ArrayRef<int64_t> ranks,
           s.now += compute;
           event.end = s.now;
           s.timeline.events.push_back(event);
-          if (commKind(inst.op())) {
+          if (isCommStart(inst.op())) {
             CommOp posted;
             posted.rank = index;
             posted.post = s.now;

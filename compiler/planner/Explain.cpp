@@ -250,6 +250,11 @@ static llvm::json::Object alternativeJson(const Alternative &alt) {
 
 llvm::json::Object dtc::planToJson(const PlanResult &result,
                                    const TransformerSpec &spec) {
+  return planToJson(result, stagesToJson(spec, result.best.plan));
+}
+
+llvm::json::Object dtc::planToJson(const PlanResult &result,
+                                   llvm::json::Array stages) {
   llvm::json::Array alternatives;
   for (const Alternative &alt : result.runnersUp)
     alternatives.push_back(alternativeJson(alt));
@@ -259,7 +264,7 @@ llvm::json::Object dtc::planToJson(const PlanResult &result,
   return llvm::json::Object{
       {"parallel", parallelToJson(plan)},
       {"mesh", meshToJson(plan)},
-      {"stages", stagesToJson(spec, plan)},
+      {"stages", std::move(stages)},
       {"predicted", predictionToJson(result.best.prediction)},
       {"alternatives", std::move(alternatives)},
       {"search",

@@ -158,6 +158,9 @@ llvm::json::Array stagesToJson(const TransformerSpec &spec,
 /// `search` of plan.json, for the driver to merge into the document.
 llvm::json::Object planToJson(const PlanResult &result,
                               const TransformerSpec &spec);
+/// The same with the `stages` section given (the IR-priced planner's).
+llvm::json::Object planToJson(const PlanResult &result,
+                              llvm::json::Array stages);
 
 } // namespace dtc
 

@@ -28,6 +28,7 @@
 
 #include "compiler/support/Error.h"
 #include "dialects/dtc/DtcAttrs.h"
+#include "passes/OpCost.h"
 #include "passes/TransformerBlocks.h"
 #include "passes/autodiff/Autodiff.h"
 #include "passes/training/StepParts.h"
@@ -51,33 +52,16 @@ namespace {
 
 constexpr llvm::StringLiteral kPipelineAxis = "pp";
 
-/// An op's share of the work, for balancing stages: multiply-adds of
-/// contractions, elements written otherwise.
-double workOf(mlir::Operation *op) {
-  double elements = 0;
-  for (mlir::Value r : op->getResults())
-    if (auto t = llvm::dyn_cast<mlir::RankedTensorType>(r.getType()))
-      elements += static_cast<double>(t.getNumElements());
-  if (llvm::isa<d::MatmulOp>(op)) {
-    auto a = tensorType(op->getOperand(0));
-    return elements * static_cast<double>(a.getDimSize(a.getRank() - 1));
-  }
-  if (llvm::isa<d::AttentionOp>(op)) {
-    auto q = tensorType(op->getOperand(0));
-    return 2 * elements * static_cast<double>(q.getDimSize(q.getRank() - 2));
-  }
-  return elements;
-}
+/// The FLOPs stages are balanced on: the cost model's count (OpCost.h),
+/// the one the planner prices stage cuts with.
+double workOf(mlir::Operation *op) { return opWork(op).flops; }
 
-/// Where each stage after the first starts (an op index of the forward
-/// body) and the activation that crosses into it.
-struct StageCuts {
-  llvm::SmallVector<unsigned> begin;    // begin[0] == 0
-  llvm::SmallVector<mlir::Value> input; // input[0] is null
-};
+} // namespace
+} // namespace training
 
 llvm::Expected<StageCuts> chooseCuts(mlir::func::FuncOp forward,
                                      int64_t stages) {
+  using training::workOf;
   mlir::Block &body = forward.getBody().front();
   llvm::SmallVector<mlir::Operation *> ops;
   for (mlir::Operation &op : body.without_terminator())
@@ -113,6 +97,9 @@ llvm::Expected<StageCuts> chooseCuts(mlir::func::FuncOp forward,
   }
   return cuts;
 }
+
+namespace training {
+namespace {
 
 /// Builds stage function `name` from ops [begin, end) of `forward`:
 /// arguments are the crossing activation (when `input` is set) and the

@@ -160,7 +160,8 @@ GradientResult describeGradient(mlir::func::FuncOp grad, unsigned index) {
   if (auto sharding =
           grad.getResultAttrOfType<d::ShardingAttr>(index, "dtc.sharding")) {
     for (llvm::StringRef axis : sharding.getPartialAxes())
-      p.syncAxes.push_back(axis.str());
+      if (!llvm::is_contained(p.syncAxes, axis.str()))
+        p.syncAxes.push_back(axis.str());
     for (unsigned dim = 0; dim < sharding.getDims().size(); ++dim)
       for (llvm::StringRef axis : sharding.getDimAxes(dim))
         p.splitAxes.push_back(axis.str());
@@ -273,8 +274,14 @@ ZeroLayout zeroLayoutOf(const TrainingStepOptions &options,
       layout.parts *= n;
     }
   }
+  // A parameter the propagation already split over a data axis (it may,
+  // where that is cheaper: BLOOM's fused qkv weight) keeps that split: ZeRO
+  // cuts only parameters every data-parallel rank holds whole.
   for (const GradientResult &p : params)
-    if (layout.parts > 1 && p.type.getNumElements() % layout.parts == 0)
+    if (layout.parts > 1 && p.type.getNumElements() % layout.parts == 0 &&
+        llvm::none_of(layout.axes, [&](const std::string &axis) {
+          return llvm::is_contained(p.splitAxes, axis);
+        }))
       layout.sharded.insert(p.parameter);
   return layout;
 }

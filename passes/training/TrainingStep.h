@@ -18,6 +18,7 @@
 
 #include "passes/recompute/Recompute.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/Error.h"
@@ -96,6 +97,17 @@ struct TrainingStepInfo {
 /// appended). Anything else is a bad-input error.
 llvm::Expected<TrainingStepInfo>
 buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options);
+
+/// Where a pipeline cuts `forward` into `stages` parts: the op index of the
+/// body each stage after the first starts at and the one activation that
+/// crosses into it (findSingleCrossings), balancing the ops' FLOPs
+/// (OpCost.h). The planner prices the same cuts the pass builds.
+struct StageCuts {
+  llvm::SmallVector<unsigned> begin;    ///< begin[0] == 0
+  llvm::SmallVector<mlir::Value> input; ///< input[0] is null
+};
+llvm::Expected<StageCuts> chooseCuts(mlir::func::FuncOp forward,
+                                     int64_t stages);
 
 /// The pipeline-parallel step: the forward function of `module` is cut
 /// into options.pipelineStages stages, and `stages` receives one module per

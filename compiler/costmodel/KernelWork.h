@@ -1,0 +1,94 @@
+//===- KernelWork.h - FLOPs, bytes and time of one kernel -------*- C++ -*-===//
+//
+// The one definition of what a dtc op costs, read from its name, operand and
+// result shapes and flags alone (no MLIR, no protobuf), so that every reader
+// prices an op alike: the model summary's FLOPs, the pipeline pass's stage
+// balancing, the IR-priced planner (GraphPlanner.h) over dtc IR, and `dtc
+// plan report --trace` over program.pb instructions.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_COMPILER_COSTMODEL_KERNELWORK_H
+#define DTC_COMPILER_COSTMODEL_KERNELWORK_H
+
+#include "compiler/costmodel/Cluster.h"
+#include "compiler/costmodel/Collectives.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+
+namespace dtc {
+
+/// One operand or result: its shape and the bytes of one element as the
+/// reader prices it (the planner prices float tensors in the plan's dtype).
+struct TensorDesc {
+  llvm::SmallVector<int64_t, 4> shape;
+  int64_t elementBytes = 4;
+  double elements() const;
+  double bytes() const {
+    return elements() * static_cast<double>(elementBytes);
+  }
+};
+
+/// An op as the pricing sees it.
+struct KernelDesc {
+  llvm::StringRef op; ///< "dtc.matmul", "dtc.conv_grad_input", ...
+  llvm::SmallVector<TensorDesc, 4> inputs, outputs;
+  bool transposeLhs = false, transposeRhs = false; ///< dtc.matmul.
+  bool causal = false;                             ///< dtc.attention*.
+};
+
+struct KernelWork {
+  enum class Kind {
+    Free,      ///< Metadata only: parameters, constants, reshapes, waits.
+    Gemm,      ///< Matmuls and convolutions: `batch` GEMMs of m x n x k.
+    Attention, ///< Fused attention (or its gradient, `gradient`).
+    Stream,    ///< Memory-bound: moves `bytes` through HBM.
+    Comm,      ///< A collective or transfer (priced by Collectives.h).
+  };
+  Kind kind = Kind::Free;
+  /// FLOPs: matmuls 2mnk per GEMM, attention 2bhst(d_qk + d_v) in full
+  /// even when causal (Megatron-LM's convention), a streaming op one per
+  /// result element.
+  double flops = 0;
+  /// FLOPs the kernel executes: a causal fused attention skips half.
+  double executedFlops = 0;
+  /// Operand and result bytes the kernel reads and writes.
+  double bytes = 0;
+  double m = 0, n = 0, k = 0, batch = 0;     ///< Gemm.
+  double queries = 0, keys = 0, headDim = 0; ///< Attention.
+  bool gradient = false; ///< Attention: the backward kernel.
+  /// Comm: the collective and the bytes Collectives.h prices it on (the
+  /// gathered output of an all-gather, the input of the others, the
+  /// message of a send or receive).
+  Collective collective = Collective::AllReduce;
+  double commBytes = 0;
+  bool isCompute() const { return kind != Kind::Free && kind != Kind::Comm; }
+  /// The FLOPs model-FLOPs figures (MFU, the summary) count: GEMMs and
+  /// attention only, as the papers' formulas do.
+  double modelFlops() const {
+    return kind == Kind::Gemm || kind == Kind::Attention ? flops : 0;
+  }
+};
+
+/// What `op` computes and moves.
+KernelWork kernelWork(const KernelDesc &op);
+
+/// Seconds of the kernel on one GPU, GEMMs in `type` (Compute.h's curves).
+double kernelSeconds(const KernelWork &work, DType type,
+                     const Cluster &cluster);
+
+/// Seconds of the kernels autodiff emits for the forward kernel `work`: a
+/// GEMM's input- and weight-gradient GEMMs (linearTimes), the attention
+/// gradient kernel (attentionBackwardRatio times the forward), and for a
+/// streaming op twice its bytes (it reads the result's gradient and the
+/// operands, and writes the operands' gradients).
+double backwardKernelSeconds(const KernelWork &work, DType type,
+                             const Cluster &cluster);
+
+} // namespace dtc
+
+#endif // DTC_COMPILER_COSTMODEL_KERNELWORK_H
