@@ -30,6 +30,7 @@ static void setTraining(program::Program &p, const TrainingStepInfo &info,
   t->set_apply("apply");
   t->set_grad_accum(callsPerStep);
   t->set_micro_batches_per_call(info.microBatchesPerCall);
+  t->set_stacked_micro_batches(info.stackedMicroBatches);
   t->set_micro_batch(info.microBatch);
   t->set_seq_len(info.seqLen);
   t->set_vocab(info.vocab);

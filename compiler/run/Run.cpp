@@ -458,75 +458,232 @@ rt::Tensor scalarF32(float value) {
   return t;
 }
 
-/// The shape of the tokens this rank trains on per call: [rows, seq] or,
-/// for a pipeline step, [micro-batches, rows, seq] (the data-parallel group
-/// splits the rows of each micro-batch).
-/// This rank's part of the training batch: the local shape of the tokens
-/// argument ([rows, seq], or [calls, rows, seq] for a pipeline) and which
-/// part of the global micro-batch's rows it is, from the argument's shard
-/// (the data axes, dp and the ep inside it, cut the rows in mesh order),
-/// and which part of each sequence (context parallelism cuts the columns,
-/// into zigzag chunks when the argument says so).
-struct TokensPart {
-  llvm::SmallVector<int64_t, 3> shape;
-  int64_t rowPart = 0, columnPart = 0, columnParts = 1;
+/// One data argument of the step function ("tokens", "labels" or a
+/// classifier's "input") and this rank's part of it: its local shape and
+/// how each dim of one micro-batch is cut. The rows are cut by the data
+/// axes (dp and the ep inside it, in mesh order), the sequence of tokens
+/// and labels by context parallelism (into zigzag chunks when the argument
+/// says so); a classifier's sample dims are whole unless the plan splits
+/// them.
+struct DataPart {
+  std::string feed;
+  int64_t input = 0; ///< of the "input" arguments, which
+  rt::DType dtype = rt::DType::F32;
+  /// [rows, ...], or [calls, rows, ...] when the step stacks its
+  /// micro-batches (a pipeline step).
+  llvm::SmallVector<int64_t, 6> shape;
+  bool stacked = false;
+  /// Per dim of one micro-batch (dims[0]: the rows).
+  llvm::SmallVector<rt::ShardLayout::DimPart, 6> dims;
   bool zigzag = false;
+  /// Where this rank's part of one row lies in the whole row, when the plan
+  /// splits a classifier input's sample dims.
+  std::optional<rt::ShardLayout> rowLayout;
 
-  /// The window position of this rank's column `j` of `columns`.
+  int64_t calls() const { return stacked ? shape[0] : 1; }
+  /// The local shape of one micro-batch.
+  llvm::ArrayRef<int64_t> microShape() const {
+    return llvm::ArrayRef<int64_t>(shape).drop_front(stacked ? 1 : 0);
+  }
+  int64_t rows() const { return microShape()[0]; }
+  /// This rank's first row of the global micro-batch.
+  int64_t firstRow() const { return dims[0].index * rows(); }
+  /// The local elements of one row, and the whole row's shape.
+  int64_t rowElements() const {
+    int64_t n = 1;
+    for (int64_t d : microShape().drop_front())
+      n *= d;
+    return n;
+  }
+  llvm::SmallVector<int64_t, 6> wholeRowShape() const {
+    llvm::SmallVector<int64_t, 6> whole;
+    for (size_t d = 1; d < dims.size(); ++d)
+      whole.push_back(microShape()[d] * dims[d].parts);
+    return whole;
+  }
+  /// The window position of this rank's column `j` of `columns` (dim 1).
   int64_t column(int64_t j, int64_t columns) const {
+    const rt::ShardLayout::DimPart &cut = dims[1];
     if (!zigzag)
-      return columnPart * columns + j;
-    // Halves columnPart and 2n - 1 - columnPart of the 2n.
+      return cut.index * columns + j;
+    // Halves index and 2n - 1 - index of the 2n.
     int64_t half = columns / 2;
-    return j < half ? columnPart * half + j
-                    : (2 * columnParts - 1 - columnPart) * half + j - half;
+    return j < half ? cut.index * half + j
+                    : (2 * cut.parts - 1 - cut.index) * half + j - half;
   }
 };
 
-llvm::Expected<TokensPart> localTokensPart(const program::Program &p,
-                                           const RankContext &context) {
+bool isDataFeed(llvm::StringRef feed) {
+  return feed == "tokens" || feed == "labels" || feed == "input";
+}
+
+/// The data arguments of the step function, in argument order, each with
+/// this rank's part.
+llvm::Expected<std::vector<DataPart>>
+localDataParts(const program::Program &p, const RankContext &context) {
+  const program::Function *step = nullptr;
   for (const program::Function &f : context.program->functions())
     if (f.name() == p.training().micro_step())
-      for (const program::Argument &a : f.arguments()) {
-        const auto &shape = f.values(a.value()).type().shape();
-        if (a.feed() != "tokens" || (shape.size() != 2 && shape.size() != 3))
-          continue;
-        TokensPart part;
-        part.shape.assign(shape.begin(), shape.end());
-        if (a.shard_size() == 0) {
-          // A pipeline stage's tokens carry no shard: the data axes cut the
-          // rows in mesh order, the context axis the columns.
-          std::vector<int64_t> at = context.mesh.coordinates(context.rank);
-          for (auto [i, axis] : llvm::enumerate(context.mesh.axes())) {
-            if (axis.name == "dp" || axis.name == "ep")
-              part.rowPart = part.rowPart * axis.size + at[i];
-            if (axis.name == "cp") {
-              part.columnPart = at[i];
-              part.columnParts = axis.size;
-            }
-          }
-          part.zigzag = a.zigzag();
-          return part;
+      step = &f;
+  if (!step)
+    return badInput("program.pb: no step function '{0}'; recompile the "
+                    "bundle",
+                    p.training().micro_step());
+  std::vector<DataPart> parts;
+  for (const program::Argument &a : step->arguments()) {
+    if (!isDataFeed(a.feed()))
+      continue;
+    const program::TensorType &type = step->values(a.value()).type();
+    DataPart part;
+    part.feed = a.feed();
+    part.input = llvm::count_if(
+        parts, [](const DataPart &other) { return other.feed == "input"; });
+    bool tokens = llvm::any_of(step->arguments(), [](const auto &arg) {
+      return arg.feed() == "tokens";
+    });
+    part.dtype = type.dtype();
+    part.shape.assign(type.shape().begin(), type.shape().end());
+    // Bundles before stacked_micro_batches: a pipeline's tokens are rank 3.
+    part.stacked = p.training().stacked_micro_batches() ||
+                   (tokens && part.shape.size() == 3);
+    part.zigzag = a.zigzag();
+    size_t rank = part.shape.size() - (part.stacked ? 1 : 0);
+    if (rank < 1)
+      return badInput("program.pb: the {0} argument of '{1}' has no rows; "
+                      "recompile the bundle",
+                      a.feed(), step->name());
+    part.dims.assign(rank, {});
+    if (a.shard_size() == 0) {
+      // A pipeline stage's data carries no shard: the data axes cut the
+      // rows in mesh order, the context axis the columns of tokens and
+      // labels.
+      std::vector<int64_t> at = context.mesh.coordinates(context.rank);
+      for (auto [i, axis] : llvm::enumerate(context.mesh.axes())) {
+        if (axis.name == "dp" || axis.name == "ep") {
+          part.dims[0].index = part.dims[0].index * axis.size + at[i];
+          part.dims[0].parts *= axis.size;
         }
-        program::Variable whole;
-        whole.set_name("tokens");
-        *whole.mutable_type() = f.values(a.value()).type();
-        *whole.mutable_global_shape() = a.global_shape();
-        *whole.mutable_shard() = a.shard();
-        auto layout = rt::ShardLayout::of(whole, context.mesh, context.rank);
-        if (!layout)
-          return badInput("program.pb: the tokens argument: {0}; recompile "
-                          "the bundle",
-                          llvm::toString(layout.takeError()));
-        part.rowPart = layout->dimParts()[shape.size() - 2].index;
-        part.columnPart = layout->dimParts()[shape.size() - 1].index;
-        part.columnParts = layout->dimParts()[shape.size() - 1].parts;
-        part.zigzag = a.zigzag();
-        return part;
+        if (axis.name == "cp" && rank >= 2 && a.feed() != "input")
+          part.dims[1] = {axis.size, at[i], 0};
       }
-  return badInput("program.pb: '{0}' has no tokens argument; recompile the "
-                  "bundle",
-                  p.training().micro_step());
+    } else {
+      program::Variable whole;
+      whole.set_name(a.feed());
+      *whole.mutable_type() = type;
+      *whole.mutable_global_shape() = a.global_shape();
+      *whole.mutable_shard() = a.shard();
+      auto layout = rt::ShardLayout::of(whole, context.mesh, context.rank);
+      if (!layout)
+        return badInput("program.pb: the {0} argument: {1}; recompile the "
+                        "bundle",
+                        a.feed(), llvm::toString(layout.takeError()));
+      auto cuts = layout->dimParts().drop_front(part.stacked ? 1 : 0);
+      part.dims.assign(cuts.begin(), cuts.end());
+    }
+    if (part.dims[0].block != 0)
+      return badInput("program.pb: the {0} argument's rows are interleaved; "
+                      "recompile the bundle",
+                      a.feed());
+    llvm::ArrayRef<rt::ShardLayout::DimPart> rowCuts =
+        llvm::ArrayRef(part.dims).drop_front();
+    if (part.feed == "input" &&
+        llvm::any_of(rowCuts, [](const auto &cut) { return cut.parts > 1; })) {
+      auto layout = rt::ShardLayout::fromParts(part.wholeRowShape(), rowCuts);
+      if (!layout)
+        return badInput("program.pb: the input argument: {0}; recompile the "
+                        "bundle",
+                        llvm::toString(layout.takeError()));
+      part.rowLayout = std::move(*layout);
+    }
+    parts.push_back(std::move(part));
+  }
+  if (parts.empty())
+    return badInput("program.pb: '{0}' has no data argument (tokens, labels "
+                    "or input); recompile the bundle",
+                    step->name());
+  for (const DataPart &part : parts)
+    if (part.calls() != parts.front().calls())
+      return badInput("program.pb: the data arguments of '{0}' stack "
+                      "different numbers of micro-batches; recompile the "
+                      "bundle",
+                      step->name());
+  return parts;
+}
+
+/// Whether the step reads token windows (else: a classifier, trained on
+/// synthetic samples).
+bool readsTokens(const program::Program &p) {
+  if (p.ranks().empty())
+    return false;
+  for (const program::Function &f : p.ranks(0).functions())
+    if (f.name() == p.training().micro_step())
+      for (const program::Argument &a : f.arguments())
+        if (a.feed() == "tokens")
+          return true;
+  return false;
+}
+
+/// Synthetic samples of a model without token inputs (a classifier), a
+/// pure function of (seed, global sample index, element) so that every
+/// split of the batch over ranks and micro-batches computes what one
+/// device computes. Sample g's class is splitmix64(splitmix64(seed ^ salt)
+/// ^ g) mod classes (every label position of the sample holds it); its
+/// inputs are the class's template plus N(0, 1) noise. Random labels on
+/// never-repeated random inputs could not be learned (no sample is seen
+/// twice), so the template makes the task learnable: the class's mean,
+/// N(0, 1) per index of the input's dim 1 (a channel of an image [C, H,
+/// W], a feature of [F]), is shared by all its samples.
+struct SyntheticSamples {
+  uint64_t seed = 0;
+  int64_t classes = 1;
+
+  static double uniform(uint64_t key) { // in (0, 1)
+    return (static_cast<double>(mix(key) >> 11) + 0.5) * 0x1.0p-53;
+  }
+  static float normal(uint64_t key) { // Box-Muller
+    double r = std::sqrt(-2.0 * std::log(uniform(key)));
+    return static_cast<float>(r *
+                              std::cos(2 * M_PI * uniform(key ^ 0x5bd1e995)));
+  }
+  int64_t classOf(uint64_t sample) const {
+    return static_cast<int64_t>(mix(mix(seed ^ 0x636c617373ull) ^ sample) %
+                                static_cast<uint64_t>(classes));
+  }
+  /// Element `e` of input `input`'s sample (whole row of shape `row`).
+  float value(uint64_t sample, int64_t input, llvm::ArrayRef<int64_t> row,
+              int64_t e) const {
+    int64_t inner = 1;
+    for (int64_t d : row.drop_front())
+      inner *= d;
+    uint64_t stream = mix(seed ^ mix(static_cast<uint64_t>(input)));
+    uint64_t template_ =
+        mix(stream ^ mix(static_cast<uint64_t>(classOf(sample)) + 1));
+    float mean = normal(template_ ^ static_cast<uint64_t>(e / inner));
+    return mean + normal(mix(stream ^ sample) ^ static_cast<uint64_t>(e));
+  }
+};
+
+void storeInt(rt::Tensor &t, int64_t i, int64_t v) {
+  if (t.dtype() == rt::DType::I32)
+    t.as<int32_t>()[i] = static_cast<int32_t>(v);
+  else
+    t.as<int64_t>()[i] = v;
+}
+
+void storeFloat(rt::Tensor &t, int64_t i, float v) {
+  switch (t.dtype()) {
+  case rt::DType::F64:
+    t.as<double>()[i] = v;
+    break;
+  case rt::DType::BF16:
+    t.as<uint16_t>()[i] = rt::floatToBF16(v);
+    break;
+  case rt::DType::F16:
+    t.as<uint16_t>()[i] = rt::floatToHalf(v);
+    break;
+  default:
+    t.as<float>()[i] = v;
+  }
 }
 
 /// What the metrics need from the bundle's plan.json: the model's training
@@ -695,30 +852,99 @@ llvm::Error checkDivergence(const program::Program &p,
                  step, where);
 }
 
+/// The training data of `p`: the token file of a token model (--data);
+/// nothing for a model without token inputs, which trains on synthetic
+/// samples.
+llvm::Expected<std::optional<TokenData>>
+loadTrainingData(const program::Program &p, const RunOptions &o) {
+  if (!readsTokens(p)) {
+    if (!o.data.empty())
+      return badInput("--data {0}: this model has no token input (a "
+                      "classifier, labels in [0, {1})); it trains on "
+                      "synthetic samples drawn from --seed: leave --data out",
+                      o.data, p.training().vocab());
+    return std::nullopt;
+  }
+  auto tokens = loadTokens(o, p.training().seq_len(), p.training().vocab());
+  if (!tokens)
+    return tokens.takeError();
+  return std::optional<TokenData>(std::move(*tokens));
+}
+
+/// This rank's part of data argument `part` for one call of the step
+/// function, whose first micro-batch is the run's `firstMicro`-th (of `mb`
+/// rows). The global sample index decides the window (or the synthetic
+/// sample), so the samples do not depend on how the batch is split. Token
+/// windows come from `tokens` (`windows` valid starts), a classifier's
+/// samples from `synthetic`.
+rt::Tensor fillData(const DataPart &part, int64_t firstMicro, int64_t mb,
+                    const TokenData *tokens, int64_t windows,
+                    const SyntheticSamples &synthetic) {
+  rt::Tensor t(part.dtype, part.shape);
+  const int64_t rows = part.rows(), perRow = part.rowElements();
+  const llvm::SmallVector<int64_t, 6> wholeRow = part.wholeRowShape();
+  // A classifier's input row, whole, when the plan splits its sample dims.
+  rt::Tensor whole;
+  if (part.rowLayout)
+    whole = rt::Tensor(part.dtype, wholeRow);
+  for (int64_t k = 0; k < part.calls(); ++k) {
+    for (int64_t row = 0; row < rows; ++row) {
+      const uint64_t sample =
+          static_cast<uint64_t>((firstMicro + k) * mb + part.firstRow() + row);
+      const int64_t at = (k * rows + row) * perRow;
+      if (tokens) {
+        // A window of the token file; labels are the window shifted by one.
+        const int64_t columns = perRow;
+        int64_t begin = static_cast<int64_t>(mix(mix(synthetic.seed) ^ sample) %
+                                             static_cast<uint64_t>(windows));
+        int64_t shift = part.feed == "labels" ? 1 : 0;
+        for (int64_t j = 0; j < columns; ++j)
+          storeInt(t, at + j,
+                   tokens->at(begin + part.column(j, columns) + shift));
+      } else if (part.feed == "labels") {
+        int64_t label = synthetic.classOf(sample);
+        for (int64_t j = 0; j < perRow; ++j)
+          storeInt(t, at + j, label);
+      } else if (part.rowLayout) {
+        for (int64_t e = 0; e < whole.numElements(); ++e)
+          storeFloat(whole, e,
+                     synthetic.value(sample, part.input, wholeRow, e));
+        rt::TensorRef local = t.ref();
+        local.data = static_cast<char *>(t.data()) +
+                     at * static_cast<int64_t>(rt::dtypeSize(part.dtype));
+        local.shape.assign(part.microShape().begin() + 1,
+                           part.microShape().end());
+        part.rowLayout->extract(whole.ref(), local);
+      } else {
+        for (int64_t e = 0; e < perRow; ++e)
+          storeFloat(t, at + e,
+                     synthetic.value(sample, part.input, wholeRow, e));
+      }
+    }
+  }
+  return t;
+}
+
 llvm::Error runTraining(const program::Program &p, const RankContext &context,
                         rt::Executor &executor, rt::Communicator *communicator,
                         const RunOptions &o, llvm::raw_ostream &out) {
   const program::Training &train = p.training();
   if (!o.steps)
     return badInput("--steps N is required for training");
-  auto data = loadTokens(o, train.seq_len(), train.vocab());
-  if (!data)
-    return data.takeError();
-  auto tokens = localTokensPart(p, context);
-  if (!tokens)
-    return tokens.takeError();
-  const llvm::SmallVector<int64_t, 3> &tokensShape = tokens->shape;
-  // `mb` rows of the global micro-batch, of which this rank trains rows
-  // [first, first + rows).
+  auto parts = localDataParts(p, context);
+  if (!parts)
+    return parts.takeError();
+  // Token models read windows of --data; other models (classifiers) train
+  // on synthetic samples.
+  std::optional<TokenData> data;
+  if (llvm::Error e = loadTrainingData(p, o).moveInto(data))
+    return e;
+  // `mb` rows of the global micro-batch, of which each data argument holds
+  // rows [firstRow, firstRow + rows) on this rank.
   const int64_t mb = train.micro_batch(), seq = train.seq_len();
-  const int64_t rows = tokensShape[tokensShape.size() - 2];
-  const int64_t first = tokens->rowPart * rows;
-  // This rank's columns of each window.
-  const TokensPart &window = *tokens;
-  const int64_t columns = tokensShape.back();
-  const int64_t perCall = tokensShape.size() == 3 ? tokensShape[0] : 1;
+  const int64_t perCall = parts->front().calls();
   const int64_t microPerStep = train.grad_accum() * perCall;
-  const int64_t windows = data->count - seq; // valid window starts
+  const int64_t windows = data ? data->count - seq : 0; // valid window starts
   bool reports = context.reports();
   bool terminal = reports && o.progress.value_or(
                                  llvm::sys::Process::StandardErrIsDisplayed() &&
@@ -746,6 +972,7 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
   }
   const int64_t firstStep = position.step + 1;
   const uint64_t seed = position.seed;
+  const SyntheticSamples synthetic{seed, std::max<int64_t>(1, train.vocab())};
   if (firstStep > *o.steps) {
     if (reports)
       out << llvm::formatv("already at step {0}: nothing to train up to "
@@ -812,25 +1039,11 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
     faults.poison(executor, step, /*parameters=*/true);
     double lossSum = 0;
     for (int64_t call = 0; call < train.grad_accum(); ++call) {
-      const llvm::SmallVector<int64_t, 3> &shape = tokensShape;
-      rt::Tensor tokens(rt::DType::I64, shape), labels(rt::DType::I64, shape);
-      for (int64_t part = 0; part < perCall; ++part) {
-        int64_t micro = call * perCall + part; // of this optimizer step
-        for (int64_t row = 0; row < rows; ++row) {
-          // The global sample index decides the window, so the sequence of
-          // samples does not depend on how the batch is split.
-          uint64_t sample = static_cast<uint64_t>(
-              ((step - 1) * microPerStep + micro) * mb + first + row);
-          int64_t begin = static_cast<int64_t>(mix(mix(seed) ^ sample) %
-                                               static_cast<uint64_t>(windows));
-          int64_t at = (part * rows + row) * columns;
-          for (int64_t j = 0; j < columns; ++j) {
-            int64_t column = window.column(j, columns);
-            tokens.as<int64_t>()[at + j] = data->at(begin + column);
-            labels.as<int64_t>()[at + j] = data->at(begin + column + 1);
-          }
-        }
-      }
+      std::vector<rt::Tensor> inputs;
+      const int64_t firstMicro = (step - 1) * microPerStep + call * perCall;
+      for (const DataPart &part : *parts)
+        inputs.push_back(fillData(part, firstMicro, mb, data ? &*data : nullptr,
+                                  windows, synthetic));
       const std::string &function =
           call + 1 == train.grad_accum() && !train.last_micro_step().empty()
               ? train.last_micro_step()
@@ -839,7 +1052,7 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
         std::this_thread::sleep_for(
             std::chrono::milliseconds(faults.slowMillis));
       size_t firstEvent = events.size();
-      auto loss = executor.run(function, {tokens, labels});
+      auto loss = executor.run(function, inputs);
       if (!loss)
         return failure("step {0}: {1}", step, llvm::toString(loss.takeError()));
       calls.push_back({firstEvent, events.size(), call, call * perCall});
@@ -944,10 +1157,11 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
                  static_cast<double>(*o.steps - step);
     std::string progress =
         llvm::formatv("step {0}/{1}  loss {2:f4}  grad norm {3:f3}  lr "
-                      "{4:e2}  {5:f0} tokens/s  {6:f3} TFLOP/s  MFU {7:f1}%  "
+                      "{4:e2}  {5:f0} {10}/s  {6:f3} TFLOP/s  MFU {7:f1}%  "
                       "comm {8:f0}%  ETA {9:f0} s",
                       step, *o.steps, loss, gradNorm, lr, tokensPerS, m.tflops,
-                      100 * m.mfu, 100 * m.exposedCommFraction, eta)
+                      100 * m.mfu, 100 * m.exposedCommFraction, eta,
+                      data ? "tokens" : "samples")
             .str();
     if (moe)
       progress += llvm::formatv("  MoE imbalance {0:f0}% drops {1:f1}%",
@@ -1096,8 +1310,7 @@ llvm::Error preflight(const program::Program &p, const RunOptions &o) {
     return llvm::Error::success();
   if (!o.steps)
     return badInput("--steps N is required for training");
-  return loadTokens(o, p.training().seq_len(), p.training().vocab())
-      .takeError();
+  return loadTrainingData(p, o).takeError();
 }
 
 #ifdef DTC_HAVE_CUDA
@@ -1485,7 +1698,8 @@ llvm::Error verifyBundle(const VerifyOptions &v, llvm::raw_ostream &out) {
     return verifyInference(v, *p, *reference, dir, out);
   std::string data = v.data;
   const program::Training &train = p->training();
-  if (data.empty()) {
+  // A model without token inputs trains on synthetic samples of --seed.
+  if (data.empty() && readsTokens(*p)) {
     data = (dir + "/tokens.bin").str();
     int64_t count = std::max<int64_t>(8192, 16 * (train.seq_len() + 1));
     if (llvm::Error e = writeSyntheticTokens(
@@ -1501,13 +1715,13 @@ llvm::Error verifyBundle(const VerifyOptions &v, llvm::raw_ostream &out) {
                     v.bundle,
                     "--steps",
                     std::to_string(v.steps),
-                    "--data",
-                    data,
                     "--seed",
                     std::to_string(v.seed),
                     "--log-json",
                     "--dump-state",
                     std::string(dir)};
+  if (!data.empty())
+    launch.command.insert(launch.command.end(), {"--data", data});
   if (v.init)
     launch.command.push_back("--init");
   launch.stdoutPath = (dir + "/ranks.jsonl").str();

@@ -24,7 +24,8 @@ namespace dtc {
 /// Function attributes and argument/result attributes the lowering reads:
 ///  - `dtc.name` (arg/result): the graph input/output name;
 ///  - `dtc.feed` (arg): what the runtime feeds ("input", "tokens", "labels",
-///    "lr", "step"); default "input";
+///    "lr", "step"); default "input" (inference inputs, and a classifier's
+///    training samples);
 ///  - `dtc.state` (arg/result): the argument reads, the result writes, the
 ///    named persistent variable;
 ///  - `dtc.state_role`, `dtc.state_of` (arg): the variable's role and the

@@ -4,7 +4,8 @@
 // per stage, one module that a group of ranks runs (docs/partition.md,
 // "Pipeline stages"):
 //
-//   @pipeline_step(tokens[m], labels[m], grad accumulators...)
+//   @pipeline_step(tokens[m], labels[m] (or a classifier's inputs[m],
+//                  labels[m]), grad accumulators...)
 //       -> (loss, accumulators + this stage's gradients over m micro-batches)
 //   @apply(lr, step, grad accumulators...)  (as without pipelining)
 //
@@ -683,10 +684,11 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
       inner.push_back(item.trim().str());
   stageOptions.mesh = llvm::join(inner, ",");
   mlir::MLIRContext *ctx = module.getContext();
-  auto tokensType = tensorType(forward.getArgument(0));
-  // The rows each rank feeds: the batch cut over the data axes (dp and the
-  // ep inside it); its columns: the sequence cut over cp (zigzag chunks,
-  // which the stages' partitioned functions expect).
+  // The rows each rank feeds of every data argument (tokens and labels, or
+  // a classifier's inputs and labels): the batch cut over the data axes (dp
+  // and the ep inside it); the columns of tokens and labels: the sequence
+  // cut over cp (zigzag chunks, which the stages' partitioned functions
+  // expect).
   int64_t dataParts = 1, contextParts = 1;
   for (llvm::StringRef item : inner) {
     auto [name, size] = item.split(':');
@@ -696,8 +698,22 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
     if (name == "cp" && !size.getAsInteger(10, n))
       contextParts *= n;
   }
-  const int64_t rows = tokensType.getDimSize(0) / dataParts;
-  const int64_t seq = tokensType.getDimSize(1) / contextParts;
+  const unsigned numData = forward.getNumArguments();
+  llvm::SmallVector<mlir::RankedTensorType> dataTypes; // one micro-batch's
+  for (mlir::Type type : forward.getArgumentTypes()) {
+    auto whole = llvm::cast<mlir::RankedTensorType>(type);
+    llvm::SmallVector<int64_t> shape(whole.getShape());
+    shape[0] /= dataParts;
+    if (contextParts > 1) {
+      if (!isTokenTensor(whole))
+        return badInput("pipeline: context parallelism splits the sequence "
+                        "of token inputs; this model's input is {0} (use "
+                        "--cp 1)",
+                        describeType(whole));
+      shape[1] /= contextParts;
+    }
+    dataTypes.push_back(whole.clone(shape));
+  }
 
   // Every stage's model chunks (s, s + stages, ...) and parameters, each
   // parameter once per stage.
@@ -731,10 +747,14 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
         mlir::ModuleOp::create(forward.getLoc());
     (*stageModule)->setAttrs(module->getAttrs());
 
-    // pipeline_step: the schedule, inlined.
-    auto dataType = mlir::RankedTensorType::get({micro, rows, seq},
-                                                tokensType.getElementType());
-    llvm::SmallVector<mlir::Type> argTypes{dataType, dataType};
+    // pipeline_step: the schedule, inlined. Its data arguments stack the
+    // step's micro-batches: [micro, rows, ...].
+    llvm::SmallVector<mlir::Type> argTypes;
+    for (mlir::RankedTensorType type : dataTypes) {
+      llvm::SmallVector<int64_t> shape{micro};
+      llvm::append_range(shape, type.getShape());
+      argTypes.push_back(type.clone(shape));
+    }
     for (const GradientResult &p : params)
       argTypes.push_back(p.type);
     b.setInsertionPointToEnd(stageModule->getBody());
@@ -742,16 +762,19 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
     auto step = b.create<mlir::func::FuncOp>(loc, "pipeline_step",
                                              b.getFunctionType(argTypes, {}));
     mlir::Block *body = step.addEntryBlock();
-    step.setArgAttr(0, "dtc.feed", b.getStringAttr("tokens"));
-    step.setArgAttr(1, "dtc.feed", b.getStringAttr("labels"));
-    if (contextParts > 1)
-      for (unsigned i : {0u, 1u})
+    for (unsigned i = 0; i < numData; ++i) {
+      for (llvm::StringRef name : {"dtc.feed", "dtc.name"})
+        if (mlir::Attribute attr = forward.getArgAttr(i, name))
+          step.setArgAttr(i, name, attr);
+      if (contextParts > 1)
         step.setArgAttr(i, "dtc.zigzag", b.getUnitAttr());
+    }
     for (auto [i, p] : llvm::enumerate(params)) {
       std::string state = "grad:" + p.parameter;
-      step.setArgAttr(2 + i, "dtc.state", b.getStringAttr(state));
-      step.setArgAttr(2 + i, "dtc.state_role", b.getStringAttr("grad"));
-      step.setArgAttr(2 + i, "dtc.state_of", b.getStringAttr(p.parameter));
+      step.setArgAttr(numData + i, "dtc.state", b.getStringAttr(state));
+      step.setArgAttr(numData + i, "dtc.state_role", b.getStringAttr("grad"));
+      step.setArgAttr(numData + i, "dtc.state_of",
+                      b.getStringAttr(p.parameter));
     }
     step->setAttr("dtc.mesh", b.getStringAttr(options.mesh));
     // The schedule, for readers of program.mlir: "F3.1" is the forward of
@@ -769,23 +792,22 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
     auto pp = b.getStrArrayAttr({kPipelineAxis});
     auto handle = [&](mlir::Type t) { return d::AsyncType::get(ctx, t); };
 
-    // Micro-batch i of the tokens (0) or labels (1) argument.
+    // Micro-batch i of data argument `arg`.
     std::map<std::pair<unsigned, int64_t>, mlir::Value> slices;
     auto dataSlice = [&](unsigned arg, int64_t i) {
       mlir::Value &v = slices[{arg, i}];
       if (!v) {
-        auto sliced = mlir::RankedTensorType::get({1, rows, seq},
-                                                  tokensType.getElementType());
-        mlir::Value part =
-            b.create<d::SliceOp>(loc, sliced, body->getArgument(arg),
-                                 b.getDenseI64ArrayAttr({i, 0, 0}),
-                                 b.getDenseI64ArrayAttr({i + 1, rows, seq}),
-                                 b.getDenseI64ArrayAttr({1, 1, 1}));
-        v = b.create<d::ReshapeOp>(
-            loc,
-            mlir::RankedTensorType::get({rows, seq},
-                                        tokensType.getElementType()),
-            part);
+        mlir::RankedTensorType type = dataTypes[arg];
+        llvm::SmallVector<int64_t> begin{i}, end{i + 1}, shape{1};
+        begin.append(type.getRank(), 0);
+        llvm::append_range(end, type.getShape());
+        llvm::append_range(shape, type.getShape());
+        llvm::SmallVector<int64_t> strides(shape.size(), 1);
+        mlir::Value part = b.create<d::SliceOp>(
+            loc, type.clone(shape), body->getArgument(arg),
+            b.getDenseI64ArrayAttr(begin), b.getDenseI64ArrayAttr(end),
+            b.getDenseI64ArrayAttr(strides));
+        v = b.create<d::ReshapeOp>(loc, type, part);
       }
       return v;
     };
@@ -834,7 +856,7 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
     };
 
     llvm::SmallVector<mlir::Value> accumulators(
-        body->getArguments().begin() + 2, body->getArguments().end());
+        body->getArguments().begin() + numData, body->getArguments().end());
     // What each micro-batch's forward pass through a chunk computed, for
     // its backward pass: (chunk, micro-batch) -> the forward values.
     std::map<std::pair<int64_t, int64_t>, mlir::IRMapping> forwardValues;
@@ -948,6 +970,7 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
     stageModules.push_back(std::move(stageModule));
   }
   info->microBatchesPerCall = micro;
+  info->stackedMicroBatches = true;
   return info;
 }
 

@@ -133,6 +133,10 @@ mlir::Value flatten(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v);
 /// Makes `forward` return only its training loss, binding the data
 /// arguments (`dtc.feed`).
 llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward);
+/// An integer [batch, seq] tensor (token ids).
+bool isTokenTensor(mlir::Type type);
+/// "[8, 3, 16, 16] f32", for error messages.
+std::string describeType(mlir::Type type);
 
 /// What one gradient result `index` of a (partitioned) gradient function
 /// is: its parameter, local type and layout.

@@ -72,7 +72,29 @@ mlir::Value addAuxiliaryLosses(mlir::OpBuilder &b, mlir::Location loc,
   return loss;
 }
 
-/// Appends next-token cross-entropy to logits when the model has no loss.
+/// "[8, 3, 16, 16] f32" for error messages.
+std::string describeType(mlir::Type type) {
+  auto t = llvm::dyn_cast<mlir::RankedTensorType>(type);
+  if (!t)
+    return "?";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "[";
+  llvm::interleaveComma(t.getShape(), os);
+  os << "] " << t.getElementType();
+  return text;
+}
+
+/// A classifier's inputs: every one a float tensor of `batch` rows.
+bool isClassifierInput(mlir::Type type, int64_t batch) {
+  auto t = llvm::dyn_cast<mlir::RankedTensorType>(type);
+  return t && t.getRank() >= 1 && t.getDimSize(0) == batch &&
+         llvm::isa<mlir::FloatType>(t.getElementType());
+}
+
+/// Binds the training data to the forward function's arguments (their
+/// `dtc.feed`) and makes it return the loss: the model's own, or
+/// cross-entropy appended to its logits.
 llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward) {
   mlir::Block &body = forward.getBody().front();
   auto ret = llvm::cast<mlir::func::ReturnOp>(body.getTerminator());
@@ -83,12 +105,30 @@ llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward) {
   auto feed = [&](unsigned i, llvm::StringRef what) {
     forward.setArgAttr(i, "dtc.feed", b.getStringAttr(what));
   };
+  // Appends the labels argument the appended cross-entropy reads.
+  auto addLabels = [&](llvm::ArrayRef<int64_t> shape) -> mlir::Value {
+    unsigned at = forward.getNumArguments();
+    auto labelsType = mlir::RankedTensorType::get(shape, b.getI64Type());
+    if (mlir::failed(forward.insertArgument(at, labelsType, {}, loc)))
+      return nullptr;
+    feed(at, "labels");
+    forward.setArgAttr(at, "dtc.name", b.getStringAttr("labels"));
+    return body.getArgument(at);
+  };
 
   int lossIndex = -1;
   for (auto [i, v] : llvm::enumerate(ret.getOperands()))
     if (tensorType(v).getRank() == 0 &&
         llvm::isa<mlir::FloatType>(tensorType(v).getElementType()))
       lossIndex = lossIndex < 0 ? static_cast<int>(i) : lossIndex;
+  mlir::RankedTensorType firstOutput =
+      ret.getNumOperands() ? tensorType(ret.getOperand(0)) : nullptr;
+  // The micro-batch: the rows of the first input.
+  auto firstInput =
+      args.empty() ? nullptr
+                   : llvm::dyn_cast<mlir::RankedTensorType>(args[0].getType());
+  int64_t batch =
+      firstInput && firstInput.getRank() ? firstInput.getDimSize(0) : -1;
 
   mlir::Value loss;
   if (lossIndex >= 0 && args.size() == 2 && isTokenTensor(args[0].getType()) &&
@@ -97,9 +137,9 @@ llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward) {
     feed(1, "labels");
     loss = ret.getOperand(lossIndex);
     info.vocab = vocabOfTokens(args[0]);
+    info.seqLen = tensorType(args[0]).getDimSize(1);
   } else if (args.size() == 1 && isTokenTensor(args[0].getType()) &&
-             ret.getNumOperands() >= 1 &&
-             tensorType(ret.getOperand(0)).getRank() == 3) {
+             firstOutput && firstOutput.getRank() == 3) {
     mlir::Value logits = ret.getOperand(0);
     auto tokensType = tensorType(args[0]);
     auto logitsType = tensorType(logits);
@@ -112,21 +152,45 @@ llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward) {
                       logitsType.getDimSize(2), tokensType.getDimSize(0),
                       tokensType.getDimSize(1));
     feed(0, "tokens");
-    auto labelsType =
-        mlir::RankedTensorType::get(tokensType.getShape(), b.getI64Type());
-    if (mlir::failed(forward.insertArgument(1, labelsType, {}, loc)))
+    mlir::Value labels = addLabels(tokensType.getShape());
+    if (!labels)
       return failure("cannot add the labels argument");
-    feed(1, "labels");
-    forward.setArgAttr(1, "dtc.name", b.getStringAttr("labels"));
-    loss = b.create<d::CrossEntropyOp>(loc, logits, body.getArgument(1),
+    loss = b.create<d::CrossEntropyOp>(loc, logits, labels,
                                        static_cast<uint64_t>(-100));
     info.vocab = logitsType.getDimSize(2);
+    info.seqLen = tokensType.getDimSize(1);
+  } else if (!args.empty() && firstOutput && firstOutput.getRank() >= 2 &&
+             llvm::isa<mlir::FloatType>(firstOutput.getElementType()) &&
+             firstOutput.getDimSize(0) == batch &&
+             llvm::all_of(forward.getArgumentTypes(), [&](mlir::Type t) {
+               return isClassifierInput(t, batch);
+             })) {
+    // A classifier: float inputs (images, features) and logits [batch,
+    // classes], or [batch, ..., classes] with one label per position (the
+    // mean over every position, as for tokens). Each input is fed the
+    // samples' data ("input"), the labels their classes.
+    for (unsigned i = 0; i < args.size(); ++i)
+      feed(i, "input");
+    mlir::Value logits = ret.getOperand(0);
+    mlir::Value labels = addLabels(firstOutput.getShape().drop_back());
+    if (!labels)
+      return failure("cannot add the labels argument");
+    loss = b.create<d::CrossEntropyOp>(loc, logits, labels,
+                                       static_cast<uint64_t>(-100));
+    info.vocab = firstOutput.getShape().back();
+    info.seqLen = 1; // a sample counts as one token in the throughput
   } else {
+    std::string inputs, output = firstOutput ? describeType(firstOutput) : "";
+    for (mlir::Type t : forward.getArgumentTypes())
+      inputs += (inputs.empty() ? "" : ", ") + describeType(t);
     return badInput("cannot bind training data: the graph must output a "
                     "scalar loss from two integer [batch, seq] inputs "
-                    "(tokens, labels) or logits [batch, seq, vocab] from one "
-                    "integer input; --bind NAME=tokens|labels is not "
-                    "supported yet");
+                    "(tokens, labels), logits [batch, seq, vocab] from one "
+                    "integer input, or logits [batch, classes] from float "
+                    "[batch, ...] inputs (a classifier); it has inputs ({0}) "
+                    "and first output {1}; --bind NAME=tokens|labels is not "
+                    "supported yet",
+                    inputs, output.empty() ? "none" : output);
   }
   loss = addAuxiliaryLosses(b, loc, body, loss);
   for (auto route : body.getOps<d::MoeRouteOp>()) {
@@ -134,9 +198,7 @@ llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward) {
         std::max<int64_t>(info.moeLayers, route.getLayer().value_or(0) + 1);
     info.moeExperts = tensorType(route.getLogits()).getDimSize(2);
   }
-  auto tokensType = tensorType(body.getArgument(0));
-  info.microBatch = tokensType.getDimSize(0);
-  info.seqLen = tokensType.getDimSize(1);
+  info.microBatch = tensorType(body.getArgument(0)).getDimSize(0);
 
   b.create<mlir::func::ReturnOp>(loc, loss);
   ret.erase();

@@ -82,19 +82,26 @@ struct TrainingStepOptions {
 /// What the step functions need from the runtime.
 struct TrainingStepInfo {
   int64_t microBatch = 0, seqLen = 0;
-  int64_t vocab = 0; ///< 0 when the token range cannot be read off the graph
+  /// The labels' range: the vocabulary, or a classifier's classes; 0 when
+  /// the token range cannot be read off the graph.
+  int64_t vocab = 0;
   /// Micro-batches one call of the step function trains on (a pipeline
-  /// step runs all of them; `micro_step` one).
+  /// step runs all of them, its data arguments stacked: [micro, rows, ...];
+  /// `micro_step` one).
   int64_t microBatchesPerCall = 1;
+  bool stackedMicroBatches = false;
   /// MoE layers (dtc.moe_route ops) and experts per layer; 0 without MoE.
   int64_t moeLayers = 0, moeExperts = 0;
 };
 
 /// Replaces the functions of `module` (one forward function, `main`) by
 /// `micro_step` and `apply`. Data binding (SPEC "dtc run"): a scalar loss
-/// output with two integer [batch, seq] inputs (tokens, labels), or logits
+/// output with two integer [batch, seq] inputs (tokens, labels), logits
 /// [batch, seq, vocab] from one integer input (next-token cross-entropy is
-/// appended). Anything else is a bad-input error.
+/// appended), or logits [batch, classes] (or [batch, ..., classes]) from
+/// float [batch, ...] inputs, a classifier (cross-entropy against a new
+/// labels argument [batch] is appended). Anything else is a bad-input
+/// error.
 llvm::Expected<TrainingStepInfo>
 buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options);
 
@@ -112,7 +119,8 @@ llvm::Expected<StageCuts> chooseCuts(mlir::func::FuncOp forward,
 /// The pipeline-parallel step: the forward function of `module` is cut
 /// into options.pipelineStages stages, and `stages` receives one module per
 /// stage with `pipeline_step` (one optimizer step's schedule over
-/// options.gradAccum micro-batches, tokens and labels [micro, rows, seq])
+/// options.gradAccum micro-batches, each data argument stacked: tokens and
+/// labels [micro, rows, seq], a classifier's inputs [micro, rows, ...])
 /// and `apply`. `module` is left with the loss-bound forward function.
 llvm::Expected<TrainingStepInfo> buildPipelineStep(
     mlir::ModuleOp module, const TrainingStepOptions &options,
