@@ -522,9 +522,13 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
                           : "");
   } else {
     // Not a recognized transformer: plan it from its IR.
-    llvm::consumeError(spec.takeError());
-    graphPlanner.emplace(
-        makeGraphPlanRequest(o, *cluster, modelName, context, diagnostics));
+    GraphPlanRequest request =
+        makeGraphPlanRequest(o, *cluster, modelName, context, diagnostics);
+    std::string why = llvm::toString(spec.takeError());
+    llvm::StringRef reason(why);
+    reason.consume_front(modelName + ": ");
+    request.unrecognized = reason.take_until([](char c) { return c == ';'; });
+    graphPlanner.emplace(std::move(request));
     SearchOptions options;
     options.explainK = o.explain ? static_cast<int>(*o.explain) : 3;
     auto searched = graphPlanner->search(options);

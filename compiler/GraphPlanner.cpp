@@ -455,31 +455,35 @@ llvm::Expected<PlanResult> GraphPlanner::search(const SearchOptions &options) {
   auto start = std::chrono::steady_clock::now();
   const PlanPins &pins = request.pins;
   const std::string &name = request.modelName;
-  // What needs attention or a stack of blocks.
+  // What needs attention or a stack of blocks: pins the transformer
+  // planner takes, refused with the reason it did not take this model.
+  const std::string &why = request.unrecognized;
   if (pins.cp && *pins.cp > 1)
-    return badInput("--cp {0}: context parallelism splits attention over the "
-                    "sequence, and {1} has no dtc.attention op (its attention, "
-                    "if any, was not recognized: docs/compatibility.md); pin "
-                    "--cp 1",
-                    *pins.cp, name);
+    return badInput("--cp {0}: context parallelism splits a recognized "
+                    "attention over the sequence, and {1} is not a "
+                    "recognized transformer ({2}; docs/compatibility.md); "
+                    "pin --cp 1",
+                    *pins.cp, name, why);
   if (pins.ep && *pins.ep > 1)
-    return badInput("--ep {0}: {1} has no mixture-of-experts layer "
-                    "(dtc.moe_route) to split; pin --ep 1",
-                    *pins.ep, name);
+    return badInput("--ep {0}: expert parallelism is planned for recognized "
+                    "transformers, and {1} is not one ({2}; "
+                    "docs/compatibility.md); pin --ep 1",
+                    *pins.ep, name, why);
   if (pins.vpp && *pins.vpp > 1)
     return badInput("--vpp {0}: interleaved pipeline chunks need a stack of "
-                    "identical transformer blocks, which {1} is not; pin "
-                    "--vpp 1",
-                    *pins.vpp, name);
+                    "identical transformer blocks, and {1} is not a "
+                    "recognized transformer ({2}); pin --vpp 1",
+                    *pins.vpp, name, why);
   if (pins.recompute && *pins.recompute == Recompute::Selective)
     return badInput("--recompute selective recomputes attention's core, and "
-                    "{0} has no dtc.attention op; pin none or full",
-                    name);
+                    "{0} is not a recognized transformer ({1}); pin none or "
+                    "full",
+                    name, why);
   if (pins.sequenceParallel && *pins.sequenceParallel)
     return badInput("--sequence-parallel on splits a transformer's norm and "
                     "dropout regions by sequence, and {0} is not a recognized "
-                    "transformer; pin off",
-                    name);
+                    "transformer ({1}); pin off",
+                    name, why);
 
   PlanResult result;
   result.globalBatchDefaulted = !request.globalBatch;

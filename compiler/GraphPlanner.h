@@ -55,6 +55,9 @@ struct GraphPlanRequest {
   /// The sharding propagation's trade of replicated compute against
   /// communication (the training step's).
   double flopsPerByte = 1000;
+  /// Why the transformer planner did not take the model (for the messages
+  /// that refuse cp, ep, vpp and the other transformer-only pins).
+  std::string unrecognized = "not a recognized transformer";
 };
 
 class GraphPlanner {

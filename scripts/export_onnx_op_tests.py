@@ -429,6 +429,30 @@ def cases(rng):
          init("sin", np.sin(angles8).astype(np.float32))]), {
             "q": rand(rng, 2, 5, 64), "k": rand(rng, 2, 5, 32),
             "v": rand(rng, 2, 5, 32)}
+    # MoE with ORT's fused SwiGLU (what FuseMoe makes of transformers 5's
+    # batched experts): GPT-OSS's clamped form with biases, and plain
+    # silu(gate) * value. (ORT's CPU kernel fuses interleaved only; the
+    # gate-half-first form is checked against PyTorch by the compat rows.)
+    def moe_weights(name, experts, rows, cols):
+        return init(name, (0.3 * rand(rng, experts, rows, cols)))
+    yield "ms_moe_swiglu", ms_model(
+        [helper.make_node("MoE", ["x", "logits", "fc1", "b1", "fc2", "b2"],
+                          ["y1"], name="moe_gpt_oss", domain=ms, k=2,
+                          normalize_routing_weights=1,
+                          activation_type="swiglu", swiglu_fusion=1,
+                          activation_alpha=1.702, activation_beta=1.0,
+                          swiglu_limit=0.5),
+         helper.make_node("MoE", ["x", "logits", "fc1", "", "fc2"], ["y2"],
+                          name="moe_silu", domain=ms, k=2,
+                          normalize_routing_weights=0,
+                          activation_type="swiglu", swiglu_fusion=1,
+                          activation_alpha=1.0, activation_beta=0.0)],
+        [vi("x", F, [6, 8]), vi("logits", F, [6, 4])],
+        [vi("y1", F, [6, 8]), vi("y2", F, [6, 8])],
+        [moe_weights("fc1", 4, 12, 8), moe_weights("fc2", 4, 8, 6),
+         init("b1", 0.1 * rand(rng, 4, 12)), init("b2", 0.1 * rand(rng, 4, 8))]), {
+            "x": rand(rng, 6, 8), "logits": rand(rng, 6, 4)}
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -17,6 +17,23 @@
 // and `ScatterND(acc, row, y * w, reduction = add)` for the accumulation;
 // both forms match.
 //
+// transformers 5 writes the experts batched (experts_implementation
+// "batched_mm", over stacked [E, ., .] weights), and the dynamo exporter
+// records that as
+//
+//   weights, chosen = TopK(Softmax(logits), k) [/ ReduceSum]
+//                  or TopK(logits, k), then Softmax over the k (= the same
+//                     top-k probabilities, renormalized)
+//   rows = repeat_interleave(x2, k)                              [rows k, h]
+//   g = bmm(GatherND(W1, chosen[:, None]), rows) [+ GatherND(b1, chosen)]
+//   a = silu(g[:, :f]) * g[:, f:]          (Mixtral, Qwen, OLMoE, Granite)
+//    or GPT-OSS's clamped GLU over the interleaved g[:, 0::2], g[:, 1::2]
+//   y = bmm(GatherND(W2, chosen), a) [+ GatherND(b2, chosen)]
+//   out = ReduceSum(Reshape(y * weights[:, None], [rows, k, h]), 1)
+//
+// which becomes the MoE node with activation_type "swiglu" and fc1 holding
+// gate and value fused (swiglu_fusion 2 or 1).
+//
 // Matching keys on the router, on the expert index of each `mask[e]` gather
 // and on the expert MLP; the plumbing between them (index arithmetic,
 // expands, casts) is checked only for where it leads, so exporter versions
@@ -31,6 +48,7 @@
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/OnnxUtils.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
@@ -71,6 +89,29 @@ struct Block {
   const NodeProto *output = nullptr;    // the last accumulation
 };
 
+/// One projection of transformers 5's batched experts: the stacked weight
+/// the expert index gathers from and its optional bias.
+struct BatchedProjection {
+  std::string weight;
+  /// bmm(rows, W[e]): stored [E, in, out], not torch Linear's [E, out, in].
+  bool storedInOut = false;
+  std::string bias; // [E, out], or empty
+};
+
+/// The matched parts of one transformers 5 batched-experts block.
+struct BatchedBlock {
+  const NodeProto *topK = nullptr;
+  std::string input, logits;
+  int64_t k = 0;
+  bool normalize = false;
+  BatchedProjection fc1, fc2;
+  /// ORT's swiglu_fusion: 1 gate and value interleaved, 2 gate half first.
+  int64_t fusion = 2;
+  double alpha = 1, beta = 0;
+  std::optional<double> limit;
+  const NodeProto *output = nullptr; // the ReduceSum over the k choices
+};
+
 class Fuser {
 public:
   Fuser(::onnx::ModelProto &model, llvm::StringRef path)
@@ -95,8 +136,23 @@ private:
                           const NodeProto &maskGather,
                           const std::string &weights,
                           std::vector<Accumulation> &adds);
+  /// Matches transformers 5's batched experts routed by `topK`: std::nullopt
+  /// when no stacked expert weight is gathered by its choices.
+  llvm::Expected<std::optional<BatchedBlock>>
+  matchBatched(const NodeProto &topK);
+  llvm::Error matchGatedUnit(BatchedBlock &block, const std::string &projected,
+                             const std::string &activated);
+  /// How many experts the router projection `gate` scores (0: not one).
+  int64_t routerExperts(const NodeProto &gate) const;
   /// Plans the replacement of `block` (applied by applyReplacements).
   void rewrite(const Block &block, std::vector<StackedWeight> &stacked);
+  void rewrite(const BatchedBlock &block);
+  /// Plans `moe` (and the nodes it reads, `before`) in place of `output`,
+  /// the block's last node, reading `input` unflattened when the router
+  /// flattened it and flattening the result back.
+  void replaceBlock(const NodeProto &output, const NodeProto &topK,
+                    const std::string &logits, NodeProto moe,
+                    std::vector<NodeProto> before);
   /// Puts each planned replacement where the node it replaces was.
   void applyReplacements();
   void removeDeadNodes();
@@ -162,7 +218,32 @@ private:
   /// The int64 value of a one-element constant `name` (a Constant node or
   /// an initializer, through reshapes and casts).
   std::optional<std::vector<int64_t>> constantInts(std::string name) const;
+  std::optional<HostTensor> constantTensor(std::string name) const;
   std::optional<ExpertWeight> weightOf(const std::string &name) const;
+  /// The value of a one-element float or integer constant.
+  std::optional<double> constantScalar(const std::string &name) const;
+  /// `name` after single Squeeze/Unsqueeze/Reshape users (the rank
+  /// plumbing around a bmm), and before such producers.
+  std::string forwardShapes(std::string name) const {
+    for (;;) {
+      auto next = users(name);
+      if (next.size() != 1 || next[0]->output_size() != 1 ||
+          (next[0]->op_type() != "Squeeze" &&
+           next[0]->op_type() != "Unsqueeze" &&
+           next[0]->op_type() != "Reshape"))
+        return name;
+      name = next[0]->output(0);
+    }
+  }
+  std::string backwardShapes(std::string name) const {
+    while (const NodeProto *n = producer(name))
+      if (n->op_type() == "Squeeze" || n->op_type() == "Unsqueeze" ||
+          n->op_type() == "Reshape" || n->op_type() == "Cast")
+        name = n->input(0);
+      else
+        break;
+    return name;
+  }
 
   template <typename... Ts>
   llvm::Error blockError(const NodeProto &at, const char *fmt,
@@ -203,32 +284,29 @@ bool Fuser::dependsOn(const std::string &name,
   return false;
 }
 
-std::optional<std::vector<int64_t>>
-Fuser::constantInts(std::string name) const {
+std::optional<HostTensor> Fuser::constantTensor(std::string name) const {
   for (;;) {
-    if (auto it = initializers.find(name); it != initializers.end()) {
-      std::string error;
-      auto t = decodeTensor(*it->second, "", error);
-      if (!t || t->isFloat())
-        return std::nullopt;
-      return t->ints;
-    }
+    std::string error;
+    if (auto it = initializers.find(name); it != initializers.end())
+      return decodeTensor(*it->second, "", error);
     const NodeProto *n = producer(name);
     if (!n || !isDefaultDomain(n->domain()))
       return std::nullopt;
     if (n->op_type() == "Constant") {
       if (const auto *v = findAttribute(*n, "value_int"))
-        return std::vector<int64_t>{v->i()};
+        return HostTensor::fromInts({v->i()});
       if (const auto *v = findAttribute(*n, "value_ints"))
-        return std::vector<int64_t>(v->ints().begin(), v->ints().end());
+        return HostTensor::fromInts(
+            std::vector<int64_t>(v->ints().begin(), v->ints().end()));
+      if (const auto *v = findAttribute(*n, "value_float")) {
+        HostTensor t = HostTensor::zeros(::onnx::TensorProto::FLOAT, {});
+        t.set(0, v->f());
+        return t;
+      }
       const auto *v = findAttribute(*n, "value");
       if (!v)
         return std::nullopt;
-      std::string error;
-      auto t = decodeTensor(v->t(), "", error);
-      if (!t || t->isFloat())
-        return std::nullopt;
-      return t->ints;
+      return decodeTensor(v->t(), "", error);
     }
     // A reshaped or cast constant keeps its elements.
     if (n->op_type() != "Reshape" && n->op_type() != "Squeeze" &&
@@ -237,6 +315,21 @@ Fuser::constantInts(std::string name) const {
       return std::nullopt;
     name = n->input(0);
   }
+}
+
+std::optional<std::vector<int64_t>>
+Fuser::constantInts(std::string name) const {
+  auto t = constantTensor(std::move(name));
+  if (!t || t->isFloat())
+    return std::nullopt;
+  return t->ints;
+}
+
+std::optional<double> Fuser::constantScalar(const std::string &name) const {
+  auto t = constantTensor(name);
+  if (!t || t->size() != 1)
+    return std::nullopt;
+  return t->getDouble(0);
 }
 
 std::optional<ExpertWeight> Fuser::weightOf(const std::string &name) const {
@@ -494,20 +587,323 @@ llvm::Error Fuser::matchExpert(Block &block, int64_t expert,
   return llvm::Error::success();
 }
 
-void Fuser::rewrite(const Block &block, std::vector<StackedWeight> &stacked) {
-  // Named after the block: the common prefix of the router's and the
-  // output's node names ("/model/layers.0/block_sparse_moe/").
-  std::string first = producer(block.logits)->name();
-  std::string last = block.output->name();
+int64_t Fuser::routerExperts(const NodeProto &gate) const {
+  if (gate.op_type() == "MatMul") {
+    auto weight = weightOf(gate.input(1));
+    if (!weight)
+      return 0;
+    const auto &dims = initializers.at(weight->initializer)->dims();
+    return weight->storedOutIn ? dims[0] : dims[1];
+  }
+  if (gate.op_type() != "Gemm" || gate.input_size() < 2 ||
+      getIntAttr(gate, "transA", 0))
+    return 0;
+  auto it = initializers.find(gate.input(1));
+  if (it == initializers.end() || it->second->dims_size() != 2)
+    return 0;
+  return getIntAttr(gate, "transB", 0) ? it->second->dims(0)
+                                       : it->second->dims(1);
+}
+
+llvm::Expected<std::optional<BatchedBlock>>
+Fuser::matchBatched(const NodeProto &topK) {
+  BatchedBlock block;
+  block.topK = &topK;
+  if (topK.input_size() < 2 || topK.output_size() < 2 ||
+      getIntAttr(topK, "largest", 1) != 1)
+    return std::nullopt;
+  // The expert parameters the choices index: [E, out, in] matrices and
+  // [E, out] biases.
+  const std::string &chosen = topK.output(1);
+  std::vector<const NodeProto *> matrices, biases;
+  llvm::DenseSet<const NodeProto *> seen;
+  int64_t experts = 0;
+  for (const NodeProto *n : reachableFrom(chosen, 4)) {
+    if (n->op_type() != "GatherND" || n->input_size() != 2 ||
+        getIntAttr(*n, "batch_dims", 0) != 0 || !seen.insert(n).second)
+      continue;
+    auto it = initializers.find(n->input(0));
+    if (it == initializers.end() || !isFloatType(it->second->data_type()) ||
+        it->second->dims_size() < 2 || it->second->dims_size() > 3)
+      continue;
+    if (experts && it->second->dims(0) != experts)
+      continue;
+    experts = it->second->dims(0);
+    (it->second->dims_size() == 3 ? matrices : biases).push_back(n);
+  }
+  if (matrices.empty() && biases.empty())
+    return std::nullopt;
+  // From here on these are batched experts: what does not match is an error.
+
+  // The routing weights: top-k of the softmax (maybe renormalized), or the
+  // softmax of the top-k logits, which is the renormalized top-k softmax.
+  std::string weights = topK.output(0);
+  if (const NodeProto *softmax = producer(throughCasts(topK.input(0)));
+      softmax && softmax->op_type() == "Softmax") {
+    block.logits = softmax->input(0);
+    if (const NodeProto *sum = userOfType(weights, "ReduceSum"))
+      for (const NodeProto *div : users(sum->output(0)))
+        if (div->op_type() == "Div" && div->input(0) == weights) {
+          block.normalize = true;
+          weights = div->output(0);
+        }
+  } else if (const NodeProto *softmax = userOfType(weights, "Softmax")) {
+    block.logits = throughCasts(topK.input(0));
+    block.normalize = true;
+    weights = softmax->output(0);
+  } else {
+    return blockError(topK, "its routing weights are neither the top-k of a "
+                            "softmax over the router logits nor a softmax of "
+                            "the top-k logits (sigmoid scores with a choice "
+                            "bias or expert groups, DeepSeek-V3's routing, "
+                            "are not supported yet)");
+  }
+  const NodeProto *gate = producer(block.logits);
+  if (!gate || routerExperts(*gate) != experts)
+    return blockError(topK,
+                      "its router is not a projection of the hidden "
+                      "states onto the {0} experts",
+                      experts);
+  if (matrices.size() != 2)
+    return blockError(topK,
+                      "its choices gather {0} stacked expert matrices; "
+                      "batched experts gather two (gate-up and down)",
+                      matrices.size());
+  auto k = constantInts(topK.input(1));
+  if (!k || k->size() != 1)
+    return blockError(topK, "its k is not a constant");
+  block.k = (*k)[0];
+  int64_t axis = getIntAttr(topK, "axis", -1);
+  if (axis != -1 && axis != 1)
+    return blockError(topK, "the top-k is not over the experts (last axis)");
+  // The MoE node reads the hidden states unflattened, [b, s, h].
+  std::string rows = gate->input(0);
+  block.input = rows;
+  while (const NodeProto *flatten = producer(block.input))
+    if (flatten->op_type() == "Reshape")
+      block.input = flatten->input(0);
+    else
+      break;
+
+  // Each matrix feeds one bmm; the first reads the routed token rows, the
+  // second the first's activation.
+  struct Bmm {
+    const NodeProto *matmul = nullptr;
+    BatchedProjection projection;
+    std::string operand; // what the gathered matrix multiplies
+  };
+  auto bmmOf = [&](const NodeProto &gather) -> std::optional<Bmm> {
+    const NodeProto *mm = userOfType(gather.output(0), "MatMul");
+    if (!mm || mm->input(0) == mm->input(1))
+      return std::nullopt;
+    Bmm bmm;
+    bmm.matmul = mm;
+    bmm.projection.weight = gather.input(0);
+    bmm.projection.storedInOut = mm->input(1) == gather.output(0);
+    bmm.operand = bmm.projection.storedInOut ? mm->input(0) : mm->input(1);
+    return bmm;
+  };
+  auto first = bmmOf(*matrices[0]), second = bmmOf(*matrices[1]);
+  if (!first || !second)
+    return blockError(topK, "a gathered expert matrix is not read by one "
+                            "batched MatMul");
+  if (dependsOn(first->operand, second->matmul->output(0)))
+    std::swap(first, second);
+  if (!dependsOn(second->operand, first->matmul->output(0)) ||
+      !dependsOn(first->operand, block.input))
+    return blockError(topK, "the expert MLP is not two projections in "
+                            "sequence over the routed token rows");
+  block.fc1 = first->projection;
+  block.fc2 = second->projection;
+  // A bias is added right after its projection (one gather may serve both
+  // when the exporter merged equal initializers).
+  llvm::DenseSet<const NodeProto *> biasesUsed;
+  auto biased = [&](BatchedProjection &projection, const NodeProto &mm) {
+    std::string out = forwardShapes(mm.output(0));
+    const NodeProto *add = userOfType(out, "Add");
+    if (!add)
+      return out;
+    std::string other = add->input(0) == out ? add->input(1) : add->input(0);
+    for (const NodeProto *b : biases)
+      if (backwardShapes(other) == b->output(0)) {
+        projection.bias = b->input(0);
+        biasesUsed.insert(b);
+        return forwardShapes(add->output(0));
+      }
+    return out;
+  };
+  std::string projected = biased(block.fc1, *first->matmul);
+  std::string expertOut = biased(block.fc2, *second->matmul);
+  if (biasesUsed.size() != biases.size())
+    return blockError(topK, "a gathered expert bias is not added to a "
+                            "projection");
+  if (llvm::Error err =
+          matchGatedUnit(block, projected, backwardShapes(second->operand)))
+    return std::move(err);
+
+  // Weighted by the routing weights, then summed over the k choices.
+  const NodeProto *scaled = userOfType(expertOut, "Mul");
+  if (!scaled || !dependsOn(scaled->input(0) == expertOut ? scaled->input(1)
+                                                          : scaled->input(0),
+                            weights))
+    return blockError(topK, "the experts' results are not weighted by the "
+                            "routing weights");
+  const NodeProto *sum =
+      userOfType(forwardShapes(scaled->output(0)), "ReduceSum");
+  std::optional<std::vector<int64_t>> axes;
+  if (sum && sum->input_size() > 1)
+    axes = constantInts(sum->input(1));
+  else if (auto attr = sum ? getIntsAttr(*sum, "axes") : std::nullopt)
+    axes = std::vector<int64_t>(attr->begin(), attr->end());
+  if (!sum || !axes || *axes != std::vector<int64_t>{1} ||
+      getIntAttr(*sum, "keepdims", 1) != 0)
+    return blockError(topK, "the weighted expert results are not summed "
+                            "over the k choices");
+  block.output = sum;
+  return block;
+}
+
+llvm::Error Fuser::matchGatedUnit(BatchedBlock &block,
+                                  const std::string &projected,
+                                  const std::string &activated) {
+  const NodeProto &topK = *block.topK;
+  auto notGlu = [&](const char *what) {
+    return blockError(topK,
+                      "the expert MLP is not a gated linear unit "
+                      "(silu(gate) * value, or GPT-OSS's clamped form): {0}",
+                      what);
+  };
+  // The gate and value halves of the first projection.
+  auto isLastAxis = [](int64_t axis) { return axis == 1 || axis == -1; };
+  std::string gate, value;
+  auto readers = users(projected);
+  if (readers.size() == 1 && readers[0]->op_type() == "Split" &&
+      readers[0]->output_size() == 2 &&
+      isLastAxis(getIntAttr(*readers[0], "axis", 0))) {
+    if (readers[0]->input_size() > 1 && !readers[0]->input(1).empty()) {
+      auto sizes = constantInts(readers[0]->input(1));
+      if (!sizes || sizes->size() != 2 || (*sizes)[0] != (*sizes)[1])
+        return notGlu("the projection is split unevenly");
+    }
+    block.fusion = 2;
+    gate = readers[0]->output(0);
+    value = readers[0]->output(1);
+  } else {
+    // Strided halves: x[:, 0::2] and x[:, 1::2].
+    for (const NodeProto *slice : readers) {
+      if (slice->op_type() != "Slice" || slice->input_size() < 5)
+        return notGlu("the first projection is read other than by a Split "
+                      "into halves or two strided Slices");
+      auto start = constantInts(slice->input(1));
+      auto axes = constantInts(slice->input(3));
+      auto steps = constantInts(slice->input(4));
+      if (!start || !axes || !steps || start->size() != 1 ||
+          axes->size() != 1 || !isLastAxis((*axes)[0]) ||
+          *steps != std::vector<int64_t>{2} || (*start)[0] > 1)
+        return notGlu("a Slice of the first projection is not x[:, 0::2] "
+                      "or x[:, 1::2]");
+      ((*start)[0] == 0 ? gate : value) = slice->output(0);
+    }
+    if (gate.empty() || value.empty())
+      return notGlu("the first projection is not split into gate and value");
+    block.fusion = 1;
+  }
+  // GPT-OSS clamps the gate from above and the value on both sides.
+  if (const NodeProto *clip = userOfType(gate, "Clip")) {
+    auto hi =
+        clip->input_size() > 2 ? constantScalar(clip->input(2)) : std::nullopt;
+    if (!hi || (clip->input_size() > 1 && !clip->input(1).empty()))
+      return notGlu("the gate is clipped other than from above");
+    block.limit = *hi;
+    gate = clip->output(0);
+  }
+  if (const NodeProto *clip = userOfType(value, "Clip")) {
+    auto lo = constantScalar(clip->input_size() > 1 ? clip->input(1) : "");
+    auto hi = constantScalar(clip->input_size() > 2 ? clip->input(2) : "");
+    if (!lo || !hi || !block.limit || *hi != *block.limit || *lo != -*hi)
+      return notGlu("the value's clamp is not [-limit, limit] of the gate's "
+                    "limit");
+    value = clip->output(0);
+  } else if (block.limit) {
+    return notGlu("the gate is clipped but the value is not");
+  }
+  // glu = gate * sigmoid(alpha * gate).
+  const NodeProto *sigmoid = userOfType(gate, "Sigmoid");
+  for (const NodeProto *mul : users(gate)) {
+    if (sigmoid || mul->op_type() != "Mul")
+      continue;
+    const std::string &other =
+        mul->input(0) == gate ? mul->input(1) : mul->input(0);
+    auto alpha = constantScalar(other);
+    if (const NodeProto *s = userOfType(mul->output(0), "Sigmoid");
+        s && alpha) {
+      sigmoid = s;
+      block.alpha = *alpha;
+    }
+  }
+  const NodeProto *glu = nullptr;
+  if (sigmoid)
+    for (const NodeProto *mul : users(sigmoid->output(0)))
+      if (mul->op_type() == "Mul" &&
+          (mul->input(0) == gate || mul->input(1) == gate))
+        glu = mul;
+  if (!glu)
+    return notGlu("no gate * sigmoid(alpha * gate)");
+  // value + beta.
+  if (const NodeProto *add = userOfType(value, "Add")) {
+    auto beta =
+        constantScalar(add->input(0) == value ? add->input(1) : add->input(0));
+    if (beta) {
+      block.beta = *beta;
+      value = add->output(0);
+    }
+  }
+  const NodeProto *product = producer(activated);
+  if (!product || product->op_type() != "Mul" ||
+      !((product->input(0) == glu->output(0) && product->input(1) == value) ||
+        (product->input(1) == glu->output(0) && product->input(0) == value)))
+    return notGlu("the down projection does not read glu * value");
+  return llvm::Error::success();
+}
+
+/// The name prefix of a block: the common prefix of its router's and its
+/// output's node names ("/model/layers.0/block_sparse_moe/"), or the
+/// router's TopK's name for exporters that name nodes flat (dynamo).
+static std::string blockScope(const NodeProto &router, const NodeProto &output,
+                              const NodeProto &topK) {
+  const std::string &first = router.name(), &last = output.name();
   size_t common = 0;
   while (common < first.size() && common < last.size() &&
          first[common] == last[common])
     ++common;
   std::string scope = first.substr(0, common);
   scope = scope.substr(0, scope.rfind('/') + 1);
-  if (scope.empty()) // exporters that name nodes flat (dynamo): the router's
-    scope = nodeName(*block.topK) + "/";
+  return scope.empty() ? nodeName(topK) + "/" : scope;
+}
 
+static void addIntAttr(NodeProto &node, const char *name, int64_t value) {
+  auto *attr = node.add_attribute();
+  attr->set_name(name);
+  attr->set_type(::onnx::AttributeProto::INT);
+  attr->set_i(value);
+}
+
+static void addFloatAttr(NodeProto &node, const char *name, double value) {
+  auto *attr = node.add_attribute();
+  attr->set_name(name);
+  attr->set_type(::onnx::AttributeProto::FLOAT);
+  attr->set_f(static_cast<float>(value));
+}
+
+static void addStringAttr(NodeProto &node, const char *name,
+                          const char *value) {
+  auto *attr = node.add_attribute();
+  attr->set_name(name);
+  attr->set_type(::onnx::AttributeProto::STRING);
+  attr->set_s(value);
+}
+
+void Fuser::rewrite(const Block &block, std::vector<StackedWeight> &stacked) {
   auto stack = [&](const std::vector<ExpertWeight> &members) {
     StackedWeight w;
     for (const ExpertWeight &m : members)
@@ -541,9 +937,6 @@ void Fuser::rewrite(const Block &block, std::vector<StackedWeight> &stacked) {
   };
 
   NodeProto moe;
-  moe.set_name(scope + "MoE");
-  moe.set_op_type("MoE");
-  moe.set_domain("com.microsoft");
   moe.add_input(block.input);
   moe.add_input(block.logits);
   moe.add_input(stack(block.w1));
@@ -551,33 +944,77 @@ void Fuser::rewrite(const Block &block, std::vector<StackedWeight> &stacked) {
   moe.add_input(stack(block.w2));
   moe.add_input("");
   moe.add_input(stack(block.w3));
+  addIntAttr(moe, "k", block.k);
+  addIntAttr(moe, "normalize_routing_weights", block.normalize ? 1 : 0);
+  addStringAttr(moe, "activation_type", "silu");
+  replaceBlock(*block.output, *block.topK, block.logits, std::move(moe), {});
+}
+
+void Fuser::rewrite(const BatchedBlock &block) {
+  std::string scope =
+      blockScope(*producer(block.logits), *block.output, *block.topK);
+  NodeProto moe;
+  std::vector<NodeProto> before;
+  // The MoE node takes torch Linear's [E, out, in]; bmm(rows, W[e]) stores
+  // [E, in, out], read through a transpose (the parameter keeps its layout).
+  auto weight = [&](const BatchedProjection &projection, const char *name) {
+    if (!projection.storedInOut)
+      return projection.weight;
+    NodeProto transpose;
+    transpose.set_name(scope + "MoE/" + name);
+    transpose.set_op_type("Transpose");
+    transpose.add_input(projection.weight);
+    transpose.add_output(transpose.name());
+    auto *perm = transpose.add_attribute();
+    perm->set_name("perm");
+    perm->set_type(::onnx::AttributeProto::INTS);
+    for (int64_t d : {0, 2, 1})
+      perm->add_ints(d);
+    before.push_back(transpose);
+    return transpose.output(0);
+  };
+  moe.add_input(block.input);
+  moe.add_input(block.logits);
+  moe.add_input(weight(block.fc1, "fc1"));
+  moe.add_input(block.fc1.bias);
+  moe.add_input(weight(block.fc2, "fc2"));
+  moe.add_input(block.fc2.bias);
+  addIntAttr(moe, "k", block.k);
+  addIntAttr(moe, "normalize_routing_weights", block.normalize ? 1 : 0);
+  addStringAttr(moe, "activation_type", "swiglu");
+  addIntAttr(moe, "swiglu_fusion", block.fusion);
+  addFloatAttr(moe, "activation_alpha", block.alpha);
+  addFloatAttr(moe, "activation_beta", block.beta);
+  if (block.limit)
+    addFloatAttr(moe, "swiglu_limit", *block.limit);
+  replaceBlock(*block.output, *block.topK, block.logits, std::move(moe),
+               std::move(before));
+}
+
+void Fuser::replaceBlock(const NodeProto &output, const NodeProto &topK,
+                         const std::string &logits, NodeProto moe,
+                         std::vector<NodeProto> before) {
+  const NodeProto &router = *producer(logits);
+  std::string scope = blockScope(router, output, topK);
+  moe.set_name(scope + "MoE");
+  moe.set_op_type("MoE");
+  moe.set_domain("com.microsoft");
   // The MoE node reads the hidden states unflattened ([b, s, h]), so that
   // batch and sequence stay separate dims; its result is flattened back to
   // the block's [rows, h] for the readers (a Qwen-MoE shared expert adds
   // to it there).
-  const std::string &out = block.output->output(0);
-  bool unflattened = block.input != producer(block.logits)->input(0);
+  const std::string &out = output.output(0);
+  bool unflattened = moe.input(0) != router.input(0);
   moe.add_output(unflattened ? out + "/unflattened" : out);
-  auto addInt = [&](const char *name, int64_t value) {
-    auto *attr = moe.add_attribute();
-    attr->set_name(name);
-    attr->set_type(::onnx::AttributeProto::INT);
-    attr->set_i(value);
-  };
-  addInt("k", block.k);
-  addInt("normalize_routing_weights", block.normalize ? 1 : 0);
-  auto *activation = moe.add_attribute();
-  activation->set_name("activation_type");
-  activation->set_type(::onnx::AttributeProto::STRING);
-  activation->set_s("silu");
-  std::vector<NodeProto> &nodes = replacements[block.output];
+  std::vector<NodeProto> &nodes = replacements[&output];
+  nodes = std::move(before);
   nodes.push_back(moe);
   if (!unflattened)
     return;
   NodeProto shape;
   shape.set_name(scope + "MoE/rows_shape");
   shape.set_op_type("Shape");
-  shape.add_input(producer(block.logits)->input(0));
+  shape.add_input(router.input(0));
   shape.add_output(shape.name());
   NodeProto flatten;
   flatten.set_name(scope + "MoE/rows");
@@ -633,20 +1070,30 @@ void Fuser::removeDeadNodes() {
 
 llvm::Expected<std::vector<StackedWeight>> Fuser::run() {
   std::vector<Block> blocks;
+  std::vector<BatchedBlock> batched;
   for (const NodeProto &n : graph.node()) {
     if (n.op_type() != "TopK" || !isDefaultDomain(n.domain()))
       continue;
     auto block = match(n);
     if (!block)
       return block.takeError();
-    if (*block)
+    if (*block) {
       blocks.push_back(std::move(**block));
+      continue;
+    }
+    auto batch = matchBatched(n);
+    if (!batch)
+      return batch.takeError();
+    if (*batch)
+      batched.push_back(std::move(**batch));
   }
   std::vector<StackedWeight> stacked;
-  if (blocks.empty())
+  if (blocks.empty() && batched.empty())
     return stacked;
   for (const Block &block : blocks)
     rewrite(block, stacked);
+  for (const BatchedBlock &block : batched)
+    rewrite(block);
   applyReplacements();
   removeDeadNodes();
   bool hasMicrosoft = llvm::any_of(model.opset_import(), [](const auto &o) {

@@ -8,7 +8,9 @@
 // accumulator. No static graph can hold those shapes, so the block is
 // recognized on the ONNX graph, before import, and replaced by one
 // com.microsoft MoE node over stacked expert weights, which the importer
-// lowers like any other MoE.
+// lowers like any other MoE. transformers 5's batched experts (stacked
+// weights gathered by the choices, then bmm) become the same node, with
+// its gate and value projections fused (activation_type "swiglu").
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,7 +35,8 @@ struct StackedWeight {
   bool transposed = false;
 };
 
-/// Replaces every Hugging Face sparse MoE block of `model`'s graph by a
+/// Replaces every Hugging Face sparse MoE block (either form) of `model`'s
+/// graph by a
 /// com.microsoft MoE node, adds the stacked weights as (data-less)
 /// initializers and removes the nodes left dead. A block that starts like
 /// one (softmax router, TopK, OneHot of the choices) but does not match the

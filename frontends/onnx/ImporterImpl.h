@@ -194,6 +194,12 @@ public:
   Error lowerSkipLayerNorm(llvm::ArrayRef<Entry *> ins);
   Error lowerContribGelu(llvm::ArrayRef<Entry *> ins);
   Error lowerContribAttention(llvm::ArrayRef<Entry *> ins);
+  /// The gated activation of ORT's MoE activation_type "swiglu" on the
+  /// fc1 projection (gate and value fused per `fusion`) or on fc1 and
+  /// `value` (fc3's projection, fusion 0), with the node's alpha, beta and
+  /// swiglu_limit.
+  Expected<Value> swiGlu(Value projected, int64_t fusion,
+                         Expected<Value> value);
   Error lowerMoE(llvm::ArrayRef<Entry *> ins);
   Error lowerMultiHeadAttention(llvm::ArrayRef<Entry *> ins);
   Error lowerGroupQueryAttention(llvm::ArrayRef<Entry *> ins);

@@ -736,6 +736,68 @@ TEST(OnnxImporterMoe, UnmatchedExpertIsNamed) {
                   "expert 1: its MLP is not SwiGLU", "com.microsoft MoE"});
 }
 
+// transformers 5's batched experts, as the dynamo exporter records them.
+const std::string kCompat = kModels + "/compat";
+
+TEST(OnnxImporterMoe, FusesTransformers5BatchedExperts) {
+  for (const char *row : {"mixtral-batched_mm-experts-dynamo",
+                          "gpt_oss-batched_mm-experts-dynamo"}) {
+    SCOPED_TRACE(row);
+    MLIRContext ctx;
+    auto module = importOk(ctx, kCompat + "/" + row + ".onnx",
+                           options(2, 8, /*raise=*/false));
+    ASSERT_TRUE(module);
+    auto ops = histogram(*module);
+    EXPECT_EQ(ops["dtc.moe_route"], 2);
+    EXPECT_EQ(ops["dtc.moe_dispatch"], 2);
+    EXPECT_EQ(ops["dtc.moe_combine"], 2);
+    // The stacked weights stay the parameters they were (nothing to
+    // stack): per layer [E, 2f, h] gate-up (or [E, h, 2f]) and the down
+    // projection, each read by one batched matmul over the dispatch buffer.
+    int stackedExperts = 0;
+    mainOf(*module).walk([&](d::ParameterOp p) {
+      EXPECT_FALSE(p.getStack()) << p.getName().str();
+      stackedExperts += p.getType().getRank() == 3;
+    });
+    EXPECT_EQ(stackedExperts, 4);
+  }
+  // GPT-OSS: the gate clamped from above, the value on both sides.
+  MLIRContext ctx;
+  auto module =
+      importOk(ctx, kCompat + "/gpt_oss-batched_mm-experts-dynamo.onnx",
+               options(2, 8, /*raise=*/false));
+  ASSERT_TRUE(module);
+  auto ops = histogram(*module);
+  EXPECT_GE(ops["dtc.min"], 4);
+  EXPECT_GE(ops["dtc.max"], 2);
+}
+
+TEST(OnnxImporterMoe, UnmatchedBatchedExpertIsNamed) {
+  // tanh where the gate's sigmoid was: the choices gather stacked expert
+  // weights, so this is an MoE block, but not a gated unit dtc knows.
+  ::onnx::ModelProto model =
+      readModel(kCompat + "/mixtral-batched_mm-experts-dynamo.onnx");
+  const ::onnx::NodeProto *split = nullptr;
+  for (const auto &n : model.graph().node())
+    if (!split && n.op_type() == "Split")
+      split = &n;
+  ASSERT_TRUE(split);
+  std::string gate = split->output(0);
+  bool changed = false;
+  for (auto &n : *model.mutable_graph()->mutable_node())
+    if (!changed && n.op_type() == "Sigmoid" && n.input(0) == gate) {
+      n.set_op_type("Tanh");
+      changed = true;
+    }
+  ASSERT_TRUE(changed);
+  std::string path = writeTemp(model);
+  expectBadInput(importFails(path, options(2, 8)),
+                 {path.c_str(),
+                  "MoE block routed by node 'node_topk__1' (TopK)",
+                  "the expert MLP is not a gated linear unit",
+                  "no gate * sigmoid(alpha * gate)"});
+}
+
 //===----------------------------------------------------------------------===//
 // Transformer blocks (passes/TransformerBlocks.h)
 //===----------------------------------------------------------------------===//

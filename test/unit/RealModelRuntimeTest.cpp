@@ -275,7 +275,8 @@ std::vector<ModelCase> allCases() {
                          "ms_simplified_ln",
                          "ms_mha",
                          "ms_rotary",
-                         "ms_gqa"})
+                         "ms_gqa",
+                         "ms_moe_swiglu"})
     cases.push_back({std::string("onnx-ops/") + op,
                      kModels + "/onnx-ops/" + op + ".onnx",
                      kModels + "/onnx-ops/" + op + "/test_data_set_0",

@@ -233,12 +233,91 @@ Error ModelImporter::lowerContribAttention(llvm::ArrayRef<Entry *> ins) {
 // fc1_bias?, fc2 [E, h, f], fc2_bias?, fc3 [E, f, h]?, fc3_bias?) with k,
 // activation_type and normalize_routing_weights: ORT softmaxes the router
 // logits and runs each token's top-k experts, act(x W1^T + b1) [* (x W3^T
-// + b3)] W2^T + b2, weighted by the chosen probabilities. Weights are
+// + b3)] W2^T + b2, weighted by the chosen probabilities. With
+// activation_type "swiglu" the gate g and value v come from fc1 [E, 2f, h]
+// (swiglu_fusion 1: interleaved g0 v0 g1 v1..., 2: the gate half first) or
+// from fc1 and fc3 (0), and act = g' sigmoid(alpha g') (v' + beta) with
+// g' = min(g, limit), v' = clamp(v, -limit, limit) (swiglu_limit; no clamp
+// when absent): alpha 1, beta 0 is Llama's SwiGLU, 1.702, 1, 7 GPT-OSS's.
+// Weights are
 // [E, out, in] as ONNX Runtime 1.2x reads them (torch Linear's layout). Lowered
 // to dtc.moe_route / moe_dispatch / batched matmuls / moe_combine. Training
 // needs what ORT's op leaves out, from the model's metadata: the capacity
 // factor (`moe_capacity_factor`, 0 or absent: dropless) and the
 // load-balancing loss weight (`router_aux_loss_coef`, default 0.001).
+Expected<Value> ModelImporter::swiGlu(Value projected, int64_t fusion,
+                                      Expected<Value> value) {
+  if (!value)
+    return value.takeError();
+  auto type = cast<RankedTensorType>(projected.getType());
+  int64_t axis = type.getRank() - 1;
+  int64_t width = fusion ? type.getShape().back() / 2 : type.getShape().back();
+  Value gate = projected, linear = *value;
+  if (fusion) {
+    auto g = fusion == 1 ? sliceAxis(projected, axis, 0, width, 2)
+                         : sliceAxis(projected, axis, 0, width);
+    if (!g)
+      return g.takeError();
+    auto v = fusion == 1 ? sliceAxis(projected, axis, 1, width, 2)
+                         : sliceAxis(projected, axis, width, width);
+    if (!v)
+      return v.takeError();
+    gate = *g;
+    linear = *v;
+  }
+  auto scalar = [&](double x) {
+    HostTensor t = HostTensor::zeros(dataTypeOf(type.getElementType()), {});
+    t.set(0, x);
+    return constant(t);
+  };
+  auto binary = [&](auto opTag, Value lhs, double rhs) -> Expected<Value> {
+    auto c = scalar(rhs);
+    if (!c)
+      return c.takeError();
+    using Op = decltype(opTag);
+    return finish(Op::create(builder, loc(), placeholder(), lhs, *c));
+  };
+  if (const auto *limitAttr = findAttribute(*node, "swiglu_limit")) {
+    float limit = limitAttr->f();
+    auto g = binary(d::MinOp(), gate, limit);
+    if (!g)
+      return g.takeError();
+    auto v = binary(d::MinOp(), linear, limit);
+    if (!v)
+      return v.takeError();
+    auto lo = binary(d::MaxOp(), *v, -limit);
+    if (!lo)
+      return lo.takeError();
+    gate = *g;
+    linear = *lo;
+  }
+  float alpha = getFloatAttr(*node, "activation_alpha", 1.0f);
+  float beta = getFloatAttr(*node, "activation_beta", 0.0f);
+  // g sigmoid(alpha g): silu at alpha 1, the op the planner knows.
+  Expected<Value> glu = Value();
+  if (alpha == 1.0f) {
+    glu = finish(d::SiluOp::create(builder, loc(), placeholder(), gate));
+  } else {
+    auto scaled = binary(d::MulOp(), gate, alpha);
+    if (!scaled)
+      return scaled.takeError();
+    auto sig =
+        finish(d::SigmoidOp::create(builder, loc(), placeholder(), *scaled));
+    if (!sig)
+      return sig.takeError();
+    glu = finish(d::MulOp::create(builder, loc(), placeholder(), gate, *sig));
+  }
+  if (!glu)
+    return glu.takeError();
+  if (beta != 0.0f) {
+    auto v = binary(d::AddOp(), linear, beta);
+    if (!v)
+      return v.takeError();
+    linear = *v;
+  }
+  return finish(d::MulOp::create(builder, loc(), placeholder(), *glu, linear));
+}
+
 Error ModelImporter::lowerMoE(llvm::ArrayRef<Entry *> ins) {
   if (ins.size() < 5 || !ins[1] || !ins[2] || !ins[4])
     return nodeError("needs input, router_probs, fc1_experts_weights and "
@@ -249,21 +328,31 @@ Error ModelImporter::lowerMoE(llvm::ArrayRef<Entry *> ins) {
   if (getIntAttr(*node, "use_sparse_mixer", 0))
     return nodeError("use_sparse_mixer is not supported; export with the "
                      "softmax top-k router");
-  if (getIntAttr(*node, "swiglu_fusion", 0))
-    return nodeError("swiglu_fusion (gate and up projections fused in fc1) "
-                     "is not supported; pass them as fc1 and fc3");
   std::string activation = getStringAttr(*node, "activation_type", "relu");
   if (activation != "relu" && activation != "gelu" && activation != "silu" &&
-      activation != "identity")
+      activation != "identity" && activation != "swiglu")
     return nodeError("activation_type '{0}' is not supported (relu, gelu, "
-                     "silu, identity)",
+                     "silu, swiglu, identity)",
                      activation);
+  bool hasFc3 = ins.size() > 6 && ins[6];
+  int64_t fusion = getIntAttr(*node, "swiglu_fusion", 0);
+  if (fusion < 0 || fusion > 2 || (fusion && activation != "swiglu"))
+    return nodeError("swiglu_fusion = {0} needs activation_type 'swiglu' "
+                     "and is 0, 1 (interleaved) or 2 (gate half first)",
+                     fusion);
+  if (activation == "swiglu" && (fusion != 0) == hasFc3)
+    return nodeError("activation_type 'swiglu' takes the value projection "
+                     "from fc1 (swiglu_fusion 1 or 2) or from fc3 "
+                     "(swiglu_fusion 0), not both or neither");
   llvm::ArrayRef<int64_t> in = ins[0]->shape, w1 = ins[2]->shape,
                           w2 = ins[4]->shape;
   if ((in.size() != 2 && in.size() != 3) || w1.size() != 3 || w2.size() != 3)
     return nodeError("expects input [b, s, h] or [rows, h] and expert weights "
                      "[E, in, out]");
-  int64_t hidden = in.back(), experts = w1[0], ffn = w1[1];
+  if (fusion && w1[1] % 2)
+    return nodeError("fc1 fuses gate and value but its {0} rows are odd",
+                     w1[1]);
+  int64_t hidden = in.back(), experts = w1[0], ffn = fusion ? w1[1] / 2 : w1[1];
   int64_t batch = in.size() == 3 ? in[0] : 1;
   int64_t seq = in.size() == 3 ? in[1] : in[0];
   if (w1[2] != hidden || w2[0] != experts || w2[1] != hidden || w2[2] != ffn)
@@ -330,6 +419,13 @@ Error ModelImporter::lowerMoE(llvm::ArrayRef<Entry *> ins) {
   if (!hiddenRows)
     return hiddenRows.takeError();
   Value act = *hiddenRows;
+  if (activation == "swiglu") {
+    auto glu = swiGlu(*hiddenRows, fusion,
+                      hasFc3 ? project(*buffer, 6) : Expected<Value>(Value()));
+    if (!glu)
+      return glu.takeError();
+    act = *glu;
+  }
   Operation *activated = nullptr;
   if (activation == "relu")
     activated = d::ReluOp::create(builder, loc(), ph, act);
@@ -343,7 +439,7 @@ Error ModelImporter::lowerMoE(llvm::ArrayRef<Entry *> ins) {
       return a.takeError();
     act = *a;
   }
-  if (ins.size() > 6 && ins[6]) {
+  if (hasFc3 && activation != "swiglu") {
     auto up = project(*buffer, 6);
     if (!up)
       return up.takeError();
