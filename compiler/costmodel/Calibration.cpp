@@ -6,6 +6,7 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -204,6 +205,149 @@ dtc::loadCalibrationRuns(llvm::StringRef dataDir) {
     }
     if (!integer(cell("global_batch"), plan.globalBatch))
       return badInput("{0}: {1} has no global_batch", runsPath, run.model);
+    plan.schedule = plan.vpp > 1 ? Schedule::Interleaved : Schedule::OneFOneB;
+    result.push_back(std::move(run));
+  }
+  return result;
+}
+
+namespace {
+/// What a corpus row leaves out but its model's public configuration
+/// states (Hugging Face config.json / the MLPerf reference model).
+struct KnownModel {
+  llvm::StringRef prefix;
+  int64_t vocab;
+  bool gated, tied;
+};
+constexpr KnownModel kKnownModels[] = {
+    // MLPerf's GPT-3: the GPT-2 BPE (50257) padded by Megatron to 51200.
+    {"GPT-3 175B", 51200, false, true},
+    {"Llama 3.1", 128256, true, false},
+    {"Qwen3-235B", 151936, true, false},
+};
+
+/// The cluster preset of a corpus `gpu` cell, or "" when there is none.
+llvm::StringRef presetOfGpu(llvm::StringRef gpu) {
+  return llvm::StringSwitch<llvm::StringRef>(gpu)
+      .Case("A100-SXM4-80GB", "a100-80g")
+      .Case("H100-SXM5-80GB", "h100")
+      .Case("H200-SXM-141GB", "h200")
+      .Case("B200", "b200")
+      .Case("GB200", "gb200-nvl72")
+      .Default("");
+}
+} // namespace
+
+llvm::Expected<std::vector<CorpusRun>>
+dtc::loadCorpusRuns(llvm::StringRef dataDir,
+                    std::vector<std::string> *skipped) {
+  llvm::SmallString<256> path(dataDir);
+  llvm::sys::path::append(path, "corpus", "runs.csv");
+  auto table = readCsv(path);
+  if (!table)
+    return table.takeError();
+  const CsvTable &t = *table;
+  for (llvm::StringRef name :
+       {"source",       "model",     "layers",     "hidden",
+        "heads",        "kv_heads",  "ffn_hidden", "seq_len",
+        "experts",      "topk",      "gpu",        "num_gpus",
+        "tp",           "pp",        "dp",         "cp",
+        "ep",           "vpp",       "zero_stage", "micro_batch",
+        "global_batch", "recompute", "dtype",      "sequence_parallel",
+        "step_time_s",  "lora"})
+    if (t.column(name) < 0)
+      return badInput("{0}: no column '{1}'", path, name);
+
+  std::vector<CorpusRun> result;
+  for (const auto &row : t.rows) {
+    auto cell = [&](llvm::StringRef name) -> llvm::StringRef {
+      int i = t.column(name);
+      return i < static_cast<int>(row.size()) ? llvm::StringRef(row[i]).trim()
+                                              : "";
+    };
+    CorpusRun run;
+    run.label = cell("source").str();
+    run.model = cell("model").str();
+    auto skip = [&](const llvm::Twine &why) {
+      if (skipped)
+        skipped->push_back(run.label + " (" + run.model + "): " + why.str());
+    };
+    // The publication: an MLPerf round, else the source cell itself.
+    llvm::StringRef label = run.label;
+    if (label.consume_front("MLPerf Training "))
+      run.source = ("MLPerf Training " + label.split(' ').first).str();
+    else
+      run.source = label.split(' ').first.str();
+    if (!number(cell("step_time_s"), run.measuredStepTimeS)) {
+      skip("no step time");
+      continue;
+    }
+    if (cell("lora") == "1") {
+      skip("LoRA fine-tuning (a frozen base is not modeled)");
+      continue;
+    }
+    run.clusterPreset = presetOfGpu(cell("gpu")).str();
+    if (run.clusterPreset.empty()) {
+      skip("no cluster preset for GPU " + cell("gpu"));
+      continue;
+    }
+    TransformerSpec &spec = run.spec;
+    spec.name = run.model;
+    llvm::StringRef dtype = cell("dtype");
+    if (dtype == "fp8")
+      spec.dtype = DType::FP8;
+    else if (dtype == "bf16")
+      spec.dtype = DType::BF16;
+    else {
+      skip(dtype.empty() ? "its dtype is not stated" : "dtype " + dtype);
+      continue;
+    }
+    const KnownModel *known = nullptr;
+    for (const KnownModel &k : kKnownModels)
+      if (llvm::StringRef(run.model).starts_with(k.prefix))
+        known = &k;
+    if (!known) {
+      skip("no public configuration for the vocabulary");
+      continue;
+    }
+    spec.vocab = known->vocab;
+    spec.gatedMlp = known->gated;
+    spec.tiedEmbeddings = known->tied;
+    ParallelPlan &plan = run.plan;
+    int64_t sequenceParallel = 0;
+    if (!integer(cell("layers"), spec.layers) ||
+        !integer(cell("hidden"), spec.hidden) ||
+        !integer(cell("heads"), spec.heads) ||
+        !integer(cell("ffn_hidden"), spec.ffnHidden) ||
+        !integer(cell("seq_len"), spec.seqLen) ||
+        !integer(cell("num_gpus"), run.gpus) || !integer(cell("tp"), plan.tp) ||
+        !integer(cell("pp"), plan.pp) || !integer(cell("dp"), plan.dp) ||
+        !integer(cell("micro_batch"), plan.microBatch) ||
+        !integer(cell("global_batch"), plan.globalBatch)) {
+      skip("a model or parallel size is not stated");
+      continue;
+    }
+    if (!integer(cell("kv_heads"), spec.kvHeads))
+      spec.kvHeads = 0;
+    if (!integer(cell("experts"), spec.experts))
+      spec.experts = 1;
+    if (!integer(cell("topk"), spec.topK))
+      spec.topK = 1;
+    if (!integer(cell("cp"), plan.cp))
+      plan.cp = 1;
+    if (!integer(cell("ep"), plan.ep))
+      plan.ep = 1;
+    if (!integer(cell("vpp"), plan.vpp))
+      plan.vpp = 1;
+    int64_t zero = 0;
+    if (integer(cell("zero_stage"), zero))
+      plan.zero = static_cast<int>(zero);
+    if (integer(cell("sequence_parallel"), sequenceParallel))
+      plan.sequenceParallel = sequenceParallel != 0;
+    llvm::StringRef recompute = cell("recompute");
+    plan.recompute = recompute.starts_with("full")        ? Recompute::Full
+                     : recompute.starts_with("selective") ? Recompute::Selective
+                                                          : Recompute::None;
     plan.schedule = plan.vpp > 1 ? Schedule::Interleaved : Schedule::OneFOneB;
     result.push_back(std::move(run));
   }

@@ -43,6 +43,27 @@ llvm::SmallVector<std::string> splitCsvRecord(llvm::StringRef line);
 llvm::Expected<std::vector<CalibrationRun>>
 loadCalibrationRuns(llvm::StringRef dataDir);
 
+/// One measured run of data/corpus/runs.csv that the cost model can price:
+/// its model, published configuration and measured seconds per step.
+struct CorpusRun {
+  /// The publication the row came from ("MLPerf Training v4.1",
+  /// "Megatron-MoE-ModelZoo"): the unit left out by cross-validation.
+  std::string source;
+  std::string label; ///< The row's own `source` cell (submitter, system).
+  std::string model;
+  std::string clusterPreset; ///< lookupClusterPreset() name of its GPU.
+  TransformerSpec spec;
+  ParallelPlan plan;
+  int64_t gpus = 0;
+  double measuredStepTimeS = 0;
+};
+
+/// The rows of `dataDir`/corpus/runs.csv that state a step time and that
+/// the model can price; each row it leaves out is appended to `skipped` as
+/// "label: why" (LoRA, a GPU without a preset, fp4, an unstated dtype, ...).
+llvm::Expected<std::vector<CorpusRun>>
+loadCorpusRuns(llvm::StringRef dataDir, std::vector<std::string> *skipped);
+
 } // namespace dtc
 
 #endif // DTC_COMPILER_COSTMODEL_CALIBRATION_H

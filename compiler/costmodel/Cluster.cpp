@@ -50,6 +50,14 @@ int64_t dtc::dtypeBytes(DType type) {
   return 2;
 }
 
+int64_t dtc::storageBytes(DType type) {
+  return type == DType::FP8 ? 2 : dtypeBytes(type);
+}
+
+DType dtc::attentionType(DType type) {
+  return type == DType::FP8 ? DType::BF16 : type;
+}
+
 double Cluster::peakFlops(DType type) const {
   switch (type) {
   case DType::F32:
@@ -81,16 +89,28 @@ namespace {
 struct Preset {
   llvm::StringRef name;
   llvm::StringRef gpu;
+  llvm::StringRef generation;
   double bf16, fp16, fp8, tf32; // Dense TFLOP/s.
   double hbmGB, hbmTBps;
   int64_t gpusPerNode;
   double nvlinkBidirGBps, scaleOutGbit;
 };
 
-// The cost model's constants, the same for every preset. Chosen on the
-// A100 rows of data/published_runs_calibration.csv (docs/cost-model.md, "How
-// the constants were chosen"); on other GPUs they are assumptions.
-constexpr double kGemmPeakEfficiency = 0.84;
+// The cost model's constants (docs/cost-model.md, "How the constants were
+// chosen"). The GEMM curve's peak is one per GPU generation: A100's from
+// the SC'21 and MLSys'23 rows, Hopper's and Blackwell's and the fp8 factor
+// from the measured runs of data/corpus (MLPerf Training), each checked by
+// leave-one-source-out cross-validation (bench/costmodel/corpus_error.cpp).
+struct GenerationConstants {
+  llvm::StringRef name;
+  double gemmPeakEfficiency;
+};
+constexpr GenerationConstants kGenerations[] = {
+    {"ampere", 0.84},
+    {"hopper", 0.67},
+    {"blackwell", 0.54},
+};
+constexpr double kFp8GemmEfficiency = 0.99;
 constexpr double kGemmHalfSize = 240;
 constexpr double kNvlinkEfficiency = 0.75;
 constexpr double kScaleOutEfficiency = 0.80;
@@ -107,13 +127,16 @@ constexpr double kAttentionBackwardRatio = 2.5;
 // directions), scale-out (per GPU). B200/GB200 memory is the usable figure
 // nvidia-smi reports; A100 has no fp8.
 static const Preset kPresets[] = {
-    {"a100-80g", "A100-SXM4-80GB", 312, 312, 0, 156, 80, 2.039, 8, 600, 200},
-    {"h100", "H100-SXM5-80GB", 989.4, 989.4, 1978.9, 494.7, 80, 3.35, 8, 900,
+    {"a100-80g", "A100-SXM4-80GB", "ampere", 312, 312, 0, 156, 80, 2.039, 8,
+     600, 200},
+    {"h100", "H100-SXM5-80GB", "hopper", 989.4, 989.4, 1978.9, 494.7, 80, 3.35,
+     8, 900, 400},
+    {"h200", "H200-SXM-141GB", "hopper", 989.4, 989.4, 1978.9, 494.7, 141, 4.8,
+     8, 900, 400},
+    {"b200", "B200", "blackwell", 2250, 2250, 4500, 1100, 180, 8.0, 8, 1800,
      400},
-    {"h200", "H200-SXM-141GB", 989.4, 989.4, 1978.9, 494.7, 141, 4.8, 8, 900,
-     400},
-    {"b200", "B200", 2250, 2250, 4500, 1100, 180, 8.0, 8, 1800, 400},
-    {"gb200-nvl72", "GB200", 2500, 2500, 5000, 1250, 186, 8.0, 72, 1800, 400},
+    {"gb200-nvl72", "GB200", "blackwell", 2500, 2500, 5000, 1250, 186, 8.0, 72,
+     1800, 400},
 };
 
 llvm::ArrayRef<llvm::StringRef> dtc::clusterPresetNames() {
@@ -130,6 +153,11 @@ static const Preset *findPreset(llvm::StringRef name) {
   const Preset *preset =
       llvm::find_if(kPresets, [&](const Preset &p) { return p.name == name; });
   return preset == std::end(kPresets) ? nullptr : preset;
+}
+
+llvm::StringRef dtc::clusterPresetGeneration(llvm::StringRef name) {
+  const Preset *preset = findPreset(name);
+  return preset ? preset->generation : "";
 }
 
 static Cluster fromPreset(const Preset &preset, int64_t gpus) {
@@ -150,7 +178,10 @@ static Cluster fromPreset(const Preset &preset, int64_t gpus) {
   cluster.interNodeLatencyUs = kScaleOutLatencyUs;
   cluster.intraNodeEfficiency = kNvlinkEfficiency;
   cluster.interNodeEfficiency = kScaleOutEfficiency;
-  cluster.gemmPeakEfficiency = kGemmPeakEfficiency;
+  for (const GenerationConstants &g : kGenerations)
+    if (g.name == preset.generation)
+      cluster.gemmPeakEfficiency = g.gemmPeakEfficiency;
+  cluster.fp8GemmEfficiency = kFp8GemmEfficiency;
   cluster.gemmHalfSize = kGemmHalfSize;
   cluster.memoryEfficiency = kMemoryEfficiency;
   cluster.attentionEfficiency = 1;
@@ -392,6 +423,7 @@ llvm::Expected<Cluster> dtc::parseClusterObject(const llvm::json::Object &root,
     r.number("peak", cluster.gemmPeakEfficiency, ObjectReader::Range::Fraction);
     r.number("half_size", cluster.gemmHalfSize,
              ObjectReader::Range::NonNegative);
+    r.number("fp8", cluster.fp8GemmEfficiency, ObjectReader::Range::Fraction);
     r.rejectUnknownKeys();
   }
   if (const llvm::json::Object *attention = top.child("attention")) {
@@ -451,7 +483,8 @@ llvm::json::Object dtc::clusterToJsonObject(const Cluster &c) {
       {"inter_node",
        link(c.interNodeGBps, c.interNodeLatencyUs, c.interNodeEfficiency)},
       {"gemm_efficiency", llvm::json::Object{{"peak", c.gemmPeakEfficiency},
-                                             {"half_size", c.gemmHalfSize}}},
+                                             {"half_size", c.gemmHalfSize},
+                                             {"fp8", c.fp8GemmEfficiency}}},
       {"memory_efficiency", c.memoryEfficiency},
       {"attention",
        llvm::json::Object{{"efficiency", c.attentionEfficiency},

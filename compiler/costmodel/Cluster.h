@@ -28,6 +28,13 @@ llvm::StringRef dtypeName(DType type);
 /// "fp32"/"f32", "bf16", "fp16"/"f16", "fp8"; nullopt for anything else.
 std::optional<DType> parseDType(llvm::StringRef name);
 int64_t dtypeBytes(DType type);
+/// Bytes of what a `type` model keeps in memory and sends between kernels
+/// and ranks: fp8 training (Transformer Engine) computes its GEMMs in fp8
+/// but keeps weights, activations and gradients in bf16, so fp8 stores 2.
+int64_t storageBytes(DType type);
+/// The type attention's kernel computes in: fp8 models run FlashAttention
+/// in bf16.
+DType attentionType(DType type);
 
 /// One kind of link as seen by a single GPU.
 struct Link {
@@ -60,6 +67,10 @@ struct Cluster {
   /// GEMM efficiency curve: peak / (1 + halfSize * (1/M + 1/N + 1/K)).
   double gemmPeakEfficiency = 1;
   double gemmHalfSize = 0;
+  /// FP8 GEMMs reach this fraction of the bf16 curve's efficiency (their
+  /// per-tensor scaling and casts, and a main loop that moves twice the
+  /// operands per FLOP through the same tensor-core pipeline).
+  double fp8GemmEfficiency = 1;
   /// Achievable fraction of HBM bandwidth for streaming kernels.
   double memoryEfficiency = 1;
   /// Fused attention: a factor on its efficiency curve, and the time of its
@@ -86,6 +97,10 @@ struct Cluster {
 
 /// Names accepted by `--cluster`.
 llvm::ArrayRef<llvm::StringRef> clusterPresetNames();
+
+/// The GPU generation of preset `name` ("ampere", "hopper", "blackwell"),
+/// whose GEMM efficiency the presets share; "" for an unknown name.
+llvm::StringRef clusterPresetGeneration(llvm::StringRef name);
 
 /// The preset `name` sized to `gpus` GPUs, or a bad-input error listing the
 /// presets.

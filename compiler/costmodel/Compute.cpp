@@ -28,8 +28,9 @@ double dtc::gemmTime(double m, double n, double k, double batch, DType type,
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0)
     return 0;
   double flops = 2 * m * n * k * batch;
-  double compute =
-      flops / (cluster.peakFlops(type) * gemmEfficiency(m, n, k, cluster));
+  double efficiency = gemmEfficiency(m, n, k, cluster) *
+                      (type == DType::FP8 ? cluster.fp8GemmEfficiency : 1);
+  double compute = flops / (cluster.peakFlops(type) * efficiency);
   double bytes =
       static_cast<double>(dtypeBytes(type)) * batch * (m * k + k * n + m * n);
   return std::max(compute, streamTime(bytes, cluster));

@@ -146,9 +146,10 @@ llvm::Error dtc::validatePlan(const TransformerSpec &spec,
       return badInput("plan: the interleaved schedule needs pp >= 2 and "
                       "vpp >= 2, got pp={0} vpp={1}",
                       plan.pp, plan.vpp);
-    if (spec.layers % (plan.pp * plan.vpp))
-      return badInput("plan: {0} layers do not split into pp x vpp = {1} "
-                      "equal chunks",
+    // Uneven chunks are fine (the pipeline pass balances its cuts by
+    // cost); each needs a layer.
+    if (spec.layers < plan.pp * plan.vpp)
+      return badInput("plan: {0} layers do not fill pp x vpp = {1} chunks",
                       spec.layers, plan.pp * plan.vpp);
     if (plan.microBatches() % plan.pp)
       return badInput("plan: the interleaved schedule needs the {0} "
@@ -290,15 +291,16 @@ static BlockCost blockCost(const Context &c, const LayerParams &params,
   double coreForward = 0, coreBackward = 0;
   if (plan.fusedAttention) {
     double flops = 4 * heads * c.sq * c.s * hd * (spec.causal ? 0.5 : 1);
-    double rate = cluster.peakFlops(c.type) *
+    double rate = cluster.peakFlops(attentionType(c.type)) *
                   fusedAttentionEfficiency(c.sq, c.s, hd, cluster);
     coreForward = flops / rate;
     // The backward re-forms the scores: five GEMMs against two on a GPU
     // (the cluster's attentionBackwardRatio).
     coreBackward = cluster.attentionBackwardRatio * coreForward;
   } else {
-    LinearTimes scores = linearTimes(c.sq, c.s, hd, heads, c.type, cluster);
-    LinearTimes values = linearTimes(c.sq, hd, c.s, heads, c.type, cluster);
+    DType core = attentionType(c.type);
+    LinearTimes scores = linearTimes(c.sq, c.s, hd, heads, core, cluster);
+    LinearTimes values = linearTimes(c.sq, hd, c.s, heads, core, cluster);
     double p = heads * c.sq * c.s;
     // Fused scale-mask-softmax reads and writes the scores; dropout reads
     // them and writes its output and mask.
@@ -610,10 +612,14 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
       p2p += c.coll(Collective::AllGather, bytes, c.tpGroup);
   }
 
-  // Layers per device; uneven splits give the extra layers to the first
-  // stages, whose embedding is cheap next to the last stage's output layer.
+  // Layers per device: the sum of its chunks (stage, stage + p, ...).
+  // Uneven splits give the extra layers to the first chunks, whose
+  // embedding is cheap next to the last stage's output layer.
   auto layersOn = [&](int64_t stage) {
-    return spec.layers / p + (stage < spec.layers % p ? 1 : 0);
+    int64_t chunks = p * v, layers = 0;
+    for (int64_t chunk = stage; chunk < chunks; chunk += p)
+      layers += spec.layers / chunks + (chunk < spec.layers % chunks ? 1 : 0);
+    return layers;
   };
   llvm::SmallVector<double, 64> stageTimes(p);
   for (int64_t i = 0; i < p; ++i) {

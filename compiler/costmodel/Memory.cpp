@@ -100,7 +100,7 @@ double dtc::totalParamCount(const TransformerSpec &spec) {
 }
 
 double dtc::optimizerBytesPerParam(DType type) {
-  return dtypeBytes(type) >= 4 ? 8 : 12;
+  return storageBytes(type) >= 4 ? 8 : 12;
 }
 
 StateBytes dtc::modelStateBytes(const TransformerSpec &spec,
@@ -119,7 +119,7 @@ StateBytes dtc::modelStateBytes(DType type, const ParallelPlan &plan,
     return plan.zero >= stage ? dense / shard + expertParams / expertShard
                               : params;
   };
-  double e = static_cast<double>(dtypeBytes(type));
+  double e = static_cast<double>(storageBytes(type));
   StateBytes bytes;
   bytes.params = e * sharded(3);
   bytes.grads = e * sharded(2);

@@ -55,7 +55,8 @@ struct TransformerSpec {
   int64_t kvHeadCount() const { return kvHeads ? kvHeads : heads; }
   int64_t ffn() const { return ffnHidden ? ffnHidden : 4 * hidden; }
   int64_t headDim() const { return heads ? hidden / heads : 0; }
-  int64_t bytes() const { return dtypeBytes(dtype); }
+  /// Bytes per stored element (weights, activations, gradients).
+  int64_t bytes() const { return storageBytes(dtype); }
   bool moe() const { return experts > 1; }
 };
 

@@ -353,13 +353,20 @@ TEST(CostModel, ExpertBufferAndImbalance) {
 TEST(CostModel, SkinnyGemmsRunFarBelowPeak) {
   Cluster cluster = h100(8);
   double big = gemmEfficiency(8192, 8192, 8192, cluster);
-  EXPECT_GT(big, 0.75);
+  // A large GEMM runs near the curve's peak (H100's fitted 0.67: about 650
+  // of 989 dense TFLOP/s, what cuBLAS reaches in bf16).
+  EXPECT_GT(big, 0.9 * cluster.gemmPeakEfficiency);
+  EXPECT_GT(big, 0.55);
   EXPECT_LE(big, cluster.gemmPeakEfficiency);
   EXPECT_LT(gemmEfficiency(64, 8192, 8192, cluster), 0.5 * big);
   EXPECT_LT(gemmEfficiency(8192, 8192, 64, cluster), 0.5 * big);
-  // A matrix-vector product is bound by reading the matrix.
+  // A matrix-vector product takes about the time of reading the matrix
+  // (on H100 the curve's m = 1 efficiency, peak / 241, lands within a few
+  // percent of it).
   double t = gemmTime(1, 8192, 8192, 1, DType::BF16, cluster);
-  EXPECT_NEAR(t, streamTime(2.0 * (8192 + 8192 * 8192 + 8192), cluster), 1e-12);
+  double read = streamTime(2.0 * (8192 + 8192 * 8192 + 8192), cluster);
+  EXPECT_GE(t, read);
+  EXPECT_LT(t, 1.05 * read);
 }
 
 TEST(CostModel, JsonHasThePlanJsonKeys) {
@@ -381,6 +388,33 @@ TEST(CostModel, JsonHasThePlanJsonKeys) {
   for (llvm::StringRef key : {"dp", "tp", "pp", "cp", "ep"})
     EXPECT_TRUE(comm->get(key)) << key.str();
   EXPECT_FALSE(json.get("reason"));
+}
+
+TEST(CostModel, InterleavedChunksMayBeUneven) {
+  // 32 layers in pp 3 x vpp 2 = 6 chunks of 6, 6, 5, 5, 5, 5 layers (the
+  // pipeline pass balances its cuts by cost; Megatron's MLPerf Llama 405B
+  // runs 126 layers in 8 x 8 chunks): stages hold 11, 11 and 10 layers.
+  TransformerSpec spec = llama8b();
+  ParallelPlan plan = basePlan();
+  plan.pp = 3;
+  plan.dp = 4;
+  plan.vpp = 2;
+  plan.schedule = Schedule::Interleaved;
+  plan.globalBatch = 48; // 12 micro-batches, a multiple of pp.
+  std::vector<StageDetail> stages;
+  auto p = predict(spec, plan, h100(48), &stages);
+  ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  ASSERT_EQ(stages.size(), 3u);
+  // Stage 1 holds one layer more than stage 2's ten (which adds the output
+  // layer) and no embedding: it is slower than a ten-layer stage would be.
+  ParallelPlan even = plan;
+  even.vpp = 1;
+  even.schedule = Schedule::OneFOneB;
+  spec.layers = 30;
+  std::vector<StageDetail> evenStages;
+  auto q = predict(spec, even, h100(48), &evenStages);
+  ASSERT_TRUE(static_cast<bool>(q)) << llvm::toString(q.takeError());
+  EXPECT_GT(stages[1].timeS, evenStages[1].timeS);
 }
 
 TEST(CostModel, InvalidPlansAreBadInputWithAReason) {
@@ -424,8 +458,8 @@ TEST(CostModel, InvalidPlansAreBadInputWithAReason) {
   EXPECT_NE(predictError(spec, plan, cluster).find("interleaved"),
             std::string::npos);
   plan.schedule = Schedule::Interleaved;
-  plan.vpp = 3; // 32 layers do not split into 2 x 3 chunks.
-  EXPECT_NE(predictError(spec, plan, cluster).find("equal chunks"),
+  plan.vpp = 17; // 32 layers do not fill 2 x 17 chunks.
+  EXPECT_NE(predictError(spec, plan, cluster).find("do not fill"),
             std::string::npos);
   plan = basePlan();
   plan.ep = 2;

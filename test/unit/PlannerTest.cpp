@@ -179,6 +179,10 @@ BruteForce bruteForce(const PlanRequest &r, int64_t globalBatch) {
                       plan.microBatch = b;
                       plan.recompute = rc;
                       plan.sequenceParallel = sp;
+                      // The search interleaves equal chunks only (the cost
+                      // model also prices uneven ones: published runs).
+                      if (v > 1 && s.layers % (pp * v))
+                        continue;
                       if (llvm::Error err = validatePlan(s, plan, cluster)) {
                         llvm::consumeError(std::move(err));
                         continue;

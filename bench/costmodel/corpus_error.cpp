@@ -1,0 +1,123 @@
+//===- corpus_error.cpp - The cost model against every published run ------===//
+//
+// Prices each measured run of compiler/costmodel/data (the A100 calibration
+// rows and corpus/runs.csv: MLPerf Training v3.0-v5.1, Megatron-MoE) at its
+// published configuration. Prints, per run, the measured step time, the
+// prediction with the compiled-in constants and the leave-one-source-out
+// prediction (constants fitted on every other source), then the held-out
+// error per source, per GPU generation and over all rows, and the constants
+// a fit on every run chooses (what compiler/costmodel/Cluster.cpp holds).
+//
+//   ninja costmodel-corpus && ./bench/costmodel/costmodel-corpus [-v]
+//
+// -v also lists the rows of runs.csv the model cannot price and why.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/costmodel/Validation.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <vector>
+
+using namespace dtc;
+
+static void printStats(llvm::StringRef what, const ErrorStats &s) {
+  llvm::outs() << llvm::format(
+      "  %-24s %4zu  median %6.1f%%  p90 %6.1f%%  worst %6.1f%%\n",
+      what.str().c_str(), s.rows, 100 * s.median, 100 * s.p90, 100 * s.worst);
+}
+
+int main(int argc, char **argv) {
+  bool verbose = argc > 1 && llvm::StringRef(argv[1]) == "-v";
+  std::vector<std::string> skipped;
+  auto runs = loadMeasuredRuns(DTC_COSTMODEL_DATA_DIR, &skipped);
+  if (!runs) {
+    llvm::errs() << llvm::toString(runs.takeError()) << "\n";
+    return 1;
+  }
+  auto start = std::chrono::steady_clock::now();
+  CrossValidation cv = leaveOneSourceOut(*runs, 0.01);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+
+  llvm::outs() << llvm::format("%-56s %-11s %5s %-20s %9s %9s %7s %7s\n", "run",
+                               "gpu", "gpus", "tp/pp/dp/cp/ep/vpp mb",
+                               "measured", "held-out", "err%", "fixed%");
+  std::vector<double> fixedErrors;
+  std::map<std::string, std::vector<double>> byGeneration;
+  int refused = 0;
+  for (size_t i = 0; i < runs->size(); ++i) {
+    const CorpusRun &run = (*runs)[i];
+    std::string config =
+        llvm::formatv("{0}/{1}/{2}/{3}/{4}/{5} {6}", run.plan.tp, run.plan.pp,
+                      run.plan.dp, run.plan.cp, run.plan.ep, run.plan.vpp,
+                      run.plan.microBatch)
+            .str();
+    std::string name = (run.label + " " + run.model).substr(0, 56);
+    std::string why;
+    auto fixed = stepTimeRatio(run, nullptr, &why);
+    auto heldOut = cv.heldOutRatio.find(i);
+    if (!fixed || heldOut == cv.heldOutRatio.end()) {
+      ++refused;
+      llvm::outs() << llvm::format("%-56s %-11s %5lld %-20s %8.3fs  %s\n",
+                                   name.c_str(), run.clusterPreset.c_str(),
+                                   (long long)run.gpus, config.c_str(),
+                                   run.measuredStepTimeS, why.c_str());
+      continue;
+    }
+    fixedErrors.push_back(std::fabs(*fixed - 1));
+    byGeneration[clusterPresetGeneration(run.clusterPreset).str()].push_back(
+        std::fabs(heldOut->second - 1));
+    llvm::outs() << llvm::format(
+        "%-56s %-11s %5lld %-20s %8.3fs %8.3fs %+7.1f %+7.1f\n", name.c_str(),
+        run.clusterPreset.c_str(), (long long)run.gpus, config.c_str(),
+        run.measuredStepTimeS, heldOut->second * run.measuredStepTimeS,
+        100 * (heldOut->second - 1), 100 * (*fixed - 1));
+  }
+
+  llvm::outs() << "\nleave-one-source-out error of the step time "
+                  "(|predicted / measured - 1|), by source:\n";
+  for (const auto &[source, stats] : cv.bySource)
+    printStats(source, stats);
+  llvm::outs() << "by GPU generation:\n";
+  for (const auto &[generation, errors] : byGeneration)
+    printStats(generation, errorStats(errors));
+  printStats("all (held out)", cv.all);
+  int oom = 0;
+  for (const CorpusRun &run : *runs)
+    if (std::string verdict = memoryVerdict(run);
+        !verdict.empty() && verdict.rfind("OOM", 0) == 0) {
+      if (!oom++)
+        llvm::outs() << "\nruns that ran but the memory model says do not "
+                        "fit:\n";
+      llvm::outs() << "  " << run.label << " (" << run.model << "): " << verdict
+                   << "\n";
+    }
+  llvm::outs() << llvm::format("%d of %zu runs predicted not to fit\n", oom,
+                               runs->size());
+  printStats("all (compiled-in)", errorStats(fixedErrors));
+
+  std::vector<bool> everything(runs->size(), true);
+  FittedConstants all = fitConstants(*runs, everything, 0.01);
+  llvm::outs() << "\nfit on every run:";
+  for (const auto &[generation, peak] : all.gemmPeakEfficiency)
+    llvm::outs() << llvm::format(" %s %.2f", generation.c_str(), peak);
+  llvm::outs() << llvm::format(", fp8 factor %.2f\n",
+                               all.fp8GemmEfficiency.value_or(1));
+  llvm::outs() << llvm::format(
+      "%zu runs priced, %d refused by the model (above), %zu rows of "
+      "runs.csv it cannot price%s; cross-validation took %.1f s\n",
+      runs->size() - refused, refused, skipped.size(),
+      verbose ? ":" : " (-v lists them)", seconds);
+  if (verbose)
+    for (const std::string &s : skipped)
+      llvm::outs() << "  " << s << "\n";
+  return 0;
+}

@@ -1,0 +1,90 @@
+//===- CostModelCorpusTest.cpp - Cross-validated error on measured runs ---===//
+//
+// The cost model priced at each published configuration of
+// compiler/costmodel/data (A100 papers, MLPerf Training v3.0-v5.1 on H100,
+// H200, B200 and GB200, Megatron-MoE), its per-generation constants fitted
+// leaving one source out at a time (compiler/costmodel/Validation.h). The
+// bars are the figures docs/cost-model.md reports, with a little room; a
+// change that makes the model worse on runs it was not fitted to fails
+// here. bench/costmodel/corpus_error.cpp prints the full table.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/costmodel/Validation.h"
+
+#include "gtest/gtest.h"
+
+#include <set>
+
+using namespace dtc;
+
+namespace {
+class Corpus : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    auto loaded = loadMeasuredRuns(DTC_COSTMODEL_DATA_DIR, nullptr);
+    ASSERT_TRUE(static_cast<bool>(loaded))
+        << llvm::toString(loaded.takeError());
+    runs = new std::vector<CorpusRun>(std::move(*loaded));
+    cv = new CrossValidation(leaveOneSourceOut(*runs, 0.02));
+  }
+  static void TearDownTestSuite() {
+    delete runs;
+    delete cv;
+  }
+  static std::vector<CorpusRun> *runs;
+  static CrossValidation *cv;
+};
+std::vector<CorpusRun> *Corpus::runs = nullptr;
+CrossValidation *Corpus::cv = nullptr;
+} // namespace
+
+TEST_F(Corpus, CoversFiveGpusThreeArchitecturesDenseAndMoe) {
+  std::set<std::string> generations, sources;
+  bool moe = false;
+  for (const CorpusRun &run : *runs) {
+    generations.insert(clusterPresetGeneration(run.clusterPreset).str());
+    sources.insert(run.source);
+    moe |= run.spec.moe();
+  }
+  EXPECT_GE(generations.size(), 3u); // ampere, hopper, blackwell
+  std::set<std::string> gpus;
+  for (const CorpusRun &run : *runs)
+    gpus.insert(run.clusterPreset);
+  EXPECT_GE(gpus.size(), 5u); // a100, h100, h200, b200, gb200
+  EXPECT_GE(sources.size(), 8u);
+  EXPECT_TRUE(moe);
+  EXPECT_GE(runs->size(), 60u);
+}
+
+TEST_F(Corpus, LeaveOneSourceOutErrorStaysUnderTheBar) {
+  for (const auto &[source, stats] : cv->bySource)
+    std::cout << source << ": " << stats.rows << " runs, median "
+              << 100 * stats.median << "%, p90 " << 100 * stats.p90
+              << "%, worst " << 100 * stats.worst << "%\n";
+  std::cout << "all: " << cv->all.rows << " runs, median "
+            << 100 * cv->all.median << "%, p90 " << 100 * cv->all.p90
+            << "%, worst " << 100 * cv->all.worst << "%\n";
+  // Measured 5.4% / 28.9% / 55% (docs/cost-model.md); issue 30's bar is
+  // 10% / 25%, not met yet at the 90th percentile.
+  EXPECT_GE(cv->all.rows, 55u);
+  EXPECT_LE(cv->all.median, 0.08);
+  EXPECT_LE(cv->all.p90, 0.33);
+  EXPECT_LE(cv->all.worst, 0.60);
+}
+
+TEST_F(Corpus, FittedConstantsArePhysical) {
+  // Fitted on every run: each generation's GEMMs reach a plausible fraction
+  // of their dense peak, lower on the newer, faster tensor cores.
+  std::vector<bool> all(runs->size(), true);
+  FittedConstants c = fitConstants(*runs, all, 0.02);
+  double ampere = c.gemmPeakEfficiency["ampere"];
+  double hopper = c.gemmPeakEfficiency["hopper"];
+  double blackwell = c.gemmPeakEfficiency["blackwell"];
+  EXPECT_GT(ampere, hopper);
+  EXPECT_GT(hopper, blackwell);
+  EXPECT_GE(blackwell, 0.4);
+  EXPECT_LE(ampere, 0.95);
+  ASSERT_TRUE(c.fp8GemmEfficiency.has_value());
+  EXPECT_GE(*c.fp8GemmEfficiency, 0.5);
+}
