@@ -14,12 +14,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/costmodel/CostModel.h"
 #include "compiler/costmodel/Validation.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -102,6 +104,19 @@ int main(int argc, char **argv) {
     }
   llvm::outs() << llvm::format("%d of %zu runs predicted not to fit\n", oom,
                                runs->size());
+  // The headroom evidence: how close to its HBM the model puts each run
+  // that ran (the fragmentation reserve and runtime bytes included).
+  std::vector<std::pair<double, const CorpusRun *>> tight;
+  for (const CorpusRun &run : *runs)
+    if (double f = memoryFraction(run); f > 0)
+      tight.push_back({f, &run});
+  std::sort(tight.begin(), tight.end(),
+            [](const auto &a, const auto &b) { return a.first > b.first; });
+  llvm::outs() << "closest to their HBM (predicted / HBM):\n";
+  for (size_t i = 0; i < std::min<size_t>(5, tight.size()); ++i)
+    llvm::outs() << llvm::format("  %5.1f%%  %s (%s)\n", 100 * tight[i].first,
+                                 tight[i].second->label.c_str(),
+                                 tight[i].second->model.c_str());
   printStats("all (compiled-in)", errorStats(fixedErrors));
 
   std::vector<bool> everything(runs->size(), true);
@@ -109,15 +124,36 @@ int main(int argc, char **argv) {
   llvm::outs() << "\nfit on every run:";
   for (const auto &[generation, peak] : all.gemmPeakEfficiency)
     llvm::outs() << llvm::format(" %s %.2f", generation.c_str(), peak);
-  llvm::outs() << llvm::format(", fp8 factor %.2f\n",
-                               all.fp8GemmEfficiency.value_or(1));
+  llvm::outs() << "\n";
   llvm::outs() << llvm::format(
       "%zu runs priced, %d refused by the model (above), %zu rows of "
       "runs.csv it cannot price%s; cross-validation took %.1f s\n",
       runs->size() - refused, refused, skipped.size(),
       verbose ? ":" : " (-v lists them)", seconds);
-  if (verbose)
+  if (verbose) {
     for (const std::string &s : skipped)
       llvm::outs() << "  " << s << "\n";
+    // Where each priced run's predicted step goes (compiled-in constants).
+    llvm::outs() << llvm::format("\n%-56s %8s %8s %7s %7s %7s %7s %7s %7s "
+                                 "%6s\n",
+                                 "run", "step s", "compute", "dp", "tp", "pp",
+                                 "cp", "ep", "optim", "bubble");
+    for (const CorpusRun &run : *runs) {
+      auto cluster = clusterFor(run, nullptr);
+      auto p = cluster ? predict(run.spec, run.plan, *cluster)
+                       : llvm::Expected<Prediction>(cluster.takeError());
+      if (!p) {
+        llvm::consumeError(p.takeError());
+        continue;
+      }
+      const CommTimes &x = p->commExposed;
+      double dpTotal = p->commTime.dp;
+      llvm::outs() << llvm::format(
+          "%-56s %8.3f %8.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %5.1f%%\n",
+          (run.label + " " + run.model).substr(0, 56).c_str(), p->stepTimeS,
+          p->computeTimeS, x.dp, x.tp, x.pp, x.cp, x.ep, dpTotal,
+          100 * p->bubbleFraction);
+    }
+  }
   return 0;
 }

@@ -344,6 +344,7 @@ dtc::loadCorpusRuns(llvm::StringRef dataDir,
       plan.zero = static_cast<int>(zero);
     if (integer(cell("sequence_parallel"), sequenceParallel))
       plan.sequenceParallel = sequenceParallel != 0;
+    spec.fp8Weights = cell("fp8_params") == "1";
     llvm::StringRef recompute = cell("recompute");
     plan.recompute = recompute.starts_with("full")        ? Recompute::Full
                      : recompute.starts_with("selective") ? Recompute::Selective

@@ -24,11 +24,15 @@ LayerActivations dtc::layerActivationBytes(const TransformerSpec &spec,
   double mask = spec.dropout ? 1 : 0; // Dropout masks are one byte.
   double h = static_cast<double>(spec.hidden);
   double x = tokens * h;
+  // What a linear layer saves for its weight gradient is its input as the
+  // GEMM reads it: one byte in fp8 training (Transformer Engine keeps the
+  // fp8 cast), the storage type otherwise.
+  double g = spec.dtype == DType::FP8 ? 1 : e;
 
   // Attention block: norm input, QKV input, Q and K, V, output-projection
   // input, dropout mask after the projection.
-  double attention = 2 * e * x * rep + e * tokens * (a + kv) * hd / t +
-                     e * tokens * kv * hd / t + e * tokens * attnWidth / t +
+  double attention = (e + g) * x * rep + e * tokens * (a + kv) * hd / t +
+                     e * tokens * kv * hd / t + g * tokens * attnWidth / t +
                      mask * x * rep;
   // Scores: softmax output, then dropout mask and output (Korthikanti's
   // 5as/h term); a fused kernel keeps only its log-sum-exp rows.
@@ -44,9 +48,9 @@ LayerActivations dtc::layerActivationBytes(const TransformerSpec &spec,
   // static buffer's rows for dtc's MoE ops).
   double routed = spec.moe() ? spec.expertRows() : 1;
   double f = static_cast<double>(spec.ffn());
-  double mlp = 2 * e * x * rep +
+  double mlp = (e + g) * x * rep +
                e * tokens * f / t * routed * (spec.gatedMlp ? 2 : 1) +
-               e * tokens * f / t * routed + mask * x * rep;
+               g * tokens * f / t * routed + mask * x * rep;
 
   LayerActivations result;
   result.full = attention + scores + mlp;
@@ -106,11 +110,13 @@ double dtc::optimizerBytesPerParam(DType type) {
 StateBytes dtc::modelStateBytes(const TransformerSpec &spec,
                                 const ParallelPlan &plan, double params,
                                 double expertParams) {
-  return modelStateBytes(spec.dtype, plan, params, expertParams);
+  return modelStateBytes(spec.dtype, plan, params, expertParams,
+                         spec.fp8Weights);
 }
 
 StateBytes dtc::modelStateBytes(DType type, const ParallelPlan &plan,
-                                double params, double expertParams) {
+                                double params, double expertParams,
+                                bool fp8Weights) {
   // The distributed optimizer shards over every replica: dp x cp.
   double shard = static_cast<double>(plan.dp * plan.cp);
   double expertShard = std::max(shard / static_cast<double>(plan.ep), 1.0);
@@ -121,7 +127,7 @@ StateBytes dtc::modelStateBytes(DType type, const ParallelPlan &plan,
   };
   double e = static_cast<double>(storageBytes(type));
   StateBytes bytes;
-  bytes.params = e * sharded(3);
+  bytes.params = (fp8Weights ? 1 : e) * sharded(3);
   bytes.grads = e * sharded(2);
   bytes.optimizer = optimizerBytesPerParam(type) * sharded(1);
   return bytes;

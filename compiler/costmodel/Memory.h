@@ -46,9 +46,10 @@ struct StateBytes {
 StateBytes modelStateBytes(const TransformerSpec &spec,
                            const ParallelPlan &plan, double params,
                            double expertParams);
-/// The same for a model trained in `type` (no TransformerSpec).
+/// The same for a model trained in `type` (no TransformerSpec); weights in
+/// one byte with `fp8Weights`.
 StateBytes modelStateBytes(DType type, const ParallelPlan &plan, double params,
-                           double expertParams);
+                           double expertParams, bool fp8Weights = false);
 
 /// Bytes of optimizer state per parameter (fp32 Adam moments, plus an fp32
 /// master copy when compute is in 16 bits).

@@ -46,6 +46,10 @@ struct TransformerSpec {
                                   : static_cast<double>(topK);
   }
   bool tiedEmbeddings = false;
+  /// fp8 primary weights (Transformer Engine's fp8 parameters, NeMo's
+  /// fp8_params / fp8_param_gather): one byte per stored weight; the
+  /// optimizer keeps its fp32 master copy.
+  bool fp8Weights = false;
   bool causal = true;
   /// Dropout after attention probabilities and after each block's two
   /// output projections (GPT-2/3, Megatron's GPT); modern LLMs have none.

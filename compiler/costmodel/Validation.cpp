@@ -58,8 +58,6 @@ llvm::Expected<Cluster> dtc::clusterFor(const CorpusRun &run,
       clusterPresetGeneration(run.clusterPreset).str());
   if (it != constants->gemmPeakEfficiency.end())
     cluster->gemmPeakEfficiency = it->second;
-  if (constants->fp8GemmEfficiency)
-    cluster->fp8GemmEfficiency = *constants->fp8GemmEfficiency;
   return cluster;
 }
 
@@ -102,6 +100,20 @@ std::string dtc::memoryVerdict(const CorpusRun &run) {
       .str();
 }
 
+double dtc::memoryFraction(const CorpusRun &run) {
+  auto cluster = clusterFor(run, nullptr);
+  if (!cluster) {
+    llvm::consumeError(cluster.takeError());
+    return 0;
+  }
+  auto p = predict(run.spec, run.plan, *cluster);
+  if (!p) {
+    llvm::consumeError(p.takeError());
+    return 0;
+  }
+  return p->memoryPerGpuBytes / cluster->hbmBytes;
+}
+
 ErrorStats dtc::errorStats(std::vector<double> v) {
   ErrorStats s;
   s.rows = v.size();
@@ -123,69 +135,44 @@ ErrorStats dtc::errorStats(std::vector<double> v) {
 FittedConstants dtc::fitConstants(const std::vector<CorpusRun> &runs,
                                   const std::vector<bool> &use, double step) {
   // The objective is a sum over runs and each run depends on its own
-  // generation's peak only, so for each fp8 factor every generation's peak
-  // is a one-dimensional search.
+  // generation's peak only: one one-dimensional search per generation.
   std::set<std::string> generations;
-  bool anyFp8 = false;
   for (size_t i = 0; i < runs.size(); ++i)
-    if (use[i]) {
+    if (use[i])
       generations.insert(clusterPresetGeneration(runs[i].clusterPreset).str());
-      anyFp8 |= runs[i].spec.dtype == DType::FP8;
-    }
-  FittedConstants best;
-  double bestCost = INFINITY;
-  std::vector<double> fp8Grid;
-  if (anyFp8)
-    for (double f = 0.40; f <= 1.0 + 1e-9; f += step)
-      fp8Grid.push_back(f);
-  else
-    fp8Grid.push_back(1.0);
-  // A generation the fitting runs do not cover gets the mean of the
-  // fitted ones, not the compiled-in value (fitted on every run, the
-  // held-out ones included).
-  std::set<std::string> allGenerations;
-  for (llvm::StringRef preset : clusterPresetNames())
-    allGenerations.insert(clusterPresetGeneration(preset).str());
-  for (double fp8 : fp8Grid) {
-    FittedConstants candidate;
-    if (anyFp8)
-      candidate.fp8GemmEfficiency = fp8;
-    double cost = 0;
-    for (const std::string &generation : generations) {
-      double genBest = INFINITY, genPeak = 0;
-      for (double peak = 0.30; peak <= 0.95 + 1e-9; peak += step) {
-        candidate.gemmPeakEfficiency[generation] = peak;
-        double sum = 0;
-        for (size_t i = 0; i < runs.size(); ++i) {
-          if (!use[i] ||
-              clusterPresetGeneration(runs[i].clusterPreset) != generation)
-            continue;
-          if (auto ratio = stepTimeRatio(runs[i], &candidate))
-            sum += std::fabs(std::log(*ratio));
-        }
-        if (sum < genBest) {
-          genBest = sum;
-          genPeak = peak;
-        }
+  FittedConstants fitted;
+  for (const std::string &generation : generations) {
+    double best = INFINITY, bestPeak = 0;
+    for (double peak = 0.30; peak <= 0.95 + 1e-9; peak += step) {
+      fitted.gemmPeakEfficiency[generation] = peak;
+      double sum = 0;
+      for (size_t i = 0; i < runs.size(); ++i) {
+        if (!use[i] ||
+            clusterPresetGeneration(runs[i].clusterPreset) != generation)
+          continue;
+        if (auto ratio = stepTimeRatio(runs[i], &fitted))
+          sum += std::fabs(std::log(*ratio));
       }
-      candidate.gemmPeakEfficiency[generation] = genPeak;
-      cost += genBest;
+      if (sum < best) {
+        best = sum;
+        bestPeak = peak;
+      }
     }
-    if (cost < bestCost) {
-      bestCost = cost;
-      best = candidate;
-    }
+    fitted.gemmPeakEfficiency[generation] = bestPeak;
   }
+  // A generation the fitting runs do not cover gets the mean of the fitted
+  // ones, not the compiled-in value (fitted on every run, the held-out
+  // ones included).
   double mean = 0;
   for (const std::string &generation : generations)
-    mean += best.gemmPeakEfficiency[generation] /
+    mean += fitted.gemmPeakEfficiency[generation] /
             static_cast<double>(generations.size());
-  for (const std::string &generation : allGenerations)
-    if (!generations.count(generation) && !generations.empty())
-      best.gemmPeakEfficiency[generation] = mean;
-  if (!best.fp8GemmEfficiency)
-    best.fp8GemmEfficiency = 1.0;
-  return best;
+  for (llvm::StringRef preset : clusterPresetNames()) {
+    std::string generation = clusterPresetGeneration(preset).str();
+    if (!generations.empty() && !fitted.gemmPeakEfficiency.count(generation))
+      fitted.gemmPeakEfficiency[generation] = mean;
+  }
+  return fitted;
 }
 
 CrossValidation dtc::leaveOneSourceOut(const std::vector<CorpusRun> &runs,

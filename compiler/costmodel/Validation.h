@@ -1,8 +1,8 @@
 //===- Validation.h - The cost model against measured runs ------*- C++ -*-===//
 //
 // Prices every measured run of compiler/costmodel/data at its published
-// configuration, fits the per-generation constants of the presets (the GEMM
-// curve's peak per GPU generation and the fp8 factor) and cross-validates
+// configuration, fits the per-generation constant of the presets (the GEMM
+// curve's peak per GPU generation) and cross-validates
 // them leaving one source out at a time, so that the tool that chose the
 // constants (bench/costmodel/corpus_error.cpp) and the test that guards them
 // compute the same figures.
@@ -28,11 +28,13 @@ namespace dtc {
 llvm::Expected<std::vector<CorpusRun>>
 loadMeasuredRuns(llvm::StringRef dataDir, std::vector<std::string> *skipped);
 
-/// The constants a fit chooses: the GEMM peak efficiency per generation
-/// and the fp8 factor. Generations without rows keep the presets' values.
+/// The constants a fit chooses: the GEMM peak efficiency per generation,
+/// the fp8 factor and the compute-communication overlap efficiency. Generations
+/// without rows keep the presets' values.
 struct FittedConstants {
   std::map<std::string, double> gemmPeakEfficiency;
   std::optional<double> fp8GemmEfficiency;
+  std::optional<double> overlapEfficiency;
 };
 
 /// The preset of `run` sized to its GPUs, with `constants` (if any) in
@@ -49,6 +51,9 @@ std::optional<double> stepTimeRatio(const CorpusRun &run,
 /// The memory model's verdict on a run that ran: "" when it fits, else the
 /// prediction's reason ("OOM: 91.2 GB > 80.0 GB").
 std::string memoryVerdict(const CorpusRun &run);
+
+/// Predicted memory per GPU over the GPU's HBM (0 when not priced).
+double memoryFraction(const CorpusRun &run);
 
 struct ErrorStats {
   size_t rows = 0;

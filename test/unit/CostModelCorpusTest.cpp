@@ -2,11 +2,11 @@
 //
 // The cost model priced at each published configuration of
 // compiler/costmodel/data (A100 papers, MLPerf Training v3.0-v5.1 on H100,
-// H200, B200 and GB200, Megatron-MoE), its per-generation constants fitted
+// H200, B200 and GB200, Megatron-MoE), its per-generation GEMM peaks fitted
 // leaving one source out at a time (compiler/costmodel/Validation.h). The
-// bars are the figures docs/cost-model.md reports, with a little room; a
-// change that makes the model worse on runs it was not fitted to fails
-// here. bench/costmodel/corpus_error.cpp prints the full table.
+// bars are issue 30's acceptance; a change that makes the model worse on
+// runs it was not fitted to fails here. bench/costmodel/corpus_error.cpp
+// prints the full table.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,7 +26,7 @@ protected:
     ASSERT_TRUE(static_cast<bool>(loaded))
         << llvm::toString(loaded.takeError());
     runs = new std::vector<CorpusRun>(std::move(*loaded));
-    cv = new CrossValidation(leaveOneSourceOut(*runs, 0.02));
+    cv = new CrossValidation(leaveOneSourceOut(*runs, 0.01));
   }
   static void TearDownTestSuite() {
     delete runs;
@@ -65,19 +65,29 @@ TEST_F(Corpus, LeaveOneSourceOutErrorStaysUnderTheBar) {
   std::cout << "all: " << cv->all.rows << " runs, median "
             << 100 * cv->all.median << "%, p90 " << 100 * cv->all.p90
             << "%, worst " << 100 * cv->all.worst << "%\n";
-  // Measured 5.4% / 28.9% / 55% (docs/cost-model.md); issue 30's bar is
-  // 10% / 25%, not met yet at the 90th percentile.
+  // Issue 30's bar: median <= 10%, p90 <= 25% (measured 5.2% / 19.5% /
+  // 54.6% worst, docs/cost-model.md).
   EXPECT_GE(cv->all.rows, 55u);
-  EXPECT_LE(cv->all.median, 0.08);
-  EXPECT_LE(cv->all.p90, 0.33);
+  EXPECT_LE(cv->all.median, 0.10);
+  EXPECT_LE(cv->all.p90, 0.25);
   EXPECT_LE(cv->all.worst, 0.60);
+}
+
+TEST_F(Corpus, EveryPublishedConfigurationFits) {
+  // Each run ran, so the memory model (fragmentation reserve included)
+  // must fit it in its GPU's HBM.
+  for (const CorpusRun &run : *runs) {
+    std::string verdict = memoryVerdict(run);
+    EXPECT_TRUE(verdict.empty() || verdict.rfind("OOM", 0) != 0)
+        << run.label << " (" << run.model << "): " << verdict;
+  }
 }
 
 TEST_F(Corpus, FittedConstantsArePhysical) {
   // Fitted on every run: each generation's GEMMs reach a plausible fraction
   // of their dense peak, lower on the newer, faster tensor cores.
   std::vector<bool> all(runs->size(), true);
-  FittedConstants c = fitConstants(*runs, all, 0.02);
+  FittedConstants c = fitConstants(*runs, all, 0.01);
   double ampere = c.gemmPeakEfficiency["ampere"];
   double hopper = c.gemmPeakEfficiency["hopper"];
   double blackwell = c.gemmPeakEfficiency["blackwell"];
@@ -85,6 +95,4 @@ TEST_F(Corpus, FittedConstantsArePhysical) {
   EXPECT_GT(hopper, blackwell);
   EXPECT_GE(blackwell, 0.4);
   EXPECT_LE(ampere, 0.95);
-  ASSERT_TRUE(c.fp8GemmEfficiency.has_value());
-  EXPECT_GE(*c.fp8GemmEfficiency, 0.5);
 }
