@@ -133,11 +133,12 @@ int main(int argc, char **argv) {
   if (verbose) {
     for (const std::string &s : skipped)
       llvm::outs() << "  " << s << "\n";
-    // Where each priced run's predicted step goes (compiled-in constants).
+    // Where each priced run's predicted step goes (compiled-in constants):
+    // exposed communication per axis, and all data-parallel traffic.
     llvm::outs() << llvm::format("\n%-56s %8s %8s %7s %7s %7s %7s %7s %7s "
                                  "%6s\n",
                                  "run", "step s", "compute", "dp", "tp", "pp",
-                                 "cp", "ep", "optim", "bubble");
+                                 "cp", "ep", "dp all", "bubble");
     for (const CorpusRun &run : *runs) {
       auto cluster = clusterFor(run, nullptr);
       auto p = cluster ? predict(run.spec, run.plan, *cluster)
