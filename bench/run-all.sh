@@ -13,8 +13,8 @@ source scripts/lib/python.sh
 build="${1:-build}"
 logs="${2:-$(mktemp -d)}"
 mkdir -p "$logs"
-ninja -C "$build" dtc bench-planner bench-costmodel bench-import bench-sgemm \
-  bench-collectives >/dev/null || exit 1
+ninja -C "$build" dtc bench-planner bench-costmodel costmodel-corpus \
+  bench-import bench-sgemm bench-collectives >/dev/null || exit 1
 start=$(date +%s)
 
 # name | command (each writes its log; a failure is reported, not fatal)
@@ -33,6 +33,7 @@ run() {
 if [ -z "${TABLE_ONLY:-}" ]; then
 run planner "$build/bench/planner/bench-planner" 3
 run costmodel "$build/bench/costmodel/bench-costmodel"
+run costmodel_corpus "$build/bench/costmodel/costmodel-corpus"
 run import "$build/bench/import/bench-import" llama-70b gpt-1t
 run compile bench/compile_speed.sh "$build"
 run train_step bench/train_step.sh "$build" 4
@@ -73,6 +74,11 @@ for m in re.finditer(r"^(llama-70b|gpt-1t)\s+\d+\s+\d+\s+\d+\s+[\d.]+\s+"
         else "target < 10 s")
 m = re.search(r"^gpt-175b tp8 pp8 dp16 interleaved\s+([\d.]+)", text("costmodel"), re.M)
 row("cost model, one plan's prediction", m and f"{m.group(1)} us", "")
+row("cost model step-time error on published runs, held out",
+    grab("costmodel_corpus",
+         r"^\s+all \(held out\)\s+(\d+)\s+median\s+([\d.]+%)\s+p90\s+([\d.]+%)",
+         "median {1}, p90 {2} over {0} runs"),
+    "leave-one-source-out (issue 30: median <= 10%, p90 <= 25%)")
 for line in text("compile").splitlines()[1:]:
     cols = line.split()
     if len(cols) >= 5:
