@@ -487,9 +487,12 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
   std::string bundleDir =
       o.outputDir.empty() ? defaultBundleDir(o.modelPath) : o.outputDir;
 
+  // program.mlir: the imported model, replaced by the partitioned program
+  // once there is one; printed only on request.
   std::string program;
   llvm::raw_string_ostream programOs(program);
-  (*module)->print(programOs);
+  if (o.programMlir)
+    (*module)->print(programOs);
 
   // Plan: models the planner understands get a searched plan; for others
   // the bundle says why there is none.
@@ -621,7 +624,8 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
     build.training.recompute =
         parseRecomputeMode(recompute).value_or(RecomputeMode::None);
     std::string stagesText;
-    auto built = buildProgram(**runModule, build, &stagesText);
+    auto built =
+        buildProgram(**runModule, build, o.programMlir ? &stagesText : nullptr);
     if (built && !storesWeights(o))
       initParametersWithoutWeights(*built);
     llvm::Error buildError = llvm::Error::success();
@@ -645,7 +649,7 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
         return llvm::Error::success();
       }
       program.clear();
-      if (stagesText.empty())
+      if (o.programMlir && stagesText.empty())
         (*runModule)->print(programOs, programTextFlags());
       else
         programOs << stagesText;
@@ -745,7 +749,8 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
   planOs << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
 
   files.emplace_back("plan.json", planText);
-  files.emplace_back("program.mlir", program);
+  if (o.programMlir)
+    files.emplace_back("program.mlir", program);
   if (llvm::Error err = writeBundleAtomically(bundleDir, files))
     return err;
   if (o.json) {

@@ -35,6 +35,10 @@ struct CompileOptions {
   /// Plan only: skip building the runtime program (seconds to a minute for
   /// a 70B model; the plan itself takes well under a second).
   bool noProgram = false;
+  /// Also write program.mlir, the readable program (SPEC: on request):
+  /// printing it is most of a large model's bundle and a share of its
+  /// compile time (issue 32).
+  bool programMlir = false;
   /// Data-parallel gradient sync: overlapped with the last backward pass
   /// (default) in buckets of this many MiB, or all in `apply`.
   bool noOverlap = false;

@@ -80,6 +80,8 @@ void addCompile(CLI::App &app, dtc::CompileOptions &o, Action &action) {
   cmd->add_flag(
       "--no-program", o.noProgram,
       "Plan only: write no runtime program (faster for large models)");
+  cmd->add_flag("--program-mlir", o.programMlir,
+                "Also write program.mlir, the program as readable MLIR");
   cmd->add_flag("--no-search", o.noSearch,
                 "All degrees are pinned; only predict");
   cmd->add_option("-o", o.outputDir, "Bundle directory (default <model>.dtc)");
