@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/dtc/DtcAttrs.h"
+#include "dialects/dtc/DtcCollectiveOps.h"
 #include "dialects/dtc/DtcOps.h"
 #include "passes/AffineMatch.h"
 #include "passes/Passes.h"
@@ -40,10 +41,7 @@ using utils::IteratorType;
 
 namespace {
 
-struct MeshAxis {
-  std::string name;
-  int64_t size;
-};
+using MeshAxis = DeviceMesh::Axis;
 
 /// A value's sharding, per mesh axis: the dim it splits (-1: none) and the
 /// interleave block of that dim (0: the whole dim); partial: bit per axis.
@@ -1161,25 +1159,13 @@ struct DtcPropagateShardingPass
 
   void runOnOperation() override {
     Operation *root = getOperation();
-    SmallVector<MeshAxis> axes;
-    for (StringRef item : llvm::split(StringRef(mesh), ',')) {
-      item = item.trim();
-      if (item.empty())
-        continue;
-      auto [name, size] = item.split(':');
-      MeshAxis axis{name.trim().str(), 0};
-      if (axis.name.empty() || size.trim().getAsInteger(10, axis.size) ||
-          axis.size < 1) {
-        root->emitError("invalid mesh \"")
-            << mesh << "\": expected name:size pairs such as dp:2,tp:4";
-        return signalPassFailure();
-      }
-      if (llvm::any_of(axes, [&](auto &a) { return a.name == axis.name; })) {
-        root->emitError("mesh axis \"") << axis.name << "\" appears twice";
-        return signalPassFailure();
-      }
-      axes.push_back(axis);
+    std::string error;
+    std::optional<DeviceMesh> parsed = DeviceMesh::parse(mesh, error);
+    if (!parsed) {
+      root->emitError(error);
+      return signalPassFailure();
     }
+    SmallVector<MeshAxis> axes(parsed->axes.begin(), parsed->axes.end());
     if (axes.size() > 16) {
       root->emitError("at most 16 mesh axes are supported");
       return signalPassFailure();

@@ -4,6 +4,7 @@
 
 #include "compiler/support/Error.h"
 #include "dialects/dtc/DtcAttrs.h"
+#include "dialects/dtc/DtcCollectiveOps.h"
 #include "dialects/dtc/DtcOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -334,14 +335,9 @@ llvm::Error FunctionLowering::setArgumentShard(program::Argument &a,
                                                mlir::BlockArgument arg) {
   auto sharding = func_.getArgAttrOfType<d::ShardingAttr>(arg.getArgNumber(),
                                                           "dtc.sharding");
-  auto mesh = func_->getAttrOfType<mlir::StringAttr>("dtc.mesh");
+  std::optional<d::DeviceMesh> mesh = d::DeviceMesh::lookup(func_);
   if (!sharding || !mesh)
     return llvm::Error::success();
-  llvm::StringMap<int64_t> sizes;
-  for (llvm::StringRef item : llvm::split(mesh.getValue(), ',')) {
-    auto [name, size] = item.trim().split(':');
-    (void)size.getAsInteger(10, sizes[name]);
-  }
   auto type = llvm::cast<mlir::RankedTensorType>(arg.getType());
   bool split = false;
   for (unsigned dim = 0; dim < sharding.getDims().size(); ++dim) {
@@ -349,7 +345,8 @@ llvm::Error FunctionLowering::setArgumentShard(program::Argument &a,
     int64_t parts = 1;
     for (llvm::StringRef axis : sharding.getDimAxes(dim)) {
       d->add_axes(axis.str());
-      parts *= sizes.lookup(axis);
+      if (std::optional<size_t> i = mesh->find(axis))
+        parts *= mesh->axes[*i].size;
       split = true;
     }
     d->set_block(sharding.getBlocks()[dim]);

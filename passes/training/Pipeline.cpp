@@ -29,6 +29,7 @@
 
 #include "compiler/support/Error.h"
 #include "dialects/dtc/DtcAttrs.h"
+#include "dialects/dtc/DtcCollectiveOps.h"
 #include "passes/OpCost.h"
 #include "passes/TransformerBlocks.h"
 #include "passes/autodiff/Autodiff.h"
@@ -168,12 +169,15 @@ mlir::func::FuncOp buildStage(mlir::ModuleOp into, mlir::func::FuncOp forward,
 mlir::Attribute activationLayout(mlir::Builder &b, mlir::Type type,
                                  llvm::StringRef mesh) {
   llvm::SmallVector<llvm::StringRef> dataAxes, contextAxes;
-  for (llvm::StringRef item : llvm::split(mesh, ',')) {
-    llvm::StringRef name = item.trim().split(':').first;
-    if (name == "dp" || name == "ep")
-      dataAxes.push_back(name);
-    if (name == "cp")
-      contextAxes.push_back(name);
+  std::string error;
+  std::optional<d::DeviceMesh> parsed = d::DeviceMesh::parse(mesh, error);
+  for (const d::DeviceMesh::Axis &axis :
+       parsed ? llvm::ArrayRef(parsed->axes)
+              : llvm::ArrayRef<d::DeviceMesh::Axis>()) {
+    if (axis.name == "dp" || axis.name == "ep")
+      dataAxes.push_back(axis.name);
+    if (axis.name == "cp")
+      contextAxes.push_back(axis.name);
   }
   auto rank = llvm::cast<mlir::RankedTensorType>(type).getRank();
   llvm::SmallVector<mlir::Attribute> dims;
@@ -678,11 +682,16 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
   // The data/tensor-parallel part of the mesh: what each chunk is sharded
   // and partitioned over.
   TrainingStepOptions stageOptions = options;
-  llvm::SmallVector<std::string> inner;
-  for (llvm::StringRef item : llvm::split(options.mesh, ','))
-    if (!item.trim().empty() && !item.trim().starts_with("pp:"))
-      inner.push_back(item.trim().str());
-  stageOptions.mesh = llvm::join(inner, ",");
+  std::string meshError;
+  std::optional<d::DeviceMesh> whole =
+      d::DeviceMesh::parse(options.mesh, meshError);
+  if (!whole)
+    return badInput("pipeline: {0}", meshError);
+  d::DeviceMesh inner;
+  for (const d::DeviceMesh::Axis &axis : whole->axes)
+    if (axis.name != "pp")
+      inner.axes.push_back(axis);
+  stageOptions.mesh = inner.str();
   mlir::MLIRContext *ctx = module.getContext();
   // The rows each rank feeds of every data argument (tokens and labels, or
   // a classifier's inputs and labels): the batch cut over the data axes (dp
@@ -690,13 +699,11 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
   // cut over cp (zigzag chunks, which the stages' partitioned functions
   // expect).
   int64_t dataParts = 1, contextParts = 1;
-  for (llvm::StringRef item : inner) {
-    auto [name, size] = item.split(':');
-    int64_t n = 1;
-    if ((name == "dp" || name == "ep") && !size.getAsInteger(10, n))
-      dataParts *= n;
-    if (name == "cp" && !size.getAsInteger(10, n))
-      contextParts *= n;
+  for (const d::DeviceMesh::Axis &axis : inner.axes) {
+    if (axis.name == "dp" || axis.name == "ep")
+      dataParts *= axis.size;
+    if (axis.name == "cp")
+      contextParts *= axis.size;
   }
   const unsigned numData = forward.getNumArguments();
   llvm::SmallVector<mlir::RankedTensorType> dataTypes; // one micro-batch's

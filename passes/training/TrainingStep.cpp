@@ -328,14 +328,13 @@ ZeroLayout zeroLayoutOf(const TrainingStepOptions &options,
   if (options.zeroStage == 0)
     return layout;
   // In mesh order: dp outside cp.
-  for (llvm::StringRef item : llvm::split(options.mesh, ',')) {
-    auto [name, size] = item.trim().split(':');
-    int64_t n = 1;
-    if ((name == "dp" || name == "cp") && !size.getAsInteger(10, n) && n > 1) {
-      layout.axes.push_back(name.str());
-      layout.parts *= n;
-    }
-  }
+  std::string error;
+  if (auto mesh = mlir::dtc::DeviceMesh::parse(options.mesh, error))
+    for (const mlir::dtc::DeviceMesh::Axis &axis : mesh->axes)
+      if ((axis.name == "dp" || axis.name == "cp") && axis.size > 1) {
+        layout.axes.push_back(axis.name);
+        layout.parts *= axis.size;
+      }
   // A parameter the propagation already split over a data axis (it may,
   // where that is cheaper: BLOOM's fused qkv weight) keeps that split: ZeRO
   // cuts only parameters every data-parallel rank holds whole.
