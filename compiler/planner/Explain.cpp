@@ -199,8 +199,9 @@ llvm::json::Object dtc::meshToJson(const ParallelPlan &plan) {
 llvm::json::Array dtc::stagesToJson(const TransformerSpec &spec,
                                     const ParallelPlan &plan) {
   const int64_t p = plan.pp, v = plan.vpp, layers = spec.layers;
-  // The cost model's split: interleaved chunks are equal; one chunk per
-  // stage gives the extra layers to the first stages.
+  // The cost model's split: interleaved chunks are equal (the planner
+  // searches and accepts no others); one chunk per stage gives the extra
+  // layers to the first stages.
   auto stageLayers = [&](int64_t stage) {
     return layers / p + (stage < layers % p ? 1 : 0);
   };

@@ -323,7 +323,8 @@ std::vector<Degrees> Searcher::degreeTuples() const {
 
 llvm::SmallVector<int64_t, 16> Searcher::vppValues(int64_t pp) const {
   llvm::SmallVector<int64_t, 16> result;
-  // Interleaving needs equal chunks; one chunk per stage may be uneven
+  // The search interleaves equal chunks only (the cost model also prices
+  // uneven ones, for published runs); one chunk per stage may be uneven
   // (the cost model gives the extra layers to the first stages).
   for (int64_t v : divisors(spec.layers / pp))
     if ((v == 1 || (pp > 1 && spec.layers % (pp * v) == 0)) &&
