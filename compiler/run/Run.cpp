@@ -114,7 +114,10 @@ llvm::Error initializeVariables(const program::Program &p,
                                 const RankContext &context,
                                 rt::Executor &executor, const RunOptions &o) {
   const program::RankProgram &rank = *context.program;
-  std::map<std::string, const ::onnx::TensorProto *> initializers;
+  // Each initializer with the number of variables still to read it: its
+  // bytes are dropped after the last, so that the parsed model shrinks as
+  // the executor's variables fill.
+  std::map<std::string, std::pair<::onnx::TensorProto *, int>> initializers;
   ::onnx::ModelProto model;
   bool needModel = !o.init && llvm::any_of(rank.variables(), [](auto &v) {
     return v.init() == "model";
@@ -129,32 +132,44 @@ llvm::Error initializeVariables(const program::Program &p,
                               static_cast<int>((*buffer)->getBufferSize())))
       return badInput("{0}: not an ONNX model; recompile the bundle",
                       p.model_path());
-    for (const auto &init : model.graph().initializer())
-      initializers[init.name()] = &init;
+    for (::onnx::TensorProto &init :
+         *model.mutable_graph()->mutable_initializer())
+      initializers[init.name()] = {&init, 0};
+    for (const program::Variable &v : rank.variables())
+      if (v.init() == "model") {
+        for (const std::string &member : v.stack())
+          if (auto it = initializers.find(member); it != initializers.end())
+            ++it->second.second;
+        if (auto it = initializers.find(v.parameter());
+            it != initializers.end() && v.stack().empty())
+          ++it->second.second;
+      }
   }
   std::string baseDir = llvm::sys::path::parent_path(p.model_path()).str();
   for (const program::Variable &v : rank.variables()) {
-    // Filled on the host, then written to the executor's memory.
-    rt::Tensor hostValue(v.type().dtype(),
-                         llvm::SmallVector<int64_t>(v.type().shape().begin(),
-                                                    v.type().shape().end()));
-    rt::Tensor *local = &hostValue;
     // A shard is cut from the whole tensor, so that every plan starts from
-    // the weights one device would.
+    // the weights one device would. The whole value is filled on the host
+    // and freed as soon as its shard is in the executor's memory: one
+    // tensor-sized buffer alive at a time, not the three a model's largest
+    // table used to cost at startup.
     auto layout = rt::ShardLayout::of(v, context.mesh, context.rank);
     if (!layout)
       return badInput("program.pb: {0}; recompile the bundle",
                       llvm::toString(layout.takeError()));
-    rt::Tensor whole;
-    rt::Tensor *t = local;
-    if (!layout->isWhole()) {
-      whole = rt::Tensor(local->dtype(), layout->globalShape());
-      t = &whole;
-    }
-    auto store = [&]() -> llvm::Error {
-      if (t != local)
-        layout->extract(t->ref(), local->ref());
-      return executor.writeVariable(v.name(), hostValue);
+    llvm::SmallVector<int64_t> wholeShape =
+        layout->isWhole() ? llvm::SmallVector<int64_t>(v.type().shape().begin(),
+                                                       v.type().shape().end())
+                          : llvm::SmallVector<int64_t>(layout->globalShape());
+    rt::DType dtype = v.type().dtype();
+    auto store = [&](rt::Tensor whole) -> llvm::Error {
+      if (layout->isWhole())
+        return executor.writeVariable(v.name(), whole);
+      rt::Tensor local(dtype,
+                       llvm::SmallVector<int64_t>(v.type().shape().begin(),
+                                                  v.type().shape().end()));
+      layout->extract(whole.ref(), local.ref());
+      whole = rt::Tensor();
+      return executor.writeVariable(v.name(), local);
     };
     std::string how = v.init();
     if (how == "model" && o.init)
@@ -162,7 +177,14 @@ llvm::Error initializeVariables(const program::Program &p,
     if (how == "model") {
       auto lookup = [&](llvm::StringRef name) -> const ::onnx::TensorProto * {
         auto it = initializers.find(name.str());
-        return it == initializers.end() ? nullptr : it->second;
+        return it == initializers.end() ? nullptr : it->second.first;
+      };
+      // After decoding: the initializers this variable was the last to read.
+      auto release = [&](llvm::ArrayRef<std::string> names) {
+        for (const std::string &name : names)
+          if (auto it = initializers.find(name);
+              it != initializers.end() && --it->second.second == 0)
+            std::string().swap(*it->second.first->mutable_raw_data());
       };
       std::vector<std::string> members(v.stack().begin(), v.stack().end());
       if (members.empty() && !lookup(v.parameter()))
@@ -179,36 +201,38 @@ llvm::Error initializeVariables(const program::Program &p,
         return badInput("{0}: initializer '{1}': {2}; pass --init to start "
                         "from random weights",
                         p.model_path(), v.parameter(), error);
-      if (llvm::ArrayRef<int64_t>(host->shape) != t->shape())
+      release(members.empty() ? llvm::ArrayRef<std::string>(v.parameter())
+                              : llvm::ArrayRef<std::string>(members));
+      if (llvm::ArrayRef<int64_t>(host->shape) !=
+          llvm::ArrayRef<int64_t>(wholeShape))
         return badInput("{0}: initializer '{1}' is {2}, the program expects "
                         "{3}; recompile the bundle",
                         p.model_path(), v.parameter(),
-                        shapeText(host->shape, t->dtype()),
-                        shapeText(t->shape(), t->dtype()));
-      rt::Tensor value = toRuntimeTensor(*host, t->dtype());
-      std::memcpy(t->data(), value.data(), t->bytes());
-      if (llvm::Error e = store())
+                        shapeText(host->shape, dtype),
+                        shapeText(wholeShape, dtype));
+      rt::Tensor whole = toRuntimeTensor(*host, dtype);
+      host.reset();
+      if (llvm::Error e = store(std::move(whole)))
         return e;
       continue;
     }
-    int64_t n = t->numElements();
+    rt::Tensor whole(dtype, wholeShape);
+    int64_t n = whole.numElements();
     if (how == "normal") {
       std::mt19937_64 rng(mix(o.seed ^ hashName(v.name())));
       std::normal_distribution<float> normal(0.0f,
                                              static_cast<float>(v.init_std()));
-      if (t->dtype() != rt::DType::F32)
+      if (dtype != rt::DType::F32)
         return failure("--init: variable '{0}' is {1}; random init supports "
                        "f32",
-                       v.name(), rt::dtypeName(t->dtype()));
+                       v.name(), rt::dtypeName(dtype));
       for (int64_t i = 0; i < n; ++i)
-        t->as<float>()[i] = normal(rng);
+        whole.as<float>()[i] = normal(rng);
     } else if (how == "ones") {
       for (int64_t i = 0; i < n; ++i)
-        t->as<float>()[i] = 1.0f;
-    } else {
-      std::memset(t->data(), 0, t->bytes()); // "zeros"
-    }
-    if (llvm::Error e = store())
+        whole.as<float>()[i] = 1.0f;
+    } // else "zeros": a new tensor is zero-filled
+    if (llvm::Error e = store(std::move(whole)))
       return e;
   }
   return llvm::Error::success();

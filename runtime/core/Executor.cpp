@@ -112,21 +112,29 @@ llvm::Error Executor::prepare() {
     constants_.push_back(std::move(t));
   }
 
+  // One arena, the largest function's: functions run one at a time and keep
+  // nothing in it between calls (what outlives a call is a variable or a
+  // result, copied out; a call waits for all its communication), so the
+  // temporaries of micro_step, its synchronizing twin and apply share it.
+  int64_t arenaBytes = 1;
+  for (const program::Function &f : program_.functions()) {
+    if (f.arena_bytes() < 0)
+      return programError("function '" + f.name() + "' has a negative arena");
+    arenaBytes = std::max(arenaBytes, f.arena_bytes());
+  }
+  llvm::Expected<Tensor> arenaTensor =
+      Tensor::allocate(DType::I8, {arenaBytes}, memory_);
+  if (!arenaTensor)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "the functions' arena: " +
+                                       llvm::toString(arenaTensor.takeError()));
+  arena_ = std::move(*arenaTensor);
+  auto *arena = static_cast<char *>(arena_.data());
+
   for (auto [functionIndex, f] : llvm::enumerate(program_.functions())) {
     PreparedFunction &prepared = functions_[f.name()];
     prepared.function = &f;
     prepared.index = static_cast<int32_t>(functionIndex);
-    if (f.arena_bytes() < 0)
-      return programError("function '" + f.name() + "' has a negative arena");
-    llvm::Expected<Tensor> arenaTensor = Tensor::allocate(
-        DType::I8, {std::max<int64_t>(f.arena_bytes(), 1)}, memory_);
-    if (!arenaTensor)
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "arena of function '" + f.name() +
-              "': " + llvm::toString(arenaTensor.takeError()));
-    prepared.arena = std::move(*arenaTensor);
-    auto *arena = static_cast<char *>(prepared.arena.data());
     for (const program::Value &v : f.values()) {
       if (v.id() != static_cast<int>(prepared.views.size()))
         return programError("function '" + f.name() +
@@ -323,8 +331,8 @@ int64_t Executor::allocatedBytes() const {
   int64_t bytes = variableBytes();
   for (const Tensor &c : constants_)
     bytes += c.bytes();
+  bytes += arena_.bytes();
   for (const auto &entry : functions_) {
-    bytes += entry.second.arena.bytes();
     for (const Tensor &a : entry.second.arguments)
       bytes += a.bytes();
   }

@@ -1,11 +1,11 @@
 //===- Executor.h - Interprets one rank's program ---------------*- C++ -*-===//
 //
 // Runs the functions of a RankProgram on one backend's kernels: variables
-// persist across calls, each function's temporaries live in its own arena
-// (placed by the compiler), constants are materialized once. All of them
-// live in the executor's MemorySpace: the host (the CPU backend; kernels see
-// the tensors themselves) or a device (arguments are copied in and results
-// out around each call).
+// persist across calls, the functions' temporaries live in one arena (placed
+// by the compiler, sized for the largest function), constants are
+// materialized once. All of them live in the executor's MemorySpace: the
+// host (the CPU backend; kernels see the tensors themselves) or a device
+// (arguments are copied in and results out around each call).
 //
 //===----------------------------------------------------------------------===//
 
@@ -120,7 +120,6 @@ private:
     std::vector<TensorRef> views; // by value id; arguments patched per call
     /// (value id, argument position) of every value stored in an argument.
     std::vector<std::pair<int, int>> argumentViews;
-    Tensor arena;
     /// Device memory only: where each argument is copied, by position.
     std::vector<Tensor> arguments;
   };
@@ -137,6 +136,8 @@ public:
   }
   llvm::StringMap<Tensor> variables_;
   std::vector<Tensor> constants_;
+  /// Every function's temporaries (see prepare()).
+  Tensor arena_;
   llvm::StringMap<PreparedFunction> functions_;
   std::vector<InstructionEvent> *trace_ = nullptr;
   WaitTimes waits_;

@@ -2,6 +2,7 @@
 
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/core/CollectiveKernels.h"
+#include "runtime/cpu/Blas.h"
 
 #include <cblas.h>
 
@@ -11,6 +12,9 @@ void registerCpuKernels(KernelRegistry &registry) {
   // OpenBLAS's own threads split GEMMs by the thread count, which changes
   // rounding between machines; kernels split work over fixed-size blocks
   // with OpenMP instead, so results never depend on the thread count.
+  // The kernel table first (Blas.h): re-initializing OpenBLAS comes before
+  // setting its thread count.
+  chooseBlasKernels();
   openblas_set_num_threads(1);
   registerElementwiseKernels(registry);
   registerLinalgKernels(registry);

@@ -13,6 +13,7 @@
 #include "runtime/core/Window.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/RingAttention.h"
 
 #include <algorithm>
 #include <cmath>
@@ -343,21 +344,11 @@ Error rmsNormGradKernel(const KernelCall &call) {
 // attention_grad
 //===----------------------------------------------------------------------===//
 
-/// A dot product in a fixed (vectorized) order: the same for every thread.
-inline float dot(const float *a, const float *b, int64_t n) {
-  float s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i)
-    s += a[i] * b[i];
-  return s;
-}
-
-/// Flash-attention style backward in two passes, each parallel over the
-/// outputs it writes. Pass 1, per query row (b, h, s): recompute the row's
-/// probabilities, keep its log-sum-exp and delta = sum_t p_t (dy . v_t),
-/// write dq. Pass 2, per key row (b, g, t): recompute p_{s,t} from the
-/// stored statistics for every query row of the group's heads and sum dk,
-/// dv. Nothing of size [s, t] is kept beyond one row of scratch.
+/// Flash-attention's backward: the forward block is recomputed for its
+/// log-sum-exp (a forward costs a third of the backward), then ring
+/// attention's blocked gradient runs over the whole sequence as one chunk
+/// pair (RingAttention.cpp: sgemm on 64-row blocks, each pass owning
+/// the gradients it writes, so results do not depend on the thread count).
 Error attentionGradKernel(const KernelCall &call) {
   if (auto err = expectArity(call, 4, 3))
     return err;
@@ -386,90 +377,19 @@ Error attentionGradKernel(const KernelCall &call) {
   bool causal = call.flag("causal");
   float scale = static_cast<float>(
       call.optionalF64("scale").value_or(1.0 / std::sqrt(double(D))));
-  int64_t group = H / G;
   F32In qv(q), kv(k), vv(v), dyv(dy);
-  const float *qp = qv.data(), *kp = kv.data(), *vp = vv.data(),
-              *gp = dyv.data();
-  auto qRow = [&](int64_t b, int64_t h, int64_t s) {
-    return ((b * H + h) * S + s) * D;
-  };
-  auto oRow = [&](int64_t b, int64_t h, int64_t s) {
-    return ((b * H + h) * S + s) * E;
-  };
-  auto kRow = [&](int64_t b, int64_t g, int64_t t) {
-    return ((b * G + g) * T + t) * D;
-  };
-  auto vRow = [&](int64_t b, int64_t g, int64_t t) {
-    return ((b * G + g) * T + t) * E;
-  };
-  // Keys t <= s are visible to query s under the causal mask.
-  auto visible = [&](int64_t s) { return causal ? std::min(T, s + 1) : T; };
-
-  int64_t work = B * H * S * T * (D + E);
-  std::vector<float> lse(B * H * S), delta(B * H * S);
-  F32Out dq(call.output(0));
-  float *dqp = dq.data();
-#pragma omp parallel if (work >= kParallelElements)
-  {
-    std::vector<float> p(T), dp(T);
-#pragma omp for
-    for (int64_t row = 0; row < B * H * S; ++row) {
-      int64_t s = row % S, h = row / S % H, b = row / S / H;
-      int64_t g = h / group, count = visible(s);
-      const float *qr = qp + qRow(b, h, s), *gr = gp + oRow(b, h, s);
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t t = 0; t < count; ++t) {
-        p[t] = scale * dot(qr, kp + kRow(b, g, t), D);
-        mx = std::max(mx, p[t]);
-      }
-      double sum = 0;
-      for (int64_t t = 0; t < count; ++t) {
-        p[t] = std::exp(p[t] - mx);
-        sum += p[t];
-      }
-      float inv = count ? static_cast<float>(1.0 / sum) : 0.0f;
-      double d = 0;
-      for (int64_t t = 0; t < count; ++t) {
-        p[t] *= inv;
-        dp[t] = dot(gr, vp + vRow(b, g, t), E);
-        d += static_cast<double>(p[t]) * dp[t];
-      }
-      lse[row] = count ? mx + static_cast<float>(std::log(sum))
-                       : std::numeric_limits<float>::infinity();
-      delta[row] = static_cast<float>(d);
-      float *out = dqp + qRow(b, h, s);
-      std::fill(out, out + D, 0.0f);
-      for (int64_t t = 0; t < count; ++t) {
-        float ds = p[t] * (dp[t] - delta[row]) * scale;
-        const float *kr = kp + kRow(b, g, t);
-        for (int64_t i = 0; i < D; ++i)
-          out[i] += ds * kr[i];
-      }
-    }
-  }
+  F32Out dq(call.output(0)), dk(call.output(1)), dv(call.output(2));
+  RingAttentionDims dims{B, H, G, S, T, D, E};
+  RingAttentionPositions at;
+  at.causal = causal;
+  at.scale = scale;
+  std::vector<float> output(B * H * S * E), lse(B * H * S);
+  attentionBlock(dims, at, qv.data(), kv.data(), vv.data(), output.data(),
+                 lse.data());
+  attentionBlockGrad(dims, at, qv.data(), kv.data(), vv.data(),
+                     /*output=*/nullptr, lse.data(), dyv.data(), dq.data(),
+                     dk.data(), dv.data());
   dq.commit();
-
-  F32Out dk(call.output(1)), dv(call.output(2));
-  float *dkp = dk.data(), *dvp = dv.data();
-#pragma omp parallel for if (work >= kParallelElements)
-  for (int64_t keyRow = 0; keyRow < B * G * T; ++keyRow) {
-    int64_t t = keyRow % T, g = keyRow / T % G, b = keyRow / T / G;
-    const float *kr = kp + kRow(b, g, t), *vr = vp + vRow(b, g, t);
-    float *dkr = dkp + kRow(b, g, t), *dvr = dvp + vRow(b, g, t);
-    std::fill(dkr, dkr + D, 0.0f);
-    std::fill(dvr, dvr + E, 0.0f);
-    for (int64_t h = g * group; h < (g + 1) * group; ++h)
-      for (int64_t s = causal ? t : 0; s < S; ++s) {
-        int64_t row = (b * H + h) * S + s;
-        const float *qr = qp + qRow(b, h, s), *gr = gp + oRow(b, h, s);
-        float p = std::exp(scale * dot(qr, kr, D) - lse[row]);
-        float ds = p * (dot(gr, vr, E) - delta[row]) * scale;
-        for (int64_t i = 0; i < D; ++i)
-          dkr[i] += ds * qr[i];
-        for (int64_t i = 0; i < E; ++i)
-          dvr[i] += p * gr[i];
-      }
-  }
   dk.commit();
   dv.commit();
   return Error::success();
@@ -565,15 +485,22 @@ Error crossEntropyGradKernel(const KernelCall &call) {
       std::fill(drow, drow + vocab, 0.0f);
       continue;
     }
+    // Three vectorized passes, as the forward: the max, the exponentials
+    // (kept in the result) and their sum, the scale.
     float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
     for (int64_t j = 0; j < vocab; ++j)
       mx = std::max(mx, row[j]);
-    double sum = 0;
+    float sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < vocab; ++j) {
+      drow[j] = fastExp(row[j] - mx);
+      sum += drow[j];
+    }
+    float scale = factor / sum;
+#pragma omp simd
     for (int64_t j = 0; j < vocab; ++j)
-      sum += std::exp(row[j] - mx);
-    float inv = static_cast<float>(1.0 / sum);
-    for (int64_t j = 0; j < vocab; ++j)
-      drow[j] = std::exp(row[j] - mx) * inv * factor;
+      drow[j] *= scale;
     drow[label[r]] -= factor;
   }
   dl.commit();

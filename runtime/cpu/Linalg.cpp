@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace dtc::runtime::cpu {
 
@@ -132,6 +133,28 @@ template <typename T, typename Acc, ReduceKind Kind> struct Reducer {
   }
 };
 
+/// `count` contiguous values reduced through 16 interleaved partial
+/// results, combined in lane order: the loop vectorizes instead of being one
+/// long chain of dependent adds, and its order is fixed.
+template <typename T, typename Acc, ReduceKind Kind>
+Acc reduceContiguous(const T *values, int64_t count) {
+  using R = Reducer<T, Acc, Kind>;
+  constexpr int64_t kLanes = 16;
+  Acc lanes[kLanes];
+  for (Acc &lane : lanes)
+    lane = R::init();
+  int64_t whole = count / kLanes * kLanes;
+  for (int64_t r = 0; r < whole; r += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l)
+      lanes[l] = R::combine(lanes[l], static_cast<Acc>(values[r + l]));
+  Acc acc = R::init();
+  for (Acc lane : lanes)
+    acc = R::combine(acc, lane);
+  for (int64_t r = whole; r < count; ++r)
+    acc = R::combine(acc, static_cast<Acc>(values[r]));
+  return acc;
+}
+
 /// Reduces `in` (shape `shape`) over the dimensions flagged in `reduced`
 /// into `out` (the kept dimensions in order).
 template <typename T, typename Acc, ReduceKind Kind>
@@ -168,12 +191,23 @@ void reduceLoop(const T *in, T *out, llvm::ArrayRef<int64_t> shape,
         (seen ? inner : outer) *= sizes[g];
     }
     if (inner == 1) {
+      // Contiguous rows (a whole tensor to a scalar, e.g. the gradient
+      // norm's sums): fixed spans reduced in parallel, each through
+      // interleaved partial results, then combined in span order. The
+      // arithmetic depends on the shape only, never on the thread count.
+      constexpr int64_t kSpan = 1 << 15;
+      int64_t spans = std::max<int64_t>(1, (count + kSpan - 1) / kSpan);
+      std::vector<Acc> partial(outer * spans);
 #pragma omp parallel for if (total >= kParallelElements)
+      for (int64_t task = 0; task < outer * spans; ++task) {
+        int64_t o = task / spans, begin = (task % spans) * kSpan;
+        partial[task] = reduceContiguous<T, Acc, Kind>(
+            in + o * count + begin, std::min(kSpan, count - begin));
+      }
       for (int64_t o = 0; o < outer; ++o) {
-        const T *row = in + o * count;
-        Acc acc = R::init();
-        for (int64_t r = 0; r < count; ++r)
-          acc = R::combine(acc, static_cast<Acc>(row[r]));
+        Acc acc = partial[o * spans];
+        for (int64_t span = 1; span < spans; ++span)
+          acc = R::combine(acc, partial[o * spans + span]);
         out[o] = R::finish(acc, count);
       }
       return;

@@ -168,11 +168,14 @@ void attentionBlockGrad(const RingAttentionDims &dims,
   int64_t group = H / G;
   bool threads = worthThreads(dims);
 
-  // delta_i = grad_i . output_i, the softmax backward's row term.
+  // delta_i = grad_i . output_i, the softmax backward's row term; without
+  // `output`, pass 1 sums it as sum_j P_ij dP_ij instead (below).
   std::vector<float> delta(B * H * S);
+  if (output) {
 #pragma omp parallel for if (threads)
-  for (int64_t row = 0; row < B * H * S; ++row)
-    delta[row] = dot(grad + row * E, output + row * E, E);
+    for (int64_t row = 0; row < B * H * S; ++row)
+      delta[row] = dot(grad + row * E, output + row * E, E);
+  }
 
   // One visible entry: score in *p becomes P = exp(score - lse), dP in *dp
   // becomes dS = P (dP - delta). A row with lse -inf sees no key: P = 0.
@@ -210,8 +213,18 @@ void attentionBlockGrad(const RingAttentionDims &dims,
                     dp, keys);
       for (int64_t row = 0; row < rows; ++row) {
         int64_t visible = std::min(keys, visibleKeys(dims, at, r0 + row));
-        float l = lse[row0 + row], d = delta[row0 + row];
+        float l = lse[row0 + row];
         float *pr = p + row * keys, *dpr = dp + row * keys;
+        if (!output) {
+          // From the very P and dP it is applied to, in double: the row's
+          // dS then sums to zero to rounding, as the math says (a bias on
+          // every key has no gradient; Adam would amplify any noise).
+          double sum = 0;
+          for (int64_t j = 0; j < visible; ++j)
+            sum += double(l == kNegInf ? 0.0f : fastExp(pr[j] - l)) * dpr[j];
+          delta[row0 + row] = static_cast<float>(sum);
+        }
+        float d = delta[row0 + row];
         for (int64_t j = 0; j < visible; ++j)
           softmaxGrad(pr + j, dpr + j, l, d);
         std::fill(dpr + visible, dpr + keys, 0.0f);

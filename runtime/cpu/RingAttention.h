@@ -49,7 +49,9 @@ void attentionMerge(int64_t rows, int64_t width, const float *outputA,
                     float *output, float *lse);
 
 /// This key chunk's share of the attention gradient given the merged
-/// whole-sequence `output` and `lse` and the output gradient `grad`:
+/// whole-sequence `output` and `lse` and the output gradient `grad` (with a
+/// null `output`, this chunk must be the whole sequence: the softmax
+/// backward's row term is then summed from the scores themselves):
 /// queryGrad [batch, heads, queries, headDim], keyGrad and valueGrad shaped
 /// as key and value (summed over the query heads of each group).
 void attentionBlockGrad(const RingAttentionDims &dims,

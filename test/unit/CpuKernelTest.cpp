@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/core/Kernel.h"
+#include "runtime/cpu/Blas.h"
 #include "runtime/cpu/CpuKernels.h"
 
 #include <gtest/gtest.h>
@@ -371,6 +372,61 @@ TEST(CpuLinalg, Matmul2d) {
       .out(DType::F32, {2, 2});
   ASSERT_EQ(tl.run(), "");
   expectNear(tl.result(), {26, 30, 38, 44});
+}
+
+/// The kernel-table choice (runtime/cpu/Blas.h): its rule, and that a
+/// switched table still computes the product (checked against a naive loop
+/// on a problem large enough for OpenBLAS's packed kernels).
+TEST(CpuBlas, PreferredCoreRule) {
+  EXPECT_EQ(cpu::preferredOpenBlasCore("Cooperlake", true), "SkylakeX");
+  EXPECT_EQ(cpu::preferredOpenBlasCore("COOPERLAKE", true), "SkylakeX");
+  EXPECT_EQ(cpu::preferredOpenBlasCore("Cooperlake", false), "Cooperlake");
+  EXPECT_EQ(cpu::preferredOpenBlasCore("Haswell", true), "Haswell");
+  EXPECT_EQ(cpu::preferredOpenBlasCore("Zen", false), "Zen");
+  EXPECT_FALSE(cpu::cpuRunsOpenBlasCore("NoSuchCore"));
+  EXPECT_TRUE(cpu::cpuRunsOpenBlasCore("Prescott"));
+}
+
+TEST(CpuBlas, SwitchedTablesComputeTheProduct) {
+  registry(); // makes the backend's choice
+  const cpu::BlasKernels &chosen = cpu::chooseBlasKernels();
+  ASSERT_FALSE(chosen.used.empty());
+  const int64_t m = 96, n = 80, k = 300;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  std::vector<float> a(m * k), b(k * n);
+  for (float &x : a)
+    x = uniform(rng);
+  for (float &x : b)
+    x = uniform(rng);
+  std::vector<float> expected(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t l = 0; l < k; ++l)
+        sum += double(a[i * k + l]) * b[l * n + j];
+      expected[i * n + j] = static_cast<float>(sum);
+    }
+  auto product = [&] {
+    Call mm("dtc.matmul");
+    mm.in(f32({m, k}, a)).in(f32({k, n}, b)).out(DType::F32, {m, n});
+    EXPECT_EQ(mm.run(), "");
+    return mm.result();
+  };
+  int switched = 0;
+  for (const char *core : {"Sandybridge", "Haswell", "Zen", "SkylakeX"}) {
+    if (!cpu::cpuRunsOpenBlasCore(core))
+      continue;
+    ASSERT_TRUE(cpu::useOpenBlasCore(core)) << core;
+    ++switched;
+    std::vector<float> got = product();
+    for (int64_t i = 0; i < m * n; ++i)
+      ASSERT_NEAR(got[i], expected[i], 1e-4f) << core << " element " << i;
+  }
+  EXPECT_GT(switched, 0) << "no table this x86-64 CPU runs";
+  EXPECT_FALSE(cpu::useOpenBlasCore("NoSuchCore"));
+  // Back to the backend's choice, which the other tests use.
+  ASSERT_TRUE(cpu::useOpenBlasCore(chosen.used));
 }
 
 /// Naive batched matmul with numpy broadcasting of batch dims [B1, B2]
