@@ -37,6 +37,7 @@ run costmodel_corpus "$build/bench/costmodel/costmodel-corpus"
 run import "$build/bench/import/bench-import" llama-70b gpt-1t
 run compile bench/compile_speed.sh "$build"
 run train_step bench/train_step.sh "$build" 4
+run vs_pytorch bench/vs_pytorch.sh "$build" 6
 run collectives bench/collectives.sh "$build" 16 5
 run overlap bench/overlap.sh "$build" 6
 run ckpt bench/ckpt.sh "$build"
@@ -86,6 +87,11 @@ for line in text("compile").splitlines()[1:]:
             f"{cols[3]} s", f"planner target < {cols[4]} s")
 row("CPU training step", grab("train_step", r"^achieved\s+([\d.]+ GFLOP/s)"),
     grab("train_step", r"^ratio\s+([\d.]+)", "ratio {0} to sgemm (target >= 0.5)"))
+for m in re.finditer(r"^(\w+ (?:1 rank|dp2 vs DDP\(gloo\)))\s+ratio\s+step ([\d.]+x)"
+                     r"\s+peak ([\d.]+x)", text("vs_pytorch"), re.M):
+    row(f"CPU training step vs PyTorch eager, {m.group(1)}",
+        f"step {m.group(2)}, peak memory {m.group(3)}",
+        "dtc / PyTorch (issue 31: <= 1.0, goal 0.8)")
 row("async checkpoint stall",
     grab("ckpt", r"async ([\d.]+ s), sync ([\d.]+ s); async / sync = ([\d.]+)",
          "{0} (sync {1})"),
