@@ -101,16 +101,24 @@ void parallelSgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
       std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
     return;
   }
-  constexpr int64_t kRowBlock = 128, kColBlock = 256;
-  int64_t rowBlocks = (m + kRowBlock - 1) / kRowBlock;
+  // Tiles as tall as keeps at least 16 of them: each tile re-reads its
+  // K x 256 panel of B, so a 512-row tile reads B a quarter as often as a
+  // 128-row one (the LM head's 100 MB weight, 8 times per GEMM at 1024
+  // tokens before). Chosen from the shape alone, like the tiles themselves.
+  constexpr int64_t kColBlock = 256, kMinTiles = 16;
   int64_t colBlocks = (n + kColBlock - 1) / kColBlock;
+  int64_t rowBlock = 512;
+  while (rowBlock > 128 &&
+         (m + rowBlock - 1) / rowBlock * colBlocks < kMinTiles)
+    rowBlock /= 2;
+  int64_t rowBlocks = (m + rowBlock - 1) / rowBlock;
   int64_t tasks = rowBlocks * colBlocks;
   bool parallel = tasks > 1 && m * n * k >= (1 << 18) && !omp_in_parallel();
 #pragma omp parallel for schedule(dynamic) if (parallel)
   for (int64_t task = 0; task < tasks; ++task) {
-    int64_t i0 = (task / colBlocks) * kRowBlock;
+    int64_t i0 = (task / colBlocks) * rowBlock;
     int64_t j0 = (task % colBlocks) * kColBlock;
-    int64_t rows = std::min(kRowBlock, m - i0);
+    int64_t rows = std::min(rowBlock, m - i0);
     int64_t cols = std::min(kColBlock, n - j0);
     const float *aTile = transA ? a + i0 : a + i0 * lda;
     const float *bTile = transB ? b + j0 * ldb : b + j0;

@@ -137,9 +137,9 @@ inline float fastExp(float x) {
 }
 
 /// Row-major C[m, n] = alpha * op(A) op(B) (op: optional transpose) through
-/// single-threaded OpenBLAS calls on fixed 128 x 256 tiles of C, the tiles
-/// split across OpenMP threads. The tiling does not depend on the thread
-/// count, so neither do the results.
+/// single-threaded OpenBLAS calls on tiles of C (256 columns, 128-512 rows,
+/// chosen from the shape), the tiles split across OpenMP threads. The tiling
+/// does not depend on the thread count, so neither do the results.
 void parallelSgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                    float alpha, const float *a, int64_t lda, const float *b,
                    int64_t ldb, float *c, int64_t ldc);
