@@ -99,10 +99,11 @@ void attentionBlock(const RingAttentionDims &dims,
       const float *qh = query + ((b * H + h) * S + r0) * D;
       const float *kh = key + (b * G + g) * T * D;
       const float *vh = value + (b * G + g) * T * E;
-      float *oh = output + ((b * H + h) * S + r0) * E;
+      float *oh = output ? output + ((b * H + h) * S + r0) * E : nullptr;
       float *lh = lse + (b * H + h) * S + r0;
       if (keys == 0) {
-        std::fill(oh, oh + rows * E, 0.0f);
+        if (oh)
+          std::fill(oh, oh + rows * E, 0.0f);
         std::fill(lh, lh + rows, kNegInf);
         continue;
       }
@@ -122,12 +123,15 @@ void attentionBlock(const RingAttentionDims &dims,
           sum += r[j];
         }
         lh[row] = visible ? mx + std::log(sum) : kNegInf;
+        if (!oh)
+          continue;
         float inv = visible ? 1.0f / sum : 0.0f;
         for (int64_t j = 0; j < visible; ++j)
           r[j] *= inv;
         std::fill(r + visible, r + keys, 0.0f);
       }
-      parallelSgemm(false, false, rows, E, keys, 1.0f, p, keys, vh, E, oh, E);
+      if (oh)
+        parallelSgemm(false, false, rows, E, keys, 1.0f, p, keys, vh, E, oh, E);
     }
   }
 }
@@ -177,10 +181,13 @@ void attentionBlockGrad(const RingAttentionDims &dims,
       delta[row] = dot(grad + row * E, output + row * E, E);
   }
 
-  // One visible entry: score in *p becomes P = exp(score - lse), dP in *dp
-  // becomes dS = P (dP - delta). A row with lse -inf sees no key: P = 0.
+  // A visible score's probability P = exp(score - lse); a row with lse -inf
+  // sees no key: P = 0. Then dP becomes dS = P (dP - delta).
+  auto probability = [](float score, float l) {
+    return l == kNegInf ? 0.0f : fastExp(score - l);
+  };
   auto softmaxGrad = [&](float *p, float *dp, float l, float d) {
-    float pj = l == kNegInf ? 0.0f : fastExp(*p - l);
+    float pj = probability(*p, l);
     *dp = pj * (*dp - d);
     *p = pj;
   };
@@ -215,18 +222,20 @@ void attentionBlockGrad(const RingAttentionDims &dims,
         int64_t visible = std::min(keys, visibleKeys(dims, at, r0 + row));
         float l = lse[row0 + row];
         float *pr = p + row * keys, *dpr = dp + row * keys;
+        for (int64_t j = 0; j < visible; ++j)
+          pr[j] = probability(pr[j], l);
         if (!output) {
           // From the very P and dP it is applied to, in double: the row's
           // dS then sums to zero to rounding, as the math says (a bias on
           // every key has no gradient; Adam would amplify any noise).
           double sum = 0;
           for (int64_t j = 0; j < visible; ++j)
-            sum += double(l == kNegInf ? 0.0f : fastExp(pr[j] - l)) * dpr[j];
+            sum += double(pr[j]) * dpr[j];
           delta[row0 + row] = static_cast<float>(sum);
         }
         float d = delta[row0 + row];
         for (int64_t j = 0; j < visible; ++j)
-          softmaxGrad(pr + j, dpr + j, l, d);
+          dpr[j] = pr[j] * (dpr[j] - d);
         std::fill(dpr + visible, dpr + keys, 0.0f);
       }
       parallelSgemm(false, false, rows, D, keys, at.scale, dp, keys, kh, D, dq,

@@ -36,6 +36,7 @@ struct RingAttentionPositions {
 /// output [batch, heads, queries, valueDim] = softmax(scale q k^T) v over
 /// this key chunk, lse [batch, heads, queries] = each row's log softmax
 /// denominator (max included). Rows that see no key: output 0, lse -inf.
+/// A null `output` computes lse alone.
 void attentionBlock(const RingAttentionDims &dims,
                     const RingAttentionPositions &at, const float *query,
                     const float *key, const float *value, float *output,
