@@ -3,7 +3,8 @@
 # the packages of scripts/build.sh): builds dtc with the CUDA backend into
 # build-gpu, runs the CUDA tests (every kernel against the CPU kernel), then
 # times training steps of a GPT on one GPU and prints the achieved TFLOP/s
-# and MFU (peak: /work/shared/data/hardware.csv or --peak-tflops).
+# and MFU (peak: /work/shared/data/hardware.csv or --peak-tflops), and
+# calibrates the cost model on the GPU (dtc calibrate --backend cuda).
 #
 # Usage: scripts/gpu-check.sh [--steps N] [--skip-tests] [--bundle DIR]
 #                             [--dtc PATH] [--peak-tflops X] [--kit DIR]
@@ -240,4 +241,21 @@ for label in ("fp32", "tf32"):
           % (label, info["device_variable_bytes"] / 2**20,
              info["micro_step_arena_bytes"] / 2**20))
 PY
+
+# The cost model's constants for this GPU (dtc calibrate --backend cuda):
+# GEMMs, HBM, attention, a small bf16 training step; NVLink where there
+# are two GPUs. The cluster file lands in $DTC_GPU_OUT (e.g. the device
+# tool's $OUT) when set.
+calibrate_dtc="$dtc"
+[ -n "$kit" ] && calibrate_dtc="$unpacked/bin/dtc"
+if [ -n "$calibrate_dtc" ] && [ -x "$calibrate_dtc" ]; then
+  out_dir="${DTC_GPU_OUT:-$tmp}"
+  mkdir -p "$out_dir"
+  say "dtc calibrate --backend cuda --quick"
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    budget 240 "$calibrate_dtc" calibrate --backend cuda --quick \
+    -o "$out_dir/calibrated-cuda.json" || die "dtc calibrate --backend cuda failed"
+else
+  say "dtc calibrate skipped: no dtc binary (pass --dtc or a kit with bin/dtc)"
+fi
 say "done"

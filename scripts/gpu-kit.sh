@@ -4,7 +4,8 @@
 # dtc's build dependencies (LLVM/MLIR 22, Open MPI, protobuf, OpenBLAS) and
 # no network to install them: the lent H200 machines are such.
 #
-#   .gpukit/bin/      the CUDA tests and the training-step benchmark, built
+#   .gpukit/bin/      dtc itself (for `dtc calibrate --backend cuda`), the
+#                     CUDA tests and the training-step benchmark, built
 #                     into build-kit with static LLVM (DTC_STATIC_LLVM) for
 #                     the given CUDA architectures
 #   .gpukit/lib/      the shared libraries they load that such a machine
@@ -31,7 +32,7 @@ die() { echo "gpu-kit: error: $*" >&2; exit 1; }
 command -v nvcc >/dev/null || die "nvcc not on PATH: the kit needs the CUDA toolkit"
 build=build-kit
 kit=.gpukit
-targets="dtc-cuda-tests dtc-cuda-kernel-tests dtc-nccl-p2p-test bench-cuda-train-step"
+targets="dtc dtc-cuda-tests dtc-cuda-kernel-tests dtc-nccl-p2p-test bench-cuda-train-step"
 
 # dtc itself (the usual build) compiles the bundles.
 [ -x build/bin/dtc ] || scripts/build.sh >/dev/null
@@ -49,7 +50,7 @@ ninja -C "$build" $targets >/dev/null
 
 rm -rf "$kit.tmp"
 mkdir -p "$kit.tmp/bin" "$kit.tmp/lib" "$kit.tmp/bundles"
-for t in test/unit/dtc-cuda-tests test/unit/dtc-cuda-kernel-tests \
+for t in bin/dtc test/unit/dtc-cuda-tests test/unit/dtc-cuda-kernel-tests \
   test/mpi/dtc-nccl-p2p-test bench/cuda/bench-cuda-train-step; do
   cp "$build/$t" "$kit.tmp/bin/"
 done

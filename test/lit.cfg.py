@@ -61,3 +61,8 @@ def _can_mount_tmpfs():
 
 if _can_mount_tmpfs():
     config.available_features.add("tmpfs-mount")
+
+# A CUDA device on this machine: tests of what happens without one say
+# `UNSUPPORTED: gpu` (the GPU path is run by scripts/gpu-check.sh).
+if os.path.exists("/dev/nvidia0"):
+    config.available_features.add("gpu")

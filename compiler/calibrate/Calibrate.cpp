@@ -1,9 +1,10 @@
 //===- Calibrate.cpp - dtc calibrate: measure this machine ----------------===//
 //
-// Every benchmark calls the registered CPU kernel the runtime itself would
-// call, on tensors of the shapes a transformer step uses, and keeps the
-// median of several runs after a warm-up (the median, not the best, because
-// `dtc run` steps are compared by their median too).
+// Every benchmark calls the registered kernel the runtime itself would call
+// (CPU or CUDA, chosen as `dtc run` chooses), on tensors of the shapes a
+// transformer step uses on that backend, and keeps the median of several
+// runs after a warm-up (the median, not the best, because `dtc run` steps
+// are compared by their median too).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,8 +15,11 @@
 #include "compiler/run/Run.h"
 #include "compiler/support/Error.h"
 #include "frontends/modelgen/ModelGen.h"
+#include "runtime/core/Communicator.h"
 #include "runtime/core/Kernel.h"
-#include "runtime/cpu/CpuKernels.h"
+#ifdef DTC_HAVE_CUDA
+#include "runtime/cuda/CudaProbe.h"
+#endif
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -103,29 +107,90 @@ calibrate::fitGemmCurve(llvm::ArrayRef<GemmSample> samples) {
 
 namespace {
 
-const rt::KernelRegistry &registry() {
-  static const rt::KernelRegistry kernels = [] {
-    rt::KernelRegistry r;
-    rt::cpu::registerCpuKernels(r);
-    return r;
-  }();
-  return kernels;
+/// Where the benchmarks run: the backend `dtc run --backend` picks, and the
+/// dtype models train in there (the CPU computes every dtype in f32).
+struct Target {
+  RuntimeBackend backend;
+  rt::DType dtype = rt::DType::F32;
+  bool cuda() const { return backend.cuda; }
+  rt::MemorySpace &memory() const { return *backend.memory; }
+};
+
+/// Uniform values in [-0.5, 0.5) from a 64-bit LCG: GEMM inputs that are
+/// not zeros (a GPU's clocks depend on the bits it multiplies), made fast
+/// enough for the 8192 x 8192 operands a GPU is timed on.
+void fillRandom(float *data, int64_t count, uint32_t seed) {
+  uint64_t state = 0x9E3779B97F4A7C15ull * (seed + 1);
+  for (int64_t i = 0; i < count; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    data[i] = static_cast<float>(state >> 40) * (1.0f / (1 << 24)) - 0.5f;
+  }
+}
+
+/// A tensor of `dtype` in the target's memory: random values (seed > 0) or
+/// zeros (seed 0, what bandwidth benchmarks stream).
+llvm::Expected<rt::Tensor> makeTensor(const Target &target, rt::DType dtype,
+                                      llvm::ArrayRef<int64_t> shape,
+                                      uint32_t seed) {
+  auto tensor = rt::Tensor::allocate(dtype, shape, target.memory());
+  if (!tensor)
+    return failure("calibrate: {0}", llvm::toString(tensor.takeError()));
+  if (seed == 0)
+    return tensor;
+  int64_t count = tensor->numElements();
+  std::vector<float> values(count);
+  fillRandom(values.data(), count, seed);
+  const void *bytes = values.data();
+  std::vector<uint16_t> bits;
+  if (dtype == rt::DType::BF16) {
+    bits.resize(count);
+    for (int64_t i = 0; i < count; ++i)
+      bits[i] = rt::floatToBF16(values[i]);
+    bytes = bits.data();
+  } else if (dtype != rt::DType::F32) {
+    return failure("calibrate: no benchmark inputs of {0}",
+                   rt::dtypeName(dtype));
+  }
+  if (llvm::Error err =
+          target.memory().copyToDevice(tensor->data(), bytes, tensor->bytes()))
+    return failure("calibrate: {0}", llvm::toString(std::move(err)));
+  return tensor;
 }
 
 /// One kernel call on owned tensors, as the executor would make it.
 struct KernelRun {
+  const Target &target;
   program::Instruction inst;
   std::vector<rt::Tensor> inputs, outputs;
 
-  explicit KernelRun(llvm::StringRef op) { inst.set_op(op.str()); }
+  KernelRun(const Target &target, llvm::StringRef op) : target(target) {
+    inst.set_op(op.str());
+  }
   void flag(const std::string &name) {
     (*inst.mutable_attrs())[name].set_b(true);
   }
+  llvm::Error input(rt::DType dtype, llvm::ArrayRef<int64_t> shape,
+                    uint32_t seed) {
+    auto t = makeTensor(target, dtype, shape, seed);
+    if (!t)
+      return t.takeError();
+    inputs.push_back(std::move(*t));
+    return llvm::Error::success();
+  }
+  llvm::Error output(rt::DType dtype, llvm::ArrayRef<int64_t> shape) {
+    auto t = makeTensor(target, dtype, shape, 0);
+    if (!t)
+      return t.takeError();
+    outputs.push_back(std::move(*t));
+    return llvm::Error::success();
+  }
 
+  /// Queues the call (a CUDA kernel returns before it runs).
   llvm::Error run() const {
-    rt::KernelFn fn = registry().lookup(inst.op());
+    rt::KernelFn fn = target.backend.kernels->lookup(inst.op());
     if (!fn)
-      return failure("calibrate: the CPU backend has no {0} kernel", inst.op());
+      return failure("calibrate: the {0} backend has no {1} kernel",
+                     target.cuda() ? "CUDA" : "CPU", inst.op());
     std::vector<rt::TensorRef> in, out;
     for (const rt::Tensor &t : inputs)
       in.push_back(t.ref());
@@ -138,37 +203,42 @@ struct KernelRun {
   }
 };
 
-rt::Tensor randomTensor(llvm::ArrayRef<int64_t> shape, uint32_t seed) {
-  rt::Tensor t(rt::DType::F32, shape);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
-  float *data = t.as<float>();
-  for (int64_t i = 0; i < t.numElements(); ++i)
-    data[i] = dist(rng);
-  return t;
-}
-
 double median(std::vector<double> values) {
   llvm::sort(values);
   size_t mid = values.size() / 2;
   return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
 }
 
-/// Median seconds of `reps` calls of `body` after one warm-up call.
+/// Median seconds per call of `reps` blocks of `calls` calls of `body`,
+/// after one warm-up block; each block ends when the device has finished
+/// its work (a GPU's queued kernels), so it times what ran.
 template <typename Body>
-llvm::Expected<double> timeMedian(int reps, Body body) {
+llvm::Expected<double> timeMedian(const Target &target, int reps, int calls,
+                                  Body body) {
   std::vector<double> times;
   for (int i = 0; i <= reps; ++i) {
     auto start = std::chrono::steady_clock::now();
-    if (llvm::Error err = body())
-      return std::move(err);
+    for (int c = 0; c < calls; ++c)
+      if (llvm::Error err = body())
+        return std::move(err);
+    if (llvm::Error err = target.memory().synchronize())
+      return failure("calibrate: {0}", llvm::toString(std::move(err)));
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
     if (i > 0)
-      times.push_back(seconds);
+      times.push_back(seconds / calls);
   }
   return median(std::move(times));
+}
+
+/// Calls that make a GPU benchmark block last about 20 ms at `rate` (a
+/// launch and a synchronize are then noise); one call on the CPU, whose
+/// kernels run when called.
+int callsPerBlock(const Target &target, double work, double rate) {
+  if (!target.cuda())
+    return 1;
+  return static_cast<int>(std::clamp(0.02 * rate / work, 1.0, 200.0));
 }
 
 struct GemmShape {
@@ -176,11 +246,11 @@ struct GemmShape {
   bool transposeLhs; ///< The weight-gradient form X^T dY.
 };
 
-/// Shapes of transformer steps at the sizes the CPU runs: square ones for
-/// the peak, and ones with one small dimension (few rows, a narrow output,
-/// a short reduction) for the half size.
-llvm::ArrayRef<GemmShape> gemmShapes(bool quick) {
-  static const GemmShape full[] = {
+/// Shapes of transformer steps at the sizes each backend runs: square ones
+/// for the peak, and ones with one small dimension (few rows, a narrow
+/// output, a short reduction) for the half size.
+llvm::ArrayRef<GemmShape> gemmShapes(const Target &target, bool quick) {
+  static const GemmShape cpuFull[] = {
       {128, 128, 128, false},   {256, 256, 256, false},
       {512, 512, 512, false},   {1024, 1024, 1024, false},
       {2048, 768, 768, false},  {2048, 3072, 768, false},
@@ -189,31 +259,65 @@ llvm::ArrayRef<GemmShape> gemmShapes(bool quick) {
       {1024, 64, 1024, false},  {1024, 1024, 64, false},
       {2048, 256, 32, false},   {4096, 512, 512, false},
   };
-  static const GemmShape fast[] = {
+  static const GemmShape cpuQuick[] = {
       {64, 64, 64, false},    {128, 128, 128, false},  {256, 256, 256, false},
       {512, 512, 512, false}, {512, 1024, 256, false}, {256, 1024, 512, true},
       {1024, 256, 32, false},
   };
-  if (quick)
-    return fast;
-  return full;
+  // Llama-8B/70B-sized layers at 8192 tokens: the QKV, MLP and output
+  // projections and a weight gradient, with small-M (a micro-batch of few
+  // tokens), narrow and short-K ones.
+  static const GemmShape gpuFull[] = {
+      {1024, 1024, 1024, false},  {2048, 2048, 2048, false},
+      {4096, 4096, 4096, false},  {8192, 8192, 8192, false},
+      {8192, 6144, 4096, false},  {8192, 4096, 4096, false},
+      {8192, 28672, 4096, false}, {8192, 4096, 14336, false},
+      {4096, 14336, 8192, true},  {256, 8192, 8192, false},
+      {8192, 256, 8192, false},   {8192, 8192, 256, false},
+      {16384, 1024, 128, false},
+  };
+  static const GemmShape gpuQuick[] = {
+      {512, 512, 512, false},    {1024, 1024, 1024, false},
+      {4096, 4096, 4096, false}, {4096, 11008, 4096, false},
+      {4096, 4096, 8192, true},  {256, 4096, 4096, false},
+      {4096, 4096, 256, false},
+  };
+  if (target.cuda())
+    return quick ? llvm::ArrayRef(gpuQuick) : llvm::ArrayRef(gpuFull);
+  return quick ? llvm::ArrayRef(cpuQuick) : llvm::ArrayRef(cpuFull);
 }
 
-llvm::Error measureGemms(bool quick, Measurements &m, llvm::raw_ostream *log) {
+/// One GEMM of `shape` in `dtype`, timed.
+llvm::Expected<double> timeGemm(const Target &target, const GemmShape &shape,
+                                rt::DType dtype, int reps, uint32_t &seed) {
+  KernelRun run(target, "dtc.matmul");
+  llvm::SmallVector<int64_t, 2> lhs{shape.m, shape.k};
+  if (shape.transposeLhs) {
+    run.flag("transpose_lhs");
+    lhs = {shape.k, shape.m};
+  }
+  if (llvm::Error err = run.input(dtype, lhs, seed++))
+    return std::move(err);
+  if (llvm::Error err = run.input(dtype, {shape.k, shape.n}, seed++))
+    return std::move(err);
+  if (llvm::Error err = run.output(dtype, {shape.m, shape.n}))
+    return std::move(err);
+  // A first call sizes the block (cuBLASLt chooses its algorithm then).
+  double flops = 2.0 * shape.m * shape.n * shape.k;
+  auto first = timeMedian(target, 1, 1, [&] { return run.run(); });
+  if (!first)
+    return first.takeError();
+  return timeMedian(target, reps, callsPerBlock(target, flops, flops / *first),
+                    [&] { return run.run(); });
+}
+
+llvm::Error measureGemms(const Target &target, bool quick, Measurements &m,
+                         llvm::raw_ostream *log) {
   int reps = quick ? 3 : 5;
   uint32_t seed = 1;
-  for (const GemmShape &shape : gemmShapes(quick)) {
-    KernelRun run("dtc.matmul");
-    if (shape.transposeLhs) {
-      run.flag("transpose_lhs");
-      run.inputs.push_back(randomTensor({shape.k, shape.m}, seed++));
-    } else {
-      run.inputs.push_back(randomTensor({shape.m, shape.k}, seed++));
-    }
-    run.inputs.push_back(randomTensor({shape.k, shape.n}, seed++));
-    run.outputs.emplace_back(rt::DType::F32,
-                             llvm::ArrayRef<int64_t>{shape.m, shape.n});
-    auto seconds = timeMedian(reps, [&] { return run.run(); });
+  llvm::ArrayRef<GemmShape> shapes = gemmShapes(target, quick);
+  for (const GemmShape &shape : shapes) {
+    auto seconds = timeGemm(target, shape, target.dtype, reps, seed);
     if (!seconds)
       return seconds.takeError();
     m.gemms.push_back({shape.m, shape.n, shape.k, *seconds});
@@ -223,27 +327,51 @@ llvm::Error measureGemms(bool quick, Measurements &m, llvm::raw_ostream *log) {
                             shape.transposeLhs ? " (A^T)" : "",
                             m.gemms.back().flops() / *seconds / 1e9);
   }
+  if (!target.cuda())
+    return llvm::Error::success();
+  // The largest square shape once more in f32, for the tf32 peak.
+  const GemmShape *square = nullptr;
+  for (const GemmShape &shape : shapes)
+    if (shape.m == shape.n && shape.n == shape.k &&
+        (!square || shape.m > square->m))
+      square = &shape;
+  auto f32 = timeGemm(target, *square, rt::DType::F32, reps, seed);
+  if (!f32)
+    return f32.takeError();
+  double bf16 = m.gemms[square - shapes.data()].seconds;
+  m.f32OverBf16 = bf16 / *f32;
+  if (log)
+    *log << llvm::formatv("  gemm {0}x{0}x{0} f32: {1:F1} GFLOP/s\n", square->m,
+                          2.0 * square->m * square->m * square->m / *f32 / 1e9);
   return llvm::Error::success();
 }
 
-llvm::Error measureMemory(bool quick, Measurements &m) {
+llvm::Error measureMemory(const Target &target, bool quick, Measurements &m) {
   // Three arrays well past the last-level cache (32 MiB on the reference
-  // machine), so the add streams from main memory.
-  int64_t elements = quick ? (int64_t(8) << 20) : (int64_t(24) << 20);
-  KernelRun add("dtc.add");
-  add.inputs.push_back(randomTensor({elements}, 11));
-  add.inputs.push_back(randomTensor({elements}, 12));
-  add.outputs.emplace_back(rt::DType::F32, llvm::ArrayRef<int64_t>{elements});
-  auto seconds = timeMedian(quick ? 3 : 7, [&] { return add.run(); });
+  // CPU, 50-126 MB of L2 on a GPU), so the add streams from main memory.
+  int64_t elements = target.cuda() ? (int64_t(quick ? 64 : 256) << 20)
+                                   : (int64_t(quick ? 8 : 24) << 20);
+  int reps = quick ? 3 : 7;
+  KernelRun add(target, "dtc.add");
+  for (int i = 0; i < 2; ++i)
+    if (llvm::Error err = add.input(target.dtype, {elements}, 0))
+      return err;
+  if (llvm::Error err = add.output(target.dtype, {elements}))
+    return err;
+  double bytes = 3.0 * add.inputs[0].bytes();
+  auto seconds = timeMedian(target, reps, 1, [&] { return add.run(); });
   if (!seconds)
     return seconds.takeError();
-  m.streamBytes = 3.0 * 4 * elements;
+  int calls = callsPerBlock(target, bytes, bytes / *seconds);
+  seconds = timeMedian(target, reps, calls, [&] { return add.run(); });
+  if (!seconds)
+    return seconds.takeError();
+  m.streamBytes = bytes;
   m.streamSeconds = *seconds;
 
   const rt::Tensor &from = add.inputs[0], &to = add.outputs[0];
-  auto copy = timeMedian(quick ? 3 : 7, [&] {
-    std::memcpy(to.data(), from.data(), from.bytes());
-    return llvm::Error::success();
+  auto copy = timeMedian(target, reps, calls, [&] {
+    return target.memory().copyOnDevice(to.data(), from.data(), from.bytes());
   });
   if (!copy)
     return copy.takeError();
@@ -251,49 +379,58 @@ llvm::Error measureMemory(bool quick, Measurements &m) {
   m.copySeconds = *copy;
 
   // The cost of a kernel call itself: an add of one element.
-  KernelRun tiny("dtc.add");
-  tiny.inputs.push_back(randomTensor({1}, 13));
-  tiny.inputs.push_back(randomTensor({1}, 14));
-  tiny.outputs.emplace_back(rt::DType::F32, llvm::ArrayRef<int64_t>{1});
+  KernelRun tiny(target, "dtc.add");
+  for (uint32_t seed : {13u, 14u})
+    if (llvm::Error err = tiny.input(target.dtype, {1}, seed))
+      return err;
+  if (llvm::Error err = tiny.output(target.dtype, {1}))
+    return err;
   constexpr int kCalls = 1000;
-  auto calls = timeMedian(5, [&]() -> llvm::Error {
-    for (int i = 0; i < kCalls; ++i)
-      if (llvm::Error err = tiny.run())
-        return err;
-    return llvm::Error::success();
-  });
-  if (!calls)
-    return calls.takeError();
-  m.perOpSeconds = *calls / kCalls;
+  auto calls1 = timeMedian(target, 5, kCalls, [&] { return tiny.run(); });
+  if (!calls1)
+    return calls1.takeError();
+  m.perOpSeconds = *calls1;
   return llvm::Error::success();
 }
 
-llvm::Error measureAttention(bool quick, Measurements &m) {
+llvm::Error measureAttention(const Target &target, bool quick,
+                             Measurements &m) {
   AttentionSample &a = m.attention;
-  a.batch = quick ? 1 : 4;
-  a.heads = quick ? 4 : 8;
-  a.seq = quick ? 128 : 256;
-  a.headDim = 64;
+  if (target.cuda()) {
+    a.batch = quick ? 1 : 2;
+    a.heads = quick ? 8 : 16;
+    a.seq = quick ? 1024 : 4096;
+    a.headDim = 128;
+  } else {
+    a.batch = quick ? 1 : 4;
+    a.heads = quick ? 4 : 8;
+    a.seq = quick ? 128 : 256;
+    a.headDim = 64;
+  }
   a.causal = true;
   llvm::SmallVector<int64_t, 4> shape{a.batch, a.heads, a.seq, a.headDim};
-  KernelRun forward("dtc.attention");
+  KernelRun forward(target, "dtc.attention");
   forward.flag("causal");
   for (uint32_t i = 0; i < 3; ++i)
-    forward.inputs.push_back(randomTensor(shape, 21 + i));
-  forward.outputs.emplace_back(rt::DType::F32, shape);
+    if (llvm::Error err = forward.input(target.dtype, shape, 21 + i))
+      return err;
+  if (llvm::Error err = forward.output(target.dtype, shape))
+    return err;
   int reps = quick ? 3 : 5;
-  auto fwd = timeMedian(reps, [&] { return forward.run(); });
+  auto fwd = timeMedian(target, reps, 1, [&] { return forward.run(); });
   if (!fwd)
     return fwd.takeError();
   a.forwardSeconds = *fwd;
 
-  KernelRun backward("dtc.attention_grad");
+  KernelRun backward(target, "dtc.attention_grad");
   backward.flag("causal");
   backward.inputs = forward.inputs;
-  backward.inputs.push_back(randomTensor(shape, 24));
+  if (llvm::Error err = backward.input(target.dtype, shape, 24))
+    return err;
   for (int i = 0; i < 3; ++i)
-    backward.outputs.emplace_back(rt::DType::F32, shape);
-  auto bwd = timeMedian(reps, [&] { return backward.run(); });
+    if (llvm::Error err = backward.output(target.dtype, shape))
+      return err;
+  auto bwd = timeMedian(target, reps, 1, [&] { return backward.run(); });
   if (!bwd)
     return bwd.takeError();
   a.backwardSeconds = *bwd;
@@ -322,21 +459,40 @@ std::string loadAverage() {
   return (*buffer)->getBuffer().split(' ').first.str();
 }
 
-} // namespace
-
-llvm::Expected<Measurements> calibrate::measure(const Options &options,
-                                                llvm::raw_ostream *log) {
-  Measurements m;
-  m.cpu = cpuName();
+/// The machine's description: the CPU's, or the GPU the backend set up.
+void describeDevice(const Target &target, Measurements &m) {
+  m.cuda = target.cuda();
   m.threads = omp_get_max_threads();
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
   m.memoryBytes =
       pages > 0 && pageSize > 0 ? static_cast<double>(pages) * pageSize : 16e9;
-  if (llvm::Error err = measureGemms(options.quick, m, log))
+  m.device = cpuName();
+#ifdef DTC_HAVE_CUDA
+  if (target.cuda()) {
+    ::dtc::cuda::ProbeResult probe = ::dtc::cuda::probe();
+    int device = rt::launcherLocalRank().value_or(0) % probe.deviceCount;
+    m.gpus = probe.deviceCount;
+    m.device = probe.deviceNames.at(device);
+    m.memoryBytes = probe.deviceMemoryBytes.at(device);
+  }
+#endif
+}
+
+} // namespace
+
+llvm::Expected<Measurements> calibrate::measure(const Options &options,
+                                                llvm::raw_ostream *log) {
+  auto backend = selectRuntimeBackend(options.backend);
+  if (!backend)
+    return backend.takeError();
+  Target target{*backend, backend->cuda ? rt::DType::BF16 : rt::DType::F32};
+  Measurements m;
+  describeDevice(target, m);
+  if (llvm::Error err = measureGemms(target, options.quick, m, log))
     return std::move(err);
-  if (llvm::Error err = measureMemory(options.quick, m))
+  if (llvm::Error err = measureMemory(target, options.quick, m))
     return std::move(err);
-  if (llvm::Error err = measureAttention(options.quick, m))
+  if (llvm::Error err = measureAttention(target, options.quick, m))
     return std::move(err);
   return m;
 }
@@ -377,8 +533,11 @@ llvm::Expected<double> predictedStepTime(llvm::StringRef bundle) {
 }
 
 /// Compiles and runs a small GPT (shapes other than bench/cpu_predict.sh's)
-/// in a temporary directory; `cluster` is the calibration so far.
-llvm::Error fitStep(bool quick, Cluster cluster, StepFit &fit) {
+/// in a temporary directory on the backend measured (f32 on the CPU, bf16
+/// on a GPU); `cluster` is the calibration so far.
+llvm::Error fitStep(const Options &options, bool cuda, Cluster cluster,
+                    StepFit &fit) {
+  bool quick = options.quick;
   llvm::SmallString<128> dir;
   if (std::error_code ec =
           llvm::sys::fs::createUniqueDirectory("dtc-calibrate", dir))
@@ -395,6 +554,15 @@ llvm::Error fitStep(bool quick, Cluster cluster, StepFit &fit) {
   int64_t layers = quick ? 1 : 2, hidden = quick ? 128 : 384,
           heads = quick ? 2 : 6, vocab = quick ? 1024 : 4096,
           seq = quick ? 64 : 128, batch = 4, steps = quick ? 4 : 5;
+  if (cuda) { // Big enough that the GPU's kernels, not launches, dominate.
+    layers = quick ? 2 : 4;
+    hidden = quick ? 1024 : 2048;
+    heads = quick ? 8 : 16;
+    vocab = 32768;
+    seq = quick ? 512 : 1024;
+    batch = 8;
+    steps = quick ? 6 : 10;
+  }
   fit.model = llvm::formatv("{0}/{1}/{2}/{3}/{4}/{5}", layers, hidden, heads,
                             vocab, seq, batch)
                   .str();
@@ -431,7 +599,7 @@ llvm::Error fitStep(bool quick, Cluster cluster, StepFit &fit) {
     compile.globalBatch = batch;
     compile.microBatch = batch;
     compile.seqLen = seq;
-    compile.dtype = "fp32";
+    compile.dtype = cuda ? "bf16" : "fp32";
     compile.recompute = "none";
     compile.outputDir = file(i == 0 ? "full.dtc" : "half.dtc");
     if (llvm::Error err = runCompile(compile, quiet))
@@ -456,6 +624,7 @@ llvm::Error fitStep(bool quick, Cluster cluster, StepFit &fit) {
     }
   }
   RunOptions run;
+  run.backend = cuda ? "cuda" : "cpu";
   run.bundle = file("full.dtc");
   run.steps = steps;
   run.data = file("tokens.bin");
@@ -481,6 +650,10 @@ llvm::Error fitStep(bool quick, Cluster cluster, StepFit &fit) {
       if (auto seconds = object->getNumber("step_time_s"))
         times.push_back(*seconds);
   }
+  // A GPU's first steps also choose cuBLASLt algorithms and fill the
+  // allocator's pools.
+  if (cuda && times.size() > 3)
+    times.erase(times.begin(), times.begin() + 2);
   if (times.empty())
     return failure("calibrate: the calibration GPT's run logged no steps");
   fit.measuredSeconds = median(times);
@@ -495,17 +668,49 @@ llvm::Error fitStep(bool quick, Cluster cluster, StepFit &fit) {
 // The cluster file
 //===----------------------------------------------------------------------===//
 
+/// PCIe 4.0 x16, one direction: the links of a GPU without a preset when
+/// two GPUs could not measure them.
+constexpr double kNominalPcieGBps = 32;
+
+llvm::StringRef calibrate::presetForGpu(llvm::StringRef device) {
+  std::string name = device.lower();
+  llvm::StringRef n(name);
+  // Longest names first: "gb200" contains "b200".
+  if (n.contains("gb200"))
+    return "gb200-nvl72";
+  for (llvm::StringRef gpu : {"b200", "h200", "h100"})
+    if (n.contains(gpu))
+      return gpu;
+  if (n.contains("a100"))
+    return "a100-80g";
+  return "";
+}
+
 Cluster calibrate::clusterFromMeasurements(const Measurements &m,
                                            const GemmFit &fit,
                                            llvm::StringRef name) {
   Cluster c;
+  llvm::StringRef preset = m.cuda ? presetForGpu(m.device) : "";
+  if (!preset.empty())
+    c = cantFail(lookupClusterPreset(preset, 1));
   c.name = name.str();
-  c.gpu = llvm::formatv("{0} ({1} threads)", m.cpu, m.threads).str();
-  // The CPU backend computes every dtype in fp32 (bf16/f16 converted on
-  // load), so every peak is the fp32 GEMM rate; there is no fp8.
   double tflops = fit.peakFlops / 1e12;
-  c.peakBf16Tflops = c.peakFp16Tflops = c.peakTf32Tflops = tflops;
-  c.peakFp8Tflops = 0;
+  if (m.cuda) {
+    c.gpu = m.device;
+    // The runtime has no fp8 GEMM to time: the datasheet's fp8 / bf16
+    // ratio on the measured bf16 rate.
+    double fp8PerBf16 =
+        c.peakBf16Tflops > 0 ? c.peakFp8Tflops / c.peakBf16Tflops : 0;
+    c.peakBf16Tflops = c.peakFp16Tflops = tflops;
+    c.peakTf32Tflops = tflops * m.f32OverBf16;
+    c.peakFp8Tflops = tflops * fp8PerBf16;
+  } else {
+    c.gpu = llvm::formatv("{0} ({1} threads)", m.device, m.threads).str();
+    // The CPU backend computes every dtype in fp32 (bf16/f16 converted on
+    // load), so every peak is the fp32 GEMM rate; there is no fp8.
+    c.peakBf16Tflops = c.peakFp16Tflops = c.peakTf32Tflops = tflops;
+    c.peakFp8Tflops = 0;
+  }
   c.gemmPeakEfficiency = 1; // The peak is the fitted rate itself.
   c.gemmHalfSize = fit.halfSize;
   c.hbmBytes = m.memoryBytes;
@@ -513,25 +718,43 @@ Cluster calibrate::clusterFromMeasurements(const Measurements &m,
   // dtc.add's bandwidth, at the efficiency the runtime's unfused
   // memory-bound kernels reach on a real step (1 until the step is fitted).
   c.memoryEfficiency = m.step.memoryEfficiency;
-  // Ranks on one machine exchange data through memory; one "node". The
-  // link is what two ranks' all-reduces measured, or else a memory copy's
-  // bandwidth with a nominal latency.
-  double copy = m.copySeconds > 0 ? m.copyBytes / m.copySeconds / 2
-                                  : c.hbmBytesPerSecond / 3;
   bool measured = m.link.bytesPerSecond > 0;
-  c.gpusPerNode = 1;
-  c.intraNodeGBps = c.interNodeGBps =
-      (measured ? m.link.bytesPerSecond : copy) / 1e9;
-  c.intraNodeLatencyUs = c.interNodeLatencyUs =
-      measured ? 1e6 * m.link.latencySeconds : 10;
-  c.intraNodeEfficiency = c.interNodeEfficiency = 1;
+  if (m.cuda) {
+    // Two GPUs' all-reduces measure the NVLink (or PCIe) link; the node's
+    // size and the scale-out network are the preset's, which one machine
+    // cannot see.
+    if (preset.empty()) {
+      c.gpusPerNode = std::max(m.gpus, 1);
+      c.intraNodeGBps = c.interNodeGBps = kNominalPcieGBps;
+      c.intraNodeLatencyUs = c.interNodeLatencyUs = 10;
+      c.intraNodeEfficiency = c.interNodeEfficiency = 1;
+    }
+    if (measured) {
+      c.intraNodeGBps = m.link.bytesPerSecond / 1e9;
+      c.intraNodeLatencyUs = 1e6 * m.link.latencySeconds;
+      c.intraNodeEfficiency = 1;
+    }
+  } else {
+    // Ranks on one machine exchange data through memory; one "node". The
+    // link is what two ranks' all-reduces measured, or else a memory
+    // copy's bandwidth with a nominal latency.
+    double copy = m.copySeconds > 0 ? m.copyBytes / m.copySeconds / 2
+                                    : c.hbmBytesPerSecond / 3;
+    c.gpusPerNode = 1;
+    c.intraNodeGBps = c.interNodeGBps =
+        (measured ? m.link.bytesPerSecond : copy) / 1e9;
+    c.intraNodeLatencyUs = c.interNodeLatencyUs =
+        measured ? 1e6 * m.link.latencySeconds : 10;
+    c.intraNodeEfficiency = c.interNodeEfficiency = 1;
+  }
   c.gpus = 1;
   // Attention: the factor that makes the model's fused-attention forward
   // take the measured time, and the measured backward / forward ratio.
   const AttentionSample &a = m.attention;
+  DType attention = m.cuda ? DType::BF16 : DType::F32;
   if (a.forwardSeconds > 0 && a.backwardSeconds > 0) {
     double modelled = a.forwardFlops() /
-                      (c.peakFlops(DType::F32) *
+                      (c.peakFlops(attention) *
                        fusedAttentionEfficiency(a.seq, a.seq, a.headDim, c));
     c.attentionEfficiency = modelled / a.forwardSeconds;
     c.attentionBackwardRatio = a.backwardSeconds / a.forwardSeconds;
@@ -583,8 +806,12 @@ llvm::Error calibrate::runCalibrate(const Options &options,
   // The link between ranks, before the step fit so that nothing else runs
   // meanwhile. A machine where the ranks cannot start still calibrates.
   std::string linkNote;
-  if (options.collectives) {
-    auto samples = measureCollectives(options);
+  if (options.collectives && m->cuda && m->gpus < 2) {
+    linkNote = "this machine has one GPU; NVLink needs two";
+  } else if (options.collectives) {
+    Options ranks = options;
+    ranks.backend = m->cuda ? "cuda" : "cpu";
+    auto samples = measureCollectives(ranks);
     auto link = samples ? fitLink(*samples)
                         : llvm::Expected<LinkFit>(samples.takeError());
     if (link) {
@@ -594,27 +821,42 @@ llvm::Error calibrate::runCalibrate(const Options &options,
       linkNote = llvm::toString(link.takeError());
     }
   }
+  llvm::StringRef name = m->cuda ? "calibrated-cuda" : "calibrated-cpu";
   if (options.step)
     if (llvm::Error err = fitStep(
-            options.quick, clusterFromMeasurements(*m, *fit, "calibrated-cpu"),
-            m->step))
+            options, m->cuda, clusterFromMeasurements(*m, *fit, name), m->step))
       return err;
-  Cluster cluster = clusterFromMeasurements(*m, *fit, "calibrated-cpu");
+  Cluster cluster = clusterFromMeasurements(*m, *fit, name);
 
-  out << llvm::formatv("machine   {0}, {1} threads, {2:F1} GB memory, load "
-                       "average {3} before / {4} after\n",
-                       m->cpu, m->threads, m->memoryBytes / 1e9, loadBefore,
-                       loadAverage());
+  if (m->cuda)
+    out << llvm::formatv("machine   {0} (1 of {1} GPUs), {2:F1} GB memory, "
+                         "preset {3}, load average {4} before / {5} after\n",
+                         m->device, m->gpus, m->memoryBytes / 1e9,
+                         presetForGpu(m->device).empty()
+                             ? llvm::StringRef("none")
+                             : presetForGpu(m->device),
+                         loadBefore, loadAverage());
+  else
+    out << llvm::formatv("machine   {0}, {1} threads, {2:F1} GB memory, load "
+                         "average {3} before / {4} after\n",
+                         m->device, m->threads, m->memoryBytes / 1e9,
+                         loadBefore, loadAverage());
   out << llvm::formatv("gemm      peak {0:F1} GFLOP/s, half size {1:F1} "
-                       "(dtc.matmul, {2} shapes; fit error median {3:F1}%, "
-                       "worst {4:F1}%)\n",
+                       "(dtc.matmul, {2} shapes {3}; fit error median {4:F1}%, "
+                       "worst {5:F1}%)\n",
                        fit->peakFlops / 1e9, fit->halfSize, m->gemms.size(),
-                       100 * fit->medianError, 100 * fit->worstError);
-  out << llvm::formatv("memory    {0:F2} GB/s (dtc.add over 3 x {1:F0} MB), "
-                       "memcpy {2:F2} GB/s\n",
-                       m->streamBytesPerSecond() / 1e9,
-                       m->streamBytes / 3 / 1e6,
-                       m->copyBytes / m->copySeconds / 1e9);
+                       m->cuda ? "bf16" : "f32", 100 * fit->medianError,
+                       100 * fit->worstError);
+  if (m->cuda)
+    out << llvm::formatv("          f32 at {0:F3}x the bf16 rate: tf32 peak "
+                         "{1:F1} TFLOP/s; fp8 {2:F1} (datasheet ratio)\n",
+                         m->f32OverBf16, cluster.peakTf32Tflops,
+                         cluster.peakFp8Tflops);
+  out << llvm::formatv(
+      "memory    {0:F2} GB/s (dtc.add over 3 x {1:F0} MB), "
+      "{2} {3:F2} GB/s\n",
+      m->streamBytesPerSecond() / 1e9, m->streamBytes / 3 / 1e6,
+      m->cuda ? "device copy" : "memcpy", m->copyBytes / m->copySeconds / 1e9);
   const AttentionSample &a = m->attention;
   out << llvm::formatv(
       "attention b={0} heads={1} seq={2} d={3} causal: forward {4:F2} ms "
@@ -633,6 +875,14 @@ llvm::Error calibrate::runCalibrate(const Options &options,
                          m->link.bytesPerSecond / 1e9,
                          1e6 * m->link.latencySeconds,
                          100 * m->link.medianError, 100 * m->link.worstError);
+  } else if (options.collectives && m->cuda) {
+    out << llvm::formatv(
+        "link      not measured ({0}); intra-node {1:F1} GB/s, "
+        "{2:F1} us from {3}\n",
+        linkNote, cluster.intraNodeGBps, cluster.intraNodeLatencyUs,
+        presetForGpu(m->device).empty()
+            ? llvm::StringRef("PCIe 4.0's nominal figures")
+            : llvm::StringRef("the preset"));
   } else if (options.collectives) {
     out << "link      not measured (" << linkNote
         << "); memcpy's bandwidth and a 10 us latency instead\n";
@@ -649,7 +899,8 @@ llvm::Error calibrate::runCalibrate(const Options &options,
 
   if (llvm::Error err = writeAtomically(outputPath, clusterToJson(cluster)))
     return err;
-  out << "wrote     " << outputPath << " (use: dtc compile MODEL --gpus 1 "
-      << "--dtype fp32 --cluster " << outputPath << ")\n";
+  out << "wrote     " << outputPath << " (use: dtc compile MODEL --gpus "
+      << (m->cuda ? "N --dtype bf16" : "1 --dtype fp32") << " --cluster "
+      << outputPath << ")\n";
   return llvm::Error::success();
 }

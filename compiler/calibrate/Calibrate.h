@@ -1,12 +1,15 @@
 //===- Calibrate.h - dtc calibrate: measure this machine --------*- C++ -*-===//
 //
-// Measures the present machine by running the CPU runtime's own kernels
-// (dtc.matmul over several GEMM shapes, dtc.add for memory bandwidth,
-// dtc.attention and its gradient) and then a small GPT training step
-// end to end, and fits the cost model's few constants, so that
-// `dtc compile --cluster FILE.json` predicts CPU-backend step times
-// (docs/cost-model.md, "Calibrating on this machine"). The machine is
-// described as one "GPU".
+// Measures the present machine by running the runtime's own kernels on the
+// backend `dtc run` would use (the CPU, or with --backend cuda the GPU):
+// dtc.matmul over several GEMM shapes, dtc.add for memory bandwidth,
+// dtc.attention and its gradient, all-reduces between two ranks (MPI on
+// the CPU, NCCL between two GPUs), and then a small GPT training step end
+// to end. It fits the cost model's few constants, so that
+// `dtc compile --cluster FILE.json` predicts that backend's step times
+// (docs/cost-model.md, "Calibrating on this machine"). A CPU is described
+// as one "GPU"; a GPU keeps the node topology and scale-out link of its
+// preset, which one machine cannot measure.
 //
 //===----------------------------------------------------------------------===//
 
@@ -129,19 +132,30 @@ llvm::Expected<LinkFit> fitLink(llvm::ArrayRef<CollectiveSample> samples);
 
 /// Everything `dtc calibrate` measured.
 struct Measurements {
-  std::string cpu; ///< Model name from /proc/cpuinfo, or "CPU".
-  int threads = 1; ///< OpenMP threads the kernels ran on.
+  /// Measured on the CUDA backend (one GPU), else on the CPU's.
+  bool cuda = false;
+  /// The CPU's model name from /proc/cpuinfo ("CPU" if unknown), or the
+  /// GPU's name (cudaDeviceProp::name).
+  std::string device;
+  int threads = 1; ///< OpenMP threads the CPU kernels ran on.
+  int gpus = 0;    ///< GPUs on this machine (CUDA).
   double memoryBytes = 0;
+  /// GEMMs in the dtype models train in on this backend: f32 on the CPU
+  /// (which computes every dtype in f32), bf16 on a GPU.
   std::vector<GemmSample> gemms;
+  /// CUDA: an f32 GEMM's rate (TF32 tensor cores where the runtime enables
+  /// them) over the bf16 rate of the same shape; 1 on the CPU.
+  double f32OverBf16 = 1;
   double streamBytes = 0, streamSeconds = 0; ///< dtc.add, a + b -> c.
-  double copyBytes = 0, copySeconds = 0;     ///< memcpy, read + write.
+  double copyBytes = 0, copySeconds = 0;     ///< One copy, read + write.
   AttentionSample attention;
   double perOpSeconds = 0; ///< dtc.add on one element: the call overhead.
   /// A small GPT training step run end to end (StepFit).
   StepFit step;
-  /// All-reduces between two MPI ranks and the link fitted to them; empty
-  /// (bytesPerSecond 0) when the ranks could not run, and then the links
-  /// fall back to memcpy's bandwidth.
+  /// All-reduces between two ranks and the link fitted to them; empty
+  /// (bytesPerSecond 0) when the ranks could not run (or, on CUDA, when
+  /// the machine has one GPU), and then the links fall back to memcpy's
+  /// bandwidth on the CPU and to the GPU preset's links on CUDA.
   std::vector<CollectiveSample> collectives;
   LinkFit link;
 
@@ -151,12 +165,15 @@ struct Measurements {
 };
 
 struct Options {
+  /// `--backend`: cpu, cuda, or (empty) cuda where a GPU is present.
+  std::string backend;
   /// Fewer, smaller shapes and repetitions: a second or two.
   bool quick = false;
   /// Also compile and run a small GPT step to fit memory_efficiency.
   bool step = true;
   /// Also time all-reduces between two ranks started from `executable`
-  /// (dtc itself: `dtc calibrate --collectives-rank FILE` under mpirun).
+  /// (dtc itself: `dtc calibrate --collectives-rank FILE` under mpirun;
+  /// on CUDA only where the machine has two GPUs).
   bool collectives = true;
   std::string executable;
 };
@@ -166,21 +183,36 @@ struct Options {
 llvm::Expected<std::vector<CollectiveSample>>
 measureCollectives(const Options &options);
 
-/// One of those ranks (under mpirun): times all-reduces of 4 KiB to 16 MiB
-/// (4 MiB when `quick`) through the runtime's MpiCommunicator; rank 0
-/// writes one "bytes seconds" line per size to `samplesPath`.
-llvm::Error runCollectiveRank(bool quick, llvm::StringRef samplesPath);
+/// One of those ranks (under mpirun): times all-reduces through the
+/// runtime's communicator for `backend` (MpiCommunicator on host buffers,
+/// 4 KiB to 16 MiB, 4 MiB when `quick`; NcclCommunicator on device
+/// buffers, 64 KiB to 256 MiB, 64 MiB when `quick`); rank 0 writes one
+/// "bytes seconds" line per size to `samplesPath`.
+llvm::Error runCollectiveRank(llvm::StringRef backend, bool quick,
+                              llvm::StringRef samplesPath);
 
 /// Runs the micro-benchmarks; progress lines go to `log` if given.
 llvm::Expected<Measurements> measure(const Options &options,
                                      llvm::raw_ostream *log = nullptr);
 
-/// This machine as a one-GPU cluster: every peak (bf16, fp16, tf32; the CPU
-/// computes all of them in fp32) is the fitted GEMM rate with
-/// gemm_efficiency.peak = 1, the "HBM" is main memory at the bandwidth
-/// dtc.add reaches with memory_efficiency from the step fit, both links are
-/// the one two ranks' all-reduces measured (memory copies if they could not
-/// run), and kernel_overhead_us is the one-element dtc.add's time.
+/// The cluster preset of a GPU named `device` ("NVIDIA H100 80GB HBM3":
+/// "h100"), or "" when no preset is that GPU.
+llvm::StringRef presetForGpu(llvm::StringRef device);
+
+/// This machine as a cluster. Every peak is a fitted GEMM rate with
+/// gemm_efficiency.peak = 1; the HBM is the bandwidth dtc.add reaches, with
+/// memory_efficiency from the step fit; kernel_overhead_us is the
+/// one-element dtc.add's time.
+///  - A CPU is one "GPU": bf16, fp16 and tf32 are the f32 rate (the CPU
+///    computes all of them in f32), there is no fp8, and both links are the
+///    one two ranks' all-reduces measured (memory copies if they could not
+///    run).
+///  - A GPU: bf16 and fp16 are the bf16 rate, tf32 that times f32OverBf16,
+///    fp8 the bf16 rate times its preset's fp8 / bf16 ratio (the runtime
+///    has no fp8 GEMM to time); the NVLink link is the one two GPUs'
+///    all-reduces measured, else its preset's; GPUs per node and the
+///    scale-out link are its preset's (or one node of this machine's GPUs
+///    on nominal PCIe figures when no preset is that GPU).
 /// The file is written by dtc::clusterToJson (Cluster.h).
 Cluster clusterFromMeasurements(const Measurements &m, const GemmFit &fit,
                                 llvm::StringRef name);

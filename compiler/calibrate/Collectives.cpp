@@ -1,17 +1,23 @@
 //===- Collectives.cpp - dtc calibrate: the link between ranks ------------===//
 //
-// Two MPI ranks on this machine time all-reduces through the CPU runtime's
-// MpiCommunicator (start + wait, as a program runs them), and the link of
-// the calibrated cluster is fitted to them: for two ranks the cost model's
-// all-reduce takes 2 latency + bytes / bandwidth (Collectives.cpp, the ring
-// for n = 2), a straight line in the message size.
+// Two MPI ranks on this machine time all-reduces through the runtime's
+// communicator for the backend calibrated (start + wait, as a program runs
+// them): MpiCommunicator on host buffers, or NcclCommunicator between two
+// GPUs. The link of the calibrated cluster is fitted to them: for two ranks
+// the cost model's all-reduce takes 2 latency + bytes / bandwidth
+// (Collectives.cpp, the ring for n = 2), a straight line in the message
+// size.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/calibrate/Calibrate.h"
 #include "compiler/run/Launch.h"
+#include "compiler/run/Run.h"
 #include "compiler/support/Error.h"
 #include "runtime/mpi/MpiCommunicator.h"
+#ifdef DTC_HAVE_CUDA
+#include "runtime/cuda/NcclCommunicator.h"
+#endif
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -31,13 +37,34 @@ namespace rt = dtc::runtime;
 
 namespace {
 
-/// Message sizes: 4 KiB to 16 MiB (4 MiB with --quick), by factors of 4.
-std::vector<int64_t> messageBytes(bool quick) {
+/// Message sizes by factors of 4: on the CPU 4 KiB to 16 MiB (4 MiB with
+/// --quick); between GPUs 64 KiB to 256 MiB (64 MiB), where NVLink's
+/// bandwidth shows only in messages of megabytes.
+std::vector<int64_t> messageBytes(bool cuda, bool quick) {
+  int64_t first = cuda ? 64 << 10 : 4 << 10;
+  int64_t last = cuda ? (int64_t(quick ? 64 : 256) << 20)
+                      : (int64_t(quick ? 4 : 16) << 20);
   std::vector<int64_t> sizes;
-  for (int64_t bytes = 4 << 10; bytes <= (quick ? 4 << 20 : 16 << 20);
-       bytes *= 4)
+  for (int64_t bytes = first; bytes <= last; bytes *= 4)
     sizes.push_back(bytes);
   return sizes;
+}
+
+/// The communicator between this machine's ranks for `backend`.
+llvm::Expected<std::unique_ptr<rt::Communicator>>
+createCommunicator(const RuntimeBackend &backend, const rt::Mesh &mesh) {
+#ifdef DTC_HAVE_CUDA
+  if (backend.cuda) {
+    auto nccl = rt::cuda::NcclCommunicator::createWithMpi(mesh);
+    if (!nccl)
+      return nccl.takeError();
+    return std::unique_ptr<rt::Communicator>(std::move(*nccl));
+  }
+#endif
+  auto mpi = rt::mpi::MpiCommunicator::create(mesh);
+  if (!mpi)
+    return mpi.takeError();
+  return std::unique_ptr<rt::Communicator>(std::move(*mpi));
 }
 
 } // namespace
@@ -79,36 +106,46 @@ calibrate::fitLink(llvm::ArrayRef<CollectiveSample> samples) {
   return fit;
 }
 
-llvm::Error calibrate::runCollectiveRank(bool quick,
+llvm::Error calibrate::runCollectiveRank(llvm::StringRef backendName,
+                                         bool quick,
                                          llvm::StringRef samplesPath) {
   if (llvm::Error e = rt::mpi::initializeMpi(nullptr, nullptr))
     return failure("{0}", llvm::toString(std::move(e)));
+  auto backend = selectRuntimeBackend(backendName);
+  if (!backend)
+    return backend.takeError();
+  rt::MemorySpace &memory = *backend->memory;
   std::vector<CollectiveSample> samples;
   int rank = 0;
   {
     rt::Mesh mesh({{"link", 2}});
-    auto comm = rt::mpi::MpiCommunicator::create(mesh);
+    auto comm = createCommunicator(*backend, mesh);
     if (!comm)
       return failure("calibrate: {0}", llvm::toString(comm.takeError()));
     rank = (*comm)->rank();
     const std::vector<std::string> axes = {"link"};
-    for (int64_t bytes : messageBytes(quick)) {
+    for (int64_t bytes : messageBytes(backend->cuda, quick)) {
       int64_t count = bytes / 4;
-      std::vector<float> in(count, 1.0f + rank), out(count, 0.0f);
-      rt::TensorRef inRef{in.data(), rt::DType::F32, {count}};
-      rt::TensorRef outRef{out.data(), rt::DType::F32, {count}};
+      auto in = rt::Tensor::allocate(rt::DType::F32, {count}, memory);
+      auto out = rt::Tensor::allocate(rt::DType::F32, {count}, memory);
+      if (!in || !out)
+        return failure("calibrate: {0}", llvm::toString(llvm::joinErrors(
+                                             in.takeError(), out.takeError())));
       auto allReduce = [&]() -> llvm::Error {
         auto request =
-            (*comm)->allReduce(axes, inRef, outRef, rt::Reduction::Sum);
+            (*comm)->allReduce(axes, in->ref(), out->ref(), rt::Reduction::Sum);
         if (!request)
           return request.takeError();
         return (*comm)->wait(*request);
       };
       // Blocks of calls long enough to time (about 20 ms), the median of
       // five blocks after a warm-up block. Every call synchronizes the two
-      // ranks, so their blocks line up.
-      int calls = static_cast<int>(
-          std::clamp<int64_t>((quick ? 8 << 20 : 64 << 20) / bytes, 2, 200));
+      // ranks, so their blocks line up; a block ends when the device has
+      // run its queued operations.
+      int64_t blockBytes = backend->cuda ? (int64_t(quick ? 1 : 4) << 30)
+                                         : (int64_t(quick ? 8 : 64) << 20);
+      int calls =
+          static_cast<int>(std::clamp<int64_t>(blockBytes / bytes, 2, 200));
       std::vector<double> perCall;
       for (int block = 0; block <= (quick ? 3 : 5); ++block) {
         auto start = std::chrono::steady_clock::now();
@@ -116,6 +153,9 @@ llvm::Error calibrate::runCollectiveRank(bool quick,
           if (llvm::Error err = allReduce())
             return failure("calibrate: all-reduce of {0} bytes: {1}", bytes,
                            llvm::toString(std::move(err)));
+        if (llvm::Error err = memory.synchronize())
+          return failure("calibrate: all-reduce of {0} bytes: {1}", bytes,
+                         llvm::toString(std::move(err)));
         double seconds = std::chrono::duration<double>(
                              std::chrono::steady_clock::now() - start)
                              .count();
@@ -155,6 +195,8 @@ calibrate::measureCollectives(const Options &options) {
   launch.ranks = 2;
   launch.command = {options.executable, "calibrate", "--collectives-rank",
                     std::string(path)};
+  if (!options.backend.empty())
+    launch.command.insert(launch.command.end(), {"--backend", options.backend});
   if (options.quick)
     launch.command.push_back("--quick");
   // The ranks' own output (none unless they fail) is not the calibration's.

@@ -1262,17 +1262,9 @@ const rt::KernelRegistry &cpuKernels() {
   return kernels;
 }
 
-/// The kernels and memory a rank runs on.
-struct Backend {
-  const rt::KernelRegistry *kernels = nullptr;
-  rt::MemorySpace *memory = nullptr;
-  bool cuda = false;
-};
+} // namespace
 
-/// `--backend`: cpu, cuda, or (empty) cuda where this dtc has the CUDA
-/// backend and the machine a GPU. Ranks on one machine take the GPU of
-/// their local rank.
-llvm::Expected<Backend> selectBackend(llvm::StringRef name) {
+llvm::Expected<RuntimeBackend> selectRuntimeBackend(llvm::StringRef name) {
   if (!name.empty() && name != "cpu" && name != "cuda")
     return badInput("--backend {0}: use cpu or cuda", name);
 #ifdef DTC_HAVE_CUDA
@@ -1289,7 +1281,7 @@ llvm::Expected<Backend> selectBackend(llvm::StringRef name) {
       return registry;
     }();
     static rt::cuda::CudaMemory memory;
-    return Backend{&kernels, &memory, true};
+    return RuntimeBackend{&kernels, &memory, true};
   }
 #else
   if (name == "cuda")
@@ -1297,8 +1289,12 @@ llvm::Expected<Backend> selectBackend(llvm::StringRef name) {
                     "toolkit (nvcc, cuBLASLt, NCCL); rebuild where it is "
                     "installed, or use --backend cpu");
 #endif
-  return Backend{&cpuKernels(), &rt::hostMemory(), false};
+  return RuntimeBackend{&cpuKernels(), &rt::hostMemory(), false};
 }
+
+namespace {
+
+using Backend = RuntimeBackend;
 
 /// Runs this process's rank of `p` (with `communicator` for a multi-rank
 /// program) to the end.
@@ -1372,7 +1368,7 @@ llvm::Error runMpiRank(const program::Program &p, const RunOptions &o,
   if (!mesh)
     return badInput("program.pb: {0}; recompile the bundle",
                     llvm::toString(mesh.takeError()));
-  auto backend = selectBackend(o.backend);
+  auto backend = selectRuntimeBackend(o.backend);
   if (!backend)
     return backend.takeError();
   // Host memory talks through MPI, device memory through NCCL.
@@ -1477,7 +1473,7 @@ llvm::Error runBundle(const RunOptions &o, llvm::raw_ostream &out) {
   auto context = rankContext(*p, 0);
   if (!context)
     return context.takeError();
-  auto backend = selectBackend(o.backend);
+  auto backend = selectRuntimeBackend(o.backend);
   if (!backend)
     return backend.takeError();
   return runRank(*p, *context, *backend, nullptr, o, out);

@@ -66,6 +66,22 @@ struct RunOptions {
 runtime::Tensor toRuntimeTensor(const onnx::HostTensor &host,
                                 runtime::DType dtype);
 
+namespace runtime {
+class KernelRegistry;
+} // namespace runtime
+
+/// The kernels and memory a rank runs on.
+struct RuntimeBackend {
+  const runtime::KernelRegistry *kernels = nullptr;
+  runtime::MemorySpace *memory = nullptr;
+  bool cuda = false;
+};
+
+/// `--backend`: cpu, cuda, or (empty) cuda where this dtc has the CUDA
+/// backend and the machine a GPU. Ranks on one machine take the GPU of
+/// their local rank. `dtc run` and `dtc calibrate` both choose with it.
+llvm::Expected<RuntimeBackend> selectRuntimeBackend(llvm::StringRef name);
+
 /// Runs the bundle; progress and results go to `out`.
 llvm::Error runBundle(const RunOptions &options, llvm::raw_ostream &out);
 

@@ -20,8 +20,11 @@ cuda::ProbeResult cuda::probe() {
     result.deviceCount = 0;
   for (int i = 0; i < result.deviceCount; ++i) {
     cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, i) == cudaSuccess)
+    if (cudaGetDeviceProperties(&prop, i) == cudaSuccess) {
       result.deviceNames.push_back(prop.name);
+      result.deviceMemoryBytes.push_back(
+          static_cast<double>(prop.totalGlobalMem));
+    }
   }
   ncclGetVersion(&result.ncclVersion);
   cudaRuntimeGetVersion(&result.cudaRuntimeVersion);

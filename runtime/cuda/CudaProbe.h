@@ -18,6 +18,8 @@ namespace dtc::cuda {
 struct ProbeResult {
   int deviceCount = 0;
   std::vector<std::string> deviceNames;
+  /// Each device's memory (cudaDeviceProp::totalGlobalMem).
+  std::vector<double> deviceMemoryBytes;
   int ncclVersion = 0;
   int cudaRuntimeVersion = 0;
 };

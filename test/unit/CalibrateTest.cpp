@@ -113,7 +113,7 @@ TEST(CalibrateTest, MemoryEfficiencyMeetsTheMeasuredStep) {
 
 Measurements handMeasurements() {
   Measurements m;
-  m.cpu = "Test CPU";
+  m.device = "Test CPU";
   m.threads = 2;
   m.memoryBytes = 16e9;
   m.streamBytes = 12e9; // 12 GB/s through dtc.add.
@@ -228,6 +228,88 @@ TEST(CalibrateTest, AttentionConstantsReachTheCostModel) {
   ASSERT_FALSE(static_cast<bool>(bad));
   EXPECT_NE(llvm::toString(bad.takeError()).find("attention.efficiency"),
             std::string::npos);
+}
+
+TEST(CalibrateTest, GpuNamesFindTheirPresets) {
+  EXPECT_EQ(presetForGpu("NVIDIA H100 80GB HBM3"), "h100");
+  EXPECT_EQ(presetForGpu("NVIDIA H200"), "h200");
+  EXPECT_EQ(presetForGpu("NVIDIA A100-SXM4-80GB"), "a100-80g");
+  EXPECT_EQ(presetForGpu("NVIDIA B200"), "b200");
+  // "GB200" contains "B200".
+  EXPECT_EQ(presetForGpu("NVIDIA GB200"), "gb200-nvl72");
+  EXPECT_EQ(presetForGpu("NVIDIA L40S"), "");
+}
+
+/// What `dtc calibrate --backend cuda` measured on one H200, by hand.
+Measurements handGpuMeasurements() {
+  Measurements m;
+  m.cuda = true;
+  m.device = "NVIDIA H200";
+  m.gpus = 1;
+  m.memoryBytes = 150e9;
+  m.f32OverBf16 = 0.4;
+  m.streamBytes = 4e9; // 4 TB/s through dtc.add.
+  m.streamSeconds = 1e-3;
+  m.copyBytes = 2e9;
+  m.copySeconds = 1e-3;
+  m.step.memoryEfficiency = 0.8;
+  m.perOpSeconds = 3e-6;
+  return m;
+}
+
+TEST(CalibrateTest, GpuClusterKeepsItsPresetsTopology) {
+  GemmFit fit;
+  fit.peakFlops = 700e12;
+  fit.halfSize = 300;
+  Cluster c = clusterFromMeasurements(handGpuMeasurements(), fit, "gpu");
+  auto read = parseClusterJson(clusterToJson(c), "gpu.json", 16);
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->gpu, "NVIDIA H200");
+  // The measured bf16 curve is the curve: peak efficiency 1.
+  EXPECT_DOUBLE_EQ(read->peakBf16Tflops, 700);
+  EXPECT_DOUBLE_EQ(read->peakFp16Tflops, 700);
+  EXPECT_DOUBLE_EQ(read->gemmPeakEfficiency, 1);
+  EXPECT_DOUBLE_EQ(read->gemmHalfSize, 300);
+  // f32 at 0.4 of bf16; fp8 at the H200 datasheet's 1978.9 / 989.4.
+  EXPECT_DOUBLE_EQ(read->peakTf32Tflops, 280);
+  EXPECT_NEAR(read->peakFp8Tflops, 700 * 1978.9 / 989.4, 1e-9);
+  EXPECT_DOUBLE_EQ(read->hbmBytes, 150e9);
+  EXPECT_DOUBLE_EQ(read->hbmBytesPerSecond, 4e12);
+  EXPECT_DOUBLE_EQ(read->memoryEfficiency, 0.8);
+  EXPECT_DOUBLE_EQ(read->kernelOverheadUs, 3);
+  // One GPU measures no link: the preset's NVLink node and scale-out.
+  Cluster h200 = cantFail(lookupClusterPreset("h200", 16));
+  EXPECT_EQ(read->gpusPerNode, h200.gpusPerNode);
+  EXPECT_DOUBLE_EQ(read->intraNodeGBps, h200.intraNodeGBps);
+  EXPECT_DOUBLE_EQ(read->intraNodeEfficiency, h200.intraNodeEfficiency);
+  EXPECT_DOUBLE_EQ(read->interNodeGBps, h200.interNodeGBps);
+  EXPECT_DOUBLE_EQ(read->interNodeLatencyUs, h200.interNodeLatencyUs);
+
+  // Two GPUs' all-reduces replace the NVLink link, not the scale-out one.
+  Measurements two = handGpuMeasurements();
+  two.gpus = 8;
+  two.link.bytesPerSecond = 360e9;
+  two.link.latencySeconds = 8e-6;
+  Cluster measured = clusterFromMeasurements(two, fit, "gpu");
+  EXPECT_DOUBLE_EQ(measured.intraNodeGBps, 360);
+  EXPECT_NEAR(measured.intraNodeLatencyUs, 8, 1e-9);
+  EXPECT_DOUBLE_EQ(measured.intraNodeEfficiency, 1);
+  EXPECT_DOUBLE_EQ(measured.interNodeGBps, h200.interNodeGBps);
+}
+
+TEST(CalibrateTest, GpuWithoutPresetIsOneNodeOnPcie) {
+  Measurements m = handGpuMeasurements();
+  m.device = "NVIDIA L40S";
+  m.gpus = 4;
+  GemmFit fit;
+  fit.peakFlops = 300e12;
+  Cluster c = clusterFromMeasurements(m, fit, "gpu");
+  EXPECT_EQ(c.gpusPerNode, 4);
+  EXPECT_DOUBLE_EQ(c.intraNodeGBps, 32);
+  EXPECT_DOUBLE_EQ(c.interNodeGBps, 32);
+  // No datasheet ratio to scale: no fp8.
+  EXPECT_EQ(c.peakFp8Tflops, 0);
+  EXPECT_DOUBLE_EQ(c.peakBf16Tflops, 300);
 }
 
 } // namespace

@@ -473,6 +473,7 @@ void addModelgen(CLI::App &app, ModelgenArgs &a, Action &action) {
 /// `dtc calibrate`: measures this machine and writes a cluster file.
 struct CalibrateArgs {
   std::string output = "calibrated.json";
+  std::string backend;
   bool quick = false;
   /// Set on the two ranks calibrate starts to time all-reduces.
   std::string collectivesRank;
@@ -483,18 +484,22 @@ struct CalibrateArgs {
 void addCalibrate(CLI::App &app, CalibrateArgs &a,
                   const std::vector<std::string> &command, Action &action) {
   CLI::App *cmd = app.add_subcommand(
-      "calibrate", "Measure this machine (CPU runtime kernels, all-reduces "
-                   "between two MPI ranks) and write a cluster file for "
-                   "--cluster");
+      "calibrate", "Measure this machine (the runtime's kernels, all-reduces "
+                   "between two ranks, a small training step) and write a "
+                   "cluster file for --cluster");
   cmd->add_option("-o", a.output, "Cluster file to write (.json)")
       ->capture_default_str();
+  cmd->add_option("--backend", a.backend,
+                  "cpu or cuda (default: cuda where a GPU is present)");
   cmd->add_flag("--quick", a.quick, "Fewer, smaller benchmarks (seconds)");
   cmd->add_option("--collectives-rank", a.collectivesRank)->group("");
   cmd->callback([&a, &command, &action] {
     action = [&a, &command] {
       if (!a.collectivesRank.empty())
-        return dtc::calibrate::runCollectiveRank(a.quick, a.collectivesRank);
+        return dtc::calibrate::runCollectiveRank(a.backend, a.quick,
+                                                 a.collectivesRank);
       dtc::calibrate::Options options;
+      options.backend = a.backend;
       options.quick = a.quick;
       options.executable = command.front();
       return dtc::calibrate::runCalibrate(options, a.output, llvm::outs());
