@@ -15,6 +15,7 @@
 #include "compiler/costmodel/Memory.h"
 #include "compiler/planner/Planner.h"
 #include "compiler/support/Error.h"
+#include "compiler/support/ProgramFile.h"
 #include "dialects/dtc/DtcDialect.h"
 #include "frontends/hf/HfConfig.h"
 #include "frontends/modelgen/ModelGen.h"
@@ -655,13 +656,10 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
         programOs << stagesText;
       // Protobuf refuses messages over 2 GB; say so instead of writing an
       // empty program.pb.
-      std::string bytes;
-      if (!built->SerializeToString(&bytes))
-        return failure("program.pb: the program of this plan is {0:f1} GB, "
-                       "over protobuf's 2 GB limit; compile with "
-                       "--no-program to keep the plan",
-                       built->ByteSizeLong() / 1e9);
-      files.emplace_back("program.pb", std::move(bytes));
+      auto bytes = serializeProgram(*built, "program.pb");
+      if (!bytes)
+        return bytes.takeError();
+      files.emplace_back("program.pb", std::move(*bytes));
       auto layout = layoutJson(*built);
       if (!layout)
         return layout.takeError();
@@ -689,12 +687,15 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
         auto reference = buildProgram(**refModule, single);
         if (reference && !storesWeights(o))
           initParametersWithoutWeights(*reference);
-        if (reference) {
-          files.emplace_back("reference.pb", reference->SerializeAsString());
+        auto bytes = reference
+                         ? serializeProgram(*reference, "reference.pb")
+                         : llvm::Expected<std::string>(reference.takeError());
+        if (bytes) {
+          files.emplace_back("reference.pb", std::move(*bytes));
           programLine += ", single-device reference for dtc verify";
         } else {
           programLine += ", no single-device reference: " +
-                         llvm::toString(reference.takeError());
+                         llvm::toString(bytes.takeError());
         }
       }
     }

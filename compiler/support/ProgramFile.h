@@ -2,7 +2,7 @@
 //
 // One reader for program.pb (and reference.pb) for every command that
 // needs a bundle's program: `dtc run`/`verify`, `plan show --rank` and
-// `plan report --trace`.
+// `plan report --trace`; and the one writer `dtc compile` uses.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +22,13 @@ namespace dtc {
 llvm::Expected<program::Program> readBundleProgram(llvm::StringRef bundle,
                                                    llvm::StringRef file,
                                                    llvm::StringRef whenMissing);
+
+/// `p` as program.pb's bytes, the same on every compile of the same plan:
+/// protobuf writes map fields (an instruction's attributes) in hash order,
+/// which differs between processes, unless asked for deterministic output.
+/// Fails for a program over protobuf's 2 GB limit, naming `file`.
+llvm::Expected<std::string> serializeProgram(const program::Program &p,
+                                             llvm::StringRef file);
 
 } // namespace dtc
 
