@@ -29,14 +29,8 @@ memory_kb=$(( ${DTC_COMPILE_MEMORY_GB:-16} * 1048576 ))
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-"$dtc" modelgen --preset llama-70b --shape-only -o "$tmp/llama-70b.onnx" >/dev/null
-"$dtc" modelgen --arch gpt --layers 96 --hidden 12288 --heads 96 \
-  --vocab 51200 --seq-len 2048 --shape-only -o "$tmp/gpt3-175b.onnx" >/dev/null
-"$dtc" modelgen --preset gpt-1t --shape-only -o "$tmp/gpt-1t.onnx" >/dev/null
-# Llama 3.1 405B (Meta's config.json).
-"$dtc" modelgen --arch llama --layers 126 --hidden 16384 --heads 128 \
-  --kv-heads 8 --ffn 53248 --vocab 128256 --seq-len 8192 --shape-only \
-  -o "$tmp/llama-405b.onnx" >/dev/null
+. bench/shape_models.sh
+shape_models "$dtc" "$tmp"
 
 mb() { awk "BEGIN { printf \"%.1f\", $1 / 1048576 }"; }
 size_of() { [ -f "$1" ] && stat -c %s "$1" || echo 0; }

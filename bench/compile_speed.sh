@@ -9,10 +9,8 @@ dtc="${1:-build}/bin/dtc"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-"$dtc" modelgen --preset llama-70b --shape-only -o "$tmp/llama-70b.onnx" >/dev/null
-"$dtc" modelgen --arch gpt --layers 96 --hidden 12288 --heads 96 \
-  --vocab 51200 --seq-len 2048 --shape-only -o "$tmp/gpt3-175b.onnx" >/dev/null
-"$dtc" modelgen --preset gpt-1t --shape-only -o "$tmp/gpt-1t.onnx" >/dev/null
+. bench/shape_models.sh
+shape_models "$dtc" "$tmp"
 
 printf '%-10s %6s %-9s %9s %9s  %s\n' model gpus cluster wall_s target_s plan
 run() {
