@@ -21,6 +21,7 @@
 #include "frontends/modelgen/ModelGen.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/Passes.h"
+#include "runtime/core/LayoutFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -660,10 +661,7 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
       if (!bytes)
         return bytes.takeError();
       files.emplace_back("program.pb", std::move(*bytes));
-      auto layout = layoutJson(*built);
-      if (!layout)
-        return layout.takeError();
-      files.emplace_back("layout.json", std::move(*layout));
+      files.emplace_back("layout.json", runtime::writeLayoutFile(*built));
       programLine =
           llvm::formatv("{0} rank{1}{2}", built->world_size(),
                         built->world_size() > 1 ? "s" : "",

@@ -7,18 +7,13 @@
 
 #include "dialects/dtc/DtcAttrs.h"
 #include "passes/Passes.h"
-#include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/core/Communicator.h"
-#include "runtime/core/Shard.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
-
-#include <map>
-#include <set>
 
 namespace dtc {
 
@@ -164,132 +159,6 @@ void initParametersWithoutWeights(program::Program &p) {
     for (program::Variable &v : *rank.mutable_variables())
       if (v.init() == "model")
         v.set_init(v.fallback_init());
-}
-
-llvm::Expected<std::string> layoutJson(const program::Program &p) {
-  auto mesh = runtime::Mesh::parse(p.mesh());
-  if (!mesh)
-    return mesh.takeError();
-  // Of identical chunks, the one a checkpoint saves is not a replica.
-  auto writers = runtime::ChunkWriters::of(p);
-  if (!writers)
-    return writers.takeError();
-  // Written as it is walked, tensor by tensor (sorted by name) and rank by
-  // rank: a tree of every rank's chunks took over 24 GB for a 175B model on
-  // 1024 ranks (ZeRO-3 cuts every tensor 512 ways).
-  std::vector<const program::RankProgram *> programOf(p.world_size());
-  std::set<std::string> names; // sorted, as the file lists them
-  std::map<const program::RankProgram *, llvm::StringMap<size_t>> indexOf;
-  for (int rank = 0; rank < p.world_size(); ++rank) {
-    const program::RankProgram *program = runtime::rankProgramOf(p, rank);
-    programOf[rank] = program;
-    if (!program || indexOf.count(program))
-      continue;
-    llvm::StringMap<size_t> &index = indexOf[program];
-    for (auto [i, v] : llvm::enumerate(program->variables())) {
-      index[v.name()] = i;
-      names.insert(v.name());
-    }
-  }
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  llvm::json::OStream json(os, 2);
-  llvm::Error error = llvm::Error::success();
-  json.object([&] {
-    json.attribute("mesh", p.mesh());
-    json.attribute("schema", "dtc.layout/1");
-    json.attributeObject("tensors", [&] {
-      for (const std::string &name : names) {
-        // Ranks holding the same part of the tensor are replicas of it.
-        std::set<std::string> chunksSeen;
-        auto describe = [&](const program::Variable &v,
-                            const runtime::ShardLayout &layout) {
-          json.attribute("dtype", runtime::dtypeName(v.type().dtype()));
-          json.attribute("parameter", v.parameter());
-          json.attribute("role", v.role());
-          json.attributeArray("shape", [&] {
-            for (int64_t d : layout.globalShape())
-              json.value(d);
-          });
-        };
-        json.attributeBegin(name);
-        json.objectBegin();
-        json.attributeBegin("chunks");
-        json.arrayBegin();
-        const program::Variable *first = nullptr;
-        std::optional<runtime::ShardLayout> firstLayout;
-        for (int rank = 0; rank < p.world_size() && !error; ++rank) {
-          const program::RankProgram *program = programOf[rank];
-          if (!program)
-            continue;
-          const llvm::StringMap<size_t> &index = indexOf[program];
-          auto it = index.find(name);
-          if (it == index.end())
-            continue;
-          const program::Variable &v = program->variables(it->second);
-          auto layout = runtime::ShardLayout::of(v, *mesh, rank);
-          if (!layout) {
-            error = layout.takeError();
-            break;
-          }
-          if (!first) {
-            first = &v;
-            firstLayout = *layout;
-          }
-          std::string dimsKey;
-          llvm::raw_string_ostream keyOs(dimsKey);
-          bool box = layout->flatParts() == 1;
-          for (auto [d, part] : llvm::enumerate(layout->dimParts())) {
-            keyOs << part.parts << "," << part.index << "," << part.block
-                  << ";";
-            box = box && (part.block == 0 || part.parts == 1);
-          }
-          keyOs << "/" << layout->flatParts() << ":" << layout->flatIndex();
-          bool seen = !chunksSeen.insert(dimsKey).second;
-          json.object([&] {
-            json.attributeArray("dims", [&] {
-              for (const auto &part : layout->dimParts())
-                json.object([&] {
-                  json.attribute("block", part.block);
-                  json.attribute("index", part.index);
-                  json.attribute("parts", part.parts);
-                });
-            });
-            if (layout->flatParts() > 1)
-              json.attributeObject("flat", [&] {
-                json.attribute("index", layout->flatIndex());
-                json.attribute("parts", layout->flatParts());
-              });
-            if (box)
-              json.attributeArray("offsets", [&] {
-                for (auto [d, part] : llvm::enumerate(layout->dimParts()))
-                  json.value(part.index * layout->shardShape()[d]);
-              });
-            json.attribute("rank", rank);
-            json.attribute("replica", runtime::checkpointKey(v)
-                                          ? !writers->writes(rank, name)
-                                          : seen);
-            if (box)
-              json.attributeArray("sizes", [&] {
-                for (int64_t size : layout->shardShape())
-                  json.value(size);
-              });
-          });
-        }
-        json.arrayEnd();
-        json.attributeEnd();
-        if (first)
-          describe(*first, *firstLayout);
-        json.objectEnd();
-        json.attributeEnd();
-      }
-    });
-    json.attribute("world_size", p.world_size());
-  });
-  if (error)
-    return std::move(error);
-  os << "\n";
-  return text;
 }
 
 static std::string typeText(const program::TensorType &type) {

@@ -48,14 +48,6 @@ llvm::Expected<program::Program>
 buildProgram(mlir::ModuleOp module, const ProgramBuildOptions &options,
              std::string *stagesText = nullptr);
 
-/// layout.json (SPEC "bundle"): for every variable of every rank (the
-/// model's parameters under their initializer names, and their gradient
-/// accumulators and optimizer moments), the whole tensor's shape and dtype
-/// and each rank's chunk: per dim the parts, the index and the interleave
-/// block (with offsets and sizes where the chunk is a plain box), ZeRO's
-/// flat split, and whether an earlier rank holds the same chunk (replica).
-llvm::Expected<std::string> layoutJson(const program::Program &program);
-
 /// A readable listing of a program (`dtc compile --emit program`).
 void printProgram(const program::Program &program, llvm::raw_ostream &os);
 

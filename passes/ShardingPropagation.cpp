@@ -27,8 +27,11 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <memory>
+#include <numeric>
+#include <unordered_map>
 
 namespace mlir::dtc {
 #define GEN_PASS_DEF_DTCPROPAGATESHARDING
@@ -68,9 +71,22 @@ struct Sh {
     return s;
   }
   void appendKey(std::string &key) const {
-    for (auto [d, b] : llvm::zip(dim, block))
-      key += std::to_string(d) + ":" + std::to_string(b) + ",";
-    key += "p" + std::to_string(partial) + ";";
+    for (auto [d, b] : llvm::zip(dim, block)) {
+      appendDecimal(key, d);
+      key += ':';
+      appendDecimal(key, b);
+      key += ',';
+    }
+    key += 'p';
+    appendDecimal(key, partial);
+    key += ';';
+  }
+  /// std::to_string's digits without its temporary: keys are built for
+  /// every choice of every state of every op.
+  static void appendDecimal(std::string &key, int64_t value) {
+    char digits[24];
+    char *end = std::to_chars(digits, digits + sizeof(digits), value).ptr;
+    key.append(digits, end);
   }
 };
 
@@ -98,6 +114,35 @@ struct State {
   std::vector<std::pair<unsigned, Sh>> live;
   std::shared_ptr<const Trail> trail;
 };
+
+using LiveShardings = std::vector<std::pair<unsigned, Sh>>;
+
+size_t liveHash(const LiveShardings &live) {
+  llvm::hash_code hash = llvm::hash_value(live.size());
+  for (const auto &[id, sh] : live)
+    hash = llvm::hash_combine(
+        hash, id, llvm::hash_combine_range(sh.dim.begin(), sh.dim.end()),
+        llvm::hash_combine_range(sh.block.begin(), sh.block.end()), sh.partial);
+  return hash;
+}
+
+/// Whether `a`'s text key precedes `b`'s, the key being "id=dim:block,...
+/// p<partial>;" per live value: what orders states of equal cost. The
+/// first differing value decides (';' ends each value's text and appears
+/// nowhere else in it), so only those two are spelled out.
+bool liveKeyLess(const LiveShardings &a, const LiveShardings &b) {
+  auto text = [](const std::pair<unsigned, Sh> &entry) {
+    std::string key;
+    Sh::appendDecimal(key, entry.first);
+    key += '=';
+    entry.second.appendKey(key);
+    return key;
+  };
+  for (size_t i = 0, e = std::min(a.size(), b.size()); i < e; ++i)
+    if (a[i] != b[i])
+      return text(a[i]) < text(b[i]);
+  return a.size() < b.size();
+}
 
 /// The MoE ops, which read and write tokens on one side and the expert
 /// buffer on the other.
@@ -984,7 +1029,15 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
     if (free.contains(first) || (isa<ParameterOp>(&op) && fixed.count(first)))
       continue;
     unsigned pos = position[&op];
-    std::map<std::string, State> merged;
+    // Live values whose last use is this op (the same in every state).
+    SmallVector<unsigned, 4> dyingHere;
+    for (Value operand : op.getOperands())
+      if (!fixed.count(operand) && lastUse.lookup(operand) <= pos)
+        dyingHere.push_back(number.lookup(operand));
+    // The states after this op, one per distinct set of live shardings
+    // (the cheapest; of equal ones the first), found by hash.
+    std::vector<State> merged;
+    std::unordered_map<size_t, SmallVector<unsigned, 1>> mergedByHash;
     for (const State &state : states) {
       // A live value's sharding in this state (for a shared parameter: once
       // its first reader chose it).
@@ -1054,26 +1107,21 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
         }
         State next;
         next.cost = cost;
-        for (auto &entry : state.live) {
-          // Drop values whose last use is this op.
-          bool dead = false;
-          for (Value operand : op.getOperands())
-            if (number.lookup(operand) == entry.first && !fixed.count(operand))
-              dead = lastUse.lookup(operand) <= pos;
-          if (!dead)
+        next.live.reserve(state.live.size() + firstRead.size() +
+                          op.getNumResults());
+        for (auto &entry : state.live)
+          if (!llvm::is_contained(dyingHere, entry.first))
             next.live.push_back(entry);
-        }
         llvm::append_range(next.live, firstRead);
         for (auto [result, sh] : llvm::zip(op.getResults(), choice.results))
           if (lastUse.lookup(result) > pos)
             next.live.push_back({number.lookup(result), sh});
-        std::string key;
-        for (auto &[id, sh] : next.live) {
-          key += std::to_string(id) + "=";
-          sh.appendKey(key);
-        }
-        auto it = merged.find(key);
-        if (it != merged.end() && it->second.cost <= cost)
+        SmallVector<unsigned, 1> &sameHash = mergedByHash[liveHash(next.live)];
+        State *same = nullptr;
+        for (unsigned i : sameHash)
+          if (merged[i].live == next.live)
+            same = &merged[i];
+        if (same && same->cost <= cost)
           continue;
         auto trail = std::make_shared<Trail>();
         trail->parent = state.trail;
@@ -1081,17 +1129,28 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
         trail->results = choice.results;
         trail->operands = choice.operands;
         next.trail = std::move(trail);
-        merged[key] = std::move(next);
+        if (same) {
+          *same = std::move(next);
+        } else {
+          sameHash.push_back(merged.size());
+          merged.push_back(std::move(next));
+        }
       }
     }
+    // Cheapest first; states of equal cost by their text key, the order
+    // the beam has always kept.
+    std::vector<unsigned> order(merged.size());
+    std::iota(order.begin(), order.end(), 0u);
+    llvm::sort(order, [&](unsigned a, unsigned b) {
+      if (merged[a].cost != merged[b].cost)
+        return merged[a].cost < merged[b].cost;
+      return liveKeyLess(merged[a].live, merged[b].live);
+    });
+    if (static_cast<int64_t>(order.size()) > beam)
+      order.resize(beam);
     states.clear();
-    for (auto &entry : merged)
-      states.push_back(std::move(entry.second));
-    std::stable_sort(
-        states.begin(), states.end(),
-        [](const State &a, const State &b) { return a.cost < b.cost; });
-    if (static_cast<int64_t>(states.size()) > beam)
-      states.resize(beam);
+    for (unsigned i : order)
+      states.push_back(std::move(merged[i]));
     if (states.empty())
       return op.emitError("no sharding found for this op");
     // Every state lists the same live values in the same order (they went

@@ -48,7 +48,7 @@ public:
   static llvm::Expected<ShardLayout>
   fromParts(llvm::ArrayRef<int64_t> globalShape, llvm::ArrayRef<DimPart> dims,
             int64_t flatParts = 1, int64_t flatIndex = 0);
-  /// A chunk's description in layout.json and checkpoint indexes:
+  /// A chunk's description in checkpoint indexes:
   /// {"dims": [{"parts","index","block"}...], "flat": {"parts","index"}}
   /// ("flat" only when flatParts() > 1).
   llvm::json::Object chunkJson() const;
