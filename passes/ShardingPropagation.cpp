@@ -1141,13 +1141,14 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
     // the beam has always kept.
     std::vector<unsigned> order(merged.size());
     std::iota(order.begin(), order.end(), 0u);
-    llvm::sort(order, [&](unsigned a, unsigned b) {
-      if (merged[a].cost != merged[b].cost)
-        return merged[a].cost < merged[b].cost;
-      return liveKeyLess(merged[a].live, merged[b].live);
-    });
-    if (static_cast<int64_t>(order.size()) > beam)
-      order.resize(beam);
+    size_t kept = std::min<size_t>(order.size(), std::max<int64_t>(beam, 0));
+    std::partial_sort(order.begin(), order.begin() + kept, order.end(),
+                      [&](unsigned a, unsigned b) {
+                        if (merged[a].cost != merged[b].cost)
+                          return merged[a].cost < merged[b].cost;
+                        return liveKeyLess(merged[a].live, merged[b].live);
+                      });
+    order.resize(kept);
     states.clear();
     for (unsigned i : order)
       states.push_back(std::move(merged[i]));
