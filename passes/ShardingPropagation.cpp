@@ -117,13 +117,13 @@ struct State {
 
 using LiveShardings = std::vector<std::pair<unsigned, Sh>>;
 
-size_t liveHash(const LiveShardings &live) {
-  llvm::hash_code hash = llvm::hash_value(live.size());
-  for (const auto &[id, sh] : live)
-    hash = llvm::hash_combine(
-        hash, id, llvm::hash_combine_range(sh.dim.begin(), sh.dim.end()),
-        llvm::hash_combine_range(sh.block.begin(), sh.block.end()), sh.partial);
-  return hash;
+/// A live sharding folded into the hash of the list before it, so that a
+/// list's hash does not depend on where it was split into parts.
+size_t foldLiveHash(size_t hash, const std::pair<unsigned, Sh> &entry) {
+  const Sh &sh = entry.second;
+  return llvm::hash_combine(
+      hash, entry.first, llvm::hash_combine_range(sh.dim.begin(), sh.dim.end()),
+      llvm::hash_combine_range(sh.block.begin(), sh.block.end()), sh.partial);
 }
 
 /// Whether `a`'s text key precedes `b`'s, the key being "id=dim:block,...
@@ -1078,9 +1078,20 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
         local.push_back(fallbackChoice(&op));
         choices = local;
       }
+      // The state's live values that outlive this op, the same for every
+      // choice: copied and hashed once per state, and per candidate only
+      // when it survives the merge.
+      LiveShardings survivors;
+      survivors.reserve(state.live.size());
+      size_t survivorsHash = 0;
+      for (auto &entry : state.live)
+        if (!llvm::is_contained(dyingHere, entry.first)) {
+          survivors.push_back(entry);
+          survivorsHash = foldLiveHash(survivorsHash, entry);
+        }
       for (const Choice &choice : choices) {
         double cost = state.cost + choice.cost;
-        std::vector<std::pair<unsigned, Sh>> firstRead;
+        LiveShardings firstRead;
         for (auto [operand, required] :
              llvm::zip(op.getOperands(), choice.operands)) {
           if (!free.contains(operand)) {
@@ -1105,24 +1116,34 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
             firstRead.push_back({number.lookup(operand), required.dimsOnly()});
           }
         }
-        State next;
-        next.cost = cost;
-        next.live.reserve(state.live.size() + firstRead.size() +
-                          op.getNumResults());
-        for (auto &entry : state.live)
-          if (!llvm::is_contained(dyingHere, entry.first))
-            next.live.push_back(entry);
-        llvm::append_range(next.live, firstRead);
+        // The candidate's live values: survivors, then firstRead, then the
+        // results read later.
+        LiveShardings &tail = firstRead;
         for (auto [result, sh] : llvm::zip(op.getResults(), choice.results))
           if (lastUse.lookup(result) > pos)
-            next.live.push_back({number.lookup(result), sh});
-        SmallVector<unsigned, 1> &sameHash = mergedByHash[liveHash(next.live)];
+            tail.push_back({number.lookup(result), sh});
+        size_t hash = survivorsHash;
+        for (auto &entry : tail)
+          hash = foldLiveHash(hash, entry);
+        size_t liveSize = survivors.size() + tail.size();
+        hash = llvm::hash_combine(hash, liveSize);
+        SmallVector<unsigned, 1> &sameHash = mergedByHash[hash];
         State *same = nullptr;
-        for (unsigned i : sameHash)
-          if (merged[i].live == next.live)
+        for (unsigned i : sameHash) {
+          const LiveShardings &live = merged[i].live;
+          if (live.size() == liveSize &&
+              std::equal(survivors.begin(), survivors.end(), live.begin()) &&
+              std::equal(tail.begin(), tail.end(),
+                         live.begin() + survivors.size()))
             same = &merged[i];
+        }
         if (same && same->cost <= cost)
           continue;
+        State next;
+        next.cost = cost;
+        next.live.reserve(liveSize);
+        llvm::append_range(next.live, survivors);
+        std::move(tail.begin(), tail.end(), std::back_inserter(next.live));
         auto trail = std::make_shared<Trail>();
         trail->parent = state.trail;
         trail->op = &op;
