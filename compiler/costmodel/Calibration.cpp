@@ -43,22 +43,22 @@ llvm::SmallVector<std::string> dtc::splitCsvRecord(llvm::StringRef line) {
   return fields;
 }
 
-namespace {
-/// A CSV file as records keyed by header name.
-struct CsvTable {
-  llvm::SmallVector<std::string> header;
-  std::vector<llvm::SmallVector<std::string>> rows;
+int CsvTable::column(llvm::StringRef name) const {
+  for (size_t i = 0; i < header.size(); ++i)
+    if (header[i] == name)
+      return static_cast<int>(i);
+  return -1;
+}
 
-  int column(llvm::StringRef name) const {
-    for (size_t i = 0; i < header.size(); ++i)
-      if (header[i] == name)
-        return static_cast<int>(i);
-    return -1;
-  }
-};
-} // namespace
+llvm::StringRef CsvTable::cell(const llvm::SmallVector<std::string> &row,
+                               llvm::StringRef name) const {
+  int i = column(name);
+  return i >= 0 && i < static_cast<int>(row.size())
+             ? llvm::StringRef(row[i]).trim()
+             : "";
+}
 
-static llvm::Expected<CsvTable> readCsv(llvm::StringRef path) {
+llvm::Expected<CsvTable> dtc::readCsv(llvm::StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!buffer)
     return badInput("{0}: cannot read it: {1}", path,

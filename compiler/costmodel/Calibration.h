@@ -39,6 +39,22 @@ struct CalibrationRun {
 /// Splits one CSV record (RFC 4180 quoting).
 llvm::SmallVector<std::string> splitCsvRecord(llvm::StringRef line);
 
+/// A CSV file as records keyed by header name.
+struct CsvTable {
+  llvm::SmallVector<std::string> header;
+  std::vector<llvm::SmallVector<std::string>> rows;
+
+  /// The index of column `name`, or -1.
+  int column(llvm::StringRef name) const;
+  /// `row`'s cell of column `name`, trimmed; "" when absent.
+  llvm::StringRef cell(const llvm::SmallVector<std::string> &row,
+                       llvm::StringRef name) const;
+};
+
+/// Reads a CSV file whose first record is the header (quoted fields may
+/// span lines); a bad-input error names the file.
+llvm::Expected<CsvTable> readCsv(llvm::StringRef path);
+
 /// The SC'21 Table 1 rows and the MLSys'23 rows that state a step time.
 llvm::Expected<std::vector<CalibrationRun>>
 loadCalibrationRuns(llvm::StringRef dataDir);

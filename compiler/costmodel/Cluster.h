@@ -95,6 +95,17 @@ struct Cluster {
   Link interNode() const;
 };
 
+/// Latency per hop and achieved fraction of nominal bandwidth of the two
+/// link levels (Cluster::intraNode and interNode), fitted to nccl-tests
+/// (CollectiveCorpus.h).
+struct LinkConstants {
+  double intraLatencyUs = 0, intraEfficiency = 1;
+  double interLatencyUs = 0, interEfficiency = 1;
+};
+
+/// The constants every preset is built with.
+LinkConstants presetLinkConstants();
+
 /// Names accepted by `--cluster`.
 llvm::ArrayRef<llvm::StringRef> clusterPresetNames();
 
