@@ -189,6 +189,7 @@ std::optional<ChainFunction> evaluateScoreChain(const ScoreChain &chain) {
       if (type.getRank() > rank)
         return std::nullopt;
       ConstantOperand c;
+      c.values.reserve(dense.getNumElements());
       if (isa<FloatType>(dense.getElementType())) {
         if (dense.getElementType().isF32())
           for (float f : dense.getValues<float>())
