@@ -748,9 +748,14 @@ Results Evaluator::constantOfShape() {
       return fail("value must have one element");
     value = std::move(*decoded);
   }
-  HostTensor out = HostTensor::zeros(value.dataType, shape);
-  for (int64_t i = 0, e = out.size(); i < e; ++i)
-    copyElement(out, i, value, 0);
+  // Filled in one pass: causal masks are [seq, seq] of these.
+  HostTensor out;
+  out.dataType = value.dataType;
+  out.shape.assign(shape.begin(), shape.end());
+  if (out.isFloat())
+    out.floats.assign(out.size(), value.floats[0]);
+  else
+    out.ints.assign(out.size(), value.ints[0]);
   return one(std::move(out));
 }
 
@@ -764,12 +769,21 @@ Results Evaluator::trilu() {
   bool upper = getIntAttr(node, "upper", 1) != 0;
   HostTensor out = x;
   int64_t rows = x.shape[x.rank() - 2], cols = x.shape.back();
-  for (int64_t i = 0, e = out.size(); i < e; ++i) {
-    int64_t col = i % cols, row = (i / cols) % rows;
-    bool keep = upper ? col - row >= k : col - row <= k;
-    if (!keep)
-      out.set(i, 0);
-  }
+  // Row by row: the zeroed part of row r is the columns before r + k
+  // (upper) or after it (lower).
+  int64_t matrices = rows * cols == 0 ? 0 : out.size() / (rows * cols);
+  for (int64_t m = 0; m < matrices; ++m)
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t begin = (m * rows + r) * cols;
+      int64_t edge = std::clamp<int64_t>(upper ? r + k : r + k + 1, 0, cols);
+      int64_t from = upper ? 0 : edge, to = upper ? edge : cols;
+      if (out.isFloat())
+        std::fill(out.floats.begin() + begin + from,
+                  out.floats.begin() + begin + to, 0.0);
+      else
+        std::fill(out.ints.begin() + begin + from,
+                  out.ints.begin() + begin + to, 0);
+    }
   return one(std::move(out));
 }
 

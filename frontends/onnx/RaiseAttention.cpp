@@ -149,11 +149,48 @@ ScoreChain findScoreChain(Value input) {
   return chain;
 }
 
-/// A constant operand widened to doubles, read with broadcasting.
+/// A constant operand, read with broadcasting: f32 in place (masks are
+/// large), other types widened to doubles.
 struct ConstantOperand {
+  ArrayRef<float> f32;
   std::vector<double> values;
   SmallVector<int64_t> strides; ///< Per dim of the scores; 0 where broadcast.
+
+  double at(int64_t offset) const {
+    return f32.empty() ? values[offset] : f32[offset];
+  }
 };
+
+/// The first column in [from, to) where `c`, read at offset + column *
+/// stride, is not bitwise `value`: how far a run of equal values goes.
+int64_t runEnd(const ConstantOperand &c, int64_t offset, int64_t stride,
+               int64_t from, int64_t to, double value) {
+  if (stride == 0 || from >= to)
+    return to; // constant along the row
+  if (c.f32.empty()) {
+    uint64_t bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    for (int64_t j = from; j < to; ++j) {
+      uint64_t other;
+      std::memcpy(&other, &c.values[offset + j * stride], sizeof other);
+      if (other != bits)
+        return j;
+    }
+    return to;
+  }
+  // The value was read from this f32 constant, so it converts back exactly.
+  float narrow = static_cast<float>(value);
+  uint32_t bits;
+  std::memcpy(&bits, &narrow, sizeof bits);
+  const float *data = c.f32.data() + offset;
+  for (int64_t j = from; j < to; ++j) {
+    uint32_t other;
+    std::memcpy(&other, data + j * stride, sizeof other);
+    if (other != bits)
+      return j;
+  }
+  return to;
+}
 
 /// f(x) of a score chain, per score position: softmax(f(x)) equals
 /// softmax(slope * x) masked where f sends every x far below any score.
@@ -189,15 +226,30 @@ std::optional<ChainFunction> evaluateScoreChain(const ScoreChain &chain) {
       if (type.getRank() > rank)
         return std::nullopt;
       ConstantOperand c;
-      c.values.reserve(dense.getNumElements());
-      if (isa<FloatType>(dense.getElementType())) {
-        if (dense.getElementType().isF32())
-          for (float f : dense.getValues<float>())
-            c.values.push_back(f);
-        else
-          for (APFloat f : dense.getValues<APFloat>())
-            c.values.push_back(f.convertToDouble());
+      // A splat varies along no dim: one value, read everywhere.
+      if (dense.isSplat()) {
+        if (isa<FloatType>(dense.getElementType()))
+          c.values.push_back(dense.getSplatValue<APFloat>().convertToDouble());
+        else if (isa<IntegerType>(dense.getElementType())) {
+          APInt i = dense.getSplatValue<APInt>();
+          c.values.push_back(i.getBitWidth() == 1 ? i.getZExtValue()
+                                                  : i.getSExtValue());
+        } else
+          return std::nullopt;
+        c.strides.assign(rank, 0);
+        row.push_back(std::move(c));
+        continue;
+      }
+      if (dense.getElementType().isF32()) {
+        ArrayRef<char> raw = dense.getRawData();
+        c.f32 = ArrayRef<float>(reinterpret_cast<const float *>(raw.data()),
+                                raw.size() / sizeof(float));
+      } else if (isa<FloatType>(dense.getElementType())) {
+        c.values.reserve(dense.getNumElements());
+        for (APFloat f : dense.getValues<APFloat>())
+          c.values.push_back(f.convertToDouble());
       } else if (isa<IntegerType>(dense.getElementType())) {
+        c.values.reserve(dense.getNumElements());
         for (APInt i : dense.getValues<APInt>())
           c.values.push_back(i.getBitWidth() == 1 ? i.getZExtValue()
                                                   : i.getSExtValue());
@@ -247,29 +299,13 @@ std::optional<ChainFunction> evaluateScoreChain(const ScoreChain &chain) {
   // -1e9, finfo.min) or x * 0 + fill.
   auto masked = [](double y) { return y <= -1e3; };
 
-  // f(0), f(1), f(2) at one position of the scores. f depends on the
-  // position only through the constants' values there, and neighbouring
-  // positions mostly read the same ones (a mask is runs of 0 and -inf), so
-  // the last values read and their f are kept: a [4096, 4096] causal mask
-  // is then one comparison per position, not three chain evaluations.
-  SmallVector<double, 4> read, lastRead;
-  std::array<double, 3> lastY{};
-  bool haveLast = false;
-  auto probe = [&](ArrayRef<int64_t> index) {
-    read.clear();
-    for (auto &row : constants)
-      for (const std::optional<ConstantOperand> &c : row) {
-        if (!c)
-          continue;
-        int64_t offset = 0;
-        for (int64_t dim = 0; dim < rank; ++dim)
-          offset += index[dim] * c->strides[dim];
-        read.push_back(c->values[offset]);
-      }
-    // Bitwise equality: NaN constants repeat like any other value.
-    if (haveLast && std::memcmp(read.data(), lastRead.data(),
-                                read.size() * sizeof(double)) == 0)
-      return lastY;
+  // f(0), f(1), f(2) at one position of the scores, from the constants'
+  // values there (`read`, in chain order). f depends on the position only
+  // through those values, and neighbouring positions mostly read the same
+  // ones (a mask is runs of 0 and -inf), so f is evaluated only where they
+  // change: a [4096, 4096] causal mask is then one load and compare per
+  // position, not three chain evaluations.
+  auto evaluate = [&](ArrayRef<double> read) {
     std::array<double, 3> y;
     for (int p = 0; p < 3; ++p) {
       double x = p;
@@ -282,14 +318,50 @@ std::optional<ChainFunction> evaluateScoreChain(const ScoreChain &chain) {
       }
       y[p] = x;
     }
-    lastRead.assign(read.begin(), read.end());
-    lastY = y;
-    haveLast = true;
     return y;
+  };
+  // The constants in chain order, each with its offset at the current row.
+  struct Reader {
+    const ConstantOperand *constant;
+    int64_t offset = 0;
+  };
+  SmallVector<Reader, 4> readers;
+  for (auto &row : constants)
+    for (const std::optional<ConstantOperand> &c : row)
+      if (c)
+        readers.push_back({&*c});
+  // Bitwise equality: NaN constants repeat like any other value.
+  auto sameBits = [](double a, double b) {
+    uint64_t u, v;
+    std::memcpy(&u, &a, sizeof u);
+    std::memcpy(&v, &b, sizeof v);
+    return u == v;
   };
 
   std::optional<double> slope, intercept;
+  // Classifies a freshly evaluated f: whether it masks the position, or
+  // false when softmax(slope * x) cannot express it.
+  auto classify = [&](const std::array<double, 3> &y, bool &off) {
+    off = masked(y[0]) && masked(y[1]) && masked(y[2]);
+    if (off)
+      return true;
+    // Softmax sees slope * x + intercept: the slope joins the scale and a
+    // common intercept cancels; both must be the same everywhere.
+    double a = y[1] - y[0], b = y[0];
+    auto near = [](double u, double v) {
+      return std::abs(u - v) <= 1e-6 * std::max(1.0, std::abs(v));
+    };
+    if (!(a > 0) || !near(y[2] - y[1], a) || (slope && !near(a, *slope)) ||
+        (intercept && !near(b, *intercept)))
+      return false;
+    slope = a;
+    intercept = b;
+    return true;
+  };
+
   SmallVector<int64_t> index(rank, 0);
+  SmallVector<double, 4> read(readers.size()), lastRead(readers.size());
+  bool haveLast = false, lastOff = false;
   std::vector<bool> through(rows * cols);
   for (int64_t lead = 0; lead < leading; ++lead) {
     for (int64_t rest = lead, dim = rank - 3; dim >= 0; --dim) {
@@ -297,28 +369,37 @@ std::optional<ChainFunction> evaluateScoreChain(const ScoreChain &chain) {
       rest /= extent[dim];
     }
     for (int64_t i = 0; i < rows; ++i) {
-      for (int64_t j = 0; j < cols; ++j) {
-        index[rank - 2] = i;
-        index[rank - 1] = j;
-        std::array<double, 3> y = probe(index);
-        bool off = masked(y[0]) && masked(y[1]) && masked(y[2]);
+      for (Reader &r : readers) {
+        r.offset = i * r.constant->strides[rank - 2];
+        for (int64_t dim = 0; dim + 2 < rank; ++dim)
+          r.offset += index[dim] * r.constant->strides[dim];
+      }
+      for (int64_t j = 0; j < cols;) {
+        bool same = haveLast;
+        for (auto [k, r] : llvm::enumerate(readers)) {
+          read[k] =
+              r.constant->at(r.offset + j * r.constant->strides[rank - 1]);
+          same = same && sameBits(read[k], lastRead[k]);
+        }
+        if (!same) {
+          if (!classify(evaluate(read), lastOff))
+            return std::nullopt;
+          std::swap(read, lastRead);
+          haveLast = true;
+        }
+        // The run of positions from j on that read the same values, so
+        // get the same f.
+        int64_t end = cols;
+        for (auto [k, r] : llvm::enumerate(readers))
+          end = std::min(end, runEnd(*r.constant, r.offset,
+                                     r.constant->strides[rank - 1], j + 1, end,
+                                     lastRead[k]));
+        auto first = through.begin() + i * cols;
         if (lead == 0)
-          through[i * cols + j] = !off;
-        else if (through[i * cols + j] == off)
+          std::fill(first + j, first + end, !lastOff);
+        else if (std::find(first + j, first + end, lastOff) != first + end)
           return std::nullopt; // another mask in another batch or head
-        if (off)
-          continue;
-        // Softmax sees slope * x + intercept: the slope joins the scale and a
-        // common intercept cancels; both must be the same everywhere.
-        double a = y[1] - y[0], b = y[0];
-        auto near = [](double u, double v) {
-          return std::abs(u - v) <= 1e-6 * std::max(1.0, std::abs(v));
-        };
-        if (!(a > 0) || !near(y[2] - y[1], a) || (slope && !near(a, *slope)) ||
-            (intercept && !near(b, *intercept)))
-          return std::nullopt;
-        slope = a;
-        intercept = b;
+        j = end;
       }
     }
   }
