@@ -85,7 +85,7 @@ if [ -n "$kit" ]; then
     libpath="$libpath:$(dirname "$found")"
   done
   export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  missing=$(ldd "$unpacked"/bin/* | grep "not found" | sort -u | tr -s ' \t\n' ' ' || true)
+  missing=$(ldd "$unpacked"/bin/* "$unpacked"/lib/dtc-cuda.so | grep "not found" | sort -u | tr -s ' \t\n' ' ' || true)
   [ -z "$missing" ] || die "the kit's binaries miss libraries:$missing"
   tests_bin="$unpacked/bin"
   bench_bin="$unpacked/bin"

@@ -8,7 +8,8 @@
 #                     CUDA tests and the training-step benchmark, built
 #                     into build-kit with static LLVM (DTC_STATIC_LLVM) for
 #                     the given CUDA architectures
-#   .gpukit/lib/      the shared libraries they load that such a machine
+#   .gpukit/lib/      dtc's CUDA backend module (dtc-cuda.so, which dtc opens
+#                     from ../lib) and the shared libraries they load that such a machine
 #                     lacks (not glibc, libstdc++ or the CUDA/NCCL libraries:
 #                     the machine's own are used)
 #   .gpukit/bundles/  the tiny and the 4-block GPT bundles, compiled here
@@ -32,7 +33,7 @@ die() { echo "gpu-kit: error: $*" >&2; exit 1; }
 command -v nvcc >/dev/null || die "nvcc not on PATH: the kit needs the CUDA toolkit"
 build=build-kit
 kit=.gpukit
-targets="dtc dtc-cuda-tests dtc-cuda-kernel-tests dtc-nccl-p2p-test bench-cuda-train-step"
+targets="dtc DtcCudaPlugin dtc-cuda-tests dtc-cuda-kernel-tests dtc-nccl-p2p-test bench-cuda-train-step"
 
 # dtc itself (the usual build) compiles the bundles.
 [ -x build/bin/dtc ] || scripts/build.sh >/dev/null
@@ -54,19 +55,20 @@ for t in bin/dtc test/unit/dtc-cuda-tests test/unit/dtc-cuda-kernel-tests \
   test/mpi/dtc-nccl-p2p-test bench/cuda/bench-cuda-train-step; do
   cp "$build/$t" "$kit.tmp/bin/"
 done
+cp "$build/lib/dtc-cuda.so" "$kit.tmp/lib/"
 strip "$kit.tmp"/bin/*
 
 # Libraries every Linux with CUDA has (glibc, the C++ runtime) or that are
 # the machine's own (driver, CUDA, NCCL: hundreds of MB, and must match it).
 provided='^(linux-vdso|ld-linux|libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.'
-for lib in $(ldd "$kit.tmp"/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u); do
+for lib in $(ldd "$kit.tmp"/bin/* "$kit.tmp"/lib/dtc-cuda.so | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u); do
   name=$(basename "$lib")
   [[ "$name" =~ $provided ]] && continue
   cp -L "$lib" "$kit.tmp/lib/$name"
 done
 strip --strip-unneeded "$kit.tmp"/lib/* 2>/dev/null || true
 # Every library the binaries load is now in the kit or the machine's own.
-stray=$(LD_LIBRARY_PATH="$kit.tmp/lib" ldd "$kit.tmp"/bin/* |
+stray=$(LD_LIBRARY_PATH="$kit.tmp/lib" ldd "$kit.tmp"/bin/* "$kit.tmp"/lib/dtc-cuda.so |
   awk '$2 == "=>" {print $1, $3}' | while read -r name path; do
     [[ "$name" =~ $provided ]] || [[ "$path" == "$kit.tmp/lib/"* ]] || echo "$name"
   done | sort -u | tr '\n' ' ')

@@ -62,6 +62,14 @@ def _can_mount_tmpfs():
 if _can_mount_tmpfs():
     config.available_features.add("tmpfs-mount")
 
+# A dtc built with its CUDA backend module (runtime/cuda/CudaPlugin.h).
+config.dtc_cuda_plugin = os.path.join(config.dtc_obj_root, "lib",
+                                      "dtc-cuda.so")
+if os.path.exists(config.dtc_cuda_plugin):
+    config.available_features.add("cuda-build")
+config.substitutions.append(("%dtc_cuda_plugin", config.dtc_cuda_plugin))
+config.substitutions.append(("%dtc_obj_root", config.dtc_obj_root))
+
 # A CUDA device on this machine: tests of what happens without one say
 # `UNSUPPORTED: gpu` (the GPU path is run by scripts/gpu-check.sh).
 if os.path.exists("/dev/nvidia0"):

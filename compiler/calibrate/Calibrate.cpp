@@ -18,7 +18,7 @@
 #include "runtime/core/Communicator.h"
 #include "runtime/core/Kernel.h"
 #ifdef DTC_HAVE_CUDA
-#include "runtime/cuda/CudaProbe.h"
+#include "runtime/cuda/CudaPlugin.h"
 #endif
 
 #include "llvm/ADT/STLExtras.h"
@@ -471,7 +471,7 @@ void describeDevice(const Target &target, Measurements &m) {
   m.device = cpuName();
 #ifdef DTC_HAVE_CUDA
   if (target.cuda()) {
-    ::dtc::cuda::ProbeResult probe = ::dtc::cuda::probe();
+    ::dtc::cuda::ProbeResult probe = target.backend.plugin->probe();
     int device = rt::launcherLocalRank().value_or(0) % probe.deviceCount;
     m.gpus = probe.deviceCount;
     m.device = probe.deviceNames.at(device);

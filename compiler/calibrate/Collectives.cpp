@@ -16,7 +16,7 @@
 #include "compiler/support/Error.h"
 #include "runtime/mpi/MpiCommunicator.h"
 #ifdef DTC_HAVE_CUDA
-#include "runtime/cuda/NcclCommunicator.h"
+#include "runtime/cuda/CudaPlugin.h"
 #endif
 
 #include "llvm/ADT/STLExtras.h"
@@ -54,12 +54,8 @@ std::vector<int64_t> messageBytes(bool cuda, bool quick) {
 llvm::Expected<std::unique_ptr<rt::Communicator>>
 createCommunicator(const RuntimeBackend &backend, const rt::Mesh &mesh) {
 #ifdef DTC_HAVE_CUDA
-  if (backend.cuda) {
-    auto nccl = rt::cuda::NcclCommunicator::createWithMpi(mesh);
-    if (!nccl)
-      return nccl.takeError();
-    return std::unique_ptr<rt::Communicator>(std::move(*nccl));
-  }
+  if (backend.cuda)
+    return backend.plugin->createNcclWithMpi(mesh, {});
 #endif
   auto mpi = rt::mpi::MpiCommunicator::create(mesh);
   if (!mpi)

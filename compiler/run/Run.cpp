@@ -14,9 +14,7 @@
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/mpi/MpiCommunicator.h"
 #ifdef DTC_HAVE_CUDA
-#include "runtime/cuda/CudaBackend.h"
-#include "runtime/cuda/CudaProbe.h"
-#include "runtime/cuda/NcclCommunicator.h"
+#include "runtime/cuda/CudaPlugin.h"
 #endif
 
 #include "llvm/ADT/ScopeExit.h"
@@ -1268,20 +1266,32 @@ llvm::Expected<RuntimeBackend> selectRuntimeBackend(llvm::StringRef name) {
   if (!name.empty() && name != "cpu" && name != "cuda")
     return badInput("--backend {0}: use cpu or cuda", name);
 #ifdef DTC_HAVE_CUDA
-  int devices = name == "cpu" ? 0 : ::dtc::cuda::probe().deviceCount;
-  if (name == "cuda" && devices == 0)
-    return badInput("--backend cuda: no GPU found; use --backend cpu");
-  if (devices > 0) {
-    int device = rt::launcherLocalRank().value_or(0) % devices;
-    if (llvm::Error e = rt::cuda::initialize(device))
-      return failure("--backend cuda: {0}", llvm::toString(std::move(e)));
-    static rt::KernelRegistry kernels = [] {
-      rt::KernelRegistry registry;
-      rt::cuda::registerCudaKernels(registry);
-      return registry;
-    }();
-    static rt::cuda::CudaMemory memory;
-    return RuntimeBackend{&kernels, &memory, true};
+  // Without --backend, a machine without NVIDIA's driver runs on the CPU
+  // without loading the CUDA module.
+  bool wantCuda =
+      name == "cuda" || (name.empty() && rt::cuda::nvidiaDriverPresent());
+  if (wantCuda) {
+    llvm::Expected<rt::cuda::CudaPlugin *> plugin = rt::cuda::loadCudaPlugin();
+    if (!plugin && name == "cuda")
+      return failure("--backend cuda: {0}", llvm::toString(plugin.takeError()));
+    int devices = 0;
+    if (plugin)
+      devices = (*plugin)->probe().deviceCount;
+    else
+      llvm::consumeError(plugin.takeError()); // automatic choice: the CPU
+    if (name == "cuda" && devices == 0)
+      return badInput("--backend cuda: no GPU found; use --backend cpu");
+    if (devices > 0) {
+      int device = rt::launcherLocalRank().value_or(0) % devices;
+      if (llvm::Error e = (*plugin)->initialize(device))
+        return failure("--backend cuda: {0}", llvm::toString(std::move(e)));
+      static rt::KernelRegistry kernels = [&] {
+        rt::KernelRegistry registry;
+        (*plugin)->registerKernels(registry);
+        return registry;
+      }();
+      return RuntimeBackend{&kernels, &(*plugin)->memory(), true, *plugin};
+    }
   }
 #else
   if (name == "cuda")
@@ -1375,8 +1385,8 @@ llvm::Error runMpiRank(const program::Program &p, const RunOptions &o,
   std::unique_ptr<rt::Communicator> communicator;
 #ifdef DTC_HAVE_CUDA
   if (backend->cuda) {
-    auto nccl = rt::cuda::NcclCommunicator::createWithMpi(
-        *mesh, pointToPointAxes(p, *mesh));
+    auto nccl =
+        backend->plugin->createNcclWithMpi(*mesh, pointToPointAxes(p, *mesh));
     if (!nccl)
       return failure("{0}", llvm::toString(nccl.takeError()));
     communicator = std::move(*nccl);

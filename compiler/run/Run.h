@@ -68,6 +68,9 @@ runtime::Tensor toRuntimeTensor(const onnx::HostTensor &host,
 
 namespace runtime {
 class KernelRegistry;
+namespace cuda {
+class CudaPlugin;
+} // namespace cuda
 } // namespace runtime
 
 /// The kernels and memory a rank runs on.
@@ -75,6 +78,8 @@ struct RuntimeBackend {
   const runtime::KernelRegistry *kernels = nullptr;
   runtime::MemorySpace *memory = nullptr;
   bool cuda = false;
+  /// The loaded CUDA backend (runtime/cuda/CudaPlugin.h) when `cuda`.
+  runtime::cuda::CudaPlugin *plugin = nullptr;
 };
 
 /// `--backend`: cpu, cuda, or (empty) cuda where this dtc has the CUDA
