@@ -749,14 +749,7 @@ Results Evaluator::constantOfShape() {
     value = std::move(*decoded);
   }
   // Filled in one pass: causal masks are [seq, seq] of these.
-  HostTensor out;
-  out.dataType = value.dataType;
-  out.shape.assign(shape.begin(), shape.end());
-  if (out.isFloat())
-    out.floats.assign(out.size(), value.floats[0]);
-  else
-    out.ints.assign(out.size(), value.ints[0]);
-  return one(std::move(out));
+  return one(HostTensor::filled(value, shape));
 }
 
 Results Evaluator::trilu() {
@@ -767,7 +760,7 @@ Results Evaluator::trilu() {
     return fail("k must be a scalar"); // getInt(0) read past an empty k
   int64_t k = in(1) ? in(1)->getInt(0) : 0;
   bool upper = getIntAttr(node, "upper", 1) != 0;
-  HostTensor out = x;
+  HostTensor out = HostTensor::copyOf(x);
   int64_t rows = x.shape[x.rank() - 2], cols = x.shape.back();
   // Row by row: the zeroed part of row r is the columns before r + k
   // (upper) or after it (lower).

@@ -14,6 +14,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
+#include <sys/mman.h>
 
 using namespace dtc::onnx;
 
@@ -180,15 +181,69 @@ void HostTensor::setInt(int64_t i, int64_t value) {
     ints[i] = wrapToType(value, dataType);
 }
 
+namespace {
+template <typename T> void reserveLarge(std::vector<T> &v, size_t n) {
+  v.reserve(n);
+  constexpr uintptr_t kHugePage = uintptr_t(2) << 20;
+  if (n * sizeof(T) < 4 * kHugePage)
+    return;
+  auto address = reinterpret_cast<uintptr_t>(v.data());
+  uintptr_t begin = (address + kHugePage - 1) & ~(kHugePage - 1);
+  uintptr_t end = (address + n * sizeof(T)) & ~(kHugePage - 1);
+  // Advice only: where the kernel declines, the pages stay small.
+  if (end > begin)
+    (void)madvise(reinterpret_cast<void *>(begin), end - begin, MADV_HUGEPAGE);
+}
+} // namespace
+
+void dtc::onnx::reserveElements(std::vector<double> &v, size_t n) {
+  reserveLarge(v, n);
+}
+void dtc::onnx::reserveElements(std::vector<int64_t> &v, size_t n) {
+  reserveLarge(v, n);
+}
+void dtc::onnx::reserveElements(std::vector<float> &v, size_t n) {
+  reserveLarge(v, n);
+}
+
 HostTensor HostTensor::zeros(int32_t dataType, llvm::ArrayRef<int64_t> shape) {
   HostTensor t;
   t.dataType = dataType;
   t.shape.assign(shape.begin(), shape.end());
-  if (t.isFloat())
+  if (t.isFloat()) {
+    reserveElements(t.floats, t.size());
     t.floats.assign(t.size(), 0.0);
-  else
+  } else {
+    reserveElements(t.ints, t.size());
     t.ints.assign(t.size(), 0);
+  }
   return t;
+}
+
+HostTensor HostTensor::filled(const HostTensor &value,
+                              llvm::ArrayRef<int64_t> shape) {
+  HostTensor t;
+  t.dataType = value.dataType;
+  t.shape.assign(shape.begin(), shape.end());
+  if (t.isFloat()) {
+    reserveElements(t.floats, t.size());
+    t.floats.assign(t.size(), value.floats[0]);
+  } else {
+    reserveElements(t.ints, t.size());
+    t.ints.assign(t.size(), value.ints[0]);
+  }
+  return t;
+}
+
+HostTensor HostTensor::copyOf(const HostTensor &t) {
+  HostTensor out;
+  out.dataType = t.dataType;
+  out.shape = t.shape;
+  reserveElements(out.floats, t.floats.size());
+  out.floats.assign(t.floats.begin(), t.floats.end());
+  reserveElements(out.ints, t.ints.size());
+  out.ints.assign(t.ints.begin(), t.ints.end());
+  return out;
 }
 
 HostTensor HostTensor::fromInts(llvm::ArrayRef<int64_t> values,
@@ -471,7 +526,9 @@ mlir::DenseElementsAttr dtc::onnx::toElementsAttr(const HostTensor &t,
   // Typed buffers for the common types: building APFloats per element is
   // the bottleneck for large masks.
   if (elementType.isF32() && !splat) {
-    std::vector<float> values(t.floats.begin(), t.floats.end());
+    std::vector<float> values;
+    reserveElements(values, n);
+    values.assign(t.floats.begin(), t.floats.end());
     return mlir::DenseElementsAttr::get(type, llvm::ArrayRef<float>(values));
   }
   if (elementType.isF64() && !splat)

@@ -67,6 +67,15 @@ int64_t numElements(llvm::ArrayRef<int64_t> shape);
 /// "[2x16x64]" for messages.
 std::string shapeString(llvm::ArrayRef<int64_t> shape);
 
+/// Reserves room for `n` elements in `v`, still empty, before anything is
+/// written: large buffers are backed by transparent huge pages where the
+/// kernel gives them on request. Host-evaluated masks are [seq, seq]: at
+/// 4096 that is 128 MB of doubles, 32k page faults of 4 KiB or 64 of 2 MiB,
+/// most of what importing a long-context model costs.
+void reserveElements(std::vector<double> &v, size_t n);
+void reserveElements(std::vector<int64_t> &v, size_t n);
+void reserveElements(std::vector<float> &v, size_t n);
+
 struct HostTensor {
   int32_t dataType = kUndefined;
   llvm::SmallVector<int64_t, 4> shape;
@@ -90,6 +99,11 @@ struct HostTensor {
 
   /// A zero-filled tensor.
   static HostTensor zeros(int32_t dataType, llvm::ArrayRef<int64_t> shape);
+  /// `value`'s element in every position of `shape` (value has one).
+  static HostTensor filled(const HostTensor &value,
+                           llvm::ArrayRef<int64_t> shape);
+  /// A copy of `t` whose storage is reserved as reserveElements does.
+  static HostTensor copyOf(const HostTensor &t);
   /// An int64 tensor of `values`; `shape` defaults to [values.size()].
   static HostTensor
   fromInts(llvm::ArrayRef<int64_t> values,
