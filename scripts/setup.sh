@@ -14,6 +14,7 @@ packages=(
   # Command line, tests, runtime libraries
   libcli11-dev libgtest-dev libopenblas-dev openmpi-bin libopenmpi-dev
   libssl-dev  # SHA-256 of checkpoint chunks
+  libmimalloc-dev  # dtc's allocator (docs/architecture.md)
   python3 python3-venv python3-pip
   chromium  # headless, for the plan report test (test/cli/check_report.py)
 )
