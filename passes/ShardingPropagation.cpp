@@ -25,6 +25,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
 #include <charconv>
@@ -46,11 +47,40 @@ namespace {
 
 using MeshAxis = DeviceMesh::Axis;
 
+/// The most mesh axes the pass handles.
+constexpr size_t kMaxAxes = 8;
+
+/// One value per mesh axis, stored inline: states copy millions of
+/// shardings, so a sharding is trivially copyable.
+template <typename T> class PerAxis {
+public:
+  size_t size() const { return count; }
+  T &operator[](size_t a) { return values[a]; }
+  const T &operator[](size_t a) const { return values[a]; }
+  T *begin() { return values; }
+  T *end() { return values + count; }
+  const T *begin() const { return values; }
+  const T *end() const { return values + count; }
+  void assign(size_t n, T value) {
+    assert(n <= kMaxAxes && "more mesh axes than the pass handles");
+    count = static_cast<uint8_t>(n);
+    std::fill(values, values + n, value);
+  }
+  bool operator==(const PerAxis &o) const {
+    return count == o.count && std::equal(begin(), end(), o.begin());
+  }
+  bool operator!=(const PerAxis &o) const { return !(*this == o); }
+
+private:
+  T values[kMaxAxes] = {};
+  uint8_t count = 0;
+};
+
 /// A value's sharding, per mesh axis: the dim it splits (-1: none) and the
 /// interleave block of that dim (0: the whole dim); partial: bit per axis.
 struct Sh {
-  SmallVector<int8_t, 4> dim;
-  SmallVector<int64_t, 4> block;
+  PerAxis<int8_t> dim;
+  PerAxis<int64_t> block;
   uint32_t partial = 0;
 
   static Sh replicated(size_t numAxes) {
@@ -70,7 +100,8 @@ struct Sh {
     s.partial = 0;
     return s;
   }
-  void appendKey(std::string &key) const {
+  /// `Key`: std::string, or a SmallString where the key is temporary.
+  template <typename Key> void appendKey(Key &key) const {
     for (auto [d, b] : llvm::zip(dim, block)) {
       appendDecimal(key, d);
       key += ':';
@@ -83,7 +114,7 @@ struct Sh {
   }
   /// std::to_string's digits without its temporary: keys are built for
   /// every choice of every state of every op.
-  static void appendDecimal(std::string &key, int64_t value) {
+  template <typename Key> static void appendDecimal(Key &key, int64_t value) {
     char digits[24];
     char *end = std::to_chars(digits, digits + sizeof(digits), value).ptr;
     key.append(digits, end);
@@ -129,10 +160,11 @@ size_t foldLiveHash(size_t hash, const std::pair<unsigned, Sh> &entry) {
 /// Whether `a`'s text key precedes `b`'s, the key being "id=dim:block,...
 /// p<partial>;" per live value: what orders states of equal cost. The
 /// first differing value decides (';' ends each value's text and appears
-/// nowhere else in it), so only those two are spelled out.
+/// nowhere else in it), so only those two are spelled out, on the stack:
+/// ties are common (millions of comparisons for a 70B model).
 bool liveKeyLess(const LiveShardings &a, const LiveShardings &b) {
   auto text = [](const std::pair<unsigned, Sh> &entry) {
-    std::string key;
+    llvm::SmallString<96> key;
     Sh::appendDecimal(key, entry.first);
     key += '=';
     entry.second.appendKey(key);
@@ -140,7 +172,7 @@ bool liveKeyLess(const LiveShardings &a, const LiveShardings &b) {
   };
   for (size_t i = 0, e = std::min(a.size(), b.size()); i < e; ++i)
     if (a[i] != b[i])
-      return text(a[i]) < text(b[i]);
+      return text(a[i]).str() < text(b[i]).str();
   return a.size() < b.size();
 }
 
@@ -1247,8 +1279,10 @@ struct DtcPropagateShardingPass
       return signalPassFailure();
     }
     SmallVector<MeshAxis> axes(parsed->axes.begin(), parsed->axes.end());
-    if (axes.size() > 16) {
-      root->emitError("at most 16 mesh axes are supported");
+    if (axes.size() > kMaxAxes) {
+      root->emitError(llvm::formatv("at most {0} mesh axes are supported",
+                                    kMaxAxes)
+                          .str());
       return signalPassFailure();
     }
     SmallVector<FunctionOpInterface> funcs;
