@@ -228,6 +228,7 @@ inline bool forEachNodeTest(llvm::function_ref<void(const NodeTest &)> fn) {
         {"IsInf", 10},
         {"Clip", 11},
         {"Where", 9}};
+    std::string temporary; // the rewritten model, removed after the test
     bool restamped = false;
     if (auto it = unchangedSince.find(t.opType); it != unchangedSince.end())
       for (auto &opset : *t.model.mutable_opset_import())
@@ -245,6 +246,7 @@ inline bool forEachNodeTest(llvm::function_ref<void(const NodeTest &)> fn) {
         std::ofstream out(path.c_str(), std::ios::binary);
         t.model.SerializeToOstream(&out);
         t.modelPath = path.str().str();
+        temporary = t.modelPath;
       }
     }
     // Known differences, not bugs: the bfloat16 test data was made by
@@ -255,6 +257,8 @@ inline bool forEachNodeTest(llvm::function_ref<void(const NodeTest &)> fn) {
     else if (t.name == "test_gather_negative_indices")
       t.skipReason = "negative run-time gather indices";
     fn(t);
+    if (!temporary.empty())
+      llvm::sys::fs::remove(temporary);
   }
   return true;
 }
