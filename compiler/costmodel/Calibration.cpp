@@ -88,7 +88,7 @@ llvm::Expected<CsvTable> dtc::readCsv(llvm::StringRef path) {
 }
 
 /// A number from a cell, ignoring the trailing `?` of uncertain cells.
-static bool number(llvm::StringRef cell, double &out) {
+bool dtc::parseCsvNumber(llvm::StringRef cell, double &out) {
   cell = cell.trim().rtrim('?');
   return !cell.empty() && !cell.getAsDouble(out);
 }
@@ -186,7 +186,7 @@ dtc::loadCalibrationRuns(llvm::StringRef dataDir) {
       plan.vpp = it->second.vpp;
       plan.overlapGradReduce = it->second.overlap;
       plan.overlapTpComm = false;
-      if (!number(cell("tflops_per_gpu"), run.measuredHwTflops))
+      if (!parseCsvNumber(cell("tflops_per_gpu"), run.measuredHwTflops))
         return badInput("{0}: {1} has no tflops_per_gpu", runsPath, run.model);
     } else {
       // Only rows that state a step time can be checked.
@@ -196,7 +196,7 @@ dtc::loadCalibrationRuns(llvm::StringRef dataDir) {
         continue;
       llvm::StringRef value =
           notes.drop_front(at + strlen("step_time_s=")).split(';').first;
-      if (!number(value, run.measuredStepTimeS))
+      if (!parseCsvNumber(value, run.measuredStepTimeS))
         return badInput("{0}: {1}: malformed step_time_s", runsPath, run.model);
       if (!integer(cell("micro_batch"), plan.microBatch))
         return badInput("{0}: {1} has no micro_batch", runsPath, run.model);
@@ -278,7 +278,7 @@ dtc::loadCorpusRuns(llvm::StringRef dataDir,
       run.source = ("MLPerf Training " + label.split(' ').first).str();
     else
       run.source = label.split(' ').first.str();
-    if (!number(cell("step_time_s"), run.measuredStepTimeS)) {
+    if (!parseCsvNumber(cell("step_time_s"), run.measuredStepTimeS)) {
       skip("no step time");
       continue;
     }

@@ -55,6 +55,10 @@ struct CsvTable {
 /// span lines); a bad-input error names the file.
 llvm::Expected<CsvTable> readCsv(llvm::StringRef path);
 
+/// A CSV cell as a number: false when empty or not one. A trailing '?'
+/// (a value the source marks uncertain) is dropped.
+bool parseCsvNumber(llvm::StringRef cell, double &out);
+
 /// The SC'21 Table 1 rows and the MLSys'23 rows that state a step time.
 llvm::Expected<std::vector<CalibrationRun>>
 loadCalibrationRuns(llvm::StringRef dataDir);

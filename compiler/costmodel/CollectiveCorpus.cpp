@@ -55,10 +55,6 @@ double busFactor(Collective kind, int64_t n) {
   return 1;
 }
 
-bool number(llvm::StringRef cell, double &out) {
-  return !cell.empty() && !cell.getAsDouble(out);
-}
-
 } // namespace
 
 llvm::Expected<std::vector<CollectiveRun>>
@@ -75,9 +71,9 @@ dtc::loadCollectiveRuns(llvm::StringRef dataDir,
     SystemLinks l;
     l.preset = systems->cell(row, "preset").str();
     double domain = 0;
-    if (!number(systems->cell(row, "gpus_per_domain"), domain) ||
-        !number(systems->cell(row, "nvlink_gbytes_per_s"), l.nvlinkGBps) ||
-        !number(systems->cell(row, "scaleout_gbytes_per_s"), l.scaleOutGBps))
+    if (!parseCsvNumber(systems->cell(row, "gpus_per_domain"), domain) ||
+        !parseCsvNumber(systems->cell(row, "nvlink_gbytes_per_s"), l.nvlinkGBps) ||
+        !parseCsvNumber(systems->cell(row, "scaleout_gbytes_per_s"), l.scaleOutGBps))
       return badInput("{0}: '{1}': malformed link figures", systemsPath,
                       systems->cell(row, "gpu_system"));
     l.gpusPerDomain = static_cast<int64_t>(domain);
@@ -110,9 +106,9 @@ dtc::loadCollectiveRuns(llvm::StringRef dataDir,
     }
     std::optional<Collective> kind = collectiveOf(cell("collective"));
     double ranks = 0, nodes = 0, bytes = 0, latencyUs = 0, busGBps = 0;
-    if (!kind || !number(cell("ranks"), ranks) ||
-        !number(cell("nodes"), nodes) ||
-        !number(cell("message_bytes"), bytes) || ranks < 1 || nodes < 1) {
+    if (!kind || !parseCsvNumber(cell("ranks"), ranks) ||
+        !parseCsvNumber(cell("nodes"), nodes) ||
+        !parseCsvNumber(cell("message_bytes"), bytes) || ranks < 1 || nodes < 1) {
       skip("malformed collective, ranks, nodes or size");
       continue;
     }
@@ -121,9 +117,9 @@ dtc::loadCollectiveRuns(llvm::StringRef dataDir,
     run.ranks = static_cast<int64_t>(ranks);
     run.nodes = static_cast<int64_t>(nodes);
     run.bytes = bytes;
-    if (number(cell("latency_us"), latencyUs) && latencyUs > 0)
+    if (parseCsvNumber(cell("latency_us"), latencyUs) && latencyUs > 0)
       run.measuredSeconds = latencyUs * 1e-6;
-    else if (number(cell("busbw_GBps"), busGBps) && busGBps > 0)
+    else if (parseCsvNumber(cell("busbw_GBps"), busGBps) && busGBps > 0)
       run.measuredSeconds =
           bytes * busFactor(*kind, run.ranks) / (busGBps * 1e9);
     else {
