@@ -72,8 +72,10 @@ dtc::loadCollectiveRuns(llvm::StringRef dataDir,
     l.preset = systems->cell(row, "preset").str();
     double domain = 0;
     if (!parseCsvNumber(systems->cell(row, "gpus_per_domain"), domain) ||
-        !parseCsvNumber(systems->cell(row, "nvlink_gbytes_per_s"), l.nvlinkGBps) ||
-        !parseCsvNumber(systems->cell(row, "scaleout_gbytes_per_s"), l.scaleOutGBps))
+        !parseCsvNumber(systems->cell(row, "nvlink_gbytes_per_s"),
+                        l.nvlinkGBps) ||
+        !parseCsvNumber(systems->cell(row, "scaleout_gbytes_per_s"),
+                        l.scaleOutGBps))
       return badInput("{0}: '{1}': malformed link figures", systemsPath,
                       systems->cell(row, "gpu_system"));
     l.gpusPerDomain = static_cast<int64_t>(domain);
@@ -108,7 +110,8 @@ dtc::loadCollectiveRuns(llvm::StringRef dataDir,
     double ranks = 0, nodes = 0, bytes = 0, latencyUs = 0, busGBps = 0;
     if (!kind || !parseCsvNumber(cell("ranks"), ranks) ||
         !parseCsvNumber(cell("nodes"), nodes) ||
-        !parseCsvNumber(cell("message_bytes"), bytes) || ranks < 1 || nodes < 1) {
+        !parseCsvNumber(cell("message_bytes"), bytes) || ranks < 1 ||
+        nodes < 1) {
       skip("malformed collective, ranks, nodes or size");
       continue;
     }
