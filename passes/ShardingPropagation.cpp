@@ -1280,9 +1280,8 @@ struct DtcPropagateShardingPass
     }
     SmallVector<MeshAxis> axes(parsed->axes.begin(), parsed->axes.end());
     if (axes.size() > kMaxAxes) {
-      root->emitError(llvm::formatv("at most {0} mesh axes are supported",
-                                    kMaxAxes)
-                          .str());
+      root->emitError(
+          llvm::formatv("at most {0} mesh axes are supported", kMaxAxes).str());
       return signalPassFailure();
     }
     SmallVector<FunctionOpInterface> funcs;
