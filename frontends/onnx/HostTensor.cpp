@@ -206,33 +206,30 @@ void dtc::onnx::reserveElements(std::vector<float> &v, size_t n) {
   reserveLarge(v, n);
 }
 
-HostTensor HostTensor::zeros(int32_t dataType, llvm::ArrayRef<int64_t> shape) {
+/// A tensor of `shape` holding `f` (floating-point types) or `i`.
+static HostTensor filledWith(int32_t dataType, llvm::ArrayRef<int64_t> shape,
+                             double f, int64_t i) {
   HostTensor t;
   t.dataType = dataType;
   t.shape.assign(shape.begin(), shape.end());
   if (t.isFloat()) {
     reserveElements(t.floats, t.size());
-    t.floats.assign(t.size(), 0.0);
+    t.floats.assign(t.size(), f);
   } else {
     reserveElements(t.ints, t.size());
-    t.ints.assign(t.size(), 0);
+    t.ints.assign(t.size(), i);
   }
   return t;
 }
 
+HostTensor HostTensor::zeros(int32_t dataType, llvm::ArrayRef<int64_t> shape) {
+  return filledWith(dataType, shape, 0.0, 0);
+}
+
 HostTensor HostTensor::filled(const HostTensor &value,
                               llvm::ArrayRef<int64_t> shape) {
-  HostTensor t;
-  t.dataType = value.dataType;
-  t.shape.assign(shape.begin(), shape.end());
-  if (t.isFloat()) {
-    reserveElements(t.floats, t.size());
-    t.floats.assign(t.size(), value.floats[0]);
-  } else {
-    reserveElements(t.ints, t.size());
-    t.ints.assign(t.size(), value.ints[0]);
-  }
-  return t;
+  return value.isFloat() ? filledWith(value.dataType, shape, value.floats[0], 0)
+                         : filledWith(value.dataType, shape, 0, value.ints[0]);
 }
 
 HostTensor HostTensor::copyOf(const HostTensor &t) {

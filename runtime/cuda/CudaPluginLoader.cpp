@@ -1,7 +1,7 @@
 //===- CudaPluginLoader.cpp - Opens the CUDA backend module ---------------===//
 //
-// Host code only: built whether or not the toolkit is, so that a dtc
-// without the module says so in one line.
+// Host code only (no CUDA headers), built with the CUDA backend: it finds
+// the module, opens it and says in one line why it cannot.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,10 +19,10 @@ namespace {
 
 /// Where to look, in order.
 std::vector<std::string> candidatePaths() {
-  std::vector<std::string> paths;
   if (std::optional<std::string> env =
           llvm::sys::Process::GetEnv("DTC_CUDA_PLUGIN"))
     return {*env};
+  std::vector<std::string> paths;
   static int anchor;
   std::string exe = llvm::sys::fs::getMainExecutable(nullptr, &anchor);
   if (!exe.empty()) {
