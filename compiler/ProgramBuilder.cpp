@@ -8,6 +8,7 @@
 #include "dialects/dtc/DtcAttrs.h"
 #include "passes/Passes.h"
 #include "runtime/core/Communicator.h"
+#include "runtime/core/PipelineSchedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
@@ -227,6 +228,38 @@ void printProgram(const program::Program &p, llvm::raw_ostream &os) {
       for (const program::Argument &a : f.arguments())
         os << "    arg " << valueText(f, a.value()) << " feed " << a.feed()
            << (a.name().empty() ? "" : " \"" + a.name() + "\"") << "\n";
+      if (f.has_pipeline()) {
+        // The schedule the executor runs instead of instructions.
+        const program::Pipeline &p = f.pipeline();
+        os << "    pipeline " << p.schedule() << " stage " << p.stage()
+           << " of " << p.stages() << ", " << std::max(1, p.virtual_stages())
+           << " chunk(s) per stage, " << p.micro_batches()
+           << " micro-batches, over " << p.axis()
+           << (p.overlap() ? ", overlapped" : "") << ", loss " << p.loss()
+           << "\n";
+        for (auto [k, chunk] : llvm::enumerate(p.chunks()))
+          os << "      chunk "
+             << static_cast<int64_t>(k) * p.stages() + p.stage() << ": forward "
+             << (chunk.forward().empty() ? "-" : chunk.forward())
+             << ", backward " << chunk.backward() << ", data ["
+             << llvm::join(llvm::map_range(
+                               chunk.data(),
+                               [](int32_t i) { return std::to_string(i); }),
+                           ", ")
+             << "]\n";
+        // The passes in the order the executor runs them (for the
+        // compiled micro-batches; docs/runtime.md's notation).
+        runtime::PipelineShape shape;
+        shape.schedule = p.schedule();
+        shape.stages = p.stages();
+        shape.virtualStages = std::max(1, p.virtual_stages());
+        shape.microBatches = p.micro_batches();
+        os << "      order";
+        for (const runtime::PipelinePass &pass :
+             runtime::pipelinePasses(shape, p.stage()))
+          os << " " << runtime::passName(shape, p.stage(), pass);
+        os << "\n";
+      }
       for (const program::Instruction &inst : f.instructions()) {
         os << "    ";
         for (auto [i, id] : llvm::enumerate(inst.outputs()))

@@ -53,6 +53,11 @@ struct FunctionSummary {
   std::vector<CollectiveSummary> collectiveGroups; ///< By kind, then axes.
   std::vector<TransferSummary> transferGroups;     ///< By kind, axis, offset.
   int64_t arenaBytes = 0, liveBytesPeak = 0, temporariesBytes = 0;
+  /// A pipeline step: its schedule ("1f1b over 4 micro-batches, stage 1 of
+  /// 2") and its passes per step; the counts above are then those of one
+  /// step as the schedule runs it (chunk functions, transfers, loss).
+  std::string schedule;
+  int64_t passes = 0;
 };
 
 struct RoleSummary {

@@ -17,6 +17,7 @@
 #include "compiler/costmodel/KernelWork.h"
 #include "compiler/support/Error.h"
 
+#include "runtime/core/PipelineSchedule.h"
 #include "runtime/core/Shard.h"
 #include "runtime/core/Tensor.h"
 
@@ -28,6 +29,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -201,6 +203,173 @@ std::vector<FunctionCall> dtc::stepCalls(const program::Program &program) {
   return calls;
 }
 
+llvm::Expected<ExpandedStep>
+dtc::expandPipelineStep(const program::RankProgram &rank,
+                        const program::Function &step, int64_t microBatches) {
+  const program::Pipeline &p = step.pipeline();
+  runtime::PipelineShape shape;
+  shape.schedule = p.schedule();
+  shape.stages = p.stages();
+  shape.virtualStages = std::max(1, p.virtual_stages());
+  shape.microBatches = microBatches;
+  auto actions = runtime::pipelineActions(shape, p.overlap());
+  if (!actions)
+    return badInput("program.pb: {0}: {1}", step.name(),
+                    llvm::toString(actions.takeError()));
+  if (p.stage() < 0 || p.stage() >= static_cast<int>(actions->size()) ||
+      p.chunks_size() != shape.virtualStages)
+    return badInput("program.pb: {0}: stage {1} of {2} with {3} chunks",
+                    step.name(), p.stage(), p.stages(), p.chunks_size());
+  auto lookup = [&](const std::string &name) -> const program::Function * {
+    for (const program::Function &f : rank.functions())
+      if (f.name() == name && !f.has_pipeline())
+        return &f;
+    return nullptr;
+  };
+
+  ExpandedStep out;
+  program::Function &fn = out.function;
+  fn.set_name(step.name());
+  int32_t nextValue = 0;
+  int64_t nextRequest = 0;
+  llvm::StringMap<int64_t> runs;
+  // Appends `source`'s instructions, its ids moved past those used so far.
+  auto append = [&](const program::Function &source) {
+    int32_t valueBase = nextValue, maxValue = -1;
+    for (const program::Value &v : source.values()) {
+      program::Value *copy = fn.add_values();
+      *copy = v;
+      copy->set_id(v.id() + valueBase);
+      maxValue = std::max(maxValue, v.id());
+    }
+    nextValue += maxValue + 1;
+    int64_t requestBase = nextRequest, maxRequest = -1;
+    int64_t call = runs[source.name()]++;
+    for (auto [index, inst] : llvm::enumerate(source.instructions())) {
+      program::Instruction *copy = fn.add_instructions();
+      *copy = inst;
+      for (int i = 0; i < copy->inputs_size(); ++i)
+        copy->set_inputs(i, copy->inputs(i) + valueBase);
+      for (int i = 0; i < copy->outputs_size(); ++i)
+        copy->set_outputs(i, copy->outputs(i) + valueBase);
+      if (auto request = copy->mutable_attrs()->find("request");
+          request != copy->mutable_attrs()->end()) {
+        maxRequest = std::max(maxRequest, request->second.i());
+        request->second.set_i(request->second.i() + requestBase);
+      }
+      out.origins.push_back({&source, static_cast<int64_t>(index), call});
+    }
+    nextRequest += maxRequest + 1;
+  };
+  // The tensor a message carries, as the executor sizes it.
+  auto messageType = [&](const runtime::PipelineMessage &m)
+      -> llvm::Expected<program::TensorType> {
+    const program::PipelineChunk &chunk = p.chunks(m.chunk / shape.stages);
+    bool last = m.chunk == shape.chunks() - 1;
+    const program::Function *reader =
+        lookup(m.kind == runtime::PipelineMessage::Activation && !last
+                   ? chunk.forward()
+                   : chunk.backward());
+    if (!reader || reader->arguments_size() == 0)
+      return badInput("program.pb: {0}: model chunk {1} lacks its pass "
+                      "functions",
+                      step.name(), m.chunk);
+    int32_t id = m.kind == runtime::PipelineMessage::Activation
+                     ? reader->arguments(0).value()
+                     : reader->arguments(reader->arguments_size() - 1).value();
+    for (const program::Value &v : reader->values())
+      if (v.id() == id)
+        return v.type();
+    return badInput("program.pb: {0}: no value {1}", reader->name(), id);
+  };
+  auto transfer = [&](llvm::StringRef op, const program::TensorType &type,
+                      int64_t peer) {
+    program::Value *value = fn.add_values();
+    value->set_id(nextValue++);
+    *value->mutable_type() = type;
+    program::Instruction *inst = fn.add_instructions();
+    inst->set_op(op.str());
+    (op == "dtc.send_start" ? inst->add_inputs(value->id())
+                            : inst->add_outputs(value->id()));
+    auto &attrs = *inst->mutable_attrs();
+    attrs["mesh_axes"].mutable_strings()->add_values(p.axis());
+    attrs["peer_offset"].set_i(peer);
+    attrs["request"].set_i(nextRequest);
+    out.origins.push_back({});
+    return nextRequest++;
+  };
+  auto wait = [&](int64_t request) {
+    program::Instruction *inst = fn.add_instructions();
+    inst->set_op("dtc.wait");
+    (*inst->mutable_attrs())["request"].set_i(request);
+    out.origins.push_back({});
+  };
+
+  // What the previous pass left to send: its results that write no
+  // variable (after the loss on the last chunk), in order.
+  std::vector<program::TensorType> outgoing;
+  std::map<runtime::PipelineMessage, int64_t> receiving;
+  std::vector<int64_t> sending;
+  for (const runtime::PipelineAction &a : (*actions)[p.stage()]) {
+    switch (a.kind) {
+    case runtime::PipelineAction::PostReceive: {
+      auto type = messageType(a.message);
+      if (!type)
+        return type.takeError();
+      receiving[a.message] = transfer("dtc.recv_start", *type, a.peer);
+      break;
+    }
+    case runtime::PipelineAction::Send:
+      if (outgoing.empty())
+        return badInput("program.pb: {0}: a send has nothing to send",
+                        step.name());
+      sending.push_back(transfer("dtc.send_start", outgoing.front(), a.peer));
+      outgoing.erase(outgoing.begin());
+      break;
+    case runtime::PipelineAction::WaitReceive:
+      wait(receiving.at(a.message));
+      break;
+    case runtime::PipelineAction::WaitSends:
+      for (int64_t request : sending)
+        wait(request);
+      sending.clear();
+      break;
+    case runtime::PipelineAction::Forward:
+    case runtime::PipelineAction::Backward: {
+      const program::PipelineChunk &chunk = p.chunks(a.chunk);
+      bool last = shape.modelChunk(p.stage(), a.chunk) == shape.chunks() - 1;
+      const program::Function *pass =
+          lookup(a.kind == runtime::PipelineAction::Forward && !last
+                     ? chunk.forward()
+                     : chunk.backward());
+      if (!pass)
+        return badInput("program.pb: {0}: local chunk {1} lacks its pass "
+                        "functions",
+                        step.name(), a.chunk);
+      append(*pass);
+      outgoing.clear();
+      for (const program::Result &r : pass->results())
+        if (r.state().empty())
+          for (const program::Value &v : pass->values())
+            if (v.id() == r.value())
+              outgoing.push_back(v.type());
+      if (a.kind == runtime::PipelineAction::Backward && last &&
+          !outgoing.empty())
+        outgoing.erase(outgoing.begin()); // the loss stays
+      else if (a.kind == runtime::PipelineAction::Forward)
+        outgoing.resize(std::min<size_t>(outgoing.size(), 1)); // kept: stay
+      break;
+    }
+    }
+  }
+  const program::Function *loss = lookup(p.loss());
+  if (!loss)
+    return badInput("program.pb: {0}: no loss function '{1}'", step.name(),
+                    p.loss());
+  append(*loss);
+  return out;
+}
+
 namespace {
 
 /// A posted collective or transfer while the step is replayed.
@@ -221,6 +390,8 @@ struct RankState {
   const program::RankProgram *program = nullptr;
   std::vector<const program::Function *> functions; ///< One per call.
   std::vector<std::vector<InstructionCost>> costs;  ///< Per call.
+  /// Per call: null, or the origins of an expanded pipeline step.
+  std::vector<const std::vector<InstructionOrigin> *> origins;
   size_t callIndex = 0, pc = 0;
   double now = 0, trackFree = 0;
   std::map<int64_t, size_t> requests;    ///< Of the current call.
@@ -240,6 +411,12 @@ dtc::predictStep(const program::Program &program, llvm::ArrayRef<int64_t> ranks,
   std::set<int64_t> replayed(ranks.begin(), ranks.end());
   // Prices are per function, shared by every call and rank that runs it.
   std::map<const program::Function *, std::vector<InstructionCost>> priced;
+  // Pipeline steps written out for replay, per rank (stable addresses).
+  std::deque<ExpandedStep> expanded;
+  const int64_t microBatches =
+      program.mode() == "infer"
+          ? 1
+          : std::max<int64_t>(1, program.training().micro_batches_per_call());
   for (auto [i, rank] : llvm::enumerate(ranks)) {
     RankState &state = states[i];
     state.rank = rank;
@@ -255,6 +432,15 @@ dtc::predictStep(const program::Program &program, llvm::ArrayRef<int64_t> ranks,
       if (!fn)
         return badInput("program.pb: rank {0} has no function '{1}'", rank,
                         call.function);
+      const std::vector<InstructionOrigin> *origins = nullptr;
+      if (fn->has_pipeline()) {
+        auto step = expandPipelineStep(*state.program, *fn, microBatches);
+        if (!step)
+          return step.takeError();
+        expanded.push_back(std::move(*step));
+        fn = &expanded.back().function;
+        origins = &expanded.back().origins;
+      }
       auto it = priced.find(fn);
       if (it == priced.end()) {
         ValueTable values(*fn);
@@ -270,6 +456,7 @@ dtc::predictStep(const program::Program &program, llvm::ArrayRef<int64_t> ranks,
       }
       state.functions.push_back(fn);
       state.costs.push_back(it->second);
+      state.origins.push_back(origins);
     }
   }
   // The cache holds kernels only; every call pays the overhead.
@@ -376,6 +563,17 @@ dtc::predictStep(const program::Program &program, llvm::ArrayRef<int64_t> ranks,
           event.function = fn.name();
           event.index = static_cast<int64_t>(s.pc);
           event.call = calls[s.callIndex].call;
+          if (const auto *origins = s.origins[s.callIndex]) {
+            // A pipeline pass's instruction is its chunk function's; a
+            // transfer the schedule adds has no instruction (index -1).
+            const InstructionOrigin &from = (*origins)[s.pc];
+            event.index = -1;
+            if (from.function) {
+              event.function = from.function->name();
+              event.index = from.index;
+              event.call = from.call;
+            }
+          }
           event.op = inst.op();
           event.loc = inst.loc();
           event.start = s.now;

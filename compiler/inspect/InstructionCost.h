@@ -77,6 +77,30 @@ struct FunctionCall {
 /// set), then `apply`; inference runs its function once.
 std::vector<FunctionCall> stepCalls(const program::Program &program);
 
+/// Where an instruction of an expanded pipeline step comes from: a chunk
+/// function's instruction and its run within the step, or (null) a
+/// transfer between stages that the schedule adds.
+struct InstructionOrigin {
+  const program::Function *function = nullptr;
+  int64_t index = 0, call = 0;
+};
+
+/// A pipeline step (Function.pipeline) written out as one function.
+struct ExpandedStep {
+  program::Function function;
+  std::vector<InstructionOrigin> origins; ///< One per instruction.
+};
+
+/// The schedule of pipeline step `step` of `rank` for `microBatches`
+/// (runtime/core/PipelineSchedule.h), as the executor runs it
+/// (ExecutorPipeline.cpp): per pass, its chunk function's instructions
+/// (value and request ids renumbered); per transfer, a send or receive
+/// start and its wait where the executor posts and waits for it; then the
+/// loss function. For replay and summaries; nothing runs it.
+llvm::Expected<ExpandedStep>
+expandPipelineStep(const program::RankProgram &rank,
+                   const program::Function &step, int64_t microBatches);
+
 /// One instruction's interval on a predicted or measured timeline.
 struct TimelineEvent {
   std::string function;

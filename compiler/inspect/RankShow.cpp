@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/inspect/Inspect.h"
+#include "compiler/inspect/InstructionCost.h"
 
 #include "compiler/support/Error.h"
 #include "compiler/support/ProgramFile.h"
@@ -205,8 +206,32 @@ dtc::summarizeRankProgram(llvm::StringRef bundle, int64_t rank) {
     s.roles.push_back(r);
   }
   s.constants = mine->constants_size();
-  for (const program::Function &fn : mine->functions())
-    s.functions.push_back(summarizeFunction(fn));
+  const int64_t microBatches =
+      std::max<int64_t>(1, proto.training().micro_batches_per_call());
+  for (const program::Function &fn : mine->functions()) {
+    if (!fn.has_pipeline()) {
+      s.functions.push_back(summarizeFunction(fn));
+      continue;
+    }
+    // A pipeline step holds no instructions: what one step runs is its
+    // schedule over the chunk functions.
+    auto step = expandPipelineStep(*mine, fn, microBatches);
+    if (!step)
+      return step.takeError();
+    FunctionSummary summary = summarizeFunction(step->function);
+    const program::Pipeline &p = fn.pipeline();
+    summary.schedule =
+        llvm::formatv("{0}{1} over {2} micro-batches, stage {3} of {4}",
+                      p.virtual_stages() > 1 ? "interleaved " : "",
+                      p.schedule(), microBatches, p.stage(), p.stages())
+            .str();
+    // Each function run starts at its instruction 0; the last is the loss.
+    for (const InstructionOrigin &origin : step->origins)
+      if (origin.function && origin.index == 0)
+        ++summary.passes;
+    summary.passes = std::max<int64_t>(0, summary.passes - 1);
+    s.functions.push_back(std::move(summary));
+  }
   return s;
 }
 
@@ -268,13 +293,23 @@ void dtc::printRankProgram(const RankProgramSummary &s,
                        byRole.empty() ? "" : "; ", formatBytes(s.variableBytes),
                        s.constants);
   for (const FunctionSummary &fn : s.functions) {
-    out << llvm::formatv("  {0,-14} {1} instructions ({2} compute, {3} "
-                         "collective{4}, {5} send/recv, {6} wait{7}), arena "
-                         "{8}, live peak {9}\n",
-                         fn.name, fn.instructions, fn.compute, fn.collectives,
-                         fn.collectives == 1 ? "" : "s", fn.transfers, fn.waits,
-                         fn.waits == 1 ? "" : "s", formatBytes(fn.arenaBytes),
-                         formatBytes(fn.liveBytesPeak));
+    if (!fn.schedule.empty())
+      out << llvm::formatv("  {0,-14} schedule {1}: {2} passes; per step {3} "
+                           "instructions ({4} compute, {5} collective{6}, {7} "
+                           "send/recv, {8} wait{9})\n",
+                           fn.name, fn.schedule, fn.passes, fn.instructions,
+                           fn.compute, fn.collectives,
+                           fn.collectives == 1 ? "" : "s", fn.transfers,
+                           fn.waits, fn.waits == 1 ? "" : "s");
+    else
+      out << llvm::formatv("  {0,-14} {1} instructions ({2} compute, {3} "
+                           "collective{4}, {5} send/recv, {6} wait{7}), arena "
+                           "{8}, live peak {9}\n",
+                           fn.name, fn.instructions, fn.compute, fn.collectives,
+                           fn.collectives == 1 ? "" : "s", fn.transfers,
+                           fn.waits, fn.waits == 1 ? "" : "s",
+                           formatBytes(fn.arenaBytes),
+                           formatBytes(fn.liveBytesPeak));
     llvm::SmallVector<std::string, 8> top;
     for (const auto &[op, count] : llvm::ArrayRef(fn.ops).take_front(6))
       top.push_back(llvm::formatv("{0} {1}", count, op).str());

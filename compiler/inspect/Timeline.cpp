@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/inspect/Inspect.h"
+#include "runtime/core/PipelineSchedule.h"
 
 #include <algorithm>
 
@@ -19,37 +20,22 @@ PipelineTimeline dtc::replayPipeline(const ParallelPlan &plan,
   const int64_t p = plan.pp, m = std::max<int64_t>(plan.microBatches(), 1);
   // Megatron interleaves only when the micro-batches fill whole rounds of
   // p; otherwise the stage's chunks run as one.
-  const bool interleaved = plan.vpp > 1 && m % p == 0;
+  const bool interleaved =
+      plan.vpp > 1 && m % p == 0 && plan.schedule != Schedule::GPipe;
   const int64_t v = interleaved ? plan.vpp : 1;
-  const int64_t total = m * v;
   PipelineTimeline timeline;
   timeline.lanes.resize(p);
-  // Megatron's order: the k-th forward (backward) of a stage takes chunk
-  // (k / p) % v (reversed for backward) of micro-batch (k / pv) p + k % p.
-  auto op = [&](bool isForward, int64_t k) {
-    if (!interleaved)
-      return PipelineOp{isForward, 0, k};
-    int64_t chunk = (k / p) % v;
-    return PipelineOp{isForward, isForward ? chunk : v - 1 - chunk,
-                      (k / (p * v)) * p + k % p};
-  };
-  for (int64_t s = 0; s < p; ++s) {
-    std::vector<PipelineOp> &lane = timeline.lanes[s];
-    // Forwards before the first backward: all of them for GPipe; for 1F1B
-    // the stages downstream; interleaved, Megatron's warm-up.
-    int64_t warmup = plan.schedule == Schedule::GPipe ? total
-                     : interleaved ? (p - s - 1) * 2 + (v - 1) * p
-                                   : p - s - 1;
-    warmup = std::min(warmup, total);
-    for (int64_t k = 0; k < warmup; ++k)
-      lane.push_back(op(true, k));
-    for (int64_t k = 0; k < total - warmup; ++k) {
-      lane.push_back(op(true, warmup + k));
-      lane.push_back(op(false, k));
-    }
-    for (int64_t k = total - warmup; k < total; ++k)
-      lane.push_back(op(false, k));
-  }
+  // Each stage's passes in the order the executor runs them (one
+  // definition: runtime/core/PipelineSchedule.h).
+  runtime::PipelineShape shape;
+  shape.schedule = plan.schedule == Schedule::GPipe ? "gpipe" : "1f1b";
+  shape.stages = p;
+  shape.virtualStages = v;
+  shape.microBatches = m;
+  for (int64_t s = 0; s < p; ++s)
+    for (const runtime::PipelinePass &pass : runtime::pipelinePasses(shape, s))
+      timeline.lanes[s].push_back(PipelineOp{
+          pass.kind == runtime::PipelinePass::Forward, pass.chunk, pass.micro});
 
   // Finish times by virtual stage (chunk * p + stage) and micro-batch; -1
   // until done. A forward needs the previous virtual stage's forward of its

@@ -10,6 +10,7 @@
 #include "frontends/onnx/HostTensor.h"
 #include "runtime/core/Executor.h"
 #include "runtime/core/Json.h"
+#include "runtime/core/PipelineSchedule.h"
 #include "runtime/core/Shard.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/mpi/MpiCommunicator.h"
@@ -947,6 +948,47 @@ rt::Tensor fillData(const DataPart &part, int64_t firstMicro, int64_t mb,
   return t;
 }
 
+/// `dtc run --global-batch`: `globalBatch` sequences per step instead of
+/// the compiled count, as more or fewer calls of the micro-step
+/// (`accum`), or as more or fewer micro-batches stacked into each call of
+/// a pipeline step, whose schedule is checked for the new count here (the
+/// executor re-proves it deadlock-free when it runs).
+llvm::Error setGlobalBatch(const program::RankProgram &rank,
+                           int64_t globalBatch, int64_t mb, int64_t &accum,
+                           std::vector<DataPart> &parts) {
+  if (mb <= 0 || globalBatch % mb != 0)
+    return badInput("--global-batch {0}: not a multiple of the plan's "
+                    "micro-batch of {1} sequences (micro-batch x data-"
+                    "parallel ranks); pick a multiple of {1}",
+                    globalBatch, mb);
+  const int64_t micro = globalBatch / mb;
+  if (!parts.front().stacked) {
+    accum = micro;
+    return llvm::Error::success();
+  }
+  if (micro % accum != 0)
+    return badInput("--global-batch {0}: {1} micro-batches do not split "
+                    "into the plan's {2} calls per step; pick a multiple of "
+                    "{3}",
+                    globalBatch, micro, accum, accum * mb);
+  for (const program::Function &f : rank.functions()) {
+    if (!f.has_pipeline())
+      continue;
+    const program::Pipeline &pipeline = f.pipeline();
+    rt::PipelineShape shape;
+    shape.schedule = pipeline.schedule();
+    shape.stages = pipeline.stages();
+    shape.virtualStages = std::max(1, pipeline.virtual_stages());
+    shape.microBatches = micro / accum;
+    if (llvm::Error e = rt::checkPipelineShape(shape))
+      return badInput("--global-batch {0}: {1}", globalBatch,
+                      llvm::toString(std::move(e)));
+  }
+  for (DataPart &part : parts)
+    part.shape[0] = micro / accum;
+  return llvm::Error::success();
+}
+
 llvm::Error runTraining(const program::Program &p, const RankContext &context,
                         rt::Executor &executor, rt::Communicator *communicator,
                         const RunOptions &o, llvm::raw_ostream &out) {
@@ -964,8 +1006,13 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
   // `mb` rows of the global micro-batch, of which each data argument holds
   // rows [firstRow, firstRow + rows) on this rank.
   const int64_t mb = train.micro_batch(), seq = train.seq_len();
+  int64_t accum = std::max<int64_t>(1, train.grad_accum());
+  if (o.globalBatch)
+    if (llvm::Error e =
+            setGlobalBatch(*context.program, *o.globalBatch, mb, accum, *parts))
+      return e;
   const int64_t perCall = parts->front().calls();
-  const int64_t microPerStep = train.grad_accum() * perCall;
+  const int64_t microPerStep = accum * perCall;
   const int64_t windows = data ? data->count - seq : 0; // valid window starts
   bool reports = context.reports();
   bool terminal = reports && o.progress.value_or(
@@ -1060,14 +1107,14 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
     calls.clear();
     faults.poison(executor, step, /*parameters=*/true);
     double lossSum = 0;
-    for (int64_t call = 0; call < train.grad_accum(); ++call) {
+    for (int64_t call = 0; call < accum; ++call) {
       std::vector<rt::Tensor> inputs;
       const int64_t firstMicro = (step - 1) * microPerStep + call * perCall;
       for (const DataPart &part : *parts)
         inputs.push_back(fillData(part, firstMicro, mb, data ? &*data : nullptr,
                                   windows, synthetic));
       const std::string &function =
-          call + 1 == train.grad_accum() && !train.last_micro_step().empty()
+          call + 1 == accum && !train.last_micro_step().empty()
               ? train.last_micro_step()
               : train.micro_step();
       if (context.rank == faults.slowRank)
@@ -1080,16 +1127,17 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
       calls.push_back({firstEvent, events.size(), call, call * perCall});
       lossSum += (*loss)[0].as<float>()[0];
     }
-    double loss = lossSum / static_cast<double>(train.grad_accum());
+    double loss = lossSum / static_cast<double>(accum);
     faults.poison(executor, step, /*parameters=*/false);
     if (llvm::Error e =
             checkDivergence(p, context, executor, communicator, step, loss))
       return e;
     double lr = learningRate(train.optimizer(), step);
     size_t firstEvent = events.size();
-    auto applied =
-        executor.run(train.apply(), {scalarF32(static_cast<float>(lr)),
-                                     scalarF32(static_cast<float>(step))});
+    auto applied = executor.run(
+        train.apply(),
+        {scalarF32(static_cast<float>(lr)), scalarF32(static_cast<float>(step)),
+         scalarF32(1.0f / static_cast<float>(microPerStep))});
     if (!applied)
       return failure("step {0}: {1}", step,
                      llvm::toString(applied.takeError()));
@@ -1350,7 +1398,11 @@ std::vector<std::string> pointToPointAxes(const program::Program &p,
                                           const rt::Mesh &mesh) {
   std::vector<bool> used(mesh.axes().size());
   for (const program::RankProgram &rank : p.ranks())
-    for (const program::Function &f : rank.functions())
+    for (const program::Function &f : rank.functions()) {
+      // A pipeline step's schedule sends and receives along its axis.
+      if (f.has_pipeline())
+        if (int index = mesh.axisIndex(f.pipeline().axis()); index >= 0)
+          used[index] = true;
       for (const program::Instruction &inst : f.instructions()) {
         if (inst.op() != "dtc.send_start" && inst.op() != "dtc.recv_start")
           continue;
@@ -1361,6 +1413,7 @@ std::vector<std::string> pointToPointAxes(const program::Program &p,
           if (int index = mesh.axisIndex(axis); index >= 0)
             used[index] = true;
       }
+    }
   std::vector<std::string> axes;
   for (size_t a = 0; a < used.size(); ++a)
     if (used[a])

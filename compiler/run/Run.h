@@ -49,6 +49,11 @@ struct RunOptions {
   /// with resume, training continues from its latest committed step.
   std::string ckptDir;
   int64_t saveEvery = 0;
+  /// Sequences per optimizer step, when not the compiled one: a multiple
+  /// of the plan's micro-batch (over all data-parallel ranks). More or
+  /// fewer micro-steps, or micro-batches through a pipeline's schedule
+  /// (re-proved deadlock-free for the new count); no recompile.
+  std::optional<int64_t> globalBatch;
   bool resume = false;
   /// Each save is written before training goes on (bench/ckpt.sh's
   /// baseline for the asynchronous save).

@@ -62,7 +62,6 @@ struct TraceWriter::Impl {
     std::string args;     ///< ,"function":...: the fixed args
     std::string commArgs; ///< the communication event's fixed args
     int waitIndex = -1;   ///< a start: its wait's instruction index
-    int microBatch = -1;  ///< within the call; -1: none
   };
   std::vector<std::vector<Static>> functions;
   int rank = 0;
@@ -179,7 +178,6 @@ TraceWriter::open(llvm::StringRef dir, const program::RankProgram &program,
       if (!results.empty())
         shapes += (shapes.empty() ? "-> " : " -> ") + results;
       s.name = op.str();
-      s.microBatch = inst.has_micro_batch() ? inst.micro_batch() : -1;
       std::string common = llvm::formatv(",\"function\":{0},\"index\":{1}",
                                          quoted(f.name()), index)
                                .str();
@@ -271,8 +269,13 @@ llvm::Error TraceWriter::writeStep(int64_t step, TraceClock::time_point begin,
 
   t.communications.clear();
   for (const Call &call : calls) {
+    // A call runs one function, or (a pipeline step) its chunk functions
+    // one after another: each run's events start at its instruction 0.
+    size_t runBegin = call.firstEvent;
     for (size_t e = call.firstEvent; e < call.endEvent; ++e) {
       const rt::InstructionEvent &ev = events[e];
+      if (ev.instruction == 0)
+        runBegin = e;
       if (ev.function < 0 ||
           ev.function >= static_cast<int32_t>(t.functions.size()) ||
           ev.instruction < 0 ||
@@ -281,14 +284,15 @@ llvm::Error TraceWriter::writeStep(int64_t step, TraceClock::time_point begin,
         continue;
       const Impl::Static &s = t.functions[ev.function][ev.instruction];
       int64_t micro = call.firstMicroBatch < 0 ? -1
-                      : s.microBatch >= 0 ? call.firstMicroBatch + s.microBatch
-                                          : call.firstMicroBatch;
+                      : ev.microBatch >= 0
+                          ? call.firstMicroBatch + ev.microBatch
+                          : call.firstMicroBatch;
       t.event("compute", s.name, kComputeTrack, ev.begin, ev.end);
       t.dynamicArgs(step, call.call, micro);
       *t.os << s.args;
       // A start's communication runs until its wait saw it complete (the
       // wait is the same call's event at the wait's instruction index).
-      size_t wait = call.firstEvent + static_cast<size_t>(s.waitIndex);
+      size_t wait = runBegin + static_cast<size_t>(s.waitIndex);
       if (s.waitIndex >= 0 && wait < call.endEvent)
         t.communications.push_back({ev.begin,
                                     std::max(events[wait].completed, ev.begin),

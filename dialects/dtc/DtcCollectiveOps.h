@@ -49,10 +49,6 @@ struct DeviceMesh {
 /// Name of the attribute that holds the mesh text on a function or module.
 inline constexpr llvm::StringLiteral kMeshAttrName = "dtc.mesh";
 
-/// Integer attribute on an op of a pipeline step: the micro-batch of the
-/// step it computes or communicates for (kept in the program for traces).
-inline constexpr llvm::StringLiteral kMicroBatchAttrName = "dtc.micro_batch";
-
 } // namespace mlir::dtc
 
 #endif // DTC_DIALECTS_DTC_DTCCOLLECTIVEOPS_H

@@ -269,6 +269,7 @@ private:
                           llvm::StringRef role, llvm::StringRef parameter,
                           mlir::Location loc);
   std::string fallbackInit(mlir::Operation *parameterOp);
+  llvm::Error lowerPipeline(mlir::DictionaryAttr attr, program::Pipeline &out);
 
   mlir::func::FuncOp func_;
   program::RankProgram &program_;
@@ -673,9 +674,6 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
       (*inst->mutable_attrs())["request"].set_i(it->second);
       inst->set_stream(1);
     }
-    if (auto micro = op->getAttrOfType<mlir::IntegerAttr>(
-            mlir::dtc::kMicroBatchAttrName))
-      inst->set_micro_batch(micro.getInt());
     // A recomputed op says so (the MoE routing metrics count a route once).
     if (op->hasAttr("dtc.recomputed"))
       (*inst->mutable_attrs())["recomputed"].set_b(true);
@@ -707,6 +705,48 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
           return e;
       r->set_state(state.getValue().str());
     }
+  }
+  if (auto pipeline =
+          func_->getAttrOfType<mlir::DictionaryAttr>("dtc.pipeline"))
+    return lowerPipeline(pipeline, *out.mutable_pipeline());
+  return llvm::Error::success();
+}
+
+/// The pipeline step's schedule attribute (Pipeline.cpp) as data.
+llvm::Error FunctionLowering::lowerPipeline(mlir::DictionaryAttr attr,
+                                            program::Pipeline &out) {
+  auto integer = [&](llvm::StringRef name) -> int64_t {
+    auto value = attr.getAs<mlir::IntegerAttr>(name);
+    return value ? value.getInt() : 0;
+  };
+  auto string = [&](mlir::DictionaryAttr d, llvm::StringRef name) {
+    auto value = d.getAs<mlir::StringAttr>(name);
+    return value ? value.getValue().str() : std::string();
+  };
+  out.set_schedule(string(attr, "schedule"));
+  out.set_stages(static_cast<int32_t>(integer("stages")));
+  out.set_stage(static_cast<int32_t>(integer("stage")));
+  out.set_virtual_stages(static_cast<int32_t>(integer("virtual_stages")));
+  out.set_micro_batches(static_cast<int32_t>(integer("micro_batches")));
+  auto overlap = attr.getAs<mlir::BoolAttr>("overlap");
+  out.set_overlap(overlap && overlap.getValue());
+  out.set_axis(string(attr, "axis"));
+  out.set_loss(string(attr, "loss"));
+  auto chunks = attr.getAs<mlir::ArrayAttr>("chunks");
+  if (!chunks)
+    return failure("program lowering: '{0}' has a pipeline without chunks",
+                   func_.getSymName());
+  for (mlir::Attribute c : chunks) {
+    auto chunk = llvm::dyn_cast<mlir::DictionaryAttr>(c);
+    auto data = chunk ? chunk.getAs<mlir::DenseI64ArrayAttr>("data") : nullptr;
+    if (!data)
+      return failure("program lowering: '{0}' has a malformed pipeline chunk",
+                     func_.getSymName());
+    program::PipelineChunk *into = out.add_chunks();
+    into->set_forward(string(chunk, "forward"));
+    into->set_backward(string(chunk, "backward"));
+    for (int64_t arg : data.asArrayRef())
+      into->add_data(static_cast<int32_t>(arg));
   }
   return llvm::Error::success();
 }

@@ -4,9 +4,13 @@
 // per stage, one module that a group of ranks runs (docs/partition.md,
 // "Pipeline stages"):
 //
+//   @chunk<c>_forward(activation in?, data...) -> (output, kept...)
+//   @chunk<c>_backward(kept..., d output) -> (d activation in?)
+//   @chunk<c>_step(activation in?, data...) -> (loss, d activation in?)
+//                                 (the last model chunk: forward and backward)
+//   @pipeline_loss(mean loss) -> loss            (summed over the stages)
 //   @pipeline_step(tokens[m], labels[m] (or a classifier's inputs[m],
-//                  labels[m]), grad accumulators...)
-//       -> (loss, accumulators + this stage's gradients over m micro-batches)
+//                  labels[m]))            (no code: the schedule as data)
 //   @apply(lr, step, grad accumulators...)  (as without pipelining)
 //
 // The model is cut into pp x vpp chunks at points where exactly one
@@ -17,13 +21,14 @@
 // with `--recompute` applied as in `micro_step`, sharded and partitioned
 // over the data/tensor-parallel mesh. Its ops are split into the forward
 // pass (up to the objective, plus the output's boundary layout) and the
-// backward pass (the rest), which reads the forward values a micro-batch's
-// forward pass left alive, as Megatron-LM's 1F1B does. The passes are
-// inlined into `pipeline_step` in the order of the schedule (GPipe, 1F1B
-// or interleaved 1F1B), joined by send/recv over the "pp" mesh axis. The
-// schedules are simulated against each other at compile time: that fixes
-// the order each pair of stages posts its messages in, and proves the
-// step cannot deadlock.
+// backward pass (the rest), which reads the forward values the forward
+// pass keeps, as Megatron-LM's 1F1B does; both add parameter gradients to
+// the "grad:" accumulators. Each pass exists once, whatever the number of
+// micro-batches: `pipeline_step` carries the schedule (GPipe, 1F1B or
+// interleaved 1F1B) as its `dtc.pipeline` attribute, which the executor
+// interprets (runtime/core/PipelineSchedule.h, ExecutorPipeline.cpp) with
+// send/recv over the "pp" mesh axis. The schedule is simulated here, by the
+// code the executor runs it with, to prove it cannot deadlock.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +39,7 @@
 #include "passes/TransformerBlocks.h"
 #include "passes/autodiff/Autodiff.h"
 #include "passes/training/StepParts.h"
+#include "runtime/core/PipelineSchedule.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Verifier.h"
@@ -53,6 +59,8 @@ namespace training {
 namespace {
 
 constexpr llvm::StringLiteral kPipelineAxis = "pp";
+/// The pipeline step's schedule, for program lowering (Function.pipeline).
+constexpr llvm::StringLiteral kPipelineAttr = "dtc.pipeline";
 
 /// The FLOPs stages are balanced on: the cost model's count (OpCost.h),
 /// the one the planner prices stage cuts with.
@@ -190,29 +198,6 @@ mlir::Attribute activationLayout(mlir::Builder &b, mlir::Type type,
                               b.getArrayAttr({}));
 }
 
-/// Clones `callee`'s body at the builder with `args`; returns its results.
-/// Tags `op` with the micro-batch of the pipeline step it computes for,
-/// which the program keeps for traces (Instruction.micro_batch).
-void tagMicroBatch(mlir::Operation *op, int64_t micro) {
-  op->setAttr(d::kMicroBatchAttrName,
-              mlir::IntegerAttr::get(
-                  mlir::IntegerType::get(op->getContext(), 64), micro));
-}
-
-llvm::SmallVector<mlir::Value> inlineCall(mlir::OpBuilder &b,
-                                          mlir::func::FuncOp callee,
-                                          mlir::ValueRange args) {
-  mlir::Block &body = callee.getBody().front();
-  mlir::IRMapping map;
-  map.map(body.getArguments(), args);
-  for (mlir::Operation &op : body.without_terminator())
-    b.clone(op, map);
-  llvm::SmallVector<mlir::Value> results;
-  for (mlir::Value v : body.getTerminator()->getOperands())
-    results.push_back(map.lookup(v));
-  return results;
-}
-
 /// Removes what the inlined stage functions computed for nothing (a
 /// stage's objective value, all-reduced but never read): pure ops without
 /// users and all-reduces whose result nobody waits for.
@@ -236,139 +221,6 @@ void eraseUnusedResults(mlir::func::FuncOp step) {
     if (unusedReduction || mlir::isOpTriviallyDead(&op))
       op.erase();
   }
-}
-
-/// One pass of a stage's schedule: the forward ('F') or backward ('B') of
-/// micro-batch `micro` through the stage's model chunk `chunk` (its index
-/// among the stage's virtual stages; 0 without interleaving).
-struct PassStep {
-  char pass;
-  int64_t chunk, micro;
-};
-
-/// The order stage `stage` runs its passes in. Model chunk c (of
-/// stages * virtualStages) lives on stage c % stages as its chunk
-/// c / stages.
-llvm::SmallVector<PassStep> scheduleOf(llvm::StringRef schedule, int64_t stage,
-                                       int64_t stages, int64_t virtualStages,
-                                       int64_t micro) {
-  llvm::SmallVector<PassStep> order;
-  if (schedule == "gpipe") {
-    for (int64_t i = 0; i < micro; ++i)
-      order.push_back({'F', 0, i});
-    for (int64_t i = 0; i < micro; ++i)
-      order.push_back({'B', 0, i});
-    return order;
-  }
-  // 1F1B, and its interleaved form (Megatron-LM's): the passes go through
-  // micro-batches in groups of `stages`, each group through every chunk in
-  // turn (backward in reverse chunk order). The warmup fills the pipeline,
-  // then one forward and one backward alternate, so at most about
-  // `stages - stage` micro-batches (times the chunks) are in flight.
-  const int64_t total = micro * virtualStages;
-  const int64_t round = stages * virtualStages;
-  auto step = [&](char pass, int64_t id) {
-    int64_t chunk = (id % round) / stages;
-    if (pass == 'B')
-      chunk = virtualStages - 1 - chunk;
-    return PassStep{pass, chunk, id / round * stages + id % stages};
-  };
-  int64_t warmup =
-      virtualStages == 1
-          ? std::min(stages - stage - 1, micro)
-          : std::min((stages - stage - 1) * 2 + (virtualStages - 1) * stages,
-                     total);
-  for (int64_t id = 0; id < warmup; ++id)
-    order.push_back(step('F', id));
-  for (int64_t id = 0; id + warmup < total; ++id) {
-    order.push_back(step('F', id + warmup));
-    order.push_back(step('B', id));
-  }
-  for (int64_t id = total - warmup; id < total; ++id)
-    order.push_back(step('B', id));
-  return order;
-}
-
-/// A message between stages: the activation into model chunk `chunk`
-/// ('A') or the gradient of its output ('G'), of micro-batch `micro`.
-struct Message {
-  char kind;
-  int64_t chunk, micro;
-  auto key() const { return std::make_tuple(kind, chunk, micro); }
-  bool operator<(const Message &o) const { return key() < o.key(); }
-  bool operator==(const Message &o) const { return key() == o.key(); }
-};
-
-/// Who talks to whom in the pipeline, and in which order: model chunk c
-/// runs on stage c % stages.
-struct Traffic {
-  int64_t stages, chunks;
-  /// Messages from stage `from` to stage `to`, in the order `from` sends
-  /// them. MPI (like NCCL) matches a pair's messages in posting order, so
-  /// a receiver posts its receives in this order, ahead of use if needed.
-  std::map<std::pair<int64_t, int64_t>, std::vector<Message>> channels;
-
-  int64_t ownerOf(int64_t chunk) const { return chunk % stages; }
-  /// The stage that sends `m`: the previous chunk's for an activation, the
-  /// next chunk's for a gradient.
-  int64_t senderOf(const Message &m) const {
-    return ownerOf(m.kind == 'A' ? m.chunk - 1 : m.chunk + 1);
-  }
-  /// What a pass needs from other stages and what it sends to them.
-  void exchanges(int64_t stage, PassStep p, llvm::SmallVectorImpl<Message> &in,
-                 llvm::SmallVectorImpl<std::pair<Message, int64_t>> &out) {
-    int64_t c = p.chunk * stages + stage;
-    bool first = c == 0, last = c == chunks - 1;
-    if (p.pass == 'F') {
-      if (last)
-        return; // the last chunk's backward runs its forward
-      if (!first)
-        in.push_back({'A', c, p.micro});
-      out.push_back({{'A', c + 1, p.micro}, ownerOf(c + 1)});
-      return;
-    }
-    if (last && !first)
-      in.push_back({'A', c, p.micro});
-    if (!last)
-      in.push_back({'G', c, p.micro});
-    if (!first)
-      out.push_back({{'G', c - 1, p.micro}, ownerOf(c - 1)});
-  }
-};
-
-/// Runs every stage's schedule against the others (sends never block,
-/// a pass waits for the messages it reads) and records each channel's
-/// order; fails if some stage would wait forever.
-llvm::Expected<Traffic>
-simulate(const std::vector<llvm::SmallVector<PassStep>> &schedules,
-         int64_t chunks) {
-  Traffic traffic{static_cast<int64_t>(schedules.size()), chunks, {}};
-  std::set<Message> sent;
-  std::vector<size_t> next(schedules.size(), 0);
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int64_t s = 0; s < traffic.stages; ++s) {
-      while (next[s] < schedules[s].size()) {
-        llvm::SmallVector<Message> in;
-        llvm::SmallVector<std::pair<Message, int64_t>> out;
-        traffic.exchanges(s, schedules[s][next[s]], in, out);
-        if (!llvm::all_of(in, [&](const Message &m) { return sent.count(m); }))
-          break;
-        for (auto &[m, to] : out) {
-          sent.insert(m);
-          traffic.channels[{s, to}].push_back(m);
-        }
-        ++next[s];
-        progress = true;
-      }
-    }
-  }
-  for (int64_t s = 0; s < traffic.stages; ++s)
-    if (next[s] < schedules[s].size())
-      return failure("pipeline: the schedule deadlocks at stage {0}, pass "
-                     "{1} of {2}",
-                     s, next[s], schedules[s].size());
-  return traffic;
 }
 
 /// One model chunk's forward and backward functions, sharded and
@@ -439,19 +291,57 @@ llvm::Error splitPasses(Chunk &chunk) {
   return llvm::Error::success();
 }
 
-/// Clones a chunk's backward-pass ops; `map` holds what its forward pass
-/// computed (the stash) and d output. Parameters and constants are cloned
-/// again rather than kept from the forward pass, so that ZeRO-3 gathers a
-/// parameter for each pass instead of holding it whole in between.
-/// Returns the function's results.
-llvm::SmallVector<mlir::Value> inlineBackwardPass(mlir::OpBuilder &b,
-                                                  const Chunk &chunk,
-                                                  mlir::IRMapping &map) {
-  for (mlir::Operation *op : chunk.forwardOps)
+/// A gradient a pass function adds to its parameter's accumulator: the
+/// chunk backward function's result `index`.
+struct GradientSum {
+  unsigned index;
+  std::string parameter;
+  mlir::RankedTensorType type;
+};
+
+/// Creates function `name` at the builder from `ops` of a chunk's backward
+/// function: arguments `inputs` (its block arguments or values computed
+/// outside `ops`), results `outputs` and, per gradient of `grads`, an
+/// accumulator argument (the "grad:<parameter>" variable) returned plus
+/// the gradient. Parameters and constants are cloned where used, so that
+/// every pass reads (and ZeRO-3 gathers) its own copy.
+mlir::func::FuncOp buildPassFunction(mlir::OpBuilder &b, const Chunk &chunk,
+                                     llvm::StringRef name,
+                                     llvm::ArrayRef<mlir::Value> inputs,
+                                     llvm::ArrayRef<mlir::Operation *> ops,
+                                     llvm::ArrayRef<mlir::Value> outputs,
+                                     llvm::ArrayRef<GradientSum> grads) {
+  mlir::func::FuncOp source = chunk.backward;
+  mlir::Block &sourceBody = source.getBody().front();
+  mlir::Location loc = source.getLoc();
+  llvm::SmallVector<mlir::Type> argTypes, resultTypes;
+  for (mlir::Value v : inputs)
+    argTypes.push_back(v.getType());
+  for (const GradientSum &g : grads)
+    argTypes.push_back(g.type);
+  for (mlir::Value v : outputs)
+    resultTypes.push_back(v.getType());
+  for (const GradientSum &g : grads)
+    resultTypes.push_back(g.type);
+  auto fn = b.create<mlir::func::FuncOp>(
+      loc, name, b.getFunctionType(argTypes, resultTypes));
+  if (mlir::Attribute mesh = source->getAttr("dtc.mesh"))
+    fn->setAttr("dtc.mesh", mesh);
+  mlir::Block *entry = fn.addEntryBlock();
+  mlir::IRMapping map;
+  for (auto [i, v] : llvm::enumerate(inputs)) {
+    map.map(v, entry->getArgument(i));
+    if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(v);
+        arg && arg.getOwner() == &sourceBody)
+      if (mlir::DictionaryAttr attrs =
+              source.getArgAttrDict(arg.getArgNumber()))
+        fn.setArgAttrs(i, attrs);
+  }
+  mlir::OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  for (mlir::Operation *op : ops) {
     if (isFree(op))
-      for (mlir::Value result : op->getResults())
-        map.erase(result);
-  for (mlir::Operation *op : chunk.backwardOps) {
+      continue;
     for (mlir::Value operand : op->getOperands())
       if (!map.contains(operand))
         if (mlir::Operation *def = operand.getDefiningOp(); def && isFree(def))
@@ -459,11 +349,96 @@ llvm::SmallVector<mlir::Value> inlineBackwardPass(mlir::OpBuilder &b,
     b.clone(*op, map);
   }
   llvm::SmallVector<mlir::Value> results;
-  mlir::func::FuncOp backward = chunk.backward;
-  for (mlir::Value v :
-       backward.getBody().front().getTerminator()->getOperands())
+  for (mlir::Value v : outputs) {
+    if (!map.contains(v))
+      if (mlir::Operation *def = v.getDefiningOp(); def && isFree(def))
+        b.clone(*def, map);
     results.push_back(map.lookup(v));
-  return results;
+  }
+  mlir::Operation *sourceReturn = sourceBody.getTerminator();
+  for (auto [j, g] : llvm::enumerate(grads)) {
+    unsigned argIndex = inputs.size() + j;
+    std::string state = "grad:" + g.parameter;
+    fn.setArgAttr(argIndex, "dtc.state", b.getStringAttr(state));
+    fn.setArgAttr(argIndex, "dtc.state_role", b.getStringAttr("grad"));
+    fn.setArgAttr(argIndex, "dtc.state_of", b.getStringAttr(g.parameter));
+    mlir::Value grad = map.lookup(sourceReturn->getOperand(g.index));
+    results.push_back(
+        b.create<d::AddOp>(loc, entry->getArgument(argIndex), grad));
+    fn.setResultAttr(outputs.size() + j, "dtc.state", b.getStringAttr(state));
+  }
+  b.create<mlir::func::ReturnOp>(loc, results);
+  return fn;
+}
+
+/// The last model chunk's one function: forward, loss and backward of a
+/// micro-batch, (activation in?, data...) -> (loss, d activation in?).
+mlir::func::FuncOp buildLastChunkStep(mlir::OpBuilder &b, const Chunk &chunk,
+                                      llvm::StringRef name,
+                                      llvm::ArrayRef<GradientSum> grads) {
+  mlir::func::FuncOp backward = chunk.backward;
+  mlir::Block &body = backward.getBody().front();
+  llvm::SmallVector<mlir::Value> inputs(body.getArguments());
+  llvm::SmallVector<mlir::Operation *> ops;
+  for (mlir::Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  llvm::SmallVector<mlir::Value> outputs{body.getTerminator()->getOperand(0)};
+  if (chunk.dInputIndex >= 0)
+    outputs.push_back(body.getTerminator()->getOperand(chunk.dInputIndex));
+  return buildPassFunction(b, chunk, name, inputs, ops, outputs, grads);
+}
+
+/// A model chunk's forward pass, (activation in?, data...) -> (output,
+/// kept...), and backward pass, (kept..., d output) -> (d activation in?):
+/// what the backward pass reads of the forward pass is kept between them
+/// (1F1B keeps each micro-batch's forward values alive until its backward
+/// pass, as Megatron-LM does; `--recompute` decides which).
+std::pair<mlir::func::FuncOp, mlir::func::FuncOp>
+buildChunkPasses(mlir::OpBuilder &b, const Chunk &chunk,
+                 llvm::StringRef forwardName, llvm::StringRef backwardName,
+                 llvm::ArrayRef<GradientSum> grads) {
+  mlir::func::FuncOp backward = chunk.backward;
+  mlir::Block &body = backward.getBody().front();
+  mlir::Operation *terminator = body.getTerminator();
+  mlir::Value dOutput = body.getArguments().back();
+  llvm::SmallVector<mlir::Value> backwardOutputs;
+  if (chunk.dInputIndex >= 0)
+    backwardOutputs.push_back(terminator->getOperand(chunk.dInputIndex));
+  // What the backward pass reads that it does not compute: the kept
+  // values, in the order it first reads them (parameters and constants it
+  // clones itself; d output arrives from the next stage).
+  llvm::DenseSet<mlir::Operation *> inBackward(chunk.backwardOps.begin(),
+                                               chunk.backwardOps.end());
+  llvm::SetVector<mlir::Value> kept;
+  auto keep = [&](mlir::Value v) {
+    if (v == dOutput)
+      return;
+    mlir::Operation *def = v.getDefiningOp();
+    if (def && (inBackward.contains(def) || isFree(def)))
+      return;
+    kept.insert(v);
+  };
+  for (mlir::Operation *op : chunk.backwardOps)
+    for (mlir::Value operand : op->getOperands())
+      keep(operand);
+  for (mlir::Value v : backwardOutputs)
+    keep(v);
+  for (const GradientSum &g : grads)
+    keep(terminator->getOperand(g.index));
+
+  llvm::SmallVector<mlir::Value> forwardInputs(body.getArguments().drop_back());
+  llvm::SmallVector<mlir::Value> forwardOutputs{
+      terminator->getOperand(chunk.outputIndex)};
+  llvm::append_range(forwardOutputs, kept);
+  mlir::func::FuncOp forwardFn =
+      buildPassFunction(b, chunk, forwardName, forwardInputs, chunk.forwardOps,
+                        forwardOutputs, {});
+  llvm::SmallVector<mlir::Value> backwardInputs(kept.begin(), kept.end());
+  backwardInputs.push_back(dOutput);
+  mlir::func::FuncOp backwardFn =
+      buildPassFunction(b, chunk, backwardName, backwardInputs,
+                        chunk.backwardOps, backwardOutputs, grads);
+  return {forwardFn, backwardFn};
 }
 
 /// Builds model chunk `c` of `cuts`: ops [cuts.begin[c], cuts.begin[c+1])
@@ -646,19 +621,13 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
   const int64_t virtualStages = std::max<int64_t>(1, options.virtualStages);
   const int64_t chunks = stages * virtualStages;
   const int64_t micro = options.gradAccum;
-  if (options.schedule != "1f1b" && options.schedule != "gpipe")
-    return badInput("pipeline: schedule '{0}' is not lowered (1f1b, its "
-                    "interleaved form with virtual stages, and gpipe are)",
-                    options.schedule);
-  if (virtualStages > 1 && options.schedule != "1f1b")
-    return badInput("pipeline: virtual stages (vpp={0}) need the 1f1b "
-                    "schedule",
-                    virtualStages);
-  if (virtualStages > 1 && micro % stages != 0)
-    return badInput("pipeline: the interleaved schedule runs micro-batches "
-                    "in groups of pp={0}, but there are {1}; pick a global "
-                    "batch giving a multiple of {0} micro-batches",
-                    stages, micro);
+  runtime::PipelineShape shape;
+  shape.schedule = options.schedule;
+  shape.stages = stages;
+  shape.virtualStages = virtualStages;
+  shape.microBatches = micro;
+  if (llvm::Error e = runtime::checkPipelineShape(shape))
+    return badInput("{0}", llvm::toString(std::move(e)));
   auto funcs = llvm::to_vector(module.getOps<mlir::func::FuncOp>());
   if (funcs.size() != 1)
     return failure("training step: expected one forward function, found {0}",
@@ -671,13 +640,10 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
   if (!cuts)
     return cuts.takeError();
 
-  std::vector<llvm::SmallVector<PassStep>> schedules;
-  for (int64_t s = 0; s < stages; ++s)
-    schedules.push_back(
-        scheduleOf(options.schedule, s, stages, virtualStages, micro));
-  auto traffic = simulate(schedules, chunks);
-  if (!traffic)
-    return traffic.takeError();
+  // The schedule is proved deadlock-free here, for the compiled
+  // micro-batches, by the code the executor runs it with.
+  if (auto actions = runtime::pipelineActions(shape, options.overlap); !actions)
+    return failure("{0}", llvm::toString(actions.takeError()));
 
   // The data/tensor-parallel part of the mesh: what each chunk is sharded
   // and partitioned over.
@@ -746,26 +712,81 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
   for (int64_t s = 0; s < stages; ++s) {
     std::vector<Chunk> &mine = chunksOf[s];
     const llvm::SmallVector<GradientResult> &params = paramsOf[s];
-    llvm::StringMap<size_t> accumulatorOf;
-    for (auto [i, p] : llvm::enumerate(params))
-      accumulatorOf[p.parameter] = i;
     mlir::OpBuilder b(ctx);
     mlir::OwningOpRef<mlir::ModuleOp> stageModule =
         mlir::ModuleOp::create(forward.getLoc());
     (*stageModule)->setAttrs(module->getAttrs());
 
-    // pipeline_step: the schedule, inlined. Its data arguments stack the
-    // step's micro-batches: [micro, rows, ...].
+    mlir::Location loc = forward.getLoc();
+    b.setInsertionPointToEnd(stageModule->getBody());
+    ZeroLayout zero = zeroLayoutOf(options, params);
+
+    // Each local chunk's passes, once: forward and backward, or the last
+    // chunk's whole step. The executor runs them in the schedule's order.
+    llvm::SmallVector<mlir::Attribute> chunkAttrs;
+    llvm::SmallVector<mlir::func::FuncOp> passFunctions;
+    for (auto [k, chunk] : llvm::enumerate(mine)) {
+      const int64_t c = static_cast<int64_t>(k) * stages + s;
+      llvm::SmallVector<GradientSum> grads;
+      for (auto [j, index] : llvm::enumerate(chunk.gradIndex))
+        grads.push_back(
+            {index, chunk.params[j].parameter, chunk.params[j].type});
+      std::string prefix = llvm::formatv("chunk{0}_", c).str();
+      llvm::SmallVector<mlir::NamedAttribute> entry{b.getNamedAttr(
+          "data",
+          b.getDenseI64ArrayAttr(llvm::to_vector_of<int64_t>(chunk.usedArgs)))};
+      if (chunk.last) {
+        mlir::func::FuncOp step =
+            buildLastChunkStep(b, chunk, prefix + "step", grads);
+        passFunctions.push_back(step);
+        entry.push_back(
+            b.getNamedAttr("backward", b.getStringAttr(step.getSymName())));
+      } else {
+        auto passes = buildChunkPasses(b, chunk, prefix + "forward",
+                                       prefix + "backward", grads);
+        passFunctions.push_back(passes.first);
+        passFunctions.push_back(passes.second);
+        entry.push_back(b.getNamedAttr(
+            "forward", b.getStringAttr(passes.first.getSymName())));
+        entry.push_back(b.getNamedAttr(
+            "backward", b.getStringAttr(passes.second.getSymName())));
+      }
+      chunkAttrs.push_back(b.getDictionaryAttr(entry));
+    }
+    for (mlir::func::FuncOp fn : passFunctions) {
+      // What a pass computes for nothing (a chunk's objective value,
+      // all-reduced but never read) goes.
+      eraseUnusedResults(fn);
+      // ZeRO-3: each pass gathers the parameters it reads, so none is held
+      // whole between passes.
+      if (options.zeroStage >= 3)
+        gatherParametersForUse(fn, zero, options.overlap,
+                               options.zeroPrefetchElements);
+    }
+
+    // The mean loss, from the last stage to all.
+    auto scalarType = mlir::RankedTensorType::get({}, b.getF32Type());
+    auto lossFn = b.create<mlir::func::FuncOp>(
+        loc, "pipeline_loss", b.getFunctionType({scalarType}, {scalarType}));
+    lossFn->setAttr("dtc.mesh", b.getStringAttr(options.mesh));
+    {
+      mlir::OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(lossFn.addEntryBlock());
+      Collectives comm(b, loc);
+      mlir::Value loss =
+          comm.allReduce(lossFn.getArgument(0), {kPipelineAxis.str()});
+      b.create<mlir::func::ReturnOp>(loc, loss);
+    }
+    lossFn.setResultAttr(0, "dtc.name", b.getStringAttr("loss"));
+
+    // pipeline_step: no code, the schedule as data. Its data arguments
+    // stack the step's micro-batches: [micro, rows, ...].
     llvm::SmallVector<mlir::Type> argTypes;
     for (mlir::RankedTensorType type : dataTypes) {
       llvm::SmallVector<int64_t> shape{micro};
       llvm::append_range(shape, type.getShape());
       argTypes.push_back(type.clone(shape));
     }
-    for (const GradientResult &p : params)
-      argTypes.push_back(p.type);
-    b.setInsertionPointToEnd(stageModule->getBody());
-    mlir::Location loc = forward.getLoc();
     auto step = b.create<mlir::func::FuncOp>(loc, "pipeline_step",
                                              b.getFunctionType(argTypes, {}));
     mlir::Block *body = step.addEntryBlock();
@@ -776,190 +797,34 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
       if (contextParts > 1)
         step.setArgAttr(i, "dtc.zigzag", b.getUnitAttr());
     }
-    for (auto [i, p] : llvm::enumerate(params)) {
-      std::string state = "grad:" + p.parameter;
-      step.setArgAttr(numData + i, "dtc.state", b.getStringAttr(state));
-      step.setArgAttr(numData + i, "dtc.state_role", b.getStringAttr("grad"));
-      step.setArgAttr(numData + i, "dtc.state_of",
-                      b.getStringAttr(p.parameter));
-    }
     step->setAttr("dtc.mesh", b.getStringAttr(options.mesh));
-    // The schedule, for readers of program.mlir: "F3.1" is the forward of
-    // micro-batch 1 through model chunk 3 (the last chunk's forward runs
-    // inside its backward).
-    llvm::SmallVector<std::string> passes;
-    for (const PassStep &p : schedules[s])
-      passes.push_back(
-          llvm::formatv("{0}{1}.{2}", p.pass, p.chunk * stages + s, p.micro));
-    step->setAttr("dtc.schedule",
-                  b.getStrArrayAttr(llvm::SmallVector<llvm::StringRef>(
-                      passes.begin(), passes.end())));
+    step->setAttr(
+        kPipelineAttr,
+        b.getDictionaryAttr({
+            b.getNamedAttr("schedule", b.getStringAttr(options.schedule)),
+            b.getNamedAttr("stages", b.getI64IntegerAttr(stages)),
+            b.getNamedAttr("stage", b.getI64IntegerAttr(s)),
+            b.getNamedAttr("virtual_stages",
+                           b.getI64IntegerAttr(virtualStages)),
+            b.getNamedAttr("micro_batches", b.getI64IntegerAttr(micro)),
+            b.getNamedAttr("overlap", b.getBoolAttr(options.overlap)),
+            b.getNamedAttr("axis", b.getStringAttr(kPipelineAxis)),
+            b.getNamedAttr("chunks", b.getArrayAttr(chunkAttrs)),
+            b.getNamedAttr("loss", b.getStringAttr(lossFn.getSymName())),
+        }));
+    // The stage's passes for the compiled micro-batches, for readers of
+    // the IR ("F2.1": docs/runtime.md); the executor derives its own.
+    llvm::SmallVector<llvm::StringRef> order;
+    std::vector<std::string> names;
+    for (const runtime::PipelinePass &pass : runtime::pipelinePasses(shape, s))
+      names.push_back(runtime::passName(shape, s, pass));
+    for (const std::string &name : names)
+      order.push_back(name);
+    step->setAttr("dtc.schedule", b.getStrArrayAttr(order));
     b.setInsertionPointToStart(body);
-    Collectives comm(b, loc);
-    auto pp = b.getStrArrayAttr({kPipelineAxis});
-    auto handle = [&](mlir::Type t) { return d::AsyncType::get(ctx, t); };
-
-    // Micro-batch i of data argument `arg`.
-    std::map<std::pair<unsigned, int64_t>, mlir::Value> slices;
-    auto dataSlice = [&](unsigned arg, int64_t i) {
-      mlir::Value &v = slices[{arg, i}];
-      if (!v) {
-        mlir::RankedTensorType type = dataTypes[arg];
-        llvm::SmallVector<int64_t> begin{i}, end{i + 1}, shape{1};
-        begin.append(type.getRank(), 0);
-        llvm::append_range(end, type.getShape());
-        llvm::append_range(shape, type.getShape());
-        llvm::SmallVector<int64_t> strides(shape.size(), 1);
-        mlir::Value part = b.create<d::SliceOp>(
-            loc, type.clone(shape), body->getArgument(arg),
-            b.getDenseI64ArrayAttr(begin), b.getDenseI64ArrayAttr(end),
-            b.getDenseI64ArrayAttr(strides));
-        v = b.create<d::ReshapeOp>(loc, type, part);
-      }
-      return v;
-    };
-    auto chunkArgs = [&](const Chunk &chunk, int64_t i) {
-      llvm::SmallVector<mlir::Value> args;
-      for (unsigned a : chunk.usedArgs)
-        args.push_back(dataSlice(a, i));
-      return args;
-    };
-
-    // Receives are posted in each channel's send order and waited where
-    // used; sends are waited at the end of the step.
-    std::map<Message, mlir::Value> posted; // message -> its recv_start
-    std::map<int64_t, size_t> postedUpTo;  // channel from stage -> count
-    auto messageType = [&](const Message &m) {
-      const Chunk &into = mine[m.chunk / stages];
-      return m.kind == 'A' ? into.inputType : into.outputType;
-    };
-    auto post = [&](const Message &m) {
-      int64_t from = traffic->senderOf(m);
-      const std::vector<Message> &channel = traffic->channels[{from, s}];
-      size_t &n = postedUpTo[from];
-      while (!posted.count(m)) {
-        const Message &next = channel[n++];
-        posted[next] = b.create<d::RecvStartOp>(loc, handle(messageType(next)),
-                                                pp, from - s);
-        tagMicroBatch(posted[next].getDefiningOp(), next.micro);
-      }
-      return posted[m].getDefiningOp();
-    };
-    auto receive = [&](const Message &m) { return comm.wait(post(m)); };
-    // With overlap, the receives of the next pass are posted before this
-    // pass computes, so its input arrives meanwhile.
-    auto postNext = [&](size_t next) {
-      if (!options.overlap || next >= schedules[s].size())
-        return;
-      llvm::SmallVector<Message> in;
-      llvm::SmallVector<std::pair<Message, int64_t>> out;
-      traffic->exchanges(s, schedules[s][next], in, out);
-      for (const Message &m : in)
-        post(m);
-    };
-    auto send = [&](mlir::Value v, int64_t to) {
-      return b.create<d::SendStartOp>(loc, handle(b.getNoneType()), v, pp,
-                                      to - s);
-    };
-
-    llvm::SmallVector<mlir::Value> accumulators(
-        body->getArguments().begin() + numData, body->getArguments().end());
-    // What each micro-batch's forward pass through a chunk computed, for
-    // its backward pass: (chunk, micro-batch) -> the forward values.
-    std::map<std::pair<int64_t, int64_t>, mlir::IRMapping> forwardValues;
-    llvm::SmallVector<mlir::Value> sends;
-    mlir::Value lossSum;
-    for (auto [index, p] : llvm::enumerate(schedules[s])) {
-      const Chunk &chunk = mine[p.chunk];
-      const int64_t c = p.chunk * stages + s, i = p.micro;
-      // What this pass adds to the body belongs to micro-batch i (receives
-      // posted ahead for later passes are tagged with their own).
-      mlir::Operation *before = body->empty() ? nullptr : &body->back();
-      auto tagPass = llvm::make_scope_exit([&, i = i] {
-        auto it = before ? std::next(before->getIterator()) : body->begin();
-        for (mlir::Operation &op : llvm::make_range(it, body->end()))
-          if (!op.hasAttr(d::kMicroBatchAttrName))
-            tagMicroBatch(&op, i);
-      });
-      mlir::func::FuncOp backward = chunk.backward;
-      mlir::Block &callee = backward.getBody().front();
-      if (p.pass == 'F') {
-        if (chunk.last)
-          continue; // the last chunk's backward runs its forward
-        mlir::IRMapping &map = forwardValues[{c, i}];
-        llvm::SmallVector<mlir::Value> args;
-        if (!chunk.first)
-          args.push_back(receive({'A', c, i}));
-        llvm::append_range(args, chunkArgs(chunk, i));
-        for (auto [arg, value] : llvm::zip(callee.getArguments(), args))
-          map.map(arg, value);
-        postNext(index + 1);
-        for (mlir::Operation *op : chunk.forwardOps)
-          b.clone(*op, map);
-        mlir::Value y =
-            map.lookup(callee.getTerminator()->getOperand(chunk.outputIndex));
-        sends.push_back(send(y, traffic->ownerOf(c + 1)));
-        continue;
-      }
-      llvm::SmallVector<mlir::Value> results;
-      if (chunk.last) {
-        llvm::SmallVector<mlir::Value> args;
-        if (!chunk.first)
-          args.push_back(receive({'A', c, i}));
-        llvm::append_range(args, chunkArgs(chunk, i));
-        postNext(index + 1);
-        results = inlineCall(b, chunk.backward, args);
-      } else {
-        auto node = forwardValues.extract({c, i});
-        mlir::IRMapping &map = node.mapped();
-        map.map(callee.getArguments().back(), receive({'G', c, i}));
-        postNext(index + 1);
-        results = inlineBackwardPass(b, chunk, map);
-      }
-      if (chunk.last)
-        lossSum =
-            lossSum ? b.create<d::AddOp>(loc, lossSum, results[0]) : results[0];
-      for (auto [j, index] : llvm::enumerate(chunk.gradIndex)) {
-        mlir::Value &acc =
-            accumulators[accumulatorOf.lookup(chunk.params[j].parameter)];
-        acc = b.create<d::AddOp>(loc, acc, results[index]);
-      }
-      if (chunk.dInputIndex >= 0)
-        sends.push_back(
-            send(results[chunk.dInputIndex], traffic->ownerOf(c - 1)));
-    }
-    // Sends complete before the step ends (their buffers stay reserved
-    // until then), so no rank blocks on a send while its peer blocks too.
-    for (mlir::Value sent : sends)
-      b.create<d::WaitOp>(loc, sent)->setAttr(
-          d::kMicroBatchAttrName,
-          sent.getDefiningOp()->getAttr(d::kMicroBatchAttrName));
-    // The mean loss over the micro-batches, from the last stage to all.
-    mlir::Value loss =
-        lossSum ? b.create<d::MulOp>(
-                       loc, lossSum,
-                       scalar(b, loc, 1.0f / static_cast<float>(micro)))
-                      .getResult()
-                : scalar(b, loc, 0.0f);
-    loss = comm.allReduce(loss, {kPipelineAxis.str()});
-    llvm::SmallVector<mlir::Value> results{loss};
-    llvm::append_range(results, accumulators);
-    b.create<mlir::func::ReturnOp>(loc, results);
-    step.setFunctionType(b.getFunctionType(
-        body->getArgumentTypes(), mlir::ValueRange(results).getTypes()));
-    step.setResultAttr(0, "dtc.name", b.getStringAttr("loss"));
-    for (auto [i, p] : llvm::enumerate(params))
-      step.setResultAttr(1 + i, "dtc.state",
-                         b.getStringAttr("grad:" + p.parameter));
-    eraseUnusedResults(step);
+    b.create<mlir::func::ReturnOp>(loc);
 
     TrainingStepOptions applyOptions = options;
-    ZeroLayout zero = zeroLayoutOf(applyOptions, params);
-    // ZeRO-3: every pass inlined its own copy of the chunk's parameters,
-    // so each copy is gathered once, before the pass that reads it.
-    if (options.zeroStage >= 3)
-      gatherParametersForUse(step, zero, options.overlap,
-                             options.zeroPrefetchElements);
     std::vector<StageSharedGradient> sharedHere;
     for (const SharedParameter &p : *shared) {
       const auto *held = llvm::find(p.stages, s);

@@ -737,11 +737,18 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
     stateArg(stateType, "exp_avg", p.parameter, flat);
     stateArg(stateType, "exp_avg_sq", p.parameter, flat);
   }
+  // Last: 1 / the micro-batches accumulated this step, fed by the runtime
+  // so that a run may accumulate another number than compiled (`dtc run
+  // --global-batch`).
+  argTypes.push_back(f32Scalar);
+  argAttrs.push_back(b.getDictionaryAttr(
+      b.getNamedAttr("dtc.feed", b.getStringAttr("inverse_micro_batches"))));
   auto apply = b.create<mlir::func::FuncOp>(loc, "apply",
                                             b.getFunctionType(argTypes, {}));
   mlir::Block *body = apply.addEntryBlock();
   b.setInsertionPointToStart(body);
   mlir::Value lr = body->getArgument(0), step = body->getArgument(1);
+  mlir::Value inverseAccum = body->getArguments().back();
   if (!options.mesh.empty())
     apply->setAttr("dtc.mesh", b.getStringAttr(options.mesh));
   Collectives comm(b, loc);
@@ -847,7 +854,6 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
   // ||g / A|| over all parameters, and the factor AdamW applies to g. A
   // split gradient's local sum of squares is summed over its split axes
   // (once per distinct set of axes); a replicated one counts once.
-  double inverseAccum = 1.0 / static_cast<double>(options.gradAccum);
   std::map<llvm::SmallVector<std::string>, mlir::Value> sumSquaresByAxes;
   for (auto [i, p] : llvm::enumerate(params)) {
     if (countedElsewhere.contains(p.parameter))
@@ -874,10 +880,9 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
   // both the stage axes and "pp" would wait for a peer stage that has none.
   if (!extraNormAxes.empty())
     sumSquares = comm.allReduce(sumSquares, extraNormAxes);
-  mlir::Value norm =
-      b.create<d::MulOp>(loc, b.create<d::SqrtOp>(loc, sumSquares),
-                         scalar(b, loc, static_cast<float>(inverseAccum)));
-  mlir::Value gradScale = scalar(b, loc, static_cast<float>(inverseAccum));
+  mlir::Value norm = b.create<d::MulOp>(
+      loc, b.create<d::SqrtOp>(loc, sumSquares), inverseAccum);
+  mlir::Value gradScale = inverseAccum;
   if (options.optimizer.gradClip > 0) {
     mlir::Value clip = b.create<d::MinOp>(
         loc, scalar(b, loc, 1.0f),

@@ -273,6 +273,10 @@ llvm::Error Executor::prepare() {
                             r.state() + "' with a value of another size");
     }
   }
+  for (auto &entry : functions_)
+    if (entry.second.function->has_pipeline())
+      if (llvm::Error e = checkPipeline(entry.second))
+        return e;
   return llvm::Error::success();
 }
 
@@ -331,7 +335,7 @@ int64_t Executor::allocatedBytes() const {
   int64_t bytes = variableBytes();
   for (const Tensor &c : constants_)
     bytes += c.bytes();
-  bytes += arena_.bytes();
+  bytes += arena_.bytes() + pooledBytes_;
   for (const auto &entry : functions_) {
     for (const Tensor &a : entry.second.arguments)
       bytes += a.bytes();
@@ -359,40 +363,94 @@ llvm::Expected<std::vector<Tensor>> Executor::run(llvm::StringRef name,
                                    "the program has no function '" + name +
                                        "'");
   PreparedFunction &prepared = it->second;
+  if (prepared.function->has_pipeline())
+    return runPipeline(prepared, args);
+  if (llvm::Error e = bindArguments(prepared, args))
+    return std::move(e);
+  if (llvm::Error e = execute(prepared))
+    return std::move(e);
+  return hostResults(prepared);
+}
+
+llvm::Error Executor::bindArguments(PreparedFunction &prepared,
+                                    llvm::ArrayRef<Tensor> args) {
   const program::Function &f = *prepared.function;
   if (args.size() != static_cast<size_t>(f.arguments_size()))
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        llvm::formatv("'{0}' takes {1} inputs, {2} given", name,
+        llvm::formatv("'{0}' takes {1} inputs, {2} given", f.name(),
                       f.arguments_size(), args.size()));
+  const bool stacked = f.has_pipeline();
   for (auto [index, arg] : llvm::enumerate(f.arguments())) {
     TensorRef &view = prepared.views[arg.value()];
     const Tensor &given = args[index];
-    if (given.dtype() != view.dtype ||
-        given.shape() != llvm::ArrayRef<int64_t>(view.shape)) {
+    llvm::ArrayRef<int64_t> expected(view.shape), got = given.shape();
+    // A pipeline step's arguments stack micro-batches: any number of them.
+    bool sameShape = stacked
+                         ? !expected.empty() && expected.size() == got.size() &&
+                               expected.drop_front() == got.drop_front()
+                         : expected == got;
+    if (given.dtype() != view.dtype || !sameShape) {
       std::string what = arg.name().empty() ? "input " + std::to_string(index)
                                             : "input '" + arg.name() + "'";
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
-          what + " must be " + shapeString(view.shape, view.dtype) + ", got " +
-              shapeString(given.shape(), given.dtype()));
+          what + " must be " +
+              (stacked ? "[micro-batches] x " +
+                             shapeString(expected.drop_front(), view.dtype)
+                       : shapeString(expected, view.dtype)) +
+              ", got " + shapeString(got, given.dtype()));
     }
     if (memory_.isHost()) {
       view.data = given.data();
       continue;
     }
-    const Tensor &buffer = prepared.arguments[index];
+    Tensor &buffer = prepared.arguments[index];
+    if (buffer.shape() != got) {
+      llvm::Expected<Tensor> resized =
+          Tensor::allocate(given.dtype(), got, memory_);
+      if (!resized)
+        return resized.takeError();
+      buffer = std::move(*resized);
+    }
     if (llvm::Error e =
             memory_.copyToDevice(buffer.data(), given.data(), given.bytes()))
-      return std::move(e);
+      return e;
     view.data = buffer.data();
   }
-  // Views of an argument (reshapes) read the bytes bound to it.
-  for (auto [valueId, argIndex] : prepared.argumentViews)
-    prepared.views[valueId].data = memory_.isHost()
-                                       ? args[argIndex].data()
-                                       : prepared.arguments[argIndex].data();
+  if (!stacked) // Views of an argument (reshapes) read the bytes bound to it.
+    for (auto [valueId, argIndex] : prepared.argumentViews)
+      prepared.views[valueId].data = memory_.isHost()
+                                         ? args[argIndex].data()
+                                         : prepared.arguments[argIndex].data();
+  return llvm::Error::success();
+}
 
+llvm::Error Executor::bindViews(PreparedFunction &prepared,
+                                llvm::ArrayRef<TensorRef> args) {
+  const program::Function &f = *prepared.function;
+  if (args.size() != static_cast<size_t>(f.arguments_size()))
+    return programError(llvm::formatv("'{0}' takes {1} inputs, the pipeline "
+                                      "step passes {2}",
+                                      f.name(), f.arguments_size(), args.size())
+                            .str());
+  for (auto [index, arg] : llvm::enumerate(f.arguments())) {
+    TensorRef &view = prepared.views[arg.value()];
+    if (view.bytes() != args[index].bytes())
+      return programError(llvm::formatv("'{0}' input {1} is {2} bytes, the "
+                                        "pipeline step passes {3}",
+                                        f.name(), index, view.bytes(),
+                                        args[index].bytes())
+                              .str());
+    view.data = args[index].data;
+  }
+  for (auto [valueId, argIndex] : prepared.argumentViews)
+    prepared.views[valueId].data = args[argIndex].data;
+  return llvm::Error::success();
+}
+
+llvm::Error Executor::execute(PreparedFunction &prepared) {
+  const program::Function &f = *prepared.function;
   llvm::SmallVector<TensorRef, 8> inputs, outputs;
   for (auto [index, inst] : llvm::enumerate(f.instructions())) {
     inputs.clear();
@@ -408,18 +466,18 @@ llvm::Expected<std::vector<Tensor>> Executor::run(llvm::StringRef name,
       context_.communicator->computing();
     if (!trace_ && wait == WaitKind::None) {
       if (llvm::Error e = prepared.kernels[index](call))
-        return std::move(e);
+        return e;
       continue;
     }
     auto begin = TraceClock::now();
     if (trace_)
       memory_.pushRange(inst.op());
     if (llvm::Error e = prepared.kernels[index](call))
-      return std::move(e);
+      return e;
     if (trace_) {
       if (!memory_.isHost())
         if (llvm::Error e = memory_.synchronize())
-          return std::move(e);
+          return e;
       memory_.popRange();
     }
     auto end = TraceClock::now();
@@ -433,26 +491,34 @@ llvm::Expected<std::vector<Tensor>> Executor::run(llvm::StringRef name,
       if (wait != WaitKind::None && context_.communicator)
         if (auto at = context_.communicator->lastWaitCompletion())
           completed = std::min(*at, end);
-      trace_->push_back(
-          {prepared.index, static_cast<int32_t>(index), begin, end, completed});
+      trace_->push_back({prepared.index, static_cast<int32_t>(index), begin,
+                         end, completed, microBatch_});
     }
   }
   if (!context_.pending.empty())
     return programError("function '" + f.name() + "' ends with " +
                         std::to_string(context_.pending.size()) +
                         " communication(s) started and never waited");
-
-  std::vector<Tensor> results;
   for (const program::Result &r : f.results()) {
-    const TensorRef &view = prepared.views[r.value()];
-    if (!r.state().empty()) {
-      Tensor *var = storage(r.state());
-      if (var->data() != view.data)
-        if (llvm::Error e =
-                memory_.copyOnDevice(var->data(), view.data, var->bytes()))
-          return std::move(e);
+    if (r.state().empty())
       continue;
-    }
+    const TensorRef &view = prepared.views[r.value()];
+    Tensor *var = storage(r.state());
+    if (var->data() != view.data)
+      if (llvm::Error e =
+              memory_.copyOnDevice(var->data(), view.data, var->bytes()))
+        return e;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::vector<Tensor>>
+Executor::hostResults(PreparedFunction &prepared) {
+  std::vector<Tensor> results;
+  for (const program::Result &r : prepared.function->results()) {
+    if (!r.state().empty())
+      continue;
+    const TensorRef &view = prepared.views[r.value()];
     Tensor out(view.dtype, view.shape);
     if (llvm::Error e = memory_.copyToHost(out.data(), view.data, out.bytes()))
       return std::move(e);

@@ -17,6 +17,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <chrono>
+#include <map>
 #include <vector>
 
 namespace dtc::runtime {
@@ -32,6 +33,8 @@ struct InstructionEvent {
   int32_t function = 0;
   int32_t instruction = 0;
   TraceClock::time_point begin, end, completed;
+  /// In a pipeline step: the micro-batch the pass serves; -1 otherwise.
+  int32_t microBatch = -1;
 };
 
 /// Where a rank's time went, accumulated over calls until reset: time
@@ -76,6 +79,8 @@ public:
   /// Runs `function` on host `args` (one per Argument, in order; dtype and
   /// shape checked) and returns its results that do not write a variable,
   /// in order, as host tensors. Results that write a variable update it.
+  /// A pipeline step (Function.pipeline) runs its schedule over as many
+  /// micro-batches as its arguments stack (their leading dim).
   llvm::Expected<std::vector<Tensor>> run(llvm::StringRef function,
                                           llvm::ArrayRef<Tensor> args);
 
@@ -105,6 +110,32 @@ private:
   /// The variable `name`, checked to have `host`'s dtype and shape.
   llvm::Expected<Tensor *> variableLike(llvm::StringRef name,
                                         const Tensor &host);
+
+  struct PreparedFunction;
+  /// Checks `args` against the function's arguments and binds them (copied
+  /// to the device's argument buffers on a device). A pipeline step's
+  /// arguments may stack any number of micro-batches.
+  llvm::Error bindArguments(PreparedFunction &prepared,
+                            llvm::ArrayRef<Tensor> args);
+  /// Binds arguments already in the executor's memory (no checks beyond
+  /// their count and sizes).
+  llvm::Error bindViews(PreparedFunction &prepared,
+                        llvm::ArrayRef<TensorRef> args);
+  /// Runs the instructions on the bound arguments, then writes the results
+  /// that update variables.
+  llvm::Error execute(PreparedFunction &prepared);
+  /// The function's results that write no variable, as host tensors.
+  llvm::Expected<std::vector<Tensor>> hostResults(PreparedFunction &prepared);
+  /// The same, kept in the executor's memory (from the pool).
+  llvm::Error keepResults(PreparedFunction &prepared,
+                          std::vector<Tensor> &results);
+  llvm::Error checkPipeline(const PreparedFunction &step);
+  llvm::Expected<std::vector<Tensor>> runPipeline(PreparedFunction &step,
+                                                  llvm::ArrayRef<Tensor> args);
+  /// Buffers of the executor's memory that a pipeline step keeps between
+  /// its passes (kept activations, messages), reused from step to step.
+  llvm::Expected<Tensor> acquire(DType dtype, llvm::ArrayRef<int64_t> shape);
+  void release(Tensor tensor);
 
   /// What a `dtc.wait` waits for, by instruction (None for the others).
   enum class WaitKind : uint8_t { None, Collective, Pipeline };
@@ -141,6 +172,12 @@ public:
   llvm::StringMap<PreparedFunction> functions_;
   std::vector<InstructionEvent> *trace_ = nullptr;
   WaitTimes waits_;
+  /// The micro-batch the running pass serves (traces); -1 outside one.
+  int32_t microBatch_ = -1;
+  /// Free buffers by dtype and shape (see acquire()); every buffer the
+  /// pool ever made is counted in allocatedBytes().
+  std::map<std::pair<DType, std::vector<int64_t>>, std::vector<Tensor>> pool_;
+  int64_t pooledBytes_ = 0;
 };
 
 } // namespace dtc::runtime

@@ -157,7 +157,7 @@ TEST(TraceWriter, WritesCompleteEventsOnNonOverlappingTracks) {
   };
   add("dtc.all_reduce_start", 0);
   add("dtc.all_reduce_start", 1);
-  add("dtc.matmul", -1)->set_micro_batch(1);
+  add("dtc.matmul", -1);
   add("dtc.wait", 0);
   add("dtc.wait", 1);
   auto mesh = rt::Mesh::parse("dp:2");
@@ -167,15 +167,25 @@ TEST(TraceWriter, WritesCompleteEventsOnNonOverlappingTracks) {
   ASSERT_TRUE(static_cast<bool>(writer)) << llvm::toString(writer.takeError());
 
   auto at = [&](int us) { return zero + std::chrono::microseconds(us); };
-  // Both all-reduces are in flight from 10/20 us to 100/90 us.
-  std::vector<rt::InstructionEvent> events = {{0, 0, at(10), at(12), at(12)},
-                                              {0, 1, at(20), at(22), at(22)},
-                                              {0, 2, at(30), at(80), at(80)},
-                                              {0, 3, at(80), at(100), at(100)},
-                                              {0, 4, at(100), at(101), at(90)}};
+  // Both all-reduces are in flight from 10/20 us to 100/90 us. The call
+  // runs the function twice (as a pipeline step runs a pass function once
+  // per micro-batch), the second time for micro-batch 2 of the call, with
+  // its all-reduces from 210/220 us to 260/270 us: each start pairs with
+  // the wait of its own run.
+  std::vector<rt::InstructionEvent> events = {
+      {0, 0, at(10), at(12), at(12), 1},
+      {0, 1, at(20), at(22), at(22), 1},
+      {0, 2, at(30), at(80), at(80), 1},
+      {0, 3, at(80), at(100), at(100), 1},
+      {0, 4, at(100), at(101), at(90), 1},
+      {0, 0, at(210), at(212), at(212), 2},
+      {0, 1, at(220), at(222), at(222), 2},
+      {0, 2, at(230), at(240), at(240), 2},
+      {0, 3, at(240), at(260), at(260), 2},
+      {0, 4, at(260), at(280), at(270), 2}};
   std::vector<TraceWriter::Call> calls = {{0, events.size(), 0, 2}};
   ASSERT_FALSE(static_cast<bool>(
-      (*writer)->writeStep(7, at(0), at(200), 1.5, events, calls)));
+      (*writer)->writeStep(7, at(0), at(300), 1.5, events, calls)));
   llvm::SmallString<128> path(dir);
   llvm::sys::path::append(path, "rank-1.trace.json");
   EXPECT_FALSE(llvm::sys::fs::exists(path)) << "renamed before close";
@@ -189,6 +199,7 @@ TEST(TraceWriter, WritesCompleteEventsOnNonOverlappingTracks) {
   EXPECT_EQ(root.getObject("otherData")->getString("status"), "complete");
   EXPECT_EQ(root.getObject("otherData")->getInteger("first_step"), 7);
   int compute = 0;
+  std::vector<int64_t> matmulMicroBatches;
   std::vector<std::pair<double, double>> comms; // (ts, dur)
   std::vector<int64_t> commTracks;
   for (const llvm::json::Value &v : *root.getArray("traceEvents")) {
@@ -201,9 +212,9 @@ TEST(TraceWriter, WritesCompleteEventsOnNonOverlappingTracks) {
     EXPECT_EQ(args.getInteger("step"), 7);
     if (cat == "compute") {
       ++compute;
-      // The call's first micro-batch plus the instruction's own.
+      // The call's first micro-batch plus the run's own.
       if (e.getString("name") == "dtc.matmul")
-        EXPECT_EQ(args.getInteger("micro_batch"), 3);
+        matmulMicroBatches.push_back(*args.getInteger("micro_batch"));
     } else if (cat == "communication") {
       EXPECT_EQ(e.getString("name"), "dtc.all_reduce");
       comms.push_back({*e.getNumber("ts"), *e.getNumber("dur")});
@@ -212,15 +223,21 @@ TEST(TraceWriter, WritesCompleteEventsOnNonOverlappingTracks) {
       EXPECT_EQ(ranks.size(), 2u);
     }
   }
-  EXPECT_EQ(compute, 5);
+  EXPECT_EQ(compute, 10);
+  EXPECT_EQ(matmulMicroBatches, (std::vector<int64_t>{3, 4}));
   // The all-reduces end when they completed (100 us: the wait's end; 90
   // us: its recorded completion), overlap, and so sit on two tracks.
-  ASSERT_EQ(comms.size(), 2u);
+  ASSERT_EQ(comms.size(), 4u);
   EXPECT_NEAR(comms[0].first, 10, 1e-3);
   EXPECT_NEAR(comms[0].second, 90, 1e-3);
   EXPECT_NEAR(comms[1].first, 20, 1e-3);
   EXPECT_NEAR(comms[1].second, 70, 1e-3);
   EXPECT_NE(commTracks[0], commTracks[1]);
+  // The second run's, paired with its own waits (not the first run's).
+  EXPECT_NEAR(comms[2].first, 210, 1e-3);
+  EXPECT_NEAR(comms[2].second, 50, 1e-3);
+  EXPECT_NEAR(comms[3].first, 220, 1e-3);
+  EXPECT_NEAR(comms[3].second, 50, 1e-3);
   llvm::sys::fs::remove_directories(dir);
 }
 

@@ -262,6 +262,10 @@ void addRun(CLI::App &app, dtc::RunOptions &o, dtc::VerifyOptions &v,
                   "--save-every steps)");
   run->add_option("--save-every", o.saveEvery, "Save every K steps")
       ->check(CLI::PositiveNumber);
+  run->add_option("--global-batch", o.globalBatch,
+                  "Sequences per step, instead of the compiled global batch "
+                  "(a multiple of the plan's micro-batch x dp)")
+      ->check(CLI::PositiveNumber);
   run->add_flag("--resume", o.resume,
                 "Continue from the latest committed checkpoint in "
                 "--ckpt-dir, under this bundle's plan");

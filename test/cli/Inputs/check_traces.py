@@ -5,7 +5,8 @@ usage: check_traces.py TRACE_DIR PROGRAM_TEXT STEPS CALLS
 
 PROGRAM_TEXT is `dtc compile --emit program` of the same bundle (it lists,
 per group of ranks, each function's instruction count). CALLS says how many
-times each function runs per step, e.g. "pipeline_step=1,apply=1".
+times each function runs per step, e.g. "micro_step=2,apply=1" (a
+pipeline stage's chunk functions once per micro-batch).
 
 Checks, per rank: the file is Trace Event Format JSON (an object with a
 traceEvents array; complete events with name, ph, pid, tid, ts, dur >= 0);
@@ -13,7 +14,8 @@ the pid is the rank; the events on each track never overlap; the steps
 track has one event per step; every instruction of the rank's program
 appears exactly once per call per step on the compute track, and every
 communication start once per call per step on a communication track, with
-the group's ranks; pipeline instructions carry their micro-batch.
+the group's ranks; the instructions of pipeline passes (chunk functions) carry their
+micro-batch.
 Prints one summary line per rank; exits 1 on the first violation.
 """
 import collections
@@ -116,10 +118,8 @@ def main():
             fn, index = a["function"], a["index"]
             if fn not in functions or not 0 <= index < functions[fn]:
                 fail("%s: unknown instruction %s #%s" % (path, fn, index))
-            if fn == "pipeline_step" and "micro_batch" not in a and \
-                    e["name"] not in ("dtc.slice", "dtc.mul",
-                                      "dtc.all_reduce_start", "dtc.wait"):
-                fail("%s: pipeline instruction without micro_batch: %r" %
+            if fn.startswith("chunk") and "micro_batch" not in a:
+                fail("%s: pipeline pass instruction without micro_batch: %r" %
                      (path, e))
             seen[(a["step"], fn, index)] += 1
             if seen[(a["step"], fn, index)] > calls.get(fn, 0):

@@ -51,9 +51,19 @@ dtc.parameter ops, as stored per rank.
 for a pipeline, the same summed over every stage's `pipeline_step` and
 divided by its micro-batch count (the first dimension of its tokens).
 
+A pipeline stage's `pipeline_step` holds no code: its `dtc.pipeline`
+attribute names the chunk functions and `dtc.schedule` lists the passes in
+the compiled order ("F2.1": the forward of micro-batch 1 through model
+chunk 2). Every command reads it written out as the executor runs it: per
+pass, the receives it waits for (posted one pass ahead with `overlap`),
+its chunk function's ops (values renamed per run) and its sends; then the
+waits for the sends and `pipeline_loss`. The chunk functions and
+`pipeline_loss` themselves are then not listed.
+
 Every command prints a `begin` and an `end` line around its output, so that
 FileCheck's CHECK-NEXT can pin the whole output.
 """
+import copy
 
 import collections
 import re
@@ -62,8 +72,10 @@ import sys
 COLLECTIVES = ("all_reduce_start", "reduce_scatter_start", "all_gather_start",
                "all_to_all_start", "send_start", "recv_start")
 
-FUNC_RE = re.compile(r"^\s*func\.func @(\w+)\((.*)\) -> ")
-ARG_RE = re.compile(r"%arg(\d+): tensor<([^>]*)> \{([^}]*)\}")
+FUNC_RE = re.compile(r"^\s*func\.func @(\w+)\((.*)\)(?: -> | attributes |\s*\{)")
+ARG_RE = re.compile(r"%arg(\d+): tensor<([^>]*)>(?: \{([^}]*)\})?")
+RETURN_RE = re.compile(r"^\s*(?:func\.)?return\s+(.*?)\s*:")
+SCHEDULE_RE = re.compile(r"dtc\.schedule = \[([^\]]*)\]")
 ROLE_RE = re.compile(r'dtc\.state_role = "([^"]*)"')
 STATE_RE = re.compile(r'dtc\.state = "([^"]*)"')
 OP_RE = re.compile(r"^\s*(?:(%[\w:, %]+?)\s*=\s*)?dtc\.(\w+)\b(.*)$")
@@ -125,6 +137,10 @@ class Func:
                 count = self.roles.setdefault(role.group(1), [0, 0])
                 count[0] += 1
                 count[1] += elements(shape)
+        self.arglist = [("%arg" + num, shape, bool(STATE_RE.search(attrs)))
+                        for num, shape, attrs in ARG_RE.findall(header)]
+        self.returns = []
+        self.pipeline, self.schedule = None, []
         self.ops = []
         self.defs = {}
         shapes = ARG_RE.findall(header)
@@ -167,6 +183,157 @@ class Func:
             yield "bwd", self.ops[ends[0] + 1:]
 
 
+def pipeline_attr(header):
+    """The `dtc.pipeline` dictionary of a func line, or None."""
+    start = header.find("dtc.pipeline = {")
+    if start < 0:
+        return None
+    depth, end = 0, start
+    for end in range(header.index("{", start), len(header)):
+        depth += {"{": 1, "}": -1}.get(header[end], 0)
+        if depth == 0:
+            break
+    text = header[start:end + 1]
+
+    def integer(key, default=0):
+        m = re.search(r"\b%s = (\d+)" % key, text)
+        return int(m.group(1)) if m else default
+    chunks = []
+    for body in re.findall(r"\{(backward = [^{}]*)\}", text):
+        backward = re.search(r'backward = "(\w+)"', body).group(1)
+        forward = re.search(r'forward = "(\w+)"', body)
+        chunks.append((forward.group(1) if forward else None, backward))
+    return {"stages": integer("stages"), "stage": integer("stage"),
+            "vpp": integer("virtual_stages", 1),
+            "micro": integer("micro_batches", 1),
+            "overlap": "overlap = true" in text,
+            "axis": re.search(r'axis = "(\w+)"', text).group(1),
+            "loss": re.search(r'loss = "(\w+)"', text).group(1),
+            "chunks": chunks}
+
+
+def synthetic(name, results, operands, axes, peer, elems):
+    op = Op.__new__(Op)
+    op.results, op.name, op.operands = results, name, operands
+    op.forward_end = op.recomputed = op.scalar = False
+    op.axes, op.peer, op.param = axes, peer, None
+    op.in_elems = op.out_elems = elems
+    return op
+
+
+def expand_pipelines(funcs):
+    """Replaces each stage's pipeline_step, chunk functions and
+    pipeline_loss by the step written out (see the module doc)."""
+    out, hidden = [], set()
+    for step in funcs:
+        p = step.pipeline
+        if p is None:
+            continue
+        named = {f.name: f for f in funcs if f.stage == step.stage}
+        # Each stage's pipeline attribute and functions, by stage index: a
+        # message is sized by the pass that reads it, maybe on another one.
+        steps = {f.pipeline["stage"]: f for f in funcs if f.pipeline}
+        stages, stage = p["stages"], p["stage"]
+        chunks = stages * p["vpp"]
+        whole = Func(step.stage, step.name, "")
+        whole.micro = max(int(m) for _, _, m in step.schedule) + 1
+        runs = [0]
+        handles = [0]
+
+        def run(fn):
+            runs[0] += 1
+            prefix = "%%r%d_" % runs[0]
+
+            def rename(v):
+                return prefix + v[1:]
+            for name, _, state in fn.arglist:
+                whole.args[rename(name)] = (fn.args.get(name, name[1:])
+                                            if state else rename(name)[1:])
+            for op in fn.ops:
+                new = copy.copy(op)
+                new.results = (re.sub(r"%(\w+)", lambda m: prefix + m.group(1),
+                                      op.results) if op.results else op.results)
+                new.operands = [rename(v) for v in op.operands]
+                whole.add(new)
+            return [rename(v) for v in fn.returns]
+
+        def owner(c):
+            return c % stages
+
+        def reader(kind, c):
+            there = steps[owner(c)]
+            forward, backward = there.pipeline["chunks"][c // stages]
+            fn = {f.name: f for f in funcs
+                  if f.stage == there.stage}[forward if kind == "A" and
+                                             c != chunks - 1 else backward]
+            data = [a for a in fn.arglist if not a[2]]
+            return elements(data[0 if kind == "A" else -1][1])
+
+        def traffic(kind, c, m):
+            """(messages in, messages out) of a pass: (kind, chunk, micro,
+            peer offset)."""
+            first, last = c == 0, c == chunks - 1
+            ins, outs = [], []
+            if kind == "F" and not last:
+                if not first:
+                    ins.append(("A", c, m, owner(c - 1) - stage))
+                outs.append(("A", c + 1, m, owner(c + 1) - stage))
+            elif kind == "B":
+                if last and not first:
+                    ins.append(("A", c, m, owner(c - 1) - stage))
+                if not last:
+                    ins.append(("G", c, m, owner(c + 1) - stage))
+                if not first:
+                    outs.append(("G", c - 1, m, owner(c - 1) - stage))
+            return ins, outs
+
+        posted, sends = {}, []
+
+        def post(msg):
+            if msg[:3] in posted:
+                return
+            handles[0] += 1
+            handle = "%%p%d" % handles[0]
+            posted[msg[:3]] = handle
+            whole.add(synthetic("recv_start", handle, [], p["axis"], msg[3],
+                                reader(msg[0], msg[1])))
+
+        passes = [(k, int(c), int(m)) for k, c, m in step.schedule
+                  if not (k == "F" and int(c) == chunks - 1)]
+        for i, (kind, c, m) in enumerate(passes):
+            ins, outs = traffic(kind, c, m)
+            for msg in ins:
+                post(msg)
+                handles[0] += 1
+                whole.add(synthetic("wait", "%%p%d" % handles[0],
+                                    [posted[msg[:3]]], None, None, 0))
+            if p["overlap"] and i + 1 < len(passes):
+                for msg in traffic(*passes[i + 1])[0]:
+                    post(msg)
+            forward, backward = p["chunks"][c // stages]
+            fn = named[forward if kind == "F" else backward]
+            hidden.add(fn.name)
+            results = run(fn)
+            for msg in outs:
+                # A forward sends its output, a backward its input's
+                # gradient (after the loss on the last chunk).
+                value = results[1 if kind == "B" and c == chunks - 1 else 0]
+                handles[0] += 1
+                handle = "%%p%d" % handles[0]
+                sends.append(handle)
+                whole.add(synthetic("send_start", handle, [value], p["axis"],
+                                    msg[3], reader(msg[0], msg[1])))
+        for handle in sends:
+            handles[0] += 1
+            whole.add(synthetic("wait", "%%p%d" % handles[0], [handle], None,
+                                None, 0))
+        run(named[p["loss"]])
+        hidden.add(p["loss"])
+        out.append((step, whole))
+    replaced = dict(out)
+    return [replaced.get(f, f) for f in funcs if f.name not in hidden]
+
+
 def parse(path):
     funcs = []
     stage = None
@@ -180,6 +347,11 @@ def parse(path):
             m = FUNC_RE.match(line)
             if m:
                 current = Func(stage, m.group(1), m.group(2))
+                current.pipeline = pipeline_attr(line)
+                schedule = SCHEDULE_RE.search(line)
+                if schedule:
+                    current.schedule = re.findall(r'"([FB])(\d+)\.(\d+)"',
+                                                  schedule.group(1))
                 funcs.append(current)
                 continue
             if current is None:
@@ -187,7 +359,11 @@ def parse(path):
             m = OP_RE.match(line)
             if m:
                 current.add(Op(m.group(1), m.group(2), m.group(3)))
-    return funcs
+                continue
+            m = RETURN_RE.match(line)
+            if m:
+                current.returns = VALUE_RE.findall(m.group(1))
+    return expand_pipelines(funcs)
 
 
 def collectives(funcs):

@@ -1,0 +1,394 @@
+//===- ExecutorPipeline.cpp - Runs a pipeline stage's schedule ------------===//
+//
+// A pipeline step holds no instructions: its stage's action list
+// (PipelineSchedule.h) says which chunk function runs for which
+// micro-batch, and when activations and gradients move between stages.
+// What a forward pass keeps for its backward pass, and the messages in
+// flight, live in pooled buffers of the executor's memory, outside the
+// arena (each chunk function's temporaries are gone when it returns).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/core/Executor.h"
+#include "runtime/core/PipelineSchedule.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+namespace dtc::runtime {
+
+namespace {
+
+llvm::Error pipelineError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "invalid program: pipeline step: " + message);
+}
+
+PipelineShape shapeOf(const program::Pipeline &p, int64_t microBatches) {
+  PipelineShape shape;
+  shape.schedule = p.schedule();
+  shape.stages = p.stages();
+  shape.virtualStages = std::max(1, p.virtual_stages());
+  shape.microBatches = microBatches;
+  return shape;
+}
+
+/// Micro-batch `i` of a stacked argument: a view, no copy.
+TensorRef sliceOf(const TensorRef &stacked, int64_t i) {
+  TensorRef slice;
+  slice.dtype = stacked.dtype;
+  slice.shape.assign(stacked.shape.begin() + 1, stacked.shape.end());
+  slice.data = static_cast<char *>(stacked.data) + i * slice.bytes();
+  return slice;
+}
+
+} // namespace
+
+llvm::Expected<Tensor> Executor::acquire(DType dtype,
+                                         llvm::ArrayRef<int64_t> shape) {
+  std::vector<Tensor> &free = pool_[{dtype, shape.vec()}];
+  if (!free.empty()) {
+    Tensor t = std::move(free.back());
+    free.pop_back();
+    return t;
+  }
+  llvm::Expected<Tensor> t = Tensor::allocate(dtype, shape, memory_);
+  if (t)
+    pooledBytes_ += t->bytes();
+  return t;
+}
+
+void Executor::release(Tensor tensor) {
+  if (tensor.empty())
+    return;
+  pool_[{tensor.dtype(), tensor.shape().vec()}].push_back(std::move(tensor));
+}
+
+llvm::Error Executor::keepResults(PreparedFunction &prepared,
+                                  std::vector<Tensor> &results) {
+  for (const program::Result &r : prepared.function->results()) {
+    if (!r.state().empty())
+      continue;
+    const TensorRef &view = prepared.views[r.value()];
+    llvm::Expected<Tensor> kept = acquire(view.dtype, view.shape);
+    if (!kept)
+      return kept.takeError();
+    if (llvm::Error e =
+            memory_.copyOnDevice(kept->data(), view.data, kept->bytes()))
+      return e;
+    results.push_back(std::move(*kept));
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Executor::checkPipeline(const PreparedFunction &step) {
+  const program::Function &f = *step.function;
+  const program::Pipeline &p = f.pipeline();
+  if (f.instructions_size() || f.results_size())
+    return pipelineError("'" + f.name() +
+                         "' has instructions or results of its own");
+  if (p.stages() < 2 || p.stage() < 0 || p.stage() >= p.stages() ||
+      p.chunks_size() != std::max(1, p.virtual_stages()) || p.axis().empty())
+    return pipelineError(llvm::formatv("'{0}': stage {1} of {2} with {3} "
+                                       "chunks for {4} virtual stages",
+                                       f.name(), p.stage(), p.stages(),
+                                       p.chunks_size(), p.virtual_stages())
+                             .str());
+  if (llvm::Error e = checkPipelineShape(shapeOf(p, p.micro_batches())))
+    return e;
+  auto known = [&](const std::string &name) {
+    auto it = functions_.find(name);
+    return it != functions_.end() && !it->second.function->has_pipeline();
+  };
+  if (!known(p.loss()))
+    return pipelineError("no loss function '" + p.loss() + "'");
+  const int64_t chunks = p.stages() * std::max(1, p.virtual_stages());
+  for (auto [k, chunk] : llvm::enumerate(p.chunks())) {
+    int64_t model = static_cast<int64_t>(k) * p.stages() + p.stage();
+    bool first = model == 0, last = model == chunks - 1;
+    if ((last != chunk.forward().empty()) ||
+        (!last && !known(chunk.forward())) || !known(chunk.backward()))
+      return pipelineError(llvm::formatv("model chunk {0} lacks its pass "
+                                         "functions",
+                                         model)
+                               .str());
+    const program::Function &reads =
+        *functions_.find(last ? chunk.backward() : chunk.forward())
+             ->second.function;
+    int dataArgs = reads.arguments_size() - (first ? 0 : 1);
+    if (dataArgs != chunk.data_size())
+      return pipelineError(llvm::formatv("'{0}' takes {1} data arguments, "
+                                         "the chunk names {2}",
+                                         reads.name(), dataArgs,
+                                         chunk.data_size())
+                               .str());
+    for (auto [j, arg] : llvm::enumerate(chunk.data())) {
+      if (arg < 0 || arg >= f.arguments_size())
+        return pipelineError("a chunk reads an argument the step lacks");
+      const TensorRef &whole = step.views[f.arguments(arg).value()];
+      const program::Argument &into =
+          reads.arguments(static_cast<int>(j) + (first ? 0 : 1));
+      const program::TensorType &part = reads.values(into.value()).type();
+      llvm::ArrayRef<int64_t> partShape(part.shape().data(), part.shape_size());
+      if (whole.dtype != part.dtype() || whole.shape.empty() ||
+          llvm::ArrayRef<int64_t>(whole.shape).drop_front() != partShape)
+        return pipelineError("'" + reads.name() +
+                             "' reads a micro-batch of another shape than "
+                             "the step's arguments stack");
+    }
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::vector<Tensor>>
+Executor::runPipeline(PreparedFunction &step, llvm::ArrayRef<Tensor> args) {
+  const program::Function &f = *step.function;
+  const program::Pipeline &p = f.pipeline();
+  if (llvm::Error e = bindArguments(step, args))
+    return std::move(e);
+  int64_t micro = p.micro_batches();
+  for (const Tensor &arg : args) {
+    if (&arg == &args.front())
+      micro = arg.shape().front();
+    else if (arg.shape().front() != micro)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          llvm::formatv("'{0}': its inputs stack {1} and {2} micro-batches",
+                        f.name(), micro, arg.shape().front()));
+  }
+  PipelineShape shape = shapeOf(p, micro);
+  // The schedule for this many micro-batches, proved again like the
+  // compiler proved its own (the result is the same for the same count).
+  auto actions = pipelineActions(shape, p.overlap());
+  if (!actions)
+    return actions.takeError();
+  const std::vector<PipelineAction> &mine = (*actions)[p.stage()];
+
+  std::vector<TensorRef> stacked;
+  for (const program::Argument &a : f.arguments())
+    stacked.push_back(step.views[a.value()]);
+  struct ChunkFunctions {
+    PreparedFunction *forward = nullptr, *backward = nullptr;
+    bool first = false, last = false;
+  };
+  std::vector<ChunkFunctions> chunks;
+  for (auto [k, chunk] : llvm::enumerate(p.chunks())) {
+    ChunkFunctions c;
+    int64_t model = shape.modelChunk(p.stage(), k);
+    c.first = model == 0;
+    c.last = model == shape.chunks() - 1;
+    if (!c.last)
+      c.forward = &functions_.find(chunk.forward())->second;
+    c.backward = &functions_.find(chunk.backward())->second;
+    chunks.push_back(c);
+  }
+  // The tensor a message fills: the activation into local chunk k is its
+  // first pass's first argument, the gradient of its output the backward
+  // pass's last.
+  auto messageType = [&](const PipelineMessage &m) -> const TensorRef & {
+    const ChunkFunctions &c = chunks[m.chunk / shape.stages];
+    const PreparedFunction &reader = m.kind == PipelineMessage::Activation
+                                         ? (c.last ? *c.backward : *c.forward)
+                                         : *c.backward;
+    const program::Function &fn = *reader.function;
+    const program::Argument &arg = m.kind == PipelineMessage::Activation
+                                       ? fn.arguments(0)
+                                       : fn.arguments(fn.arguments_size() - 1);
+    return reader.views[arg.value()];
+  };
+  Communicator *comm = context_.communicator;
+  const std::string &axis = p.axis();
+
+  // The step's state; every buffer goes back to the pool at the end, also
+  // on an error (the step's partial results are lost either way).
+  std::map<std::pair<int64_t, int64_t>, std::vector<Tensor>> kept;
+  std::map<PipelineMessage, std::pair<Request, Tensor>> receiving;
+  std::map<PipelineMessage, Tensor> arrived;
+  std::vector<std::pair<Request, Tensor>> sending;
+  std::vector<Tensor> outgoing; // what the last pass left to send
+  float lossSum = 0;
+  bool haveLoss = false;
+  auto recycle = [&] {
+    for (auto &entry : kept)
+      for (Tensor &t : entry.second)
+        release(std::move(t));
+    for (auto &entry : arrived)
+      release(std::move(entry.second));
+    for (Tensor &t : outgoing)
+      release(std::move(t));
+    kept.clear();
+    arrived.clear();
+    outgoing.clear();
+    microBatch_ = -1;
+  };
+  auto timed = [&](auto &&wait) -> llvm::Error {
+    auto begin = TraceClock::now();
+    llvm::Error e = wait();
+    waits_.pipelineSeconds +=
+        std::chrono::duration<double>(TraceClock::now() - begin).count();
+    return e;
+  };
+  auto runAction = [&](const PipelineAction &a) -> llvm::Error {
+    switch (a.kind) {
+    case PipelineAction::PostReceive: {
+      if (!comm)
+        return pipelineError("it receives over '" + axis +
+                             "' but the rank has no communicator");
+      const TensorRef &type = messageType(a.message);
+      llvm::Expected<Tensor> buffer = acquire(type.dtype, type.shape);
+      if (!buffer)
+        return buffer.takeError();
+      TensorRef into = buffer->ref();
+      llvm::Expected<Request> request = comm->recv(axis, a.peer, into);
+      if (!request)
+        return request.takeError();
+      receiving[a.message] = {*request, std::move(*buffer)};
+      return llvm::Error::success();
+    }
+    case PipelineAction::WaitReceive: {
+      auto it = receiving.find(a.message);
+      if (it == receiving.end())
+        return pipelineError("a message is waited for but never received");
+      Request request = it->second.first;
+      arrived[a.message] = std::move(it->second.second);
+      receiving.erase(it);
+      return timed([&] { return comm->wait(request); });
+    }
+    case PipelineAction::Send: {
+      if (!comm || outgoing.empty())
+        return pipelineError("a send has nothing to send or no communicator");
+      Tensor payload = std::move(outgoing.front());
+      outgoing.erase(outgoing.begin());
+      llvm::Expected<Request> request = comm->send(axis, a.peer, payload.ref());
+      if (!request)
+        return request.takeError();
+      sending.emplace_back(*request, std::move(payload));
+      return llvm::Error::success();
+    }
+    case PipelineAction::WaitSends:
+      for (auto &[request, payload] : sending) {
+        Request r = request;
+        if (llvm::Error e = timed([&] { return comm->wait(r); }))
+          return e;
+        release(std::move(payload));
+      }
+      sending.clear();
+      return llvm::Error::success();
+    case PipelineAction::Forward:
+    case PipelineAction::Backward:
+      break;
+    }
+
+    const ChunkFunctions &c = chunks[a.chunk];
+    const program::PipelineChunk &chunk = p.chunks(a.chunk);
+    const int64_t model = shape.modelChunk(p.stage(), a.chunk);
+    const bool forward = a.kind == PipelineAction::Forward;
+    if (comm && (!receiving.empty() || !sending.empty()))
+      comm->computing();
+    // Outgoing buffers were handed to their sends; what remains of the
+    // previous pass was not sent (an objective nobody reads).
+    for (Tensor &t : outgoing)
+      release(std::move(t));
+    outgoing.clear();
+    auto takeMessage =
+        [&](PipelineMessage::Kind kind) -> llvm::Expected<Tensor> {
+      auto it = arrived.find({kind, model, a.micro});
+      if (it == arrived.end())
+        return pipelineError("a pass reads a message not yet received");
+      Tensor t = std::move(it->second);
+      arrived.erase(it);
+      return t;
+    };
+    llvm::SmallVector<TensorRef, 16> callArgs;
+    std::vector<Tensor> inputs; // owned for the call, recycled after it
+    PreparedFunction *fn = nullptr;
+    if (forward || c.last) {
+      fn = forward ? c.forward : c.backward;
+      if (!c.first) {
+        auto activation = takeMessage(PipelineMessage::Activation);
+        if (!activation)
+          return activation.takeError();
+        inputs.push_back(std::move(*activation));
+        callArgs.push_back(inputs.back().ref());
+      }
+      for (int32_t arg : chunk.data())
+        callArgs.push_back(sliceOf(stacked[arg], a.micro));
+    } else {
+      fn = c.backward;
+      auto node = kept.extract({a.chunk, a.micro});
+      if (node.empty())
+        return pipelineError("a backward pass runs before its forward pass");
+      inputs = std::move(node.mapped());
+      auto gradient = takeMessage(PipelineMessage::Gradient);
+      if (!gradient)
+        return gradient.takeError();
+      inputs.push_back(std::move(*gradient));
+      for (const Tensor &t : inputs)
+        callArgs.push_back(t.ref());
+    }
+    microBatch_ = static_cast<int32_t>(a.micro);
+    if (llvm::Error e = bindViews(*fn, callArgs))
+      return e;
+    if (llvm::Error e = execute(*fn))
+      return e;
+    std::vector<Tensor> results;
+    if (llvm::Error e = keepResults(*fn, results))
+      return e;
+    microBatch_ = -1;
+    for (Tensor &t : inputs)
+      release(std::move(t));
+    if (forward) {
+      if (results.empty())
+        return pipelineError("'" + fn->function->name() +
+                             "' returns no output");
+      outgoing.push_back(std::move(results.front()));
+      kept[{a.chunk, a.micro}].assign(
+          std::make_move_iterator(results.begin() + 1),
+          std::make_move_iterator(results.end()));
+      return llvm::Error::success();
+    }
+    auto resultIt = results.begin();
+    if (c.last) {
+      if (results.empty() || results.front().numElements() != 1 ||
+          results.front().dtype() != DType::F32)
+        return pipelineError("'" + fn->function->name() +
+                             "' returns no f32 loss first");
+      float loss = 0;
+      if (llvm::Error e =
+              memory_.copyToHost(&loss, results.front().data(), sizeof(float)))
+        return e;
+      lossSum = haveLoss ? lossSum + loss : loss;
+      haveLoss = true;
+      release(std::move(results.front()));
+      ++resultIt;
+    }
+    for (; resultIt != results.end(); ++resultIt)
+      outgoing.push_back(std::move(*resultIt));
+    return llvm::Error::success();
+  };
+
+  for (const PipelineAction &a : mine)
+    if (llvm::Error e = runAction(a)) {
+      // Complete what is in flight so no buffer is freed under a transfer.
+      for (auto &entry : receiving)
+        llvm::consumeError(comm->wait(entry.second.first));
+      for (auto &entry : sending)
+        llvm::consumeError(comm->wait(entry.first));
+      receiving.clear();
+      sending.clear();
+      recycle();
+      return std::move(e);
+    }
+  if (!receiving.empty() || !arrived.empty() || !kept.empty())
+    return pipelineError("the schedule leaves messages or kept activations "
+                         "unused");
+  recycle();
+
+  // The mean loss over the micro-batches (the last stage has it; the others
+  // give 0), summed over the stages by the loss function.
+  Tensor mean(DType::F32, {});
+  mean.as<float>()[0] =
+      haveLoss ? lossSum * (1.0f / static_cast<float>(micro)) : 0.0f;
+  return run(p.loss(), {mean});
+}
+
+} // namespace dtc::runtime
