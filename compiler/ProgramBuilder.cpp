@@ -249,11 +249,8 @@ void printProgram(const program::Program &p, llvm::raw_ostream &os) {
              << "]\n";
         // The passes in the order the executor runs them (for the
         // compiled micro-batches; docs/runtime.md's notation).
-        runtime::PipelineShape shape;
-        shape.schedule = p.schedule();
-        shape.stages = p.stages();
-        shape.virtualStages = std::max(1, p.virtual_stages());
-        shape.microBatches = p.micro_batches();
+        runtime::PipelineShape shape =
+            runtime::pipelineShapeOf(p, p.micro_batches());
         os << "      order";
         for (const runtime::PipelinePass &pass :
              runtime::pipelinePasses(shape, p.stage()))

@@ -207,11 +207,7 @@ llvm::Expected<ExpandedStep>
 dtc::expandPipelineStep(const program::RankProgram &rank,
                         const program::Function &step, int64_t microBatches) {
   const program::Pipeline &p = step.pipeline();
-  runtime::PipelineShape shape;
-  shape.schedule = p.schedule();
-  shape.stages = p.stages();
-  shape.virtualStages = std::max(1, p.virtual_stages());
-  shape.microBatches = microBatches;
+  runtime::PipelineShape shape = runtime::pipelineShapeOf(p, microBatches);
   auto actions = runtime::pipelineActions(shape, p.overlap());
   if (!actions)
     return badInput("program.pb: {0}: {1}", step.name(),
@@ -264,19 +260,14 @@ dtc::expandPipelineStep(const program::RankProgram &rank,
   // The tensor a message carries, as the executor sizes it.
   auto messageType = [&](const runtime::PipelineMessage &m)
       -> llvm::Expected<program::TensorType> {
-    const program::PipelineChunk &chunk = p.chunks(m.chunk / shape.stages);
-    bool last = m.chunk == shape.chunks() - 1;
-    const program::Function *reader =
-        lookup(m.kind == runtime::PipelineMessage::Activation && !last
-                   ? chunk.forward()
-                   : chunk.backward());
+    runtime::MessageReader to = runtime::messageReader(p, shape, m);
+    const program::Function *reader = lookup(*to.function);
     if (!reader || reader->arguments_size() == 0)
       return badInput("program.pb: {0}: model chunk {1} lacks its pass "
                       "functions",
                       step.name(), m.chunk);
-    int32_t id = m.kind == runtime::PipelineMessage::Activation
-                     ? reader->arguments(0).value()
-                     : reader->arguments(reader->arguments_size() - 1).value();
+    int index = to.lastArgument ? reader->arguments_size() - 1 : 0;
+    int32_t id = reader->arguments(index).value();
     for (const program::Value &v : reader->values())
       if (v.id() == id)
         return v.type();

@@ -974,13 +974,8 @@ llvm::Error setGlobalBatch(const program::RankProgram &rank,
   for (const program::Function &f : rank.functions()) {
     if (!f.has_pipeline())
       continue;
-    const program::Pipeline &pipeline = f.pipeline();
-    rt::PipelineShape shape;
-    shape.schedule = pipeline.schedule();
-    shape.stages = pipeline.stages();
-    shape.virtualStages = std::max(1, pipeline.virtual_stages());
-    shape.microBatches = micro / accum;
-    if (llvm::Error e = rt::checkPipelineShape(shape))
+    if (llvm::Error e = rt::checkPipelineShape(
+            rt::pipelineShapeOf(f.pipeline(), micro / accum)))
       return badInput("--global-batch {0}: {1}", globalBatch,
                       llvm::toString(std::move(e)));
   }

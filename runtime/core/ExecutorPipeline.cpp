@@ -23,15 +23,6 @@ llvm::Error pipelineError(const llvm::Twine &message) {
                                  "invalid program: pipeline step: " + message);
 }
 
-PipelineShape shapeOf(const program::Pipeline &p, int64_t microBatches) {
-  PipelineShape shape;
-  shape.schedule = p.schedule();
-  shape.stages = p.stages();
-  shape.virtualStages = std::max(1, p.virtual_stages());
-  shape.microBatches = microBatches;
-  return shape;
-}
-
 /// Micro-batch `i` of a stacked argument: a view, no copy.
 TensorRef sliceOf(const TensorRef &stacked, int64_t i) {
   TensorRef slice;
@@ -93,7 +84,7 @@ llvm::Error Executor::checkPipeline(const PreparedFunction &step) {
                                        f.name(), p.stage(), p.stages(),
                                        p.chunks_size(), p.virtual_stages())
                              .str());
-  if (llvm::Error e = checkPipelineShape(shapeOf(p, p.micro_batches())))
+  if (llvm::Error e = checkPipelineShape(pipelineShapeOf(p, p.micro_batches())))
     return e;
   auto known = [&](const std::string &name) {
     auto it = functions_.find(name);
@@ -155,7 +146,7 @@ Executor::runPipeline(PreparedFunction &step, llvm::ArrayRef<Tensor> args) {
           llvm::formatv("'{0}': its inputs stack {1} and {2} micro-batches",
                         f.name(), micro, arg.shape().front()));
   }
-  PipelineShape shape = shapeOf(p, micro);
+  PipelineShape shape = pipelineShapeOf(p, micro);
   // The schedule for this many micro-batches, proved again like the
   // compiler proved its own (the result is the same for the same count).
   auto actions = pipelineActions(shape, p.overlap());
@@ -181,19 +172,14 @@ Executor::runPipeline(PreparedFunction &step, llvm::ArrayRef<Tensor> args) {
     c.backward = &functions_.find(chunk.backward())->second;
     chunks.push_back(c);
   }
-  // The tensor a message fills: the activation into local chunk k is its
-  // first pass's first argument, the gradient of its output the backward
-  // pass's last.
+  // The tensor a message fills (checkPipeline found every chunk's pass
+  // functions).
   auto messageType = [&](const PipelineMessage &m) -> const TensorRef & {
-    const ChunkFunctions &c = chunks[m.chunk / shape.stages];
-    const PreparedFunction &reader = m.kind == PipelineMessage::Activation
-                                         ? (c.last ? *c.backward : *c.forward)
-                                         : *c.backward;
+    MessageReader to = messageReader(p, shape, m);
+    const PreparedFunction &reader = functions_.find(*to.function)->second;
     const program::Function &fn = *reader.function;
-    const program::Argument &arg = m.kind == PipelineMessage::Activation
-                                       ? fn.arguments(0)
-                                       : fn.arguments(fn.arguments_size() - 1);
-    return reader.views[arg.value()];
+    int index = to.lastArgument ? fn.arguments_size() - 1 : 0;
+    return reader.views[fn.arguments(index).value()];
   };
   Communicator *comm = context_.communicator;
   const std::string &axis = p.axis();

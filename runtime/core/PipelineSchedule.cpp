@@ -1,6 +1,7 @@
 //===- PipelineSchedule.cpp - The order a pipeline stage runs -------------===//
 
 #include "runtime/core/PipelineSchedule.h"
+#include "runtime/proto/program.pb.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -57,6 +58,27 @@ struct Traffic {
 };
 
 } // namespace
+
+PipelineShape pipelineShapeOf(const program::Pipeline &pipeline,
+                              int64_t microBatches) {
+  PipelineShape shape;
+  shape.schedule = pipeline.schedule();
+  shape.stages = pipeline.stages();
+  shape.virtualStages = std::max(1, pipeline.virtual_stages());
+  shape.microBatches = microBatches;
+  return shape;
+}
+
+MessageReader messageReader(const program::Pipeline &pipeline,
+                            const PipelineShape &shape,
+                            const PipelineMessage &message) {
+  const program::PipelineChunk &chunk =
+      pipeline.chunks(static_cast<int>(message.chunk / shape.stages));
+  bool last = message.chunk == shape.chunks() - 1;
+  if (message.kind == PipelineMessage::Activation)
+    return {last ? &chunk.backward() : &chunk.forward(), false};
+  return {&chunk.backward(), true};
+}
 
 llvm::Error checkPipelineShape(const PipelineShape &shape) {
   if (shape.schedule != "1f1b" && shape.schedule != "gpipe")

@@ -23,6 +23,10 @@
 #include <tuple>
 #include <vector>
 
+namespace dtc::program {
+class Pipeline;
+} // namespace dtc::program
+
 namespace dtc::runtime {
 
 /// The shape of a pipeline: model chunk c (of stages * virtualStages) runs
@@ -40,6 +44,11 @@ struct PipelineShape {
     return local * stages + stage;
   }
 };
+
+/// The shape of a program's pipeline step (Function.pipeline) run over
+/// `microBatches`.
+PipelineShape pipelineShapeOf(const program::Pipeline &pipeline,
+                              int64_t microBatches);
 
 /// Errors (bad input) when the schedule cannot run this shape: an unknown
 /// kind, virtual stages outside 1F1B, or an interleaved schedule whose
@@ -69,6 +78,18 @@ struct PipelineMessage {
   bool operator<(const PipelineMessage &o) const { return key() < o.key(); }
   bool operator==(const PipelineMessage &o) const { return key() == o.key(); }
 };
+
+/// Where a message to this stage lands: argument `argument` of the pass
+/// function `function` of the stage's local chunk (an activation: the
+/// first argument of the chunk's forward pass, of its step on the last
+/// model chunk; a gradient: the last argument of its backward pass).
+struct MessageReader {
+  const std::string *function = nullptr;
+  bool lastArgument = false;
+};
+MessageReader messageReader(const program::Pipeline &pipeline,
+                            const PipelineShape &shape,
+                            const PipelineMessage &message);
 
 /// One step of a stage's action list.
 struct PipelineAction {
