@@ -417,9 +417,7 @@ GraphPlanner::predict(const ParallelPlan &plan,
     mem.workspace = kRuntimeBytes + (full ? activations : 0);
     if (plan.zero >= 3) // The gathered parameters of the stage.
       mem.workspace += e * stageParams(s);
-    mem.reserve =
-        kFragmentationReserve * (mem.params + mem.grads + mem.optimizer +
-                                 mem.activations + mem.workspace);
+    mem.reserveForFragmentation();
     return mem;
   };
   out.memory = stageMemory(0);

@@ -119,6 +119,48 @@ int main(int argc, char **argv) {
                                  tight[i].second->model.c_str());
   printStats("all (compiled-in)", errorStats(fixedErrors));
 
+  // Documented out-of-memory configurations and their neighbours that ran.
+  std::vector<std::string> capacitySkipped;
+  auto cases = loadCapacityCases(DTC_COSTMODEL_DATA_DIR, &capacitySkipped);
+  if (!cases) {
+    llvm::errs() << llvm::toString(cases.takeError()) << "\n";
+    return 1;
+  }
+  llvm::outs() << llvm::format("\n%-22s %-15s %-6s %7s %9s %6s  %s\n", "model",
+                               "gpu", "source", "stated", "predicted", "right",
+                               "tp/pp/dp zero mb recompute, framework");
+  int right = 0, judged = 0;
+  for (const CapacityCase &c : *cases) {
+    CapacityVerdict v = capacityVerdict(c);
+    bool ok = v.error.empty() && v.fits != c.ranOutOfMemory;
+    // Only capacity OOMs are the memory model's to predict.
+    if (!c.ranOutOfMemory || c.oomCause == "capacity") {
+      ++judged;
+      right += ok;
+    }
+    llvm::outs() << llvm::format(
+        "%-22s %-15s %-6s %7s %9.1f %6s  %lld/%lld/%lld z%d mb%lld %s, %s\n",
+        c.model.c_str(), c.gpu.c_str(),
+        c.ranOutOfMemory ? c.oomCause.substr(0, 6).c_str() : "ran",
+        c.statedGB > 0 ? llvm::formatv("{0:F1}", c.statedGB).str().c_str()
+                       : "-",
+        v.predictedGB, ok ? "yes" : "NO", (long long)c.plan.tp,
+        (long long)c.plan.pp, (long long)c.plan.dp, c.plan.zero,
+        (long long)c.plan.microBatch,
+        c.plan.recompute == Recompute::Full        ? "full"
+        : c.plan.recompute == Recompute::Selective ? "selective"
+                                                   : "none",
+        c.framework.substr(0, 40).c_str());
+    if (verbose)
+      llvm::outs() << "      " << (v.error.empty() ? v.breakdown : v.error)
+                   << "\n";
+  }
+  llvm::outs() << llvm::format(
+      "memory verdict right on %d of %d (the runs that ran and the capacity "
+      "OOMs; %zu fragmentation or framework OOMs shown, %zu rows not "
+      "described)\n",
+      right, judged, cases->size() - judged, capacitySkipped.size());
+
   std::vector<bool> everything(runs->size(), true);
   FittedConstants all = fitConstants(*runs, everything, 0.01);
   llvm::outs() << "\nfit on every run:";

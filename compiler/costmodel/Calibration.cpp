@@ -218,13 +218,26 @@ struct KnownModel {
   llvm::StringRef prefix;
   int64_t vocab;
   bool gated, tied;
+  bool dropout = false;
+  bool causal = true;
+  int64_t context = 0; ///< Its trained context: the sequence when unstated.
 };
 constexpr KnownModel kKnownModels[] = {
     // MLPerf's GPT-3: the GPT-2 BPE (50257) padded by Megatron to 51200.
     {"GPT-3 175B", 51200, false, true},
-    {"Llama 3.1", 128256, true, false},
+    {"Llama 2", 32000, true, false},
+    {"Llama 3", 128256, true, false},
     {"Qwen3-235B", 151936, true, false},
+    {"GPT-2", 50257, false, true, /*dropout=*/true, /*causal=*/true, 1024},
+    {"BERT", 30522, false, true, /*dropout=*/true, /*causal=*/false, 512},
 };
+
+const KnownModel *findKnownModel(llvm::StringRef model) {
+  for (const KnownModel &k : kKnownModels)
+    if (model.starts_with(k.prefix))
+      return &k;
+  return nullptr;
+}
 
 /// The cluster preset of a corpus `gpu` cell, or "" when there is none.
 llvm::StringRef presetOfGpu(llvm::StringRef gpu) {
@@ -302,10 +315,7 @@ dtc::loadCorpusRuns(llvm::StringRef dataDir,
       skip(dtype.empty() ? "its dtype is not stated" : "dtype " + dtype);
       continue;
     }
-    const KnownModel *known = nullptr;
-    for (const KnownModel &k : kKnownModels)
-      if (llvm::StringRef(run.model).starts_with(k.prefix))
-        known = &k;
+    const KnownModel *known = findKnownModel(run.model);
     if (!known) {
       skip("no public configuration for the vocabulary");
       continue;
@@ -351,6 +361,137 @@ dtc::loadCorpusRuns(llvm::StringRef dataDir,
                                                           : Recompute::None;
     plan.schedule = plan.vpp > 1 ? Schedule::Interleaved : Schedule::OneFOneB;
     result.push_back(std::move(run));
+  }
+  return result;
+}
+
+llvm::Expected<std::vector<CapacityCase>>
+dtc::loadCapacityCases(llvm::StringRef dataDir,
+                       std::vector<std::string> *skipped) {
+  llvm::SmallString<256> path(dataDir);
+  llvm::sys::path::append(path, "corpus", "oom_configs.csv");
+  auto table = readCsv(path);
+  if (!table)
+    return table.takeError();
+  const CsvTable &t = *table;
+  for (llvm::StringRef name : {"source",
+                               "source_locator",
+                               "model",
+                               "outcome",
+                               "oom_cause",
+                               "stated_memory_gb",
+                               "gpu",
+                               "hbm_gb",
+                               "layers",
+                               "hidden",
+                               "heads",
+                               "kv_heads",
+                               "ffn_hidden",
+                               "vocab",
+                               "seq",
+                               "tp",
+                               "pp",
+                               "dp",
+                               "cp",
+                               "ep",
+                               "vpp",
+                               "zero",
+                               "micro_batch",
+                               "global_batch",
+                               "dtype",
+                               "recompute",
+                               "sequence_parallel",
+                               "flash_attention",
+                               "framework"})
+    if (t.column(name) < 0)
+      return badInput("{0}: no column '{1}'", path, name);
+
+  std::vector<CapacityCase> result;
+  for (const auto &row : t.rows) {
+    auto cell = [&](llvm::StringRef name) { return t.cell(row, name); };
+    CapacityCase c;
+    c.label =
+        (cell("source").split(' ').first + " " + cell("source_locator")).str();
+    c.model = cell("model").str();
+    c.framework = cell("framework").str();
+    c.gpu = cell("gpu").str();
+    auto skip = [&](const llvm::Twine &why) {
+      if (skipped)
+        skipped->push_back(c.model + " (" + c.label + "): " + why.str());
+    };
+    llvm::StringRef outcome = cell("outcome");
+    if (outcome != "oom" && outcome != "fits" && outcome != "boundary")
+      return badInput("{0}: outcome '{1}' is not oom, fits or boundary", path,
+                      outcome);
+    c.ranOutOfMemory = outcome == "oom";
+    c.oomCause = cell("oom_cause").str();
+    if (c.ranOutOfMemory && c.oomCause != "capacity" &&
+        c.oomCause != "fragmentation" && c.oomCause != "framework")
+      return badInput("{0}: {1}: oom_cause '{2}' is not capacity, "
+                      "fragmentation or framework",
+                      path, c.label, c.oomCause);
+    if (!parseCsvNumber(cell("hbm_gb"), c.hbmGB))
+      return badInput("{0}: {1} has no hbm_gb", path, c.label);
+    if (!parseCsvNumber(cell("stated_memory_gb"), c.statedGB))
+      c.statedGB = 0;
+    const KnownModel *known = findKnownModel(c.model);
+    if (!known) {
+      skip("no public configuration for model '" + c.model + "'");
+      continue;
+    }
+    TransformerSpec &spec = c.spec;
+    spec.name = c.model;
+    std::optional<DType> dtype = parseDType(cell("dtype"));
+    if (!dtype) {
+      skip("dtype '" + cell("dtype") + "'");
+      continue;
+    }
+    spec.dtype = *dtype;
+    spec.gatedMlp = known->gated;
+    spec.tiedEmbeddings = known->tied;
+    spec.dropout = known->dropout;
+    spec.causal = known->causal;
+    if (!integer(cell("vocab"), spec.vocab))
+      spec.vocab = known->vocab;
+    if (!integer(cell("seq"), spec.seqLen))
+      spec.seqLen = known->context;
+    if (!integer(cell("ffn_hidden"), spec.ffnHidden))
+      spec.ffnHidden = 0;
+    if (!integer(cell("kv_heads"), spec.kvHeads))
+      spec.kvHeads = 0;
+    ParallelPlan &plan = c.plan;
+    if (!integer(cell("layers"), spec.layers) ||
+        !integer(cell("hidden"), spec.hidden) ||
+        !integer(cell("heads"), spec.heads) || !integer(cell("tp"), plan.tp) ||
+        !integer(cell("pp"), plan.pp) ||
+        !integer(cell("micro_batch"), plan.microBatch) || !spec.seqLen) {
+      skip("a model or parallel size is not stated");
+      continue;
+    }
+    // A source that gives no replica count ran on one or more GPUs; the
+    // per-GPU bytes of plain data parallelism do not depend on how many.
+    if (!integer(cell("dp"), plan.dp))
+      plan.dp = 1;
+    if (!integer(cell("cp"), plan.cp))
+      plan.cp = 1;
+    if (!integer(cell("ep"), plan.ep))
+      plan.ep = 1;
+    if (!integer(cell("vpp"), plan.vpp))
+      plan.vpp = 1;
+    int64_t zero = 0;
+    if (integer(cell("zero"), zero))
+      plan.zero = static_cast<int>(zero);
+    // Unstated: enough micro-batches to fill the pipeline, its worst case.
+    if (!integer(cell("global_batch"), plan.globalBatch))
+      plan.globalBatch = plan.microBatch * plan.dp * plan.pp * plan.vpp;
+    plan.sequenceParallel = cell("sequence_parallel") == "yes";
+    plan.fusedAttention = cell("flash_attention") != "no";
+    llvm::StringRef recompute = cell("recompute");
+    plan.recompute = recompute.starts_with("full")        ? Recompute::Full
+                     : recompute.starts_with("selective") ? Recompute::Selective
+                                                          : Recompute::None;
+    plan.schedule = plan.vpp > 1 ? Schedule::Interleaved : Schedule::OneFOneB;
+    result.push_back(std::move(c));
   }
   return result;
 }

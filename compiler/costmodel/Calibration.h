@@ -84,6 +84,32 @@ struct CorpusRun {
 llvm::Expected<std::vector<CorpusRun>>
 loadCorpusRuns(llvm::StringRef dataDir, std::vector<std::string> *skipped);
 
+/// One row of data/corpus/oom_configs.csv: a configuration a public source
+/// reports as out of memory, or its neighbour that ran, on a GPU of
+/// `hbmGB`. The memory model judges it with capacity alone, so GPUs
+/// without a cluster preset (V100, Titan RTX) count too.
+struct CapacityCase {
+  std::string label; ///< Its source and locator.
+  std::string model;
+  std::string framework;
+  std::string gpu; ///< As the source names it ("V100-32GB", "H100-80GB").
+  bool ranOutOfMemory = false; ///< Else it ran ("fits" or "boundary").
+  /// What the source blames an OOM on: "capacity" (the bytes the model
+  /// counts), "fragmentation" (the same configuration ran with
+  /// expandable_segments) or "framework" (a layout dtc's runtime does not
+  /// have, such as weights left gathered under pipeline parallelism).
+  std::string oomCause;
+  double hbmGB = 0;
+  double statedGB = 0; ///< The source's peak or allocated GiB; 0 if none.
+  TransformerSpec spec;
+  ParallelPlan plan;
+};
+
+/// The rows of `dataDir`/corpus/oom_configs.csv the memory model can
+/// describe; each row it leaves out is appended to `skipped` with why.
+llvm::Expected<std::vector<CapacityCase>>
+loadCapacityCases(llvm::StringRef dataDir, std::vector<std::string> *skipped);
+
 } // namespace dtc
 
 #endif // DTC_COMPILER_COSTMODEL_CALIBRATION_H

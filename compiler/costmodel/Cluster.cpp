@@ -173,6 +173,11 @@ llvm::StringRef dtc::clusterPresetGeneration(llvm::StringRef name) {
   return preset ? preset->generation : "";
 }
 
+double dtc::usableHbmBytes(double nominalGB) {
+  constexpr double kUsableFraction = 0.989;
+  return nominalGB * (1ull << 30) * kUsableFraction;
+}
+
 static Cluster fromPreset(const Preset &preset, int64_t gpus) {
   Cluster cluster;
   cluster.name = preset.name.str();
@@ -181,7 +186,7 @@ static Cluster fromPreset(const Preset &preset, int64_t gpus) {
   cluster.peakFp16Tflops = preset.fp16;
   cluster.peakFp8Tflops = preset.fp8;
   cluster.peakTf32Tflops = preset.tf32;
-  cluster.hbmBytes = preset.hbmGB * 1e9;
+  cluster.hbmBytes = usableHbmBytes(preset.hbmGB);
   cluster.hbmBytesPerSecond = preset.hbmTBps * 1e12;
   cluster.gpusPerNode = preset.gpusPerNode;
   cluster.intraNodeGBps = preset.nvlinkBidirGBps / 2;

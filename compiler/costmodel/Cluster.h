@@ -44,6 +44,14 @@ struct Link {
   double effectiveBytesPerSecond() const { return bytesPerSecond * efficiency; }
 };
 
+/// The bytes a GPU sold as `nominalGB` of HBM gives the CUDA allocator.
+/// HBM stacks come in GiB ("80 GB" is 80 GiB) and the driver keeps a
+/// little: PyTorch reports a total capacity of 79.11 GiB on an 80 GB H100
+/// and 23.65 GiB on a 24 GB Titan RTX (both in the OOM messages of
+/// data/corpus/oom_configs.csv), 0.989 of nominal. What dtc calibrate
+/// measures on a lent GPU is this figure.
+double usableHbmBytes(double nominalGB);
+
 struct Cluster {
   std::string name;
   std::string gpu;

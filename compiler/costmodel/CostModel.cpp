@@ -752,9 +752,7 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
     mem.workspace = kRuntimeBytes + act.working;
     if (plan.zero >= 3) // This block's and the prefetched block's weights.
       mem.workspace += 2 * c.e * params.total() + c.e * params.total();
-    mem.reserve =
-        kFragmentationReserve * (mem.params + mem.grads + mem.optimizer +
-                                 mem.activations + mem.workspace);
+    mem.reserveForFragmentation();
     return mem;
   };
   out.memory = stageMemory(0);
@@ -784,6 +782,10 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
           llvm::formatv(" on pipeline stage {0}", out.peakMemoryStage).str();
   }
   return out;
+}
+
+void MemoryBreakdown::reserveForFragmentation() {
+  reserve = kFragmentationReserve * (activations + workspace);
 }
 
 static llvm::json::Object commJson(const CommTimes &comm) {

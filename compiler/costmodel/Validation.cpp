@@ -100,6 +100,38 @@ std::string dtc::memoryVerdict(const CorpusRun &run) {
       .str();
 }
 
+CapacityVerdict dtc::capacityVerdict(const CapacityCase &c) {
+  CapacityVerdict v;
+  // Only the capacity is the case's own; a preset of the same generation
+  // (or A100's, for GPUs without one) supplies what memory does not use.
+  llvm::StringRef preset =
+      llvm::StringRef(c.gpu).starts_with("H100") || c.spec.dtype == DType::FP8
+          ? "h100"
+          : "a100-80g";
+  auto cluster = lookupClusterPreset(preset, c.plan.gpus());
+  if (!cluster) {
+    v.error = llvm::toString(cluster.takeError());
+    return v;
+  }
+  cluster->hbmBytes = usableHbmBytes(c.hbmGB);
+  auto p = predict(c.spec, c.plan, *cluster);
+  if (!p) {
+    v.error = llvm::toString(p.takeError());
+    return v;
+  }
+  v.fits = p->fits;
+  v.predictedGB = p->memoryPerGpuBytes / 1e9;
+  const MemoryBreakdown &m = p->memory;
+  v.breakdown =
+      llvm::formatv("params {0:F1}, grads {1:F1}, optimizer {2:F1}, "
+                    "activations {3:F1}, workspace {4:F1}, reserve "
+                    "{5:F1}",
+                    m.params / 1e9, m.grads / 1e9, m.optimizer / 1e9,
+                    m.activations / 1e9, m.workspace / 1e9, m.reserve / 1e9)
+          .str();
+  return v;
+}
+
 double dtc::memoryFraction(const CorpusRun &run) {
   auto cluster = clusterFor(run, nullptr);
   if (!cluster) {

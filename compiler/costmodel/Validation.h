@@ -53,6 +53,17 @@ std::string memoryVerdict(const CorpusRun &run);
 /// Predicted memory per GPU over the GPU's HBM (0 when not priced).
 double memoryFraction(const CorpusRun &run);
 
+/// The memory model on a documented out-of-memory configuration or its
+/// neighbour: the bytes per GPU it predicts (fragmentation reserve and
+/// runtime included) and whether that fits the case's HBM.
+struct CapacityVerdict {
+  bool fits = false;
+  double predictedGB = 0;
+  std::string breakdown; ///< "params 3.0, grads 3.0, ..." in GB.
+  std::string error;     ///< Set when the model refuses the configuration.
+};
+CapacityVerdict capacityVerdict(const CapacityCase &c);
+
 struct ErrorStats {
   size_t rows = 0;
   double median = 0, p90 = 0, worst = 0; ///< Of |predicted / measured - 1|.

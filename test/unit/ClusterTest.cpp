@@ -14,7 +14,7 @@ TEST(Cluster, H100PresetCarriesDatasheetFigures) {
       << llvm::toString(cluster.takeError());
   EXPECT_EQ(cluster->gpu, "H100-SXM5-80GB");
   EXPECT_DOUBLE_EQ(cluster->peakBf16Tflops, 989.4);
-  EXPECT_DOUBLE_EQ(cluster->hbmBytes, 80e9);
+  EXPECT_DOUBLE_EQ(cluster->hbmBytes, usableHbmBytes(80));
   EXPECT_EQ(cluster->gpusPerNode, 8);
   EXPECT_DOUBLE_EQ(cluster->intraNodeGBps, 450); // 900 GB/s both directions.
   EXPECT_DOUBLE_EQ(cluster->interNodeGBps, 50);  // 400 Gbit/s.

@@ -121,7 +121,8 @@ TEST_F(Calibration, EveryRowFitsInAnA100) {
   for (const Row &row : rows()) {
     EXPECT_TRUE(row.prediction.fits)
         << row.run.label() << ": " << row.prediction.reason;
-    EXPECT_LE(row.prediction.memoryPerGpuBytes, 80e9) << row.run.label();
+    EXPECT_LE(row.prediction.memoryPerGpuBytes, usableHbmBytes(80))
+        << row.run.label();
   }
 }
 

@@ -75,7 +75,7 @@ TEST(ClusterFile, BaseStartsFromAPreset) {
   ASSERT_TRUE(static_cast<bool>(c)) << llvm::toString(c.takeError());
   EXPECT_EQ(c->name, "h200-ib800");
   EXPECT_EQ(c->gpu, "H200-SXM-141GB");
-  EXPECT_DOUBLE_EQ(c->hbmBytes, 141e9);
+  EXPECT_DOUBLE_EQ(c->hbmBytes, usableHbmBytes(141));
   EXPECT_DOUBLE_EQ(c->interNodeGBps, 100);
   EXPECT_DOUBLE_EQ(c->intraNodeGBps, 450);
 }

@@ -96,3 +96,51 @@ TEST_F(Corpus, FittedConstantsArePhysical) {
   EXPECT_GE(blackwell, 0.4);
   EXPECT_LE(ampere, 0.95);
 }
+
+namespace {
+std::vector<CapacityCase> capacityCases() {
+  auto cases = loadCapacityCases(DTC_COSTMODEL_DATA_DIR, nullptr);
+  EXPECT_TRUE(static_cast<bool>(cases)) << llvm::toString(cases.takeError());
+  return cases ? std::move(*cases) : std::vector<CapacityCase>{};
+}
+} // namespace
+
+TEST(CapacityCases, EveryConfigurationThatRanFits) {
+  // The neighbours of documented OOMs that ran, and the largest batches a
+  // source found to fit: the headroom must not refuse them.
+  int ran = 0;
+  for (const CapacityCase &c : capacityCases()) {
+    if (c.ranOutOfMemory)
+      continue;
+    ++ran;
+    CapacityVerdict v = capacityVerdict(c);
+    EXPECT_TRUE(v.error.empty())
+        << c.model << " (" << c.label << "): " << v.error;
+    EXPECT_TRUE(v.fits) << c.model << " on " << c.gpu << " (" << c.label
+                        << "): predicted " << v.predictedGB << " GB ("
+                        << v.breakdown << ")";
+  }
+  EXPECT_GE(ran, 17);
+}
+
+TEST(CapacityCases, CapacityOomsDoNotFit) {
+  // The OOMs a source blames on the bytes themselves. Three are missed
+  // (docs/cost-model.md): eager 2020 PyTorch BERT keeps about twice the
+  // fused activations the model counts, and NeMo Automodel's pp1 run keeps
+  // fp32 logits over the whole vocabulary; a change that misses more fails.
+  int ooms = 0, called = 0;
+  for (const CapacityCase &c : capacityCases()) {
+    if (!c.ranOutOfMemory || c.oomCause != "capacity")
+      continue;
+    ++ooms;
+    CapacityVerdict v = capacityVerdict(c);
+    EXPECT_TRUE(v.error.empty()) << c.model << ": " << v.error;
+    if (!v.fits)
+      ++called;
+    else
+      std::cout << "missed: " << c.model << " on " << c.gpu << ", predicted "
+                << v.predictedGB << " GB\n";
+  }
+  EXPECT_GE(ooms, 10);
+  EXPECT_GE(called, 7);
+}

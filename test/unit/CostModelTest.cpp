@@ -123,7 +123,7 @@ TEST(CostModel, OomNamesSizesAndStage) {
   ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
   EXPECT_FALSE(p->fits);
   EXPECT_EQ(p->reason.rfind("OOM: ", 0), 0u) << p->reason;
-  EXPECT_NE(p->reason.find("> 80.0 GB"), std::string::npos) << p->reason;
+  EXPECT_NE(p->reason.find("> 85.0 GB"), std::string::npos) << p->reason;
   EXPECT_NE(p->reason.find("pipeline stage"), std::string::npos) << p->reason;
 }
 

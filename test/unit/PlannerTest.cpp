@@ -705,11 +705,11 @@ TEST(PlannerExplain, KnownCaseHasSensibleExplanations) {
       EXPECT_GE(alt.choice.prediction.stepTimeS,
                 result.best.prediction.stepTimeS);
     } else {
-      EXPECT_NE(alt.verdict.find(" GB > 80.0 GB"), std::string::npos);
+      EXPECT_NE(alt.verdict.find(" GB > 85.0 GB"), std::string::npos);
     }
   }
   // 175B on 64 GPUs: the model needs recompute or pipelining, TP across
-  // nodes is slow, pp = 64 leaves one GPU per stage and no room.
+  // nodes is slow, pp = 64 leaves one GPU per stage and a long bubble.
   ASSERT_TRUE(verdicts.count("tp=32"));
   EXPECT_NE(verdicts["tp=32"].find("more TP communication"), std::string::npos)
       << verdicts["tp=32"];
@@ -728,7 +728,8 @@ TEST(PlannerExplain, KnownCaseHasSensibleExplanations) {
     EXPECT_NE(verdicts["vpp=1"].find("more PP bubble"), std::string::npos)
         << verdicts["vpp=1"];
   ASSERT_TRUE(verdicts.count("pp=64"));
-  EXPECT_EQ(verdicts["pp=64"].rfind("OOM: ", 0), 0u) << verdicts["pp=64"];
+  EXPECT_NE(verdicts["pp=64"].find("more PP bubble"), std::string::npos)
+      << verdicts["pp=64"];
 }
 
 //===----------------------------------------------------------------------===//
