@@ -232,6 +232,27 @@ constexpr KnownModel kKnownModels[] = {
     {"BERT", 30522, false, true, /*dropout=*/true, /*causal=*/false, 512},
 };
 
+/// The parallel sizes a corpus row may leave out (1 when unstated), its
+/// ZeRO stage (column `zeroColumn`), recompute and schedule.
+template <typename CellFn>
+void readOptionalPlanCells(CellFn cell, llvm::StringRef zeroColumn,
+                           ParallelPlan &plan) {
+  if (!integer(cell("cp"), plan.cp))
+    plan.cp = 1;
+  if (!integer(cell("ep"), plan.ep))
+    plan.ep = 1;
+  if (!integer(cell("vpp"), plan.vpp))
+    plan.vpp = 1;
+  int64_t zero = 0;
+  if (integer(cell(zeroColumn), zero))
+    plan.zero = static_cast<int>(zero);
+  llvm::StringRef recompute = cell("recompute");
+  plan.recompute = recompute.starts_with("full")        ? Recompute::Full
+                   : recompute.starts_with("selective") ? Recompute::Selective
+                                                        : Recompute::None;
+  plan.schedule = plan.vpp > 1 ? Schedule::Interleaved : Schedule::OneFOneB;
+}
+
 const KnownModel *findKnownModel(llvm::StringRef model) {
   for (const KnownModel &k : kKnownModels)
     if (model.starts_with(k.prefix))
@@ -343,23 +364,10 @@ dtc::loadCorpusRuns(llvm::StringRef dataDir,
       spec.experts = 1;
     if (!integer(cell("topk"), spec.topK))
       spec.topK = 1;
-    if (!integer(cell("cp"), plan.cp))
-      plan.cp = 1;
-    if (!integer(cell("ep"), plan.ep))
-      plan.ep = 1;
-    if (!integer(cell("vpp"), plan.vpp))
-      plan.vpp = 1;
-    int64_t zero = 0;
-    if (integer(cell("zero_stage"), zero))
-      plan.zero = static_cast<int>(zero);
+    readOptionalPlanCells(cell, "zero_stage", plan);
     if (integer(cell("sequence_parallel"), sequenceParallel))
       plan.sequenceParallel = sequenceParallel != 0;
     spec.fp8Weights = cell("fp8_params") == "1";
-    llvm::StringRef recompute = cell("recompute");
-    plan.recompute = recompute.starts_with("full")        ? Recompute::Full
-                     : recompute.starts_with("selective") ? Recompute::Selective
-                                                          : Recompute::None;
-    plan.schedule = plan.vpp > 1 ? Schedule::Interleaved : Schedule::OneFOneB;
     result.push_back(std::move(run));
   }
   return result;
@@ -472,25 +480,12 @@ dtc::loadCapacityCases(llvm::StringRef dataDir,
     // per-GPU bytes of plain data parallelism do not depend on how many.
     if (!integer(cell("dp"), plan.dp))
       plan.dp = 1;
-    if (!integer(cell("cp"), plan.cp))
-      plan.cp = 1;
-    if (!integer(cell("ep"), plan.ep))
-      plan.ep = 1;
-    if (!integer(cell("vpp"), plan.vpp))
-      plan.vpp = 1;
-    int64_t zero = 0;
-    if (integer(cell("zero"), zero))
-      plan.zero = static_cast<int>(zero);
+    readOptionalPlanCells(cell, "zero", plan);
     // Unstated: enough micro-batches to fill the pipeline, its worst case.
     if (!integer(cell("global_batch"), plan.globalBatch))
       plan.globalBatch = plan.microBatch * plan.dp * plan.pp * plan.vpp;
     plan.sequenceParallel = cell("sequence_parallel") == "yes";
     plan.fusedAttention = cell("flash_attention") != "no";
-    llvm::StringRef recompute = cell("recompute");
-    plan.recompute = recompute.starts_with("full")        ? Recompute::Full
-                     : recompute.starts_with("selective") ? Recompute::Selective
-                                                          : Recompute::None;
-    plan.schedule = plan.vpp > 1 ? Schedule::Interleaved : Schedule::OneFOneB;
     result.push_back(std::move(c));
   }
   return result;
