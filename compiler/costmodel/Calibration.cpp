@@ -272,25 +272,35 @@ llvm::StringRef presetOfGpu(llvm::StringRef gpu) {
 }
 } // namespace
 
-llvm::Expected<std::vector<CorpusRun>>
-dtc::loadCorpusRuns(llvm::StringRef dataDir,
-                    std::vector<std::string> *skipped) {
+/// `dataDir`/corpus/`file`, refused unless it has every column of `columns`.
+static llvm::Expected<CsvTable>
+readCorpusTable(llvm::StringRef dataDir, llvm::StringRef file,
+                llvm::ArrayRef<llvm::StringRef> columns) {
   llvm::SmallString<256> path(dataDir);
-  llvm::sys::path::append(path, "corpus", "runs.csv");
+  llvm::sys::path::append(path, "corpus", file);
   auto table = readCsv(path);
   if (!table)
     return table.takeError();
-  const CsvTable &t = *table;
-  for (llvm::StringRef name :
+  for (llvm::StringRef name : columns)
+    if (table->column(name) < 0)
+      return badInput("{0}: no column '{1}'", path, name);
+  return table;
+}
+
+llvm::Expected<std::vector<CorpusRun>>
+dtc::loadCorpusRuns(llvm::StringRef dataDir,
+                    std::vector<std::string> *skipped) {
+  auto table = readCorpusTable(dataDir, "runs.csv",
        {"source",       "model",     "layers",     "hidden",
         "heads",        "kv_heads",  "ffn_hidden", "seq_len",
         "experts",      "topk",      "gpu",        "num_gpus",
         "tp",           "pp",        "dp",         "cp",
         "ep",           "vpp",       "zero_stage", "micro_batch",
         "global_batch", "recompute", "dtype",      "sequence_parallel",
-        "step_time_s",  "lora"})
-    if (t.column(name) < 0)
-      return badInput("{0}: no column '{1}'", path, name);
+        "step_time_s",  "lora"});
+  if (!table)
+    return table.takeError();
+  const CsvTable &t = *table;
 
   std::vector<CorpusRun> result;
   for (const auto &row : t.rows) {
@@ -378,11 +388,7 @@ dtc::loadCapacityCases(llvm::StringRef dataDir,
                        std::vector<std::string> *skipped) {
   llvm::SmallString<256> path(dataDir);
   llvm::sys::path::append(path, "corpus", "oom_configs.csv");
-  auto table = readCsv(path);
-  if (!table)
-    return table.takeError();
-  const CsvTable &t = *table;
-  for (llvm::StringRef name : {"source",
+  auto table = readCorpusTable(dataDir, "oom_configs.csv", {"source",
                                "source_locator",
                                "model",
                                "outcome",
@@ -410,9 +416,10 @@ dtc::loadCapacityCases(llvm::StringRef dataDir,
                                "recompute",
                                "sequence_parallel",
                                "flash_attention",
-                               "framework"})
-    if (t.column(name) < 0)
-      return badInput("{0}: no column '{1}'", path, name);
+                               "framework"});
+  if (!table)
+    return table.takeError();
+  const CsvTable &t = *table;
 
   std::vector<CapacityCase> result;
   for (const auto &row : t.rows) {
