@@ -4,6 +4,9 @@
 #define DTC_PASSES_PASSES_H
 
 #include "dialects/dtc/DtcDialect.h"
+// The training passes' option defaults are TrainingStepOptions'.
+#include "passes/training/TrainingStep.h"
+
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::dtc {

@@ -169,4 +169,139 @@ def DtcRecompute : Pass<"dtc-recompute", "::mlir::ModuleOp"> {
   ];
 }
 
+//===----------------------------------------------------------------------===//
+// The training step (passes/training, docs/training.md). dtc-training-pipeline
+// (TrainingPipeline.h) runs them in order; each also runs alone in dtc-opt.
+//===----------------------------------------------------------------------===//
+
+def DtcBindLoss : Pass<"dtc-bind-loss", "::mlir::ModuleOp"> {
+  let summary = "Make the one forward function return its training loss";
+  let description = [{
+    Binds the training data to the arguments of the module's one function
+    (`dtc.feed`: tokens, labels, a classifier's inputs) and makes it return
+    only the loss: the model's own scalar loss, or next-token (or class)
+    cross-entropy appended to its logits, plus each MoE layer's
+    load-balancing loss. The result is named `loss`. What the runtime needs
+    to feed the step is written on the module as `dtc.step_info` (micro
+    batch, sequence length, vocabulary, MoE layers and experts). A graph
+    whose inputs and outputs fit no binding is an error naming them.
+  }];
+  let dependentDialects = ["::mlir::dtc::DtcDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+def DtcStepGradient : Pass<"dtc-step-gradient", "::mlir::ModuleOp"> {
+  let summary = "Replace the loss-bound forward function by its gradient";
+  let description = [{
+    Replaces the module's one (loss-bound) function by `@<step-name>`, its
+    gradient function (buildGradientFunction): the loss, then d loss / d p
+    for every float `dtc.parameter` p (result attribute `dtc.grad_of`). The
+    op computing the loss is marked `dtc.forward_end`: ZeRO-3 gathers
+    parameters again after it and a pipeline chunk's forward pass stops
+    there.
+  }];
+  let dependentDialects = ["::mlir::dtc::DtcDialect",
+                           "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"stepName", "step-name", "std::string", /*default=*/"\"micro_step\"",
+           "Name of the gradient function">,
+  ];
+}
+
+def DtcChunkTpCollectives
+    : Pass<"dtc-chunk-tp-collectives", "::mlir::func::FuncOp"> {
+  let summary = "Split tensor-parallel GEMM collectives into row blocks";
+  let description = [{
+    Splits each tensor-parallel all-reduce or reduce-scatter of a GEMM's
+    partial sums, and each all-gather a GEMM multiplies by rows, into
+    `chunks` collectives on row blocks of the GEMM, so that block i
+    communicates while block i + 1 multiplies (after
+    dtc-schedule-collectives). Collectives whose tensors do not split that
+    way stay whole. Runs on partitioned functions.
+  }];
+  let dependentDialects = ["::mlir::dtc::DtcDialect"];
+  let options = [
+    Option<"chunks", "chunks", "int64_t",
+           /*default=*/"::dtc::TrainingStepOptions{}.tpCommChunks",
+           "Row blocks per collective (1: leave them whole)">,
+  ];
+}
+
+def DtcScheduleCollectives
+    : Pass<"dtc-schedule-collectives", "::mlir::func::FuncOp"> {
+  let summary = "Overlap collectives with the compute that does not need them";
+  let description = [{
+    Moves each collective start up to right after its operands are computed
+    and each wait down to right before the first op that reads its result,
+    neither past an op marked `dtc.forward_end`. Every rank of a group runs
+    the same program, so all still post their collectives in one order.
+  }];
+}
+
+def DtcMicroStep : Pass<"dtc-micro-step", "::mlir::ModuleOp"> {
+  let summary = "Gradient accumulation, ZeRO and the gradient sync of the "
+                "micro-step";
+  let description = [{
+    Turns the partitioned gradient function `micro_step` into the function
+    `dtc run` calls once per micro-batch: every gradient is added to an
+    accumulator (a `dtc.state` argument updated in place). With ZeRO-2/3 a
+    gradient is reduce-scattered over the data-parallel axes as soon as it
+    exists and only this rank's part accumulated; with ZeRO-3 parameters are
+    stored as this rank's flat part and all-gathered before their uses
+    (prefetched with `overlap`). With `overlap`, `micro_step_sync` (the last
+    micro-batch of a step) also reduces the gradients in buckets while the
+    backward pass runs. What `dtc-build-apply` needs (each gradient's
+    parameter, layout and sync, the ZeRO layout) is left on the module as
+    `dtc.step_gradients`. A model without trainable parameters is an error.
+  }];
+  let dependentDialects = ["::mlir::dtc::DtcDialect",
+                           "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
+           "Device mesh as name:size pairs (dp:2,tp:4); the partitioner's">,
+    Option<"zeroStage", "zero-stage", "int",
+           /*default=*/"::dtc::TrainingStepOptions{}.zeroStage",
+           "ZeRO stage 0-3 over the mesh's dp (and cp) axes">,
+    Option<"overlap", "overlap", "bool",
+           /*default=*/"::dtc::TrainingStepOptions{}.overlap",
+           "Overlap the gradient sync and ZeRO-3 gathers with compute">,
+    Option<"gradBucketBytes", "grad-bucket-bytes", "int64_t",
+           /*default=*/"::dtc::TrainingStepOptions{}.gradBucketBytes",
+           "Gradient bytes one overlapped all-reduce carries at most">,
+    Option<"zeroPrefetchElements", "zero-prefetch-elements", "int64_t",
+           /*default=*/"::dtc::TrainingStepOptions{}.zeroPrefetchElements",
+           "ZeRO-3: parameter elements gathered ahead of their use at most "
+           "(0: one gather ahead)">,
+  ];
+}
+
+def DtcBuildApply : Pass<"dtc-build-apply", "::mlir::ModuleOp"> {
+  let summary = "Build the optimizer step, `apply`";
+  let description = [{
+    Builds `@apply(lr, step, grad accumulators, parameters, moments)`: the
+    gradients not yet reduced are reduced over their axes (reduce-scattered
+    with ZeRO), the global gradient norm is taken and clipped, AdamW updates
+    every parameter (weight decay on matrices only) and the accumulators are
+    zeroed. Reads and removes the module's `dtc.step_gradients`
+    (dtc-micro-step).
+  }];
+  let dependentDialects = ["::mlir::dtc::DtcDialect",
+                           "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"beta1", "beta1", "double",
+           /*default=*/"::dtc::OptimizerConfig{}.beta1", "AdamW beta1">,
+    Option<"beta2", "beta2", "double",
+           /*default=*/"::dtc::OptimizerConfig{}.beta2", "AdamW beta2">,
+    Option<"epsilon", "epsilon", "double",
+           /*default=*/"::dtc::OptimizerConfig{}.epsilon",
+           "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double",
+           /*default=*/"::dtc::OptimizerConfig{}.weightDecay",
+           "Decoupled weight decay (matrices only)">,
+    Option<"gradClip", "grad-clip", "double",
+           /*default=*/"::dtc::OptimizerConfig{}.gradClip",
+           "Global gradient-norm clip (0: none)">,
+  ];
+}
+
 #endif // DTC_PASSES_TD

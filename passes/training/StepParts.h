@@ -202,6 +202,39 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
                 bool scatteredInStep = false,
                 llvm::ArrayRef<StageSharedGradient> sharedOverStages = {});
 
+/// Module attributes one training pass leaves for a later one:
+/// dtc-bind-loss's TrainingStepInfo, and dtc-micro-step's gradient table
+/// (read and removed by dtc-build-apply).
+constexpr llvm::StringLiteral kStepInfoAttr = "dtc.step_info";
+constexpr llvm::StringLiteral kGradientTableAttr = "dtc.step_gradients";
+
+void writeStepInfo(mlir::ModuleOp module, const TrainingStepInfo &info);
+llvm::Expected<TrainingStepInfo> readStepInfo(mlir::ModuleOp module);
+
+/// What `apply` needs of the micro-step: every gradient (in `micro_step`'s
+/// accumulator order), the ZeRO layout, and which gradients
+/// `micro_step_sync` already reduces.
+struct StepGradients {
+  std::string mesh;
+  int zeroStage = 0;
+  llvm::SmallVector<GradientResult> params;
+  ZeroLayout zero;
+  llvm::StringSet<> syncedInStep;
+};
+void writeGradientTable(mlir::ModuleOp module, const StepGradients &table);
+llvm::Expected<StepGradients> readGradientTable(mlir::ModuleOp module);
+
+/// The stages of the data/tensor-parallel step, one per pass
+/// (TrainingPasses.cpp): the module's one function replaced by its gradient
+/// function `stepName`; gradient accumulation, ZeRO and `micro_step_sync`;
+/// `apply` from the gradient table.
+mlir::LogicalResult buildStepGradient(mlir::ModuleOp module,
+                                      llvm::StringRef stepName);
+llvm::Error buildMicroStep(mlir::ModuleOp module,
+                           const TrainingStepOptions &options);
+llvm::Error buildApplyFromGradientTable(mlir::ModuleOp module,
+                                        const OptimizerConfig &optimizer);
+
 /// dtc-propagate-sharding, then (with `partition`) dtc-partition over
 /// options.mesh, on every function of `module`.
 llvm::Error shardFunctions(mlir::ModuleOp module,

@@ -15,6 +15,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -947,32 +948,142 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
   apply.setAllResultAttrs(resultAttrs);
 }
 
-} // namespace training
+//===----------------------------------------------------------------------===//
+// What one training pass leaves for a later one, on the module.
+//===----------------------------------------------------------------------===//
 
-using namespace training;
+void writeStepInfo(mlir::ModuleOp module, const TrainingStepInfo &info) {
+  mlir::Builder b(module.getContext());
+  auto i64 = [&](llvm::StringRef name, int64_t v) {
+    return b.getNamedAttr(name, b.getI64IntegerAttr(v));
+  };
+  module->setAttr(kStepInfoAttr,
+                  b.getDictionaryAttr({i64("micro_batch", info.microBatch),
+                                       i64("seq_len", info.seqLen),
+                                       i64("vocab", info.vocab),
+                                       i64("moe_layers", info.moeLayers),
+                                       i64("moe_experts", info.moeExperts)}));
+}
 
-llvm::Expected<TrainingStepInfo>
-buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options) {
+llvm::Expected<TrainingStepInfo> readStepInfo(mlir::ModuleOp module) {
+  auto dict = module->getAttrOfType<mlir::DictionaryAttr>(kStepInfoAttr);
+  if (!dict)
+    return failure("training step: the module has no {0} (run dtc-bind-loss "
+                   "first)",
+                   kStepInfoAttr);
+  auto get = [&](llvm::StringRef name) -> int64_t {
+    auto v = dict.getAs<mlir::IntegerAttr>(name);
+    return v ? v.getInt() : 0;
+  };
+  TrainingStepInfo info;
+  info.microBatch = get("micro_batch");
+  info.seqLen = get("seq_len");
+  info.vocab = get("vocab");
+  info.moeLayers = get("moe_layers");
+  info.moeExperts = get("moe_experts");
+  return info;
+}
+
+/// The gradient table `dtc-micro-step` hands to `dtc-build-apply`.
+static mlir::ArrayAttr stringArray(mlir::Builder &b,
+                                   llvm::ArrayRef<std::string> strings) {
+  llvm::SmallVector<llvm::StringRef> refs(strings.begin(), strings.end());
+  return b.getStrArrayAttr(refs);
+}
+
+static llvm::SmallVector<std::string> stringsOf(mlir::Attribute attr) {
+  llvm::SmallVector<std::string> strings;
+  if (auto array = llvm::dyn_cast_or_null<mlir::ArrayAttr>(attr))
+    for (auto s : array.getAsRange<mlir::StringAttr>())
+      strings.push_back(s.getValue().str());
+  return strings;
+}
+
+void writeGradientTable(mlir::ModuleOp module, const StepGradients &table) {
+  mlir::Builder b(module.getContext());
+  llvm::SmallVector<mlir::Attribute> gradients;
+  for (const GradientResult &p : table.params) {
+    llvm::SmallVector<mlir::NamedAttribute> fields{
+        b.getNamedAttr("parameter", b.getStringAttr(p.parameter)),
+        b.getNamedAttr("type", mlir::TypeAttr::get(p.type)),
+        b.getNamedAttr("sync_axes", stringArray(b, p.syncAxes)),
+        b.getNamedAttr("split_axes", stringArray(b, p.splitAxes)),
+        b.getNamedAttr("parameter_attrs",
+                       p.shardAttrs.getDictionary(module.getContext()))};
+    if (table.syncedInStep.contains(p.parameter))
+      fields.push_back(b.getNamedAttr("synced_in_step", b.getUnitAttr()));
+    gradients.push_back(b.getDictionaryAttr(fields));
+  }
+  llvm::SmallVector<std::string> sharded;
+  for (const GradientResult &p : table.params)
+    if (table.zero.sharded.contains(p.parameter))
+      sharded.push_back(p.parameter);
+  module->setAttr(
+      kGradientTableAttr,
+      b.getDictionaryAttr(
+          {b.getNamedAttr("mesh", b.getStringAttr(table.mesh)),
+           b.getNamedAttr("zero_stage", b.getI64IntegerAttr(table.zeroStage)),
+           b.getNamedAttr("zero_axes", stringArray(b, table.zero.axes)),
+           b.getNamedAttr("zero_parts", b.getI64IntegerAttr(table.zero.parts)),
+           b.getNamedAttr("zero_sharded", stringArray(b, sharded)),
+           b.getNamedAttr("gradients", b.getArrayAttr(gradients))}));
+}
+
+llvm::Expected<StepGradients> readGradientTable(mlir::ModuleOp module) {
+  auto dict = module->getAttrOfType<mlir::DictionaryAttr>(kGradientTableAttr);
+  auto gradients =
+      dict ? dict.getAs<mlir::ArrayAttr>("gradients") : mlir::ArrayAttr();
+  if (!gradients)
+    return failure("training step: the module has no {0} (run dtc-micro-step "
+                   "first)",
+                   kGradientTableAttr);
+  StepGradients table;
+  if (auto mesh = dict.getAs<mlir::StringAttr>("mesh"))
+    table.mesh = mesh.getValue().str();
+  if (auto stage = dict.getAs<mlir::IntegerAttr>("zero_stage"))
+    table.zeroStage = static_cast<int>(stage.getInt());
+  for (const std::string &axis : stringsOf(dict.get("zero_axes")))
+    table.zero.axes.push_back(axis);
+  if (auto parts = dict.getAs<mlir::IntegerAttr>("zero_parts"))
+    table.zero.parts = parts.getInt();
+  for (const std::string &name : stringsOf(dict.get("zero_sharded")))
+    table.zero.sharded.insert(name);
+  for (auto entry : gradients.getAsRange<mlir::DictionaryAttr>()) {
+    GradientResult p;
+    auto name = entry.getAs<mlir::StringAttr>("parameter");
+    auto type = entry.getAs<mlir::TypeAttr>("type");
+    if (!name || !type || !llvm::isa<mlir::RankedTensorType>(type.getValue()))
+      return failure("training step: malformed {0} entry {1}",
+                     kGradientTableAttr, entry);
+    p.parameter = name.getValue().str();
+    p.type = llvm::cast<mlir::RankedTensorType>(type.getValue());
+    p.syncAxes = stringsOf(entry.get("sync_axes"));
+    p.splitAxes = stringsOf(entry.get("split_axes"));
+    if (auto attrs = entry.getAs<mlir::DictionaryAttr>("parameter_attrs"))
+      p.shardAttrs = mlir::NamedAttrList(attrs);
+    if (entry.get("synced_in_step"))
+      table.syncedInStep.insert(p.parameter);
+    table.params.push_back(std::move(p));
+  }
+  return table;
+}
+
+//===----------------------------------------------------------------------===//
+// The stages of the data/tensor-parallel step (TrainingPasses.cpp wraps
+// each as a pass).
+//===----------------------------------------------------------------------===//
+
+mlir::LogicalResult buildStepGradient(mlir::ModuleOp module,
+                                      llvm::StringRef stepName) {
   auto funcs = llvm::to_vector(module.getOps<mlir::func::FuncOp>());
   if (funcs.size() != 1)
-    return failure("training step: expected one forward function, found {0}",
-                   funcs.size());
+    return module.emitError("training step: expected one forward function, "
+                            "found ")
+           << funcs.size();
   mlir::func::FuncOp forward = funcs.front();
-  auto info = bindLoss(forward);
-  if (!info)
-    return info.takeError();
-  // Multi-rank: shard the forward pass first (the model propagation is
-  // built for: it prices each forward choice with its backward), so that
-  // the gradient function, whose parameters keep these annotations, is
-  // sharded around the same parameter layouts.
-  if (!options.mesh.empty())
-    if (llvm::Error e = shardFunctions(module, options, /*partition=*/false,
-                                       /*deferGradientSync=*/false))
-      return std::move(e);
-  auto grad = buildGradientFunction(forward, 0, "micro_step");
+  auto grad = buildGradientFunction(forward, 0, stepName);
   if (mlir::failed(grad))
-    return failure("training step: the model cannot be differentiated (see "
-                   "the error above)");
+    return mlir::failure();
   forward.erase();
   // The loss ends the forward pass (ZeRO-3 gathers parameters again after
   // it); the mark survives recompute and partitioning.
@@ -982,40 +1093,148 @@ buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options) {
                                     ->getOperand(0)
                                     .getDefiningOp())
     lossOp->setAttr(kForwardEndAttr, mlir::UnitAttr::get(module.getContext()));
-  // Recompute hook (docs/recompute.md): the loss (result 0) ends the
-  // forward part of the gradient function.
-  if (mlir::failed(applyRecompute(*grad, 0, options.recompute)))
-    return failure("training step: {0} recompute failed (see the error "
-                   "above)",
-                   recomputeModeName(options.recompute));
-  // Partitioned after recompute, so that recomputed forward ops are
-  // partitioned like the originals.
-  if (!options.mesh.empty())
-    if (llvm::Error e = shardFunctions(module, options, /*partition=*/true,
-                                       /*deferGradientSync=*/true))
-      return std::move(e);
-  if (options.overlap) {
-    chunkTensorParallelCollectives(*grad, options.tpCommChunks);
-    scheduleCollectives(*grad);
-  }
-  llvm::SmallVector<GradientResult> params;
-  ZeroLayout zero = accumulateGradients(*grad, params, options);
-  if (params.empty())
+  return mlir::success();
+}
+
+llvm::Error buildMicroStep(mlir::ModuleOp module,
+                           const TrainingStepOptions &options) {
+  auto grad = module.lookupSymbol<mlir::func::FuncOp>("micro_step");
+  if (!grad)
+    return failure("training step: the module has no @micro_step (run "
+                   "dtc-step-gradient first)");
+  StepGradients table;
+  table.mesh = options.mesh;
+  table.zeroStage = options.zeroStage;
+  table.zero = accumulateGradients(grad, table.params, options);
+  if (table.params.empty())
     return badInput("the model has no trainable parameters (no float "
                     "initializer reaches the loss)");
   if (options.zeroStage >= 3)
-    gatherParametersForUse(*grad, zero, options.overlap,
+    gatherParametersForUse(grad, table.zero, options.overlap,
                            options.zeroPrefetchElements);
   if (options.zeroStage >= 2 && options.overlap)
-    deferScatterWaits(*grad);
-  llvm::StringSet<> syncedInStep;
+    deferScatterWaits(grad);
   if (options.overlap)
-    syncedInStep = buildSyncingMicroStep(*grad, params, zero, options);
-  buildApply(module, params, options, zero, {}, syncedInStep,
-             /*scatteredInStep=*/true);
-  if (mlir::failed(mlir::verify(module)))
-    return failure("training step: the built functions do not verify (see "
-                   "the error above)");
+    table.syncedInStep =
+        buildSyncingMicroStep(grad, table.params, table.zero, options);
+  writeGradientTable(module, table);
+  return llvm::Error::success();
+}
+
+llvm::Error buildApplyFromGradientTable(mlir::ModuleOp module,
+                                        const OptimizerConfig &optimizer) {
+  auto table = readGradientTable(module);
+  if (!table)
+    return table.takeError();
+  TrainingStepOptions options;
+  options.mesh = table->mesh;
+  options.zeroStage = table->zeroStage;
+  options.optimizer = optimizer;
+  buildApply(module, table->params, options, table->zero, {},
+             table->syncedInStep, /*scatteredInStep=*/true);
+  module->removeAttr(kGradientTableAttr);
+  return llvm::Error::success();
+}
+
+} // namespace training
+
+using namespace training;
+
+void buildTrainingPipeline(mlir::OpPassManager &pm,
+                           const TrainingStepOptions &options) {
+  namespace md = mlir::dtc;
+  md::DtcPropagateShardingOptions propagate;
+  propagate.mesh = options.mesh;
+  propagate.sequenceParallel = options.sequenceParallel;
+  propagate.flopsPerByte = options.flopsPerByte;
+  bool sharded = !options.mesh.empty();
+
+  pm.addPass(md::createDtcBindLoss());
+  // Multi-rank: shard the forward pass first (the model propagation is
+  // built for: it prices each forward choice with its backward), so that
+  // the gradient function, whose parameters keep these annotations, is
+  // sharded around the same parameter layouts.
+  if (sharded)
+    pm.addPass(md::createDtcPropagateSharding(propagate));
+  pm.addPass(md::createDtcStepGradient());
+  // Recompute hook (docs/recompute.md): the loss (result 0) ends the
+  // forward part of the gradient function.
+  if (options.recompute != RecomputeMode::None) {
+    md::DtcRecomputeOptions recompute;
+    recompute.mode = recomputeModeName(options.recompute).str();
+    pm.addPass(md::createDtcRecompute(recompute));
+  }
+  // Partitioned after recompute, so that recomputed forward ops are
+  // partitioned like the originals; its gradients stay partial sums,
+  // reduced once per step.
+  if (sharded) {
+    pm.addPass(md::createDtcPropagateSharding(propagate));
+    md::DtcPartitionOptions partition;
+    partition.mesh = options.mesh;
+    partition.deferGradientSync = true;
+    pm.addPass(md::createDtcPartition(partition));
+  }
+  if (options.overlap) {
+    if (options.tpCommChunks > 1) {
+      md::DtcChunkTpCollectivesOptions chunk;
+      chunk.chunks = options.tpCommChunks;
+      pm.addNestedPass<mlir::func::FuncOp>(
+          md::createDtcChunkTpCollectives(chunk));
+    }
+    pm.addNestedPass<mlir::func::FuncOp>(md::createDtcScheduleCollectives());
+  }
+  md::DtcMicroStepOptions micro;
+  micro.mesh = options.mesh;
+  micro.zeroStage = options.zeroStage;
+  micro.overlap = options.overlap;
+  micro.gradBucketBytes = options.gradBucketBytes;
+  micro.zeroPrefetchElements = options.zeroPrefetchElements;
+  pm.addPass(md::createDtcMicroStep(micro));
+  md::DtcBuildApplyOptions apply;
+  apply.beta1 = options.optimizer.beta1;
+  apply.beta2 = options.optimizer.beta2;
+  apply.epsilon = options.optimizer.epsilon;
+  apply.weightDecay = options.optimizer.weightDecay;
+  apply.gradClip = options.optimizer.gradClip;
+  pm.addPass(md::createDtcBuildApply(apply));
+}
+
+namespace {
+/// Which pass of a pipeline failed.
+struct FailedPass : mlir::PassInstrumentation {
+  std::string *argument;
+  explicit FailedPass(std::string *argument) : argument(argument) {}
+  void runAfterPassFailed(mlir::Pass *pass, mlir::Operation *) override {
+    if (argument->empty())
+      *argument = pass->getArgument().str();
+  }
+};
+} // namespace
+
+llvm::Expected<TrainingStepInfo>
+buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options) {
+  mlir::MLIRContext *context = module.getContext();
+  mlir::PassManager pm(context);
+  buildTrainingPipeline(pm, options);
+  std::string failedPass, message;
+  pm.addInstrumentation(std::make_unique<FailedPass>(&failedPass));
+  // The first error is this function's; it still reaches the caller's
+  // handler (the driver names the model with it).
+  mlir::ScopedDiagnosticHandler handler(context, [&](mlir::Diagnostic &diag) {
+    if (diag.getSeverity() == mlir::DiagnosticSeverity::Error &&
+        message.empty())
+      message = diag.str();
+    return mlir::failure();
+  });
+  if (mlir::failed(pm.run(module))) {
+    // Binding the data and finding parameters fail on the model itself.
+    if (failedPass == "dtc-bind-loss" || failedPass == "dtc-micro-step")
+      return badInput("{0}", message);
+    return failure("training step: {0} failed: {1}", failedPass,
+                   message.empty() ? "see the error above" : message);
+  }
+  auto info = readStepInfo(module);
+  module->removeAttr(kStepInfoAttr);
   return info;
 }
 

@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/Error.h"
 
 #include <string>
@@ -94,14 +95,25 @@ struct TrainingStepInfo {
   int64_t moeLayers = 0, moeExperts = 0;
 };
 
+/// The training step as passes (dtc-bind-loss, sharding, dtc-step-gradient,
+/// recompute, partitioning, collective chunking and scheduling,
+/// dtc-micro-step, dtc-build-apply), appended to `pm` for `options`; dtc-opt
+/// registers it as --dtc-training-pipeline.
+void buildTrainingPipeline(mlir::OpPassManager &pm,
+                           const TrainingStepOptions &options);
+
+/// Registers --dtc-training-pipeline (TrainingPasses.cpp); the passes
+/// themselves register with the others (mlir::dtc::registerDtcPasses).
+void registerTrainingPipeline();
+
 /// Replaces the functions of `module` (one forward function, `main`) by
-/// `micro_step` and `apply`. Data binding (SPEC "dtc run"): a scalar loss
-/// output with two integer [batch, seq] inputs (tokens, labels), logits
-/// [batch, seq, vocab] from one integer input (next-token cross-entropy is
-/// appended), or logits [batch, classes] (or [batch, ..., classes]) from
-/// float [batch, ...] inputs, a classifier (cross-entropy against a new
-/// labels argument [batch] is appended). Anything else is a bad-input
-/// error.
+/// `micro_step` and `apply`: runs buildTrainingPipeline. Data binding (SPEC
+/// "dtc run"): a scalar loss output with two integer [batch, seq] inputs
+/// (tokens, labels), logits [batch, seq, vocab] from one integer input
+/// (next-token cross-entropy is appended), or logits [batch, classes] (or
+/// [batch, ..., classes]) from float [batch, ...] inputs, a classifier
+/// (cross-entropy against a new labels argument [batch] is appended). Anything
+/// else is a bad-input error.
 llvm::Expected<TrainingStepInfo>
 buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options);
 

@@ -2,6 +2,7 @@
 
 #include "dialects/dtc/DtcDialect.h"
 #include "passes/Passes.h"
+#include "passes/training/TrainingStep.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -12,6 +13,7 @@ int main(int argc, char **argv) {
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::dtc::registerDtcPasses();
+  dtc::registerTrainingPipeline();
 
   mlir::DialectRegistry registry;
   registry.insert<mlir::dtc::DtcDialect, mlir::func::FuncDialect>();
