@@ -21,6 +21,7 @@
 #include "frontends/modelgen/ModelGen.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/Passes.h"
+#include "passes/Pipelines.h"
 #include "runtime/core/LayoutFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -289,6 +290,49 @@ static double propagationFlopsPerByte(const CompileOptions &o,
       cluster.flopsPerLinkByte(parseDType(o.dtype).value_or(DType::BF16)));
 }
 
+/// How `plan` becomes the training step's options: one definition for the
+/// program and for --emit partitioned. `searched`: the plan came from a
+/// search (its recompute choice honours a --recompute pin); without one the
+/// pin applies. Without `pipeline` the mesh leaves out the pipeline axis
+/// (the whole model over the dp/cp/tp part).
+static TrainingStepOptions
+trainingStepOptionsFor(const CompileOptions &o, const ParallelPlan &plan,
+                       bool searched, const Cluster &cluster,
+                       const TransformerSpec *spec, bool pipeline) {
+  TrainingStepOptions t;
+  t.gradAccum = std::max<int64_t>(1, plan.microBatches());
+  t.optimizer = o.optimizer;
+  if (plan.gpus() > 1) {
+    // Axes of size 1 would only add collectives over one rank.
+    llvm::SmallVector<std::string> axes;
+    if (pipeline && plan.pp > 1)
+      axes.push_back(llvm::formatv("pp:{0}", plan.pp));
+    if (plan.dp * plan.cp * plan.tp > 1)
+      axes.push_back(stageMesh(plan, /*all=*/false));
+    t.mesh = llvm::join(axes, ",");
+    t.sequenceParallel = plan.sequenceParallel && plan.tp > 1;
+    t.flopsPerByte = propagationFlopsPerByte(o, cluster);
+    t.zeroStage = plan.dp > 1 ? plan.zero : 0;
+    t.pipelineStages = pipeline ? plan.pp : 1;
+    t.virtualStages = pipeline && plan.pp > 1 ? plan.vpp : 1;
+    t.overlap = !o.noOverlap;
+    t.tpCommChunks = std::max<int64_t>(1, plan.tpCommChunks);
+    // ZeRO-3 gathers run ahead by one transformer block's parameters, as
+    // the cost model prices the prefetch.
+    if (spec && t.zeroStage >= 3)
+      t.zeroPrefetchElements =
+          static_cast<int64_t>(layerParamCount(*spec, plan).total());
+    t.gradBucketBytes =
+        std::max<int64_t>(1, static_cast<int64_t>(o.gradBucketMb * (1 << 20)));
+    t.schedule = plan.schedule == Schedule::GPipe ? "gpipe" : "1f1b";
+  }
+  // Recompute hook (docs/recompute.md).
+  std::string recompute = searched ? recomputeName(plan.recompute).str()
+                                   : o.recompute.value_or("none");
+  t.recompute = parseRecomputeMode(recompute).value_or(RecomputeMode::None);
+  return t;
+}
+
 /// The model as one data-parallel step of the plan sees it (dp micro-batches)
 /// with every op's sharding over the plan's dp x tp mesh. Pipeline stages
 /// and context parallelism are laid out by later passes (issue 7).
@@ -548,20 +592,44 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
   if (o.emit == "sharded" || o.emit == "partitioned") {
     if (!planResult)
       return badInput("--emit {0}: {1}", o.emit, planMissing);
+    // --emit partitioned: what the plan's ranks run, built by one
+    // registered pipeline printed on the first line (dtc-opt reproduces it
+    // from --emit imported). Training: dtc-training-pipeline, the training
+    // step; pipeline stages are cut later, by the program builder, so this
+    // is the whole model over dp/cp/tp. Inference: the forward function,
+    // sharded and partitioned.
+    if (o.emit == "partitioned") {
+      const ParallelPlan &plan = planResult->best.plan;
+      auto module =
+          importAndSimplify(o, plan.microBatch * plan.dp, context, diagnostics);
+      if (!module)
+        return module.takeError();
+      mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
+      if (o.mode == "train") {
+        buildTrainingPipeline(
+            pm, trainingStepOptionsFor(o, plan, /*searched=*/true, *cluster,
+                                       spec ? &*spec : nullptr,
+                                       /*pipeline=*/false));
+      } else {
+        ForwardPartitionOptions forward;
+        forward.mesh = stageMesh(plan, /*all=*/true);
+        forward.sequenceParallel = plan.sequenceParallel;
+        forward.flopsPerByte = propagationFlopsPerByte(o, *cluster);
+        buildForwardPartitionPipeline(pm, forward);
+      }
+      if (mlir::failed(pm.run(**module)))
+        return diagnostics.takeRefusal(o.modelPath);
+      out << "// dtc-opt --pass-pipeline='";
+      pm.printAsTextualPipeline(out);
+      out << "'\n";
+      (*module)->print(out);
+      out << "\n";
+      return llvm::Error::success();
+    }
     auto sharded =
         shardForPlan(o, planResult->best.plan, *cluster, context, diagnostics);
     if (!sharded)
       return sharded.takeError();
-    // --emit partitioned (issue 7): the per-rank SPMD program with its
-    // collectives, over the same mesh as the shardings.
-    if (o.emit == "partitioned") {
-      mlir::dtc::DtcPartitionOptions options;
-      options.mesh = stageMesh(planResult->best.plan, /*all=*/true);
-      mlir::PassManager pm(&context);
-      pm.addPass(mlir::dtc::createDtcPartition(options));
-      if (mlir::failed(pm.run(**sharded)))
-        return diagnostics.takeError(o.modelPath);
-    }
     (*sharded)->print(out);
     return llvm::Error::success();
   }
@@ -592,39 +660,9 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
     llvm::SmallString<256> absolute(o.modelPath);
     llvm::sys::fs::make_absolute(absolute);
     build.modelPath = std::string(absolute);
-    build.training.gradAccum = gradAccum;
-    build.training.optimizer = o.optimizer;
-    if (plan.gpus() > 1) {
-      // Axes of size 1 would only add collectives over one rank.
-      llvm::SmallVector<std::string> axes;
-      if (plan.pp > 1)
-        axes.push_back(llvm::formatv("pp:{0}", plan.pp));
-      if (plan.dp * plan.cp * plan.tp > 1)
-        axes.push_back(stageMesh(plan, /*all=*/false));
-      TrainingStepOptions &t = build.training;
-      t.mesh = llvm::join(axes, ",");
-      t.sequenceParallel = plan.sequenceParallel && plan.tp > 1;
-      t.flopsPerByte = propagationFlopsPerByte(o, *cluster);
-      t.zeroStage = plan.dp > 1 ? plan.zero : 0;
-      t.pipelineStages = plan.pp;
-      t.virtualStages = plan.pp > 1 ? plan.vpp : 1;
-      t.overlap = !o.noOverlap;
-      t.tpCommChunks = std::max<int64_t>(1, plan.tpCommChunks);
-      // ZeRO-3 gathers run ahead by one transformer block's parameters,
-      // as the cost model prices the prefetch.
-      if (spec && t.zeroStage >= 3)
-        t.zeroPrefetchElements =
-            static_cast<int64_t>(layerParamCount(*spec, plan).total());
-      t.gradBucketBytes = std::max<int64_t>(
-          1, static_cast<int64_t>(o.gradBucketMb * (1 << 20)));
-      t.schedule = plan.schedule == Schedule::GPipe ? "gpipe" : "1f1b";
-    }
-    // Recompute hook (docs/recompute.md): the plan's choice (which honours
-    // a --recompute pin), or the pin when no plan was searched.
-    std::string recompute = planResult ? recomputeName(plan.recompute).str()
-                                       : o.recompute.value_or("none");
-    build.training.recompute =
-        parseRecomputeMode(recompute).value_or(RecomputeMode::None);
+    build.training = trainingStepOptionsFor(o, plan, planResult.has_value(),
+                                            *cluster, spec ? &*spec : nullptr,
+                                            /*pipeline=*/true);
     std::string stagesText;
     auto built =
         buildProgram(**runModule, build, o.programMlir ? &stagesText : nullptr);

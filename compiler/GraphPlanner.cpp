@@ -19,6 +19,7 @@
 #include "dialects/dtc/DtcOps.h"
 #include "passes/OpCost.h"
 #include "passes/Passes.h"
+#include "passes/Pipelines.h"
 #include "passes/training/TrainingStep.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -128,13 +129,10 @@ GraphPlanner::profile(int64_t microBatch, int64_t tp) {
     // Shard and partition the forward as the training step will.
     FirstError error((*module)->getContext());
     mlir::PassManager pm((*module)->getContext());
-    d::DtcPropagateShardingOptions propagate;
-    propagate.mesh = tpMesh(tp);
-    propagate.flopsPerByte = request.flopsPerByte;
-    pm.addPass(d::createDtcPropagateSharding(propagate));
-    d::DtcPartitionOptions partition;
+    ForwardPartitionOptions partition;
     partition.mesh = tpMesh(tp);
-    pm.addPass(d::createDtcPartition(partition));
+    partition.flopsPerByte = request.flopsPerByte;
+    buildForwardPartitionPipeline(pm, partition);
     if (mlir::failed(pm.run(**module)))
       result->error = error.message.empty()
                           ? "the partitioner failed over " + tpMesh(tp)

@@ -7,6 +7,7 @@
 
 #include "dialects/dtc/DtcAttrs.h"
 #include "passes/Passes.h"
+#include "passes/Pipelines.h"
 #include "runtime/core/Communicator.h"
 #include "runtime/core/PipelineSchedule.h"
 
@@ -129,14 +130,11 @@ buildProgram(mlir::ModuleOp module, const ProgramBuildOptions &options,
                                          blocks, b.getArrayAttr({})));
       }
       mlir::PassManager pm(module.getContext());
-      mlir::dtc::DtcPropagateShardingOptions propagate;
-      propagate.mesh = mesh->str();
-      propagate.sequenceParallel = training.sequenceParallel;
-      propagate.flopsPerByte = training.flopsPerByte;
-      pm.addPass(mlir::dtc::createDtcPropagateSharding(propagate));
-      mlir::dtc::DtcPartitionOptions partition;
+      ForwardPartitionOptions partition;
       partition.mesh = mesh->str();
-      pm.addPass(mlir::dtc::createDtcPartition(partition));
+      partition.sequenceParallel = training.sequenceParallel;
+      partition.flopsPerByte = training.flopsPerByte;
+      buildForwardPartitionPipeline(pm, partition);
       if (mlir::failed(pm.run(module)))
         return failure("partitioning over mesh {0} failed (see the error "
                        "above)",

@@ -25,7 +25,10 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Debug.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#define DEBUG_TYPE "dtc-propagate-sharding"
 
 #include <algorithm>
 #include <charconv>
@@ -1292,6 +1295,12 @@ struct DtcPropagateShardingPass
       if (failed(propagation.run(func, dataParallelAxis, expertParallelAxis,
                                  contextParallelAxis)))
         return signalPassFailure();
+      LLVM_DEBUG({
+        auto cost = func->getAttrOfType<FloatAttr>("dtc.sharding_cost");
+        llvm::dbgs() << "dtc-propagate-sharding: @" << func.getName()
+                     << " over " << mesh << ": cost "
+                     << (cost ? cost.getValueAsDouble() : 0.0) << " bytes\n";
+      });
     }
   }
 };

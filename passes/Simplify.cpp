@@ -5,6 +5,9 @@
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "dtc-simplify"
 
 namespace mlir::dtc {
 #define GEN_PASS_DEF_DTCSIMPLIFY
@@ -32,11 +35,16 @@ struct DtcSimplifyPass : mlir::dtc::impl::DtcSimplifyBase<DtcSimplifyPass> {
     config.setMaxIterations(maxIterations);
     // The greedy driver folds, applies the patterns and erases dead
     // side-effect-free ops; it fails when no fixed point is reached.
-    if (failed(applyPatternsGreedily(getOperation(), patterns, config))) {
+    bool changed = false;
+    if (failed(applyPatternsGreedily(getOperation(), patterns, config,
+                                     &changed))) {
       getOperation()->emitError("dtc-simplify did not converge in ")
           << static_cast<int64_t>(maxIterations) << " iterations";
       return signalPassFailure();
     }
+    LLVM_DEBUG(llvm::dbgs()
+               << "dtc-simplify: "
+               << (changed ? "rewrote the IR" : "nothing to do") << "\n");
   }
 
   FrozenRewritePatternSet patterns;

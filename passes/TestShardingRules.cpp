@@ -4,6 +4,9 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "dtc-test-sharding-rules"
 
 namespace mlir::dtc {
 #define GEN_PASS_DEF_DTCTESTSHARDINGRULES
@@ -28,6 +31,8 @@ struct DtcTestShardingRulesPass
         maps.push_back(AffineMapAttr::get(map));
       rule->setAttr("dtc.iterator_types", b.getArrayAttr(iterators));
       rule->setAttr("dtc.indexing_maps", b.getArrayAttr(maps));
+      LLVM_DEBUG(llvm::dbgs() << "dtc-test-sharding-rules: " << rule->getName()
+                              << ", " << iterators.size() << " loops\n");
     });
   }
 };

@@ -10,6 +10,9 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "dtc-autodiff"
 
 namespace mlir::dtc {
 #define GEN_PASS_DEF_DTCAUTODIFF
@@ -37,6 +40,8 @@ struct DtcAutodiffPass : mlir::dtc::impl::DtcAutodiffBase<DtcAutodiffPass> {
       if (failed(::dtc::buildGradientFunction(
               func, lossIndex, (func.getSymName() + "_grad").str(), options)))
         signalPassFailure();
+      LLVM_DEBUG(llvm::dbgs()
+                 << "dtc-autodiff: @" << func.getSymName() << "_grad built\n");
     }
   }
 };

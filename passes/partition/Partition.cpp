@@ -27,6 +27,9 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "dtc-partition"
 
 #include <map>
 
@@ -1358,6 +1361,16 @@ struct DtcPartitionPass : mlir::dtc::impl::DtcPartitionBase<DtcPartitionPass> {
                               deferGradientSync, &getContext());
       if (failed(partitioner.run(func)))
         return signalPassFailure();
+      LLVM_DEBUG({
+        unsigned collectives = 0;
+        func.walk([&](Operation *op) {
+          if (isa<AllReduceStartOp, AllGatherStartOp, ReduceScatterStartOp,
+                  AllToAllStartOp>(op))
+            ++collectives;
+        });
+        llvm::dbgs() << "dtc-partition: @" << func.getSymName() << " over "
+                     << mesh << ": " << collectives << " collectives\n";
+      });
     }
   }
 };

@@ -11,7 +11,10 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Debug.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#define DEBUG_TYPE "dtc-recompute"
 
 namespace mlir::dtc {
 #define GEN_PASS_DEF_DTCRECOMPUTE
@@ -41,6 +44,11 @@ struct DtcRecomputePass : mlir::dtc::impl::DtcRecomputeBase<DtcRecomputePass> {
       auto stats = ::dtc::applyRecompute(func, lossIndex, *mode);
       if (mlir::failed(stats))
         return signalPassFailure();
+      LLVM_DEBUG(llvm::dbgs()
+                 << "dtc-recompute: @" << func.getSymName() << " "
+                 << ::dtc::recomputeModeName(*mode) << ": "
+                 << stats->savedValues << " saved, " << stats->recomputedValues
+                 << " recomputed, " << stats->clonedOps << " ops cloned\n");
       if (report)
         func.emitRemark(llvm::formatv(
             "@{6}: recompute {0}: {1} values saved ({2} bytes), {3} recomputed "

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/Pipelines.h"
 #include "passes/training/StepParts.h"
 #include "passes/training/TrainingStep.h"
 
@@ -137,20 +138,8 @@ struct DtcBuildApplyPass
 /// --dtc-training-pipeline's options: TrainingStepOptions as text, with its
 /// defaults.
 struct TrainingPipelineOptions
-    : mlir::PassPipelineOptions<TrainingPipelineOptions> {
+    : ::dtc::MeshPipelineOptions<TrainingPipelineOptions> {
   ::dtc::TrainingStepOptions defaults;
-  Option<std::string> mesh{*this, "mesh",
-                           llvm::cl::desc("Device mesh (dp:2,tp:4); empty "
-                                          "for one device"),
-                           llvm::cl::init("")};
-  Option<bool> sequenceParallel{
-      *this, "sequence-parallel",
-      llvm::cl::desc("Megatron's sequence parallelism"),
-      llvm::cl::init(defaults.sequenceParallel)};
-  Option<double> flopsPerByte{
-      *this, "flops-per-byte",
-      llvm::cl::desc("Sharding propagation's compute per byte moved"),
-      llvm::cl::init(defaults.flopsPerByte)};
   Option<std::string> recompute{
       *this, "recompute", llvm::cl::desc("none, selective or full"),
       llvm::cl::init(::dtc::recomputeModeName(defaults.recompute).str())};

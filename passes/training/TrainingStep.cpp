@@ -1214,7 +1214,7 @@ struct FailedPass : mlir::PassInstrumentation {
 llvm::Expected<TrainingStepInfo>
 buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options) {
   mlir::MLIRContext *context = module.getContext();
-  mlir::PassManager pm(context);
+  mlir::PassManager pm(context, mlir::ModuleOp::getOperationName());
   buildTrainingPipeline(pm, options);
   std::string failedPass, message;
   pm.addInstrumentation(std::make_unique<FailedPass>(&failedPass));

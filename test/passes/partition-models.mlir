@@ -1,8 +1,9 @@
-// Real fixtures. `dtc compile --emit partitioned`: tiny-gpt through import, the
-// planner's mesh (here pinned to tp=2), propagation and partitioning; the
-// per-rank program parses and verifies again.
-// RUN: dtc compile %models/tiny-gpt.onnx --gpus 2 --tp 2 --dp 1 --seq-len 16 --global-batch 2 --micro-batch 2 --emit partitioned | FileCheck %s
-// RUN: dtc compile %models/tiny-gpt.onnx --gpus 2 --tp 2 --dp 1 --seq-len 16 --global-batch 2 --micro-batch 2 --emit partitioned | dtc-opt | FileCheck %s
+// Real fixtures. tiny-gpt through import, propagation and partitioning of
+// its forward function over the mesh of a tp=2 plan (dp:1,tp:2); the
+// per-rank program parses and verifies again. (`dtc compile --emit
+// partitioned` prints the training step: cli/emit-partitioned-pipeline.test.)
+// RUN: dtc compile %models/tiny-gpt.onnx --gpus 1 --seq-len 16 --micro-batch 2 --emit imported | dtc-opt -dtc-propagate-sharding="mesh=dp:1,tp:2" -dtc-partition="mesh=dp:1,tp:2" | FileCheck %s
+// RUN: dtc compile %models/tiny-gpt.onnx --gpus 1 --seq-len 16 --micro-batch 2 --emit imported | dtc-opt -dtc-propagate-sharding="mesh=dp:1,tp:2" -dtc-partition="mesh=dp:1,tp:2" | dtc-opt | FileCheck %s
 
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: (%arg0: tensor<2x16xi64> {dtc.name = "input_ids"

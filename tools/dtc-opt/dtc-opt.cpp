@@ -2,6 +2,7 @@
 
 #include "dialects/dtc/DtcDialect.h"
 #include "passes/Passes.h"
+#include "passes/Pipelines.h"
 #include "passes/training/TrainingStep.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -14,6 +15,7 @@ int main(int argc, char **argv) {
   mlir::registerCSEPass();
   mlir::dtc::registerDtcPasses();
   dtc::registerTrainingPipeline();
+  dtc::registerForwardPartitionPipeline();
 
   mlir::DialectRegistry registry;
   registry.insert<mlir::dtc::DtcDialect, mlir::func::FuncDialect>();

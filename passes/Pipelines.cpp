@@ -1,0 +1,37 @@
+//===- Pipelines.cpp - Pipelines of the driver and dtc-opt ---------------===//
+
+#include "passes/Pipelines.h"
+
+#include "mlir/Pass/PassRegistry.h"
+
+void dtc::buildForwardPartitionPipeline(
+    mlir::OpPassManager &pm, const ForwardPartitionOptions &options) {
+  mlir::dtc::DtcPropagateShardingOptions propagate;
+  propagate.mesh = options.mesh;
+  propagate.sequenceParallel = options.sequenceParallel;
+  propagate.flopsPerByte = options.flopsPerByte;
+  pm.addPass(mlir::dtc::createDtcPropagateSharding(propagate));
+  mlir::dtc::DtcPartitionOptions partition;
+  partition.mesh = options.mesh;
+  pm.addPass(mlir::dtc::createDtcPartition(partition));
+}
+
+namespace {
+struct ForwardPartitionPipelineOptions
+    : dtc::MeshPipelineOptions<ForwardPartitionPipelineOptions> {};
+} // namespace
+
+void dtc::registerForwardPartitionPipeline() {
+  mlir::PassPipelineRegistration<ForwardPartitionPipelineOptions>(
+      "dtc-forward-partition-pipeline",
+      "Shard and partition every function over one mesh, as inference "
+      "programs and `dtc compile --emit partitioned --mode infer` do",
+      [](mlir::OpPassManager &pm,
+         const ForwardPartitionPipelineOptions &options) {
+        ForwardPartitionOptions o;
+        o.mesh = options.mesh;
+        o.sequenceParallel = options.sequenceParallel;
+        o.flopsPerByte = options.flopsPerByte;
+        buildForwardPartitionPipeline(pm, o);
+      });
+}
