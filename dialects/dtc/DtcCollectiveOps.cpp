@@ -9,6 +9,7 @@
 
 #include "dialects/dtc/DtcCollectiveOps.h"
 #include "dialects/dtc/DtcOps.h"
+#include "runtime/core/Mesh.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -34,26 +35,15 @@ void DtcDialect::registerTypes() {
 
 std::optional<DeviceMesh> DeviceMesh::parse(StringRef text,
                                             std::string &error) {
-  DeviceMesh mesh;
-  for (StringRef item : llvm::split(text, ',')) {
-    item = item.trim();
-    if (item.empty())
-      continue;
-    auto [name, size] = item.split(':');
-    Axis axis{name.trim().str(), 0};
-    if (axis.name.empty() || size.trim().getAsInteger(10, axis.size) ||
-        axis.size < 1) {
-      error = ("invalid mesh \"" + text +
-               "\": expected name:size pairs such as dp:2,tp:4")
-                  .str();
-      return std::nullopt;
-    }
-    if (mesh.find(axis.name)) {
-      error = "mesh axis \"" + axis.name + "\" appears twice";
-      return std::nullopt;
-    }
-    mesh.axes.push_back(std::move(axis));
+  // The runtime's parser is the one definition of the syntax.
+  auto parsed = ::dtc::runtime::Mesh::parse(text);
+  if (!parsed) {
+    error = llvm::toString(parsed.takeError());
+    return std::nullopt;
   }
+  DeviceMesh mesh;
+  for (const ::dtc::runtime::Mesh::Axis &axis : parsed->axes())
+    mesh.axes.push_back({axis.name, axis.size});
   return mesh;
 }
 
@@ -81,10 +71,10 @@ int64_t DeviceMesh::numRanks() const {
 }
 
 std::string DeviceMesh::str() const {
-  std::string text;
-  for (auto [i, axis] : llvm::enumerate(axes))
-    text += (i ? "," : "") + axis.name + ":" + std::to_string(axis.size);
-  return text;
+  std::vector<::dtc::runtime::Mesh::Axis> list;
+  for (const Axis &axis : axes)
+    list.push_back({axis.name, axis.size});
+  return ::dtc::runtime::Mesh(std::move(list)).str();
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,8 +1,7 @@
 //===- Communicator.h - How a rank talks to the others ----------*- C++ -*-===//
 //
-// The runtime's view of communication, shared by every backend: the device
-// mesh of a program (which ranks form the group of a set of mesh axes) and
-// the Communicator interface that the collective kernels call. The MPI
+// The runtime's view of communication, shared by every backend: the
+// Communicator interface that the collective kernels call. The MPI
 // backend (runtime/mpi) implements it on host memory, the NCCL backend
 // (runtime/cuda) on device memory.
 //
@@ -17,6 +16,7 @@
 #ifndef DTC_RUNTIME_CORE_COMMUNICATOR_H
 #define DTC_RUNTIME_CORE_COMMUNICATOR_H
 
+#include "runtime/core/Mesh.h"
 #include "runtime/core/Tensor.h"
 
 #include "llvm/Support/Error.h"
@@ -27,43 +27,6 @@
 #include <vector>
 
 namespace dtc::runtime {
-
-/// The device mesh: named axes, outermost first. Rank r sits at the
-/// row-major coordinates of r (the last axis varies fastest).
-class Mesh {
-public:
-  struct Axis {
-    std::string name;
-    int64_t size = 1;
-  };
-
-  Mesh() = default;
-  explicit Mesh(std::vector<Axis> axes) : axes_(std::move(axes)) {}
-  /// "dp:2,tp:4" (the dtc.mesh attribute's syntax); "" is one rank.
-  static llvm::Expected<Mesh> parse(llvm::StringRef text);
-  std::string str() const;
-
-  llvm::ArrayRef<Axis> axes() const { return axes_; }
-  int worldSize() const;
-  /// The index of `name` in axes(), or -1.
-  int axisIndex(llvm::StringRef name) const;
-
-  std::vector<int64_t> coordinates(int rank) const;
-  int rankAt(llvm::ArrayRef<int64_t> coordinates) const;
-
-  /// The ranks that differ from `rank` only in `axes`, ordered by their
-  /// coordinates on those axes (mesh order, outermost first): the order of
-  /// gathers and scatters. Errors on an unknown axis.
-  llvm::Expected<std::vector<int>>
-  group(int rank, llvm::ArrayRef<std::string> axes) const;
-
-  /// The rank whose coordinate on `axis` is `rank`'s plus `offset`, all
-  /// others equal; nullopt past either end of the axis.
-  std::optional<int> peer(int rank, llvm::StringRef axis, int64_t offset) const;
-
-private:
-  std::vector<Axis> axes_;
-};
 
 enum class Reduction { Sum, Max, Min };
 

@@ -6,7 +6,7 @@
 // RUN: dtc-opt %s -split-input-file -dtc-propagate-sharding="mesh=tp:2 sequence-parallel=true" | FileCheck %s --check-prefix=SP
 // RUN: dtc-opt %S/Inputs/dtc-propagate-sharding-errors.mlir -split-input-file -dtc-propagate-sharding="mesh=dp:2,tp:2" -verify-diagnostics
 // RUN: not dtc-opt %s -split-input-file -dtc-propagate-sharding="mesh=tp" 2>&1 | FileCheck %s --check-prefix=MESH
-// MESH: error: invalid mesh "tp": expected name:size pairs such as dp:2,tp:4
+// MESH: error: mesh: bad axis 'tp' in 'tp' (expected name:size pairs such as dp:2,tp:4)
 // The real fixture, as `dtc compile` imports it:
 // RUN: dtc compile %models/tiny-gpt.onnx --gpus 1 --seq-len 16 --emit imported | dtc-opt -dtc-propagate-sharding="mesh=tp:2" | FileCheck %s --check-prefix=GPT
 // RUN: dtc compile %models/tiny-gpt.onnx --gpus 1 --seq-len 16 --emit imported | dtc-opt -dtc-propagate-sharding="mesh=tp:2" | FileCheck %s --check-prefix=GPTCNT

@@ -1,6 +1,6 @@
 // RUN: dtc-opt %s -split-input-file -dtc-partition="mesh=dp:2,tp:2" -verify-diagnostics
 // RUN: not dtc-opt %s -split-input-file -dtc-partition="mesh=tp" 2>&1 | FileCheck %s --check-prefix=MESH
-// MESH: error: invalid mesh "tp": expected name:size pairs such as dp:2,tp:4
+// MESH: error: mesh: bad axis 'tp' in 'tp' (expected name:size pairs such as dp:2,tp:4)
 // RUN: not dtc-opt %s -split-input-file -dtc-partition 2>&1 | FileCheck %s --check-prefix=NOMESH
 // NOMESH: error: dtc-partition needs a mesh, such as mesh=dp:2,tp:4
 
