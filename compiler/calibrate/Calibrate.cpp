@@ -169,6 +169,9 @@ struct KernelRun {
   void flag(const std::string &name) {
     (*inst.mutable_attrs())[name].set_b(true);
   }
+  void f64(const std::string &name, double value) {
+    (*inst.mutable_attrs())[name].set_f(value);
+  }
   llvm::Error input(rt::DType dtype, llvm::ArrayRef<int64_t> shape,
                     uint32_t seed) {
     auto t = makeTensor(target, dtype, shape, seed);
@@ -411,8 +414,11 @@ llvm::Error measureAttention(const Target &target, bool quick,
   }
   a.causal = true;
   llvm::SmallVector<int64_t, 4> shape{a.batch, a.heads, a.seq, a.headDim};
+  // The scale a program states (the lowering writes the 1/sqrt(d) default).
+  double scale = 1 / std::sqrt(static_cast<double>(a.headDim));
   KernelRun forward(target, "dtc.attention");
   forward.flag("causal");
+  forward.f64("scale", scale);
   for (uint32_t i = 0; i < 3; ++i)
     if (llvm::Error err = forward.input(target.dtype, shape, 21 + i))
       return err;
@@ -426,6 +432,7 @@ llvm::Error measureAttention(const Target &target, bool quick,
 
   KernelRun backward(target, "dtc.attention_grad");
   backward.flag("causal");
+  backward.f64("scale", scale);
   backward.inputs = forward.inputs;
   if (llvm::Error err = backward.input(target.dtype, shape, 24))
     return err;

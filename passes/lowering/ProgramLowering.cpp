@@ -201,6 +201,21 @@ llvm::Error encodeConstant(mlir::DenseElementsAttr attr,
   return llvm::Error::success();
 }
 
+/// `op`'s attributes with its definition's defaults filled in (ODS
+/// DefaultValuedAttr, the attention scale of 1/sqrt(head dim)): the program
+/// states every value a kernel reads, so no backend restates a default.
+mlir::NamedAttrList attributesWithDefaults(mlir::Operation *op) {
+  if (op->getPropertiesStorageSize())
+    op->getName().populateDefaultProperties(op->getPropertiesStorage());
+  mlir::NamedAttrList attrs(op->getAttrDictionary());
+  mlir::Builder b(op->getContext());
+  if (auto attention = llvm::dyn_cast<d::AttentionOp>(op))
+    attrs.set("scale", b.getF64FloatAttr(attention.getEffectiveScale()));
+  if (auto grad = llvm::dyn_cast<d::AttentionGradOp>(op))
+    attrs.set("scale", b.getF64FloatAttr(grad.getEffectiveScale()));
+  return attrs;
+}
+
 /// Ops whose result element i depends only on element i of the listed
 /// operand (same shape and dtype), so the result may take that operand's
 /// buffer when the operand dies there: (result, operand) pairs.
@@ -677,7 +692,7 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
     // A recomputed op says so (the MoE routing metrics count a route once).
     if (op->hasAttr("dtc.recomputed"))
       (*inst->mutable_attrs())["recomputed"].set_b(true);
-    for (mlir::NamedAttribute attr : op->getAttrDictionary()) {
+    for (mlir::NamedAttribute attr : attributesWithDefaults(op)) {
       llvm::StringRef name = attr.getName().getValue();
       if (name.contains('.') || name == "operandSegmentSizes")
         continue;

@@ -43,6 +43,21 @@ std::optional<double> KernelCall::optionalF64(llvm::StringRef attr) const {
   return std::nullopt;
 }
 
+llvm::Expected<int64_t> KernelCall::requiredI64(llvm::StringRef attr) const {
+  const program::Attribute *a = findAttr(inst_, attr);
+  if (!a || a->kind_case() != program::Attribute::kI)
+    return error("missing integer attribute '" + attr +
+                 "' (recompile the program: the lowering writes it)");
+  return a->i();
+}
+
+llvm::Expected<double> KernelCall::requiredF64(llvm::StringRef attr) const {
+  if (std::optional<double> value = optionalF64(attr))
+    return *value;
+  return error("missing float attribute '" + attr +
+               "' (recompile the program: the lowering writes it)");
+}
+
 llvm::ArrayRef<int64_t> KernelCall::ints(llvm::StringRef attr) const {
   const program::Attribute *a = findAttr(inst_, attr);
   if (!a || a->kind_case() != program::Attribute::kInts)

@@ -70,6 +70,11 @@ public:
   int64_t i64(llvm::StringRef attr, int64_t defaultValue = 0) const;
   double f64(llvm::StringRef attr, double defaultValue = 0) const;
   std::optional<double> optionalF64(llvm::StringRef attr) const;
+  /// An attribute the op's definition always gives (the lowering writes its
+  /// defaults too, so no backend restates one); an error naming the op when
+  /// the instruction lacks it.
+  llvm::Expected<int64_t> requiredI64(llvm::StringRef attr) const;
+  llvm::Expected<double> requiredF64(llvm::StringRef attr) const;
   llvm::ArrayRef<int64_t> ints(llvm::StringRef attr) const;
   llvm::StringRef str(llvm::StringRef attr) const;
   /// A string-array attribute (a collective's `mesh_axes`).

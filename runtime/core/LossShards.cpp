@@ -54,7 +54,10 @@ Expected<LossShards> readShard(const KernelCall &call, const TensorRef &logits,
   s.vocab = logits.dim(-1);
   s.shards = place->size;
   s.position = place->position;
-  s.ignoreIndex = call.i64("ignore_index", -100);
+  Expected<int64_t> ignore = call.requiredI64("ignore_index");
+  if (!ignore)
+    return ignore.takeError();
+  s.ignoreIndex = *ignore;
   return s;
 }
 
@@ -95,7 +98,10 @@ Expected<LossShards> readCrossEntropyFromStats(const KernelCall &call) {
   LossShards s;
   s.rows = labels.numElements();
   s.shards = last / 3;
-  s.ignoreIndex = call.i64("ignore_index", -100);
+  Expected<int64_t> ignore = call.requiredI64("ignore_index");
+  if (!ignore)
+    return ignore.takeError();
+  s.ignoreIndex = *ignore;
   return s;
 }
 

@@ -375,8 +375,10 @@ Error attentionGradKernel(const KernelCall &call) {
             expectShape(call, call.output(i), primals[i]->shape, "gradient"))
       return err;
   bool causal = call.flag("causal");
-  float scale = static_cast<float>(
-      call.optionalF64("scale").value_or(1.0 / std::sqrt(double(D))));
+  Expected<double> scaleAttr = call.requiredF64("scale");
+  if (!scaleAttr)
+    return scaleAttr.takeError();
+  float scale = static_cast<float>(*scaleAttr);
   F32In qv(q), kv(k), vv(v), dyv(dy);
   F32Out dq(call.output(0)), dk(call.output(1)), dv(call.output(2));
   RingAttentionDims dims{B, H, G, S, T, D, E};
@@ -461,7 +463,10 @@ Error crossEntropyGradKernel(const KernelCall &call) {
     return call.error("grad_loss must be a float scalar");
   if (auto err = expectShape(call, out, logits.shape, "result"))
     return err;
-  int64_t ignore = call.i64("ignore_index", -100);
+  Expected<int64_t> ignoreIndex = call.requiredI64("ignore_index");
+  if (!ignoreIndex)
+    return ignoreIndex.takeError();
+  int64_t ignore = *ignoreIndex;
   int64_t vocab = logits.shape.back();
   int64_t rows = labels.numElements();
   Expected<std::vector<int64_t>> readLabels =

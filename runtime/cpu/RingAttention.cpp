@@ -521,8 +521,10 @@ llvm::Expected<RingAttentionChunks> readChunks(const KernelCall &call,
                       llvm::Twine(dims.queries) + " and " +
                       llvm::Twine(dims.keys));
   at.causal = call.flag("causal");
-  at.scale = static_cast<float>(call.optionalF64("scale").value_or(
-      1.0 / std::sqrt(double(dims.headDim))));
+  llvm::Expected<double> scale = call.requiredF64("scale");
+  if (!scale)
+    return scale.takeError();
+  at.scale = static_cast<float>(*scale);
   return at;
 }
 

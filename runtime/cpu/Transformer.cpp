@@ -51,8 +51,10 @@ llvm::Error attentionKernel(const KernelCall &call) {
   RingAttentionDims dims{batch, heads, groups, s, t, d, e};
   RingAttentionPositions at;
   at.causal = call.flag("causal");
-  at.scale = static_cast<float>(
-      call.optionalF64("scale").value_or(1.0 / std::sqrt(double(d))));
+  llvm::Expected<double> scale = call.requiredF64("scale");
+  if (!scale)
+    return scale.takeError();
+  at.scale = static_cast<float>(*scale);
   F32In qf(q), kf(k), vf(v);
   F32Out of(out);
   std::vector<float> lse(batch * heads * s);
@@ -85,7 +87,10 @@ llvm::Error crossEntropyKernel(const KernelCall &call) {
       llvm::ArrayRef<int64_t>(labels.shape))
     return call.error("labels " + shapeString(labels.shape) +
                       " do not match logits " + shapeString(logits.shape));
-  int64_t ignore = call.i64("ignore_index", -100);
+  llvm::Expected<int64_t> ignoreIndex = call.requiredI64("ignore_index");
+  if (!ignoreIndex)
+    return ignoreIndex.takeError();
+  int64_t ignore = *ignoreIndex;
   if (auto checked = readIndices(call, labels, vocab, "label", ignore);
       !checked)
     return checked.takeError();

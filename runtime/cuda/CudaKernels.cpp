@@ -713,11 +713,13 @@ Error crossEntropyKernel(const KernelCall &call) {
       ArrayRef<int64_t>(labels.shape))
     return call.error("labels " + shapeString(labels.shape) +
                       " do not match logits " + shapeString(logits.shape));
-  return check(call,
-               ops::crossEntropy(code(logits.dtype), logits.data, labels.data,
-                                 labels.dtype == DType::I64, code(out.dtype),
-                                 out.data, labels.numElements(), logits.dim(-1),
-                                 call.i64("ignore_index", -100)));
+  Expected<int64_t> ignore = call.requiredI64("ignore_index");
+  if (!ignore)
+    return ignore.takeError();
+  return check(call, ops::crossEntropy(
+                         code(logits.dtype), logits.data, labels.data,
+                         labels.dtype == DType::I64, code(out.dtype), out.data,
+                         labels.numElements(), logits.dim(-1), *ignore));
 }
 
 Error crossEntropyGradKernel(const KernelCall &call) {
@@ -739,12 +741,14 @@ Error crossEntropyGradKernel(const KernelCall &call) {
     return call.error("grad_loss must be a float scalar");
   if (auto err = expectShape(call, out, logits.shape, "result"))
     return err;
+  Expected<int64_t> ignore = call.requiredI64("ignore_index");
+  if (!ignore)
+    return ignore.takeError();
   return check(call, ops::crossEntropyGrad(
                          code(logits.dtype), logits.data, labels.data,
                          labels.dtype == DType::I64, code(gradLoss.dtype),
                          gradLoss.data, code(out.dtype), out.data,
-                         labels.numElements(), logits.shape.back(),
-                         call.i64("ignore_index", -100)));
+                         labels.numElements(), logits.shape.back(), *ignore));
 }
 
 /// The device description of a vocabulary-parallel loss op.
@@ -825,8 +829,10 @@ Expected<ops::AttentionShape> attentionShape(const KernelCall &call,
   if (s.d > ops::kMaxHeadDim || s.e > ops::kMaxHeadDim)
     return call.error("head dims above " + Twine(ops::kMaxHeadDim) +
                       " are not supported by the CUDA kernel");
-  s.scale = static_cast<float>(
-      call.optionalF64("scale").value_or(1.0 / std::sqrt(double(s.d))));
+  Expected<double> scale = call.requiredF64("scale");
+  if (!scale)
+    return scale.takeError();
+  s.scale = static_cast<float>(*scale);
   s.causal = call.flag("causal");
   return s;
 }

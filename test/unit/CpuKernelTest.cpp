@@ -838,7 +838,12 @@ TEST(CpuTransformer, GqaCausalAttentionMatchesNaiveLoop) {
   Tensor q = random({b, h, s, d}, 11), k = random({b, g, s, d}, 12),
          v = random({b, g, s, e}, 13);
   Call causal("dtc.attention");
-  causal.flag("causal").in(q).in(k).in(v).out(DType::F32, {b, h, s, e});
+  causal.flag("causal")
+      .f("scale", 1 / std::sqrt(double(d)))
+      .in(q)
+      .in(k)
+      .in(v)
+      .out(DType::F32, {b, h, s, e});
   ASSERT_EQ(causal.run(), "");
   expectNear(causal.result(),
              naiveAttention(q, k, v, true, 1 / std::sqrt(double(d))));
@@ -858,7 +863,8 @@ TEST(CpuTransformer, CrossEntropyWithIgnoreIndex) {
   float ln3 = std::log(3.0f);
   // Row 0: uniform over 2 -> ln 2; row 1 ignored; row 2: p(label) = 0.75.
   Call ce("dtc.cross_entropy");
-  ce.in(f32({3, 2}, {0, 0, 7, 9, 0, ln3}))
+  ce.i("ignore_index", -100)
+      .in(f32({3, 2}, {0, 0, 7, 9, 0, ln3}))
       .in(i64({3}, {0, -100, 1}))
       .out(DType::F32, {});
   ASSERT_EQ(ce.run(), "");
@@ -875,7 +881,10 @@ TEST(CpuTransformer, CrossEntropyWithIgnoreIndex) {
   EXPECT_TRUE(std::isnan(ce3.result()[0]));
 
   Call bad("dtc.cross_entropy");
-  bad.in(f32({1, 2}, {0, 0})).in(i64({1}, {2})).out(DType::F32, {});
+  bad.i("ignore_index", -100)
+      .in(f32({1, 2}, {0, 0}))
+      .in(i64({1}, {2}))
+      .out(DType::F32, {});
   std::string err = bad.run();
   EXPECT_NE(err.find("label 2 at position 0 is out of range"),
             std::string::npos)
@@ -911,6 +920,7 @@ TEST(CpuKernels, ResultsDoNotDependOnTheThreadCount) {
   calls.emplace_back("dtc.attention");
   calls.back()
       .flag("causal")
+      .f("scale", 1 / std::sqrt(32.0))
       .in(random({2, 4, 150, 32}, 25))
       .in(random({2, 2, 150, 32}, 26))
       .in(random({2, 2, 150, 32}, 27))
@@ -937,7 +947,11 @@ TEST(CpuKernels, ResultsDoNotDependOnTheThreadCount) {
   for (int64_t j = 0; j < 300; ++j)
     labels.as<int64_t>()[j] = j % 7 == 0 ? -100 : j % 500;
   calls.emplace_back("dtc.cross_entropy");
-  calls.back().in(random({300, 500}, 33)).in(labels).out(DType::F32, {});
+  calls.back()
+      .i("ignore_index", -100)
+      .in(random({300, 500}, 33))
+      .in(labels)
+      .out(DType::F32, {});
   calls.emplace_back("dtc.conv");
   calls.back()
       .ints("strides", {1, 1})

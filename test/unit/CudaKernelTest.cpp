@@ -647,12 +647,14 @@ TEST(VocabParallelLoss, ShardsComputeTheWholeLossAndGradient) {
     gradLoss.as<float>()[0] = 0.7f;
     std::vector<Tensor> whole, wholeGrad;
     ASSERT_EQ(Case("dtc.cross_entropy")
+                  .i("ignore_index", -100)
                   .in(logits)
                   .in(labels)
                   .out(F32, {})
                   .runCpu(whole),
               "");
     ASSERT_EQ(Case("dtc.cross_entropy_grad")
+                  .i("ignore_index", -100)
                   .in(logits)
                   .in(labels)
                   .in(gradLoss)
@@ -664,6 +666,7 @@ TEST(VocabParallelLoss, ShardsComputeTheWholeLossAndGradient) {
     for (int r = 0; r < shards; ++r) {
       std::vector<Tensor> stats;
       ASSERT_EQ(mesh.op("dtc.cross_entropy_stats", r)
+                    .i("ignore_index", -100)
                     .in(columns(logits, r * width, width))
                     .in(labels)
                     .out(F32, {3, 5, 3})
@@ -676,6 +679,7 @@ TEST(VocabParallelLoss, ShardsComputeTheWholeLossAndGradient) {
     }
     std::vector<Tensor> loss;
     ASSERT_EQ(Case("dtc.cross_entropy_from_stats")
+                  .i("ignore_index", -100)
                   .in(gathered)
                   .in(labels)
                   .out(F32, {})
@@ -686,6 +690,7 @@ TEST(VocabParallelLoss, ShardsComputeTheWholeLossAndGradient) {
     for (int r = 0; r < shards; ++r) {
       std::vector<Tensor> grad;
       ASSERT_EQ(mesh.op("dtc.cross_entropy_shard_grad", r)
+                    .i("ignore_index", -100)
                     .in(columns(logits, r * width, width))
                     .in(labels)
                     .in(gathered)
@@ -706,6 +711,7 @@ TEST(VocabParallelLoss, ShardsComputeTheWholeLossAndGradient) {
   bad.as<int64_t>()[1] = vocab;
   std::vector<Tensor> outs;
   EXPECT_NE(mesh.op("dtc.cross_entropy_stats", 1)
+                .i("ignore_index", -100)
                 .in(logits)
                 .in(bad)
                 .out(F32, {2, 3})
@@ -714,6 +720,7 @@ TEST(VocabParallelLoss, ShardsComputeTheWholeLossAndGradient) {
             std::string::npos);
   Tensor fine = ids(I64, {2}, vocab, 304);
   EXPECT_NE(mesh.op("dtc.cross_entropy_shard_grad", 0)
+                .i("ignore_index", -100)
                 .in(logits)
                 .in(fine)
                 .in(randomTensor(F32, {2, 6}, -1, 1, 305))
@@ -734,11 +741,13 @@ TEST_F(CudaKernel, VocabParallelLoss) {
     Tensor stats = randomTensor(F32, {4, 7, 3 * shards}, 0.5, 2, 313);
     for (int r : {0, 2}) {
       mesh.op("dtc.cross_entropy_stats", r)
+          .i("ignore_index", -100)
           .in(logits)
           .in(labels)
           .out(F32, {4, 7, 3})
           .check(1e-6, 1e-5);
       mesh.op("dtc.cross_entropy_shard_grad", r)
+          .i("ignore_index", -100)
           .in(logits)
           .in(labels)
           .in(stats)
@@ -747,6 +756,7 @@ TEST_F(CudaKernel, VocabParallelLoss) {
           .check(1e-7, dtype == BF16 ? 8e-3 : 1e-5);
     }
     Case("dtc.cross_entropy_from_stats")
+        .i("ignore_index", -100)
         .in(stats)
         .in(labels)
         .out(F32, {})
@@ -1007,6 +1017,7 @@ TEST_F(CudaKernel, CrossEntropyAndGradient) {
   labels.as<int64_t>()[40] = -100;
   Tensor logits = randomTensor(F32, {4, 33, 500}, -8, 8, 63);
   Case("dtc.cross_entropy")
+      .i("ignore_index", -100)
       .in(logits)
       .in(labels)
       .out(F32, {})
@@ -1014,6 +1025,7 @@ TEST_F(CudaKernel, CrossEntropyAndGradient) {
   Tensor gradLoss(F32, {});
   gradLoss.as<float>()[0] = 0.75f;
   Case("dtc.cross_entropy_grad")
+      .i("ignore_index", -100)
       .in(logits)
       .in(labels)
       .in(gradLoss)
@@ -1059,13 +1071,19 @@ TEST_P(CudaAttention, ForwardAndBackwardMatchCpu) {
   Tensor dy = randomTensor(c.dtype, {c.b, c.h, c.s, c.e}, -1, 1, 68);
   double rtol = c.dtype == BF16 ? 1.0 / 64 : 1e-4;
   double atol = c.dtype == BF16 ? 1e-2 : 1e-5;
+  // The program always states the scale (the lowering writes 1/sqrt(d)).
+  double scale = 1 / std::sqrt(double(c.d));
   Case forward("dtc.attention");
-  forward.in(q).in(k).in(v).out(c.dtype, {c.b, c.h, c.s, c.e});
+  forward.f("scale", scale)
+      .in(q)
+      .in(k)
+      .in(v)
+      .out(c.dtype, {c.b, c.h, c.s, c.e});
   if (c.causal)
     forward.flag("causal");
   forward.check(atol, rtol);
   Case backward("dtc.attention_grad");
-  backward.in(q).in(k).in(v).in(dy);
+  backward.f("scale", scale).in(q).in(k).in(v).in(dy);
   backward.out(c.dtype, {c.b, c.h, c.s, c.d})
       .out(c.dtype, {c.b, c.g, c.t, c.d})
       .out(c.dtype, {c.b, c.g, c.t, c.e});
@@ -1119,6 +1137,7 @@ Case ringCase(const std::string &op, const RingConfig &c, int64_t shift) {
   Case k(op);
   (*k.inst.mutable_attrs())["mesh_axes"].mutable_strings()->add_values("cp");
   k.i("kv_shift", shift);
+  k.f("scale", 1 / std::sqrt(double(c.d)));
   if (c.causal)
     k.flag("causal");
   if (c.zigzag)

@@ -499,10 +499,10 @@ TEST_F(GradientKernelTest, AttentionGradMatchesFiniteDifference) {
       forward.b("causal");
       backward.b("causal");
     }
-    if (c.scale) {
-      forward.f("scale", *c.scale);
-      backward.f("scale", *c.scale);
-    }
+    // The program always states the scale (the lowering writes the
+    // 1/sqrt(d) default).
+    forward.f("scale", scale);
+    backward.f("scale", scale);
     checkForward(forward, {f32(qs, q), f32(ks, k), f32(vs, v)}, os,
                  attention(q, k, v, a, c.causal, scale));
     auto grads =
@@ -561,11 +561,11 @@ TEST_F(GradientKernelTest, CrossEntropyGradMatchesFiniteDifference) {
   std::vector<int64_t> labels = {0, 6, -100, 3, 3, 2};
   Vec logits = randomVec(rng, count(shape), -3, 3);
   double gradLoss = 0.7;
-  checkForward(Op("dtc.cross_entropy"),
+  checkForward(Op("dtc.cross_entropy").i("ignore_index", -100),
                {f32(shape, logits), i64({2, 3}, labels)}, {},
                crossEntropyLoss(logits, labels, 7, -100));
   Tensor grad =
-      run(Op("dtc.cross_entropy_grad"),
+      run(Op("dtc.cross_entropy_grad").i("ignore_index", -100),
           {f32(shape, logits), i64({2, 3}, labels), f32({}, {gradLoss})},
           {{DType::F32, shape}})[0];
   checkDirectional(
@@ -902,7 +902,7 @@ TEST_F(GradientKernelTest, ResultsDoNotDependOnTheThreadCount) {
       {Op("dtc.rms_norm_grad").i("axis", 2).f("epsilon", 1e-5),
        {r(act), r({128}), r(act)},
        {{DType::F32, act}, {DType::F32, {128}}}},
-      {Op("dtc.attention_grad").b("causal"),
+      {Op("dtc.attention_grad").b("causal").f("scale", 1 / std::sqrt(32.0)),
        {r(qkv), r({2, 2, 64, 32}), r({2, 2, 64, 32}), r(qkv)},
        {{DType::F32, qkv},
         {DType::F32, {2, 2, 64, 32}},
@@ -910,7 +910,7 @@ TEST_F(GradientKernelTest, ResultsDoNotDependOnTheThreadCount) {
       {Op("dtc.embedding_grad").i("num_rows", 300),
        {r(act), i64({8, 64}, tokens)},
        {{DType::F32, {300, 128}}}},
-      {Op("dtc.cross_entropy_grad"),
+      {Op("dtc.cross_entropy_grad").i("ignore_index", -100),
        {r({4, 64, 256}), i64({4, 64}, labels), f32({}, {1.0})},
        {{DType::F32, {4, 64, 256}}}},
       {Op("dtc.gelu_grad"), {r(act), r(act)}, {{DType::F32, act}}},
