@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/core/Attention.h"
 #include "runtime/core/Embedding.h"
 #include "runtime/core/Window.h"
 #include "runtime/cpu/CpuKernels.h"
@@ -350,42 +351,19 @@ Error rmsNormGradKernel(const KernelCall &call) {
 /// pair (RingAttention.cpp: sgemm on 64-row blocks, each pass owning
 /// the gradients it writes, so results do not depend on the thread count).
 Error attentionGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 4, 3))
-    return err;
+  auto a = readAttentionGrad(call);
+  if (!a)
+    return a.takeError();
   const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
                   &dy = call.input(3);
-  for (auto [t, what] : {std::pair{&q, "query"}, std::pair{&k, "key"},
-                         std::pair{&v, "value"}, std::pair{&dy, "grad"}})
-    if (auto err = expectFloat(call, *t, what))
-      return err;
-  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4)
-    return call.error("query, key and value must be [batch, heads, seq, dim]");
-  int64_t B = q.shape[0], H = q.shape[1], S = q.shape[2], D = q.shape[3];
-  int64_t G = k.shape[1], T = k.shape[2], E = v.shape[3];
-  if (k.shape[0] != B || v.shape[0] != B || k.shape[3] != D ||
-      v.shape[1] != G || v.shape[2] != T || G == 0 || H % G != 0)
-    return call.error("query " + shapeString(q.shape) + ", key " +
-                      shapeString(k.shape) + " and value " +
-                      shapeString(v.shape) + " are inconsistent");
-  if (auto err = expectShape(call, dy, {B, H, S, E}, "grad"))
-    return err;
-  const TensorRef *primals[] = {&q, &k, &v};
-  for (size_t i = 0; i < 3; ++i)
-    if (auto err =
-            expectShape(call, call.output(i), primals[i]->shape, "gradient"))
-      return err;
-  bool causal = call.flag("causal");
-  Expected<double> scaleAttr = call.requiredF64("scale");
-  if (!scaleAttr)
-    return scaleAttr.takeError();
-  float scale = static_cast<float>(*scaleAttr);
   F32In qv(q), kv(k), vv(v), dyv(dy);
   F32Out dq(call.output(0)), dk(call.output(1)), dv(call.output(2));
-  RingAttentionDims dims{B, H, G, S, T, D, E};
+  RingAttentionDims dims{a->batch, a->heads,   a->groups,  a->queries,
+                         a->keys,  a->headDim, a->valueDim};
   RingAttentionPositions at;
-  at.causal = causal;
-  at.scale = scale;
-  std::vector<float> lse(B * H * S);
+  at.causal = a->causal;
+  at.scale = static_cast<float>(a->scale);
+  std::vector<float> lse(a->batch * a->heads * a->queries);
   attentionBlock(dims, at, qv.data(), kv.data(), vv.data(), /*output=*/nullptr,
                  lse.data());
   attentionBlockGrad(dims, at, qv.data(), kv.data(), vv.data(),

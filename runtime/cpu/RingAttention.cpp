@@ -18,6 +18,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/RingAttention.h"
+
+#include "runtime/core/Attention.h"
 #include "runtime/core/CollectiveKernels.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
@@ -469,26 +471,14 @@ void ringAttentionBlockGrad(const RingAttentionDims &dims,
 
 namespace {
 
-/// Reads query [b, h, s, d], key [b, g, t, d] and value [b, g, t, e].
+/// Reads query [b, h, s, d], key [b, g, t, d] and value [b, g, t, e]
+/// (runtime/core/Attention.h, as every backend does).
 llvm::Error readDims(const KernelCall &call, RingAttentionDims &dims) {
-  const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2);
-  for (auto [t, what] :
-       {std::pair{&q, "query"}, std::pair{&k, "key"}, std::pair{&v, "value"}})
-    if (auto err = expectFloat(call, *t, what))
-      return err;
-  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4)
-    return call.error("query, key and value must have rank 4, got " +
-                      shapeString(q.shape) + ", " + shapeString(k.shape) +
-                      " and " + shapeString(v.shape));
-  dims = {q.shape[0], q.shape[1], k.shape[1], q.shape[2],
-          k.shape[2], q.shape[3], v.shape[3]};
-  if (k.shape[0] != dims.batch || v.shape[0] != dims.batch ||
-      k.shape[3] != dims.headDim || v.shape[1] != dims.groups ||
-      v.shape[2] != dims.keys || dims.groups < 1 ||
-      dims.heads % dims.groups != 0)
-    return call.error("query " + shapeString(q.shape) + ", key " +
-                      shapeString(k.shape) + " and value " +
-                      shapeString(v.shape) + " are inconsistent");
+  llvm::Expected<AttentionOperands> a = readAttentionInputs(call);
+  if (!a)
+    return a.takeError();
+  dims = {a->batch, a->heads,   a->groups,  a->queries,
+          a->keys,  a->headDim, a->valueDim};
   return llvm::Error::success();
 }
 

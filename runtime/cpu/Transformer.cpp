@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/core/Attention.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
 #include "runtime/cpu/RingAttention.h"
@@ -21,43 +22,23 @@ namespace dtc::runtime::cpu {
 namespace {
 
 llvm::Error attentionKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 3, 1))
-    return err;
-  const TensorRef &q = call.input(0);
-  const TensorRef &k = call.input(1);
-  const TensorRef &v = call.input(2);
-  const TensorRef &out = call.output(0);
-  for (auto [t, what] : {std::pair{&q, "query"}, std::pair{&k, "key"},
-                         std::pair{&v, "value"}, std::pair{&out, "result"}})
-    if (auto err = expectFloat(call, *t, what))
-      return err;
-  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4 || out.rank() != 4)
-    return call.error("query, key, value and result must have rank 4");
-  int64_t batch = q.shape[0], heads = q.shape[1], s = q.shape[2],
-          d = q.shape[3];
-  int64_t groups = k.shape[1], t = k.shape[2], e = v.shape[3];
-  if (k.shape[0] != batch || k.shape[3] != d || v.shape[0] != batch ||
-      v.shape[1] != groups || v.shape[2] != t || groups < 1 ||
-      heads % groups != 0)
-    return call.error("query " + shapeString(q.shape) + ", key " +
-                      shapeString(k.shape) + " and value " +
-                      shapeString(v.shape) + " are inconsistent");
-  if (auto err = expectShape(call, out, {batch, heads, s, e}, "result"))
-    return err;
+  auto a = readAttention(call);
+  if (!a)
+    return a.takeError();
+  const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
+                  &out = call.output(0);
   if (out.numElements() == 0)
     return llvm::Error::success();
   // The whole sequence is one chunk pair of ring attention's block, whose
   // log-sum-exp is not needed here.
-  RingAttentionDims dims{batch, heads, groups, s, t, d, e};
+  RingAttentionDims dims{a->batch, a->heads,   a->groups,  a->queries,
+                         a->keys,  a->headDim, a->valueDim};
   RingAttentionPositions at;
-  at.causal = call.flag("causal");
-  llvm::Expected<double> scale = call.requiredF64("scale");
-  if (!scale)
-    return scale.takeError();
-  at.scale = static_cast<float>(*scale);
+  at.causal = a->causal;
+  at.scale = static_cast<float>(a->scale);
   F32In qf(q), kf(k), vf(v);
   F32Out of(out);
-  std::vector<float> lse(batch * heads * s);
+  std::vector<float> lse(a->batch * a->heads * a->queries);
   attentionBlock(dims, at, qf.data(), kf.data(), vf.data(), of.data(),
                  lse.data());
   of.commit();

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/core/Attention.h"
 #include "runtime/core/CollectiveKernels.h"
 #include "runtime/core/Embedding.h"
 #include "runtime/core/LossShards.h"
@@ -802,81 +803,49 @@ Error crossEntropyShardGradKernel(const KernelCall &call) {
 // Attention
 //===----------------------------------------------------------------------===//
 
-Expected<ops::AttentionShape> attentionShape(const KernelCall &call,
-                                             const TensorRef &q,
-                                             const TensorRef &k,
-                                             const TensorRef &v) {
-  for (auto [t, what] :
-       {std::pair{&q, "query"}, std::pair{&k, "key"}, std::pair{&v, "value"}})
-    if (auto err = expectFloat(call, *t, what))
-      return std::move(err);
-  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4)
-    return call.error("query, key and value must be [batch, heads, seq, dim]");
-  ops::AttentionShape s;
-  s.batch = q.shape[0];
-  s.heads = q.shape[1];
-  s.s = q.shape[2];
-  s.d = q.shape[3];
-  s.groups = k.shape[1];
-  s.t = k.shape[2];
-  s.e = v.shape[3];
-  if (k.shape[0] != s.batch || v.shape[0] != s.batch || k.shape[3] != s.d ||
-      v.shape[1] != s.groups || v.shape[2] != s.t || s.groups < 1 ||
-      s.heads % s.groups != 0)
-    return call.error("query " + shapeString(q.shape) + ", key " +
-                      shapeString(k.shape) + " and value " +
-                      shapeString(v.shape) + " are inconsistent");
-  if (s.d > ops::kMaxHeadDim || s.e > ops::kMaxHeadDim)
+/// The CUDA kernels' description of checked attention operands (head dims
+/// at most kMaxHeadDim).
+Expected<ops::AttentionShape> toAttentionShape(const KernelCall &call,
+                                               Expected<AttentionOperands> a) {
+  if (!a)
+    return a.takeError();
+  if (a->headDim > ops::kMaxHeadDim || a->valueDim > ops::kMaxHeadDim)
     return call.error("head dims above " + Twine(ops::kMaxHeadDim) +
                       " are not supported by the CUDA kernel");
-  Expected<double> scale = call.requiredF64("scale");
-  if (!scale)
-    return scale.takeError();
-  s.scale = static_cast<float>(*scale);
-  s.causal = call.flag("causal");
+  ops::AttentionShape s;
+  s.batch = a->batch;
+  s.heads = a->heads;
+  s.groups = a->groups;
+  s.s = a->queries;
+  s.t = a->keys;
+  s.d = a->headDim;
+  s.e = a->valueDim;
+  s.scale = static_cast<float>(a->scale);
+  s.causal = a->causal;
   return s;
 }
 
+Expected<ops::AttentionShape> attentionShape(const KernelCall &call) {
+  return toAttentionShape(call, readAttentionInputs(call));
+}
+
 Error attentionKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 3, 1))
-    return err;
-  const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
-                  &out = call.output(0);
-  auto shape = attentionShape(call, q, k, v);
+  auto shape = toAttentionShape(call, readAttention(call));
   if (!shape)
     return shape.takeError();
-  if (auto err = expectFloat(call, out, "result"))
-    return err;
-  if (auto err = expectShape(call, out,
-                             {shape->batch, shape->heads, shape->s, shape->e},
-                             "result"))
-    return err;
+  const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
+                  &out = call.output(0);
   return check(call, ops::attention(*shape, code(q.dtype), q.data,
                                     code(k.dtype), k.data, code(v.dtype),
                                     v.data, code(out.dtype), out.data));
 }
 
 Error attentionGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 4, 3))
-    return err;
-  const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
-                  &dy = call.input(3);
-  auto shape = attentionShape(call, q, k, v);
+  auto shape = toAttentionShape(call, readAttentionGrad(call));
   if (!shape)
     return shape.takeError();
-  if (auto err = expectFloat(call, dy, "grad"))
-    return err;
-  if (auto err = expectShape(
-          call, dy, {shape->batch, shape->heads, shape->s, shape->e}, "grad"))
-    return err;
-  const TensorRef *primals[] = {&q, &k, &v};
-  for (size_t i = 0; i < 3; ++i) {
-    if (auto err =
-            expectShape(call, call.output(i), primals[i]->shape, "gradient"))
-      return err;
-    if (auto err = expectFloat(call, call.output(i), "gradient"))
-      return err;
-  }
+  const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
+                  &dy = call.input(3);
   const TensorRef &dq = call.output(0), &dk = call.output(1),
                   &dv = call.output(2);
   return check(call, ops::attentionGrad(*shape, code(q.dtype), q.data,
@@ -935,7 +904,7 @@ Error attentionBlockKernel(const KernelCall &call) {
     return err;
   const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
                   &out = call.output(0), &lse = call.output(1);
-  auto shape = attentionShape(call, q, k, v);
+  auto shape = attentionShape(call);
   if (!shape)
     return shape.takeError();
   for (auto [t, what] : {std::pair{&out, "output"}, std::pair{&lse, "lse"}})
@@ -993,7 +962,7 @@ Error attentionBlockGradKernel(const KernelCall &call) {
     return err;
   const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
                   &o = call.input(3), &lse = call.input(4), &dy = call.input(5);
-  auto shape = attentionShape(call, q, k, v);
+  auto shape = attentionShape(call);
   if (!shape)
     return shape.takeError();
   for (auto [t, what] : {std::pair{&o, "output"}, std::pair{&lse, "lse"},
