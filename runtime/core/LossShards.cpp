@@ -35,9 +35,9 @@ Error expectStats(const KernelCall &call, const TensorRef &stats,
   return Error::success();
 }
 
-/// Rows and shard width of logits [..., v] and this rank's shard.
-Expected<LossShards> readShard(const KernelCall &call, const TensorRef &logits,
-                               const TensorRef &labels) {
+/// Rows and width of logits [..., v] with labels [...], and ignore_index.
+Expected<LossShards> readLogits(const KernelCall &call, const TensorRef &logits,
+                                const TensorRef &labels) {
   if (auto err = expectFloat(call, logits, "logits"))
     return std::move(err);
   if (logits.rank() < 1)
@@ -46,14 +46,9 @@ Expected<LossShards> readShard(const KernelCall &call, const TensorRef &logits,
   if (auto err = expectLabels(call, labels, rows,
                               "logits " + shapeString(logits.shape)))
     return std::move(err);
-  Expected<GroupPlace> place = groupPlaceOf(call);
-  if (!place)
-    return place.takeError();
   LossShards s;
   s.rows = labels.numElements();
   s.vocab = logits.dim(-1);
-  s.shards = place->size;
-  s.position = place->position;
   Expected<int64_t> ignore = call.requiredI64("ignore_index");
   if (!ignore)
     return ignore.takeError();
@@ -61,7 +56,54 @@ Expected<LossShards> readShard(const KernelCall &call, const TensorRef &logits,
   return s;
 }
 
+/// readLogits, and this rank's shard of the vocabulary.
+Expected<LossShards> readShard(const KernelCall &call, const TensorRef &logits,
+                               const TensorRef &labels) {
+  Expected<LossShards> s = readLogits(call, logits, labels);
+  if (!s)
+    return s.takeError();
+  Expected<GroupPlace> place = groupPlaceOf(call);
+  if (!place)
+    return place.takeError();
+  s->shards = place->size;
+  s->position = place->position;
+  return s;
+}
+
+Error expectFloatScalar(const KernelCall &call, const TensorRef &t,
+                        StringRef what) {
+  if (!isFloat(t.dtype) || t.numElements() != 1)
+    return call.error(what + " must be a float scalar, got " +
+                      dtypeName(t.dtype) + " " + shapeString(t.shape));
+  return Error::success();
+}
+
 } // namespace
+
+Expected<LossShards> readCrossEntropy(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return std::move(err);
+  Expected<LossShards> s = readLogits(call, call.input(0), call.input(1));
+  if (!s)
+    return s.takeError();
+  if (auto err = expectFloatScalar(call, call.output(0), "the result"))
+    return std::move(err);
+  return s;
+}
+
+Expected<LossShards> readCrossEntropyGrad(const KernelCall &call) {
+  if (auto err = expectArity(call, 3, 1))
+    return std::move(err);
+  const TensorRef &logits = call.input(0);
+  Expected<LossShards> s = readLogits(call, logits, call.input(1));
+  if (!s)
+    return s.takeError();
+  if (auto err = expectFloatScalar(call, call.input(2), "grad_loss"))
+    return std::move(err);
+  if (auto err = expectFloatShape(call, call.output(0), logits.shape, "result"))
+    return std::move(err);
+  return s;
+}
 
 Expected<LossShards> readCrossEntropyStats(const KernelCall &call) {
   if (auto err = expectArity(call, 2, 1))
@@ -92,9 +134,8 @@ Expected<LossShards> readCrossEntropyFromStats(const KernelCall &call) {
                       " must have a last dim of 3 per shard");
   if (auto err = expectStats(call, stats, labels.shape, last / 3, "stats"))
     return std::move(err);
-  if (!isFloat(out.dtype) || out.numElements() != 1)
-    return call.error("the result must be a float scalar, got " +
-                      dtypeName(out.dtype) + " " + shapeString(out.shape));
+  if (auto err = expectFloatScalar(call, out, "the result"))
+    return std::move(err);
   LossShards s;
   s.rows = labels.numElements();
   s.shards = last / 3;
@@ -116,11 +157,9 @@ Expected<LossShards> readCrossEntropyShardGrad(const KernelCall &call) {
   if (auto err =
           expectStats(call, call.input(2), labels.shape, s->shards, "stats"))
     return std::move(err);
-  if (!isFloat(gradLoss.dtype) || gradLoss.numElements() != 1)
-    return call.error("grad_loss must be a float scalar");
-  if (auto err = expectFloat(call, call.output(0), "result"))
+  if (auto err = expectFloatScalar(call, gradLoss, "grad_loss"))
     return std::move(err);
-  if (auto err = expectShape(call, call.output(0), logits.shape, "result"))
+  if (auto err = expectFloatShape(call, call.output(0), logits.shape, "result"))
     return std::move(err);
   return s;
 }

@@ -1,10 +1,11 @@
 //===- LossShards.h - Vocabulary-parallel loss operand checks ---*- C++ -*-===//
 //
-// The operands of dtc.cross_entropy_stats, dtc.cross_entropy_from_stats and
-// dtc.cross_entropy_shard_grad (the vocabulary-parallel loss,
-// dialects/dtc/DtcCollectiveOps.td), read and checked once for every
-// backend. Label values are the kernels' to check: they may live on a
-// device.
+// The operands of dtc.cross_entropy and dtc.cross_entropy_grad (the whole
+// loss: one shard) and of dtc.cross_entropy_stats,
+// dtc.cross_entropy_from_stats and dtc.cross_entropy_shard_grad (the
+// vocabulary-parallel loss, dialects/dtc/DtcCollectiveOps.td), read and
+// checked once for every backend. Label values are the kernels' to check: they
+// may live on a device.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +28,12 @@ struct LossShards {
   int64_t wholeVocab() const { return shards * vocab; }
 };
 
+/// cross_entropy: float logits [..., v], labels [...] (i64 or i32) -> a
+/// float scalar; one shard.
+llvm::Expected<LossShards> readCrossEntropy(const KernelCall &call);
+/// cross_entropy_grad: logits [..., v], labels [...], grad_loss (a float
+/// scalar) -> [..., v] float; one shard.
+llvm::Expected<LossShards> readCrossEntropyGrad(const KernelCall &call);
 /// cross_entropy_stats: logits [..., v], labels [...] -> stats [..., 3] f32.
 llvm::Expected<LossShards> readCrossEntropyStats(const KernelCall &call);
 /// cross_entropy_from_stats: stats [..., 3n] f32, labels [...] -> a float

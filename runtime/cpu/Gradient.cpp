@@ -11,6 +11,7 @@
 
 #include "runtime/core/Attention.h"
 #include "runtime/core/Embedding.h"
+#include "runtime/core/LossShards.h"
 #include "runtime/core/Window.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
@@ -422,31 +423,15 @@ Error embeddingGradKernel(const KernelCall &call) {
 //===----------------------------------------------------------------------===//
 
 Error crossEntropyGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 3, 1))
-    return err;
+  Expected<LossShards> shape = readCrossEntropyGrad(call);
+  if (!shape)
+    return shape.takeError();
   const TensorRef &logits = call.input(0), &labels = call.input(1),
                   &gradLoss = call.input(2);
   const TensorRef &out = call.output(0);
-  if (auto err = expectFloat(call, logits, "logits"))
-    return err;
-  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
-    return call.error("labels must be i64 or i32, got " +
-                      dtypeName(labels.dtype));
-  if (logits.rank() < 1 || ArrayRef<int64_t>(logits.shape).drop_back() !=
-                               ArrayRef<int64_t>(labels.shape))
-    return call.error("labels " + shapeString(labels.shape) +
-                      " must be logits " + shapeString(logits.shape) +
-                      " without the last dim");
-  if (!isFloat(gradLoss.dtype) || gradLoss.numElements() != 1)
-    return call.error("grad_loss must be a float scalar");
-  if (auto err = expectShape(call, out, logits.shape, "result"))
-    return err;
-  Expected<int64_t> ignoreIndex = call.requiredI64("ignore_index");
-  if (!ignoreIndex)
-    return ignoreIndex.takeError();
-  int64_t ignore = *ignoreIndex;
-  int64_t vocab = logits.shape.back();
-  int64_t rows = labels.numElements();
+  int64_t ignore = shape->ignoreIndex;
+  int64_t vocab = shape->vocab;
+  int64_t rows = shape->rows;
   Expected<std::vector<int64_t>> readLabels =
       readIndices(call, labels, vocab, "label", ignore);
   if (!readLabels)

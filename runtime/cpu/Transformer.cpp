@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/core/Attention.h"
+#include "runtime/core/LossShards.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
 #include "runtime/cpu/RingAttention.h"
@@ -49,29 +50,14 @@ llvm::Error attentionKernel(const KernelCall &call) {
 // is ignored this is 0/0 = NaN, exactly what PyTorch's
 // F.cross_entropy(reduction="mean") returns; the loss is not silently 0.
 llvm::Error crossEntropyKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
+  llvm::Expected<LossShards> shape = readCrossEntropy(call);
+  if (!shape)
+    return shape.takeError();
   const TensorRef &logits = call.input(0);
   const TensorRef &labels = call.input(1);
   const TensorRef &out = call.output(0);
-  if (auto err = expectFloat(call, logits, "logits"))
-    return err;
-  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
-    return call.error("labels have unsupported dtype " +
-                      dtypeName(labels.dtype) + " (expected i64 or i32)");
-  if (logits.rank() < 1 || out.numElements() != 1 || !isFloat(out.dtype))
-    return call.error("logits " + shapeString(logits.shape) + " and result " +
-                      shapeString(out.shape) + " are inconsistent");
-  int64_t vocab = logits.dim(-1);
-  int64_t positions = labels.numElements();
-  if (llvm::ArrayRef<int64_t>(logits.shape).drop_back() !=
-      llvm::ArrayRef<int64_t>(labels.shape))
-    return call.error("labels " + shapeString(labels.shape) +
-                      " do not match logits " + shapeString(logits.shape));
-  llvm::Expected<int64_t> ignoreIndex = call.requiredI64("ignore_index");
-  if (!ignoreIndex)
-    return ignoreIndex.takeError();
-  int64_t ignore = *ignoreIndex;
+  int64_t vocab = shape->vocab, positions = shape->rows;
+  int64_t ignore = shape->ignoreIndex;
   if (auto checked = readIndices(call, labels, vocab, "label", ignore);
       !checked)
     return checked.takeError();

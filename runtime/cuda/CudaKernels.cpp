@@ -698,58 +698,28 @@ Error rmsNormGradKernel(const KernelCall &call) {
 }
 
 Error crossEntropyKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
+  Expected<LossShards> shape = readCrossEntropy(call);
+  if (!shape)
+    return shape.takeError();
   const TensorRef &logits = call.input(0), &labels = call.input(1),
                   &out = call.output(0);
-  if (auto err = expectFloat(call, logits, "logits"))
-    return err;
-  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
-    return call.error("labels have unsupported dtype " +
-                      dtypeName(labels.dtype) + " (expected i64 or i32)");
-  if (logits.rank() < 1 || out.numElements() != 1 || !isFloat(out.dtype))
-    return call.error("logits " + shapeString(logits.shape) + " and result " +
-                      shapeString(out.shape) + " are inconsistent");
-  if (ArrayRef<int64_t>(logits.shape).drop_back() !=
-      ArrayRef<int64_t>(labels.shape))
-    return call.error("labels " + shapeString(labels.shape) +
-                      " do not match logits " + shapeString(logits.shape));
-  Expected<int64_t> ignore = call.requiredI64("ignore_index");
-  if (!ignore)
-    return ignore.takeError();
-  return check(call, ops::crossEntropy(
-                         code(logits.dtype), logits.data, labels.data,
-                         labels.dtype == DType::I64, code(out.dtype), out.data,
-                         labels.numElements(), logits.dim(-1), *ignore));
+  return check(call, ops::crossEntropy(code(logits.dtype), logits.data,
+                                       labels.data, labels.dtype == DType::I64,
+                                       code(out.dtype), out.data, shape->rows,
+                                       shape->vocab, shape->ignoreIndex));
 }
 
 Error crossEntropyGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 3, 1))
-    return err;
+  Expected<LossShards> shape = readCrossEntropyGrad(call);
+  if (!shape)
+    return shape.takeError();
   const TensorRef &logits = call.input(0), &labels = call.input(1),
                   &gradLoss = call.input(2), &out = call.output(0);
-  if (auto err = expectFloat(call, logits, "logits"))
-    return err;
-  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
-    return call.error("labels must be i64 or i32, got " +
-                      dtypeName(labels.dtype));
-  if (logits.rank() < 1 || ArrayRef<int64_t>(logits.shape).drop_back() !=
-                               ArrayRef<int64_t>(labels.shape))
-    return call.error("labels " + shapeString(labels.shape) +
-                      " must be logits " + shapeString(logits.shape) +
-                      " without the last dim");
-  if (!isFloat(gradLoss.dtype) || gradLoss.numElements() != 1)
-    return call.error("grad_loss must be a float scalar");
-  if (auto err = expectShape(call, out, logits.shape, "result"))
-    return err;
-  Expected<int64_t> ignore = call.requiredI64("ignore_index");
-  if (!ignore)
-    return ignore.takeError();
   return check(call, ops::crossEntropyGrad(
                          code(logits.dtype), logits.data, labels.data,
                          labels.dtype == DType::I64, code(gradLoss.dtype),
-                         gradLoss.data, code(out.dtype), out.data,
-                         labels.numElements(), logits.shape.back(), *ignore));
+                         gradLoss.data, code(out.dtype), out.data, shape->rows,
+                         shape->vocab, shape->ignoreIndex));
 }
 
 /// The device description of a vocabulary-parallel loss op.
