@@ -34,6 +34,12 @@ def DtcTestShardingRules : Pass<"dtc-test-sharding-rules"> {
     implements ShardingRuleOpInterface, so lit tests can check the rules
     that propagation and the cost model will read.
   }];
+  let options = [
+    Option<"loopKinds", "loop-kinds", "bool", /*default=*/"false",
+           "Also set `dtc.loop_kinds` (per loop: parallel, sum, "
+           "vocab-parallel or max-like, what a split of it leaves) and "
+           "`dtc.sums_over_parallel_loops`">,
+  ];
 }
 
 def DtcPropagateSharding : Pass<"dtc-propagate-sharding"> {

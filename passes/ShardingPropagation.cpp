@@ -600,8 +600,7 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
         return std::nullopt;
       }
       // The vocabulary-parallel loss is whole over the axis.
-      if (!found && isResult &&
-          !isVocabParallelLoop(op, loop, iterators.size())) {
+      if (!found && isResult && !isVocabParallelLoop(op, loop)) {
         if (iterators[loop] != IteratorType::reduction &&
             !sumsOverParallelLoops(op))
           return std::nullopt;
@@ -774,8 +773,8 @@ Propagation::ruleChoices(ShardingRuleOpInterface rule) {
                           : token[l] && !sequenceParallel)
         continue;
       if (iterators[l] == IteratorType::reduction &&
-          (indexedByResult[l] || !isSumLikeReduction(op, l, numLoops)) &&
-          !isVocabParallelLoop(op, l, numLoops))
+          (indexedByResult[l] || !isSumLikeReduction(op, l)) &&
+          !isVocabParallelLoop(op, l))
         continue;
       for (int64_t b : blocks[l])
         if (b == 0 || (b % n == 0 && extent[l] % b == 0 && b < extent[l]))

@@ -19,8 +19,10 @@ using namespace mlir::dtc;
 namespace {
 struct DtcTestShardingRulesPass
     : mlir::dtc::impl::DtcTestShardingRulesBase<DtcTestShardingRulesPass> {
+  using Base::Base;
+
   void runOnOperation() override {
-    getOperation()->walk([](ShardingRuleOpInterface rule) {
+    getOperation()->walk([&](ShardingRuleOpInterface rule) {
       Builder b(rule->getContext());
       SmallVector<Attribute> iterators;
       for (utils::IteratorType type : rule.getLoopIteratorTypes())
@@ -31,6 +33,20 @@ struct DtcTestShardingRulesPass
         maps.push_back(AffineMapAttr::get(map));
       rule->setAttr("dtc.iterator_types", b.getArrayAttr(iterators));
       rule->setAttr("dtc.indexing_maps", b.getArrayAttr(maps));
+      if (loopKinds) {
+        SmallVector<Attribute> kinds;
+        for (auto [loop, type] : llvm::enumerate(rule.getLoopIteratorTypes())) {
+          int64_t l = static_cast<int64_t>(loop);
+          StringRef kind = rule.isVocabParallelLoop(l) ? "vocab-parallel"
+                           : type == utils::IteratorType::parallel ? "parallel"
+                           : rule.isSumReductionLoop(l)            ? "sum"
+                                                                   : "max-like";
+          kinds.push_back(b.getStringAttr(kind));
+        }
+        rule->setAttr("dtc.loop_kinds", b.getArrayAttr(kinds));
+        if (rule.sumsOverParallelLoops())
+          rule->setAttr("dtc.sums_over_parallel_loops", b.getUnitAttr());
+      }
       LLVM_DEBUG(llvm::dbgs() << "dtc-test-sharding-rules: " << rule->getName()
                               << ", " << iterators.size() << " loops\n");
     });

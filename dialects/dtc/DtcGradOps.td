@@ -64,7 +64,8 @@ def Dtc_SoftmaxGradOp : Dtc_ShapedOp<"softmax_grad"> {
       "$output `,` $grad attr-dict `:` functional-type(operands, results)";
 }
 
-def Dtc_LayerNormGradOp : Dtc_ShapedOp<"layer_norm_grad"> {
+def Dtc_LayerNormGradOp
+    : Dtc_ShapedOp<"layer_norm_grad", [Dtc_SumsOverParallelLoops]> {
   let summary = "Gradient of layer_norm: input, weight and bias gradients";
   let description = [{
     Recomputes the statistics of `input` over dims `[axis, rank)`.
@@ -83,7 +84,8 @@ def Dtc_LayerNormGradOp : Dtc_ShapedOp<"layer_norm_grad"> {
   }];
 }
 
-def Dtc_RmsNormGradOp : Dtc_ShapedOp<"rms_norm_grad"> {
+def Dtc_RmsNormGradOp
+    : Dtc_ShapedOp<"rms_norm_grad", [Dtc_SumsOverParallelLoops]> {
   let summary = "Gradient of rms_norm: input and weight gradients";
   let description = [{
     Recomputes `rms` over dims `[axis, rank)`; `weight_grad = sum(dy * x /
@@ -99,7 +101,8 @@ def Dtc_RmsNormGradOp : Dtc_ShapedOp<"rms_norm_grad"> {
   }];
 }
 
-def Dtc_AttentionGradOp : Dtc_ShapedOp<"attention_grad"> {
+def Dtc_AttentionGradOp
+    : Dtc_ShapedOp<"attention_grad", [Dtc_SumsOverParallelLoops]> {
   let summary = "Gradient of attention: query, key and value gradients";
   let description = [{
     Operands and attributes as `dtc.attention` plus the output's gradient
@@ -123,7 +126,8 @@ def Dtc_AttentionGradOp : Dtc_ShapedOp<"attention_grad"> {
   }];
 }
 
-def Dtc_EmbeddingGradOp : Dtc_ShapedOp<"embedding_grad"> {
+def Dtc_EmbeddingGradOp
+    : Dtc_ShapedOp<"embedding_grad", [Dtc_SumReductions]> {
   let summary = "Gradient of embedding: scatter-add of rows into the table";
   let description = [{
     `grad [..., d]`, `ids [...]` -> `[num_rows, d]`, row `r` the sum of the
@@ -155,6 +159,10 @@ def Dtc_CrossEntropyGradOp : Dtc_ShapedOp<"cross_entropy_grad"> {
   let assemblyFormat = [{
     $logits `,` $labels `,` $grad_loss attr-dict `:`
     functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// The vocabulary, split like the logits (ShardingRuleOpInterface).
+    bool isVocabParallelLoop(int64_t loop);
   }];
 }
 
@@ -203,7 +211,8 @@ def Dtc_SliceGradOp : Dtc_ShapedOp<"slice_grad"> {
   let assemblyFormat = "$grad attr-dict `:` functional-type(operands, results)";
 }
 
-def Dtc_ConvGradInputOp : Dtc_ShapedOp<"conv_grad_input"> {
+def Dtc_ConvGradInputOp
+    : Dtc_ShapedOp<"conv_grad_input", [Dtc_SumReductions]> {
   let summary = "Gradient of conv with respect to its input";
   let description = [{
     `grad [n, f, o1..ok]` (the conv result's gradient) and `weight` ->
@@ -221,7 +230,8 @@ def Dtc_ConvGradInputOp : Dtc_ShapedOp<"conv_grad_input"> {
       "$grad `,` $weight attr-dict `:` functional-type(operands, results)";
 }
 
-def Dtc_ConvGradWeightOp : Dtc_ShapedOp<"conv_grad_weight"> {
+def Dtc_ConvGradWeightOp
+    : Dtc_ShapedOp<"conv_grad_weight", [Dtc_SumReductions]> {
   let summary = "Gradient of conv with respect to its weight";
   let description = [{
     `input` and `grad [n, f, o1..ok]` -> `weight_shape`; attributes as
@@ -333,9 +343,15 @@ def Dtc_MoeDispatchGradOp : Dtc_ShapedOp<"moe_dispatch_grad"> {
   let results = (outs Dtc_FloatTensor:$input_grad);
   let assemblyFormat =
       "$grad `,` $slots attr-dict `:` functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    /// Loops (b, s, e, c, h): the experts and slots of a token add up
+    /// (ShardingRuleOpInterface).
+    bool isSumReductionLoop(int64_t loop) { return loop == 2 || loop == 3; }
+  }];
 }
 
-def Dtc_MoeCombineGradOp : Dtc_ShapedOp<"moe_combine_grad"> {
+def Dtc_MoeCombineGradOp
+    : Dtc_ShapedOp<"moe_combine_grad", [Dtc_SumsOverParallelLoops]> {
   let summary = "Gradient of moe_combine: expert-buffer and gate gradients";
   let description = [{
     Operands of `dtc.moe_combine` plus the output's gradient `grad [b, s,

@@ -5,6 +5,18 @@
 
 include "mlir/IR/OpBase.td"
 
+// Traits the interface's default methods read (their C++ classes are in
+// DtcOps.h): every reduction loop of the op is a sum (contractions, sums,
+// means); the op has a result that sums over a parallel loop it does not
+// index (weight gradients over the rows, key and value gradients over the
+// queries).
+def Dtc_SumReductions : NativeOpTrait<"SumReductions"> {
+  let cppNamespace = "::mlir::dtc::sharding_traits";
+}
+def Dtc_SumsOverParallelLoops : NativeOpTrait<"SumsOverParallelLoops"> {
+  let cppNamespace = "::mlir::dtc::sharding_traits";
+}
+
 def Dtc_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   let cppNamespace = "::mlir::dtc";
   let description = [{
@@ -24,6 +36,33 @@ def Dtc_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
     InterfaceMethod<
       "Indexing maps from the loops to each operand, then each result.",
       "::llvm::SmallVector<::mlir::AffineMap>", "getIndexingMaps">,
+    InterfaceMethod<[{
+        Whether splitting reduction loop `loop` leaves a partial *sum* (the
+        group's sum is the result). Other reductions (a max, a softmax's or
+        the loss's vocabulary) cannot be split without the op's own
+        cross-shard statistics. Default: the op's Dtc_SumReductions trait.
+      }],
+      "bool", "isSumReductionLoop", (ins "int64_t":$loop), [{}], [{
+        return $_op->template hasTrait<
+            ::mlir::dtc::sharding_traits::SumReductions>();
+      }]>,
+    InterfaceMethod<[{
+        Whether loop `loop` is a log-sum-exp the partitioner splits with the
+        op's own statistics exchange (the loss's vocabulary,
+        docs/partition.md), so that a split of it leaves no partial sum.
+      }],
+      "bool", "isVocabParallelLoop", (ins "int64_t":$loop), [{}], [{
+        return false;
+      }]>,
+    InterfaceMethod<[{
+        Whether a result sums over a parallel loop it does not index, so
+        that splitting that loop leaves the result a partial sum. Default:
+        the op's Dtc_SumsOverParallelLoops trait.
+      }],
+      "bool", "sumsOverParallelLoops", (ins), [{}], [{
+        return $_op->template hasTrait<
+            ::mlir::dtc::sharding_traits::SumsOverParallelLoops>();
+      }]>,
   ];
   // Runs after the op's own verifier and shape rule, so the rule is only
   // computed for ops whose operands are known to be well formed.

@@ -1424,3 +1424,19 @@ SmallVector<AffineMap> AdamWOp::getIndexingMaps() {
 
 #define GET_OP_CLASSES
 #include "dialects/dtc/DtcOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Which loop splits leave partial sums (ShardingRuleOpInterface)
+//===----------------------------------------------------------------------===//
+
+bool CrossEntropyOp::isSumReductionLoop(int64_t loop) {
+  return !isVocabParallelLoop(loop);
+}
+
+bool CrossEntropyOp::isVocabParallelLoop(int64_t loop) {
+  return loop == static_cast<int64_t>(getLoopIteratorTypes().size()) - 1;
+}
+
+bool CrossEntropyGradOp::isVocabParallelLoop(int64_t loop) {
+  return loop == static_cast<int64_t>(getLoopIteratorTypes().size()) - 1;
+}

@@ -53,6 +53,17 @@ SmallVector<AffineMap> poolIndexingMaps(MLIRContext *ctx,
                                         ArrayRef<int64_t> dilations);
 } // namespace mlir::dtc::detail
 
+namespace mlir::dtc::sharding_traits {
+/// Every reduction loop of the op is a sum (DtcInterfaces.td).
+template <typename ConcreteType>
+class SumReductions
+    : public ::mlir::OpTrait::TraitBase<ConcreteType, SumReductions> {};
+/// A result sums over a parallel loop it does not index (DtcInterfaces.td).
+template <typename ConcreteType>
+class SumsOverParallelLoops
+    : public ::mlir::OpTrait::TraitBase<ConcreteType, SumsOverParallelLoops> {};
+} // namespace mlir::dtc::sharding_traits
+
 #include "dialects/dtc/DtcInterfaces.h.inc"
 
 #define GET_OP_CLASSES

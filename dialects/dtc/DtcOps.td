@@ -166,7 +166,7 @@ def Dtc_PowOp : Dtc_BinaryOp<"pow", "power">;
 // Contractions and reductions
 //===----------------------------------------------------------------------===//
 
-def Dtc_MatmulOp : Dtc_ShapedOp<"matmul"> {
+def Dtc_MatmulOp : Dtc_ShapedOp<"matmul", [Dtc_SumReductions]> {
   let summary = "Batched matrix product with numpy batch broadcasting";
   let description = [{
     `lhs[..., m, k] x rhs[..., k, n] -> [..., m, n]`; `transpose_lhs` and
@@ -182,7 +182,7 @@ def Dtc_MatmulOp : Dtc_ShapedOp<"matmul"> {
       "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
 }
 
-def Dtc_ConvOp : Dtc_ShapedOp<"conv"> {
+def Dtc_ConvOp : Dtc_ShapedOp<"conv", [Dtc_SumReductions]> {
   let summary = "N-d grouped convolution, channels first (ONNX Conv)";
   let description = [{
     `input [n, c, x1..xk]`, `weight [f, c/groups, k1..kk]`, optional
@@ -263,8 +263,8 @@ def Dtc_AvgPoolOp : Dtc_PoolOp<"avg_pool", "average"> {
                    DenseI64ArrayAttr:$pads, UnitAttr:$count_include_pad);
 }
 
-class Dtc_ReduceOp<string mnemonic, string desc>
-    : Dtc_ShapedOp<mnemonic> {
+class Dtc_ReduceOp<string mnemonic, string desc, list<Trait> traits = []>
+    : Dtc_ShapedOp<mnemonic, traits> {
   let summary = "Reduce by " # desc # " over `dims`";
   let arguments = (ins Dtc_Tensor:$input, DenseI64ArrayAttr:$dims,
                    UnitAttr:$keep_dims);
@@ -291,8 +291,9 @@ class Dtc_ReduceOp<string mnemonic, string desc>
   }];
 }
 
-def Dtc_ReduceSumOp : Dtc_ReduceOp<"reduce_sum", "sum">;
-def Dtc_ReduceMeanOp : Dtc_ReduceOp<"reduce_mean", "mean">;
+def Dtc_ReduceSumOp : Dtc_ReduceOp<"reduce_sum", "sum", [Dtc_SumReductions]>;
+def Dtc_ReduceMeanOp
+    : Dtc_ReduceOp<"reduce_mean", "mean", [Dtc_SumReductions]>;
 def Dtc_ReduceMaxOp : Dtc_ReduceOp<"reduce_max", "maximum">;
 
 //===----------------------------------------------------------------------===//
@@ -384,7 +385,7 @@ def Dtc_SliceOp : Dtc_ShapedOp<"slice"> {
   let hasFolder = 1;
 }
 
-def Dtc_EmbeddingOp : Dtc_ShapedOp<"embedding"> {
+def Dtc_EmbeddingOp : Dtc_ShapedOp<"embedding", [Dtc_SumReductions]> {
   let summary = "Row lookup: output[..., d] = table[ids[...], d]";
   let description = [{
     Its sharding rule treats the lookup as a one-hot contraction over the
@@ -435,6 +436,12 @@ def Dtc_CrossEntropyOp : Dtc_ShapedOp<"cross_entropy"> {
   let results = (outs 0DTensorOf<[F32]>:$loss);
   let assemblyFormat =
       "$logits `,` $labels attr-dict `:` functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    /// The positions average linearly; the vocabulary is a log-sum-exp the
+    /// partitioner splits with the loss's statistics (ShardingRuleOpInterface).
+    bool isSumReductionLoop(int64_t loop);
+    bool isVocabParallelLoop(int64_t loop);
+  }];
 }
 
 //===----------------------------------------------------------------------===//
@@ -505,6 +512,11 @@ def Dtc_MoeCombineOp : Dtc_ShapedOp<"moe_combine"> {
   let assemblyFormat = [{
     $experts `,` $slots `,` $gates attr-dict `:`
     functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// Loops (b, s, e, c, h): the experts and slots of a token add up
+    /// (ShardingRuleOpInterface).
+    bool isSumReductionLoop(int64_t loop) { return loop == 2 || loop == 3; }
   }];
 }
 

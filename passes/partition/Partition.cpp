@@ -633,7 +633,7 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
     for (int64_t l = 0; l < numLoops; ++l)
       if (!resultMap.isFunctionOfDim(l) &&
           ((iterators[l] == IteratorType::reduction &&
-            isSumLikeReduction(op, l, numLoops)) ||
+            isSumLikeReduction(op, l)) ||
            sumsOverParallelLoops(op)))
         candidates.push_back(l);
     if (candidates.empty())
@@ -669,8 +669,8 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
     for (auto [r, layout] : llvm::enumerate(*results)) {
       AffineMap map = maps[numOperands + r];
       bool indexed = loopOf[a] >= 0 && map.isFunctionOfDim(loopOf[a]);
-      bool whole = loopOf[a] < 0 ||
-                   (!indexed && isVocabParallelLoop(op, loopOf[a], numLoops));
+      bool whole =
+          loopOf[a] < 0 || (!indexed && isVocabParallelLoop(op, loopOf[a]));
       bool consistent = whole
                             ? !layout.splits(a) && !layout.partial[a]
                             : (indexed ? layout.splits(a) && !layout.partial[a]
@@ -754,7 +754,7 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
   SmallVector<Attribute> vocabAxes;
   int64_t shards = 1;
   for (size_t a = 0; a < numAxes(); ++a)
-    if (loopOf[a] >= 0 && (isVocabParallelLoop(op, loopOf[a], numLoops) ||
+    if (loopOf[a] >= 0 && (isVocabParallelLoop(op, loopOf[a]) ||
                            (lookup && loopOf[a] == numLoops - 1))) {
       if (blockOf[a])
         return op->emitOpError("an interleaved split of the vocabulary over \"")

@@ -1,0 +1,30 @@
+// RUN: dtc-opt %s -dtc-test-sharding-rules=loop-kinds | FileCheck %s
+
+// What a split of each loop leaves, as each op states it through
+// ShardingRuleOpInterface (its Dtc_SumReductions / Dtc_SumsOverParallelLoops
+// traits or its own methods): propagation and partitioning read only this.
+
+// CHECK-LABEL: func.func @kinds
+func.func @kinds(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %l: tensor<4x8x32xf32>, %y: tensor<4x8xi64>, %g: tensor<f32>, %v: tensor<8xf32>, %d: tensor<4x8xf32>) {
+  // A contraction: its k loop leaves a partial sum.
+  // CHECK: dtc.matmul {{.*}}dtc.loop_kinds = ["parallel", "parallel", "sum"]
+  %mm = dtc.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  // CHECK: dtc.reduce_sum {{.*}}dtc.loop_kinds = ["parallel", "sum"]
+  %rs = dtc.reduce_sum %x {dims = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4xf32>
+  // A max is not a sum: a split of it needs the op's own statistics.
+  // CHECK: dtc.reduce_max {{.*}}dtc.loop_kinds = ["parallel", "max-like"]
+  %rm = dtc.reduce_max %x {dims = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4xf32>
+  // The loss averages its positions; its vocabulary is a log-sum-exp the
+  // partitioner splits with the loss's statistics exchange.
+  // CHECK: dtc.cross_entropy {{.*}}dtc.loop_kinds = ["sum", "sum", "vocab-parallel"]
+  %ce = dtc.cross_entropy %l, %y : (tensor<4x8x32xf32>, tensor<4x8xi64>) -> tensor<f32>
+  // CHECK: dtc.cross_entropy_grad {{.*}}dtc.loop_kinds = ["parallel", "parallel", "vocab-parallel"]
+  %cg = dtc.cross_entropy_grad %l, %y, %g : (tensor<4x8x32xf32>, tensor<4x8xi64>, tensor<f32>) -> tensor<4x8x32xf32>
+  // The weight gradient sums over the rows it does not index.
+  // CHECK: dtc.rms_norm_grad {{.*}}dtc.sums_over_parallel_loops
+  %n:2 = dtc.rms_norm_grad %x, %v, %d {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>)
+  // CHECK: dtc.exp {{.*}}dtc.loop_kinds = ["parallel", "parallel"]
+  // CHECK-NOT: dtc.sums_over_parallel_loops
+  %e = dtc.exp %x : tensor<4x8xf32>
+  return
+}
