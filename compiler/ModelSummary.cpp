@@ -115,10 +115,12 @@ llvm::Expected<TransformerSpec> extractTransformerSpec(ModuleOp module,
         static_cast<double>(route.getLogits().getType().getDimSize(1));
     return WalkResult::interrupt();
   });
-  // Tied: the output projection reads the embedding table itself.
+  // Tied: the output projection, a contraction other than a lookup, reads
+  // the embedding table itself.
   Value tableValue = embedding.getTable();
   spec.tiedEmbeddings = llvm::any_of(tableValue.getUsers(), [](Operation *u) {
-    return isa<mlir::dtc::MatmulOp>(u);
+    return u->hasTrait<mlir::dtc::traits::SumReductions>() &&
+           !u->hasTrait<mlir::dtc::traits::RowLookup>();
   });
   return spec;
 }

@@ -671,13 +671,14 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
     }
     ringBytes *= static_cast<double>(axes[*cp].size - 1);
   }
-  // Node cost: compute, activations and parameter state per device.
-  // A lookup (and its gradient) moves one row per id: the table rows (its
-  // last loop) add no work, and splitting them (a vocabulary-parallel
-  // embedding, each rank looking up every id) saves none.
+  // Node cost: compute, activations and parameter state per device, from
+  // the loop extents and the op's work traits (DtcInterfaces.td). A lookup
+  // (and its gradient) moves one row per id: the table rows (its last loop)
+  // add no work, and splitting them (a vocabulary-parallel embedding, each
+  // rank looking up every id) saves none.
   double flops = 1;
   int64_t numLoops = iterators.size();
-  bool lookup = isa<EmbeddingOp, EmbeddingGradOp>(op);
+  bool lookup = op->hasTrait<traits::RowLookup>();
   for (int64_t l = 0; l < numLoops; ++l)
     if (!lookup || l != numLoops - 1)
       flops *= extent[l];
@@ -685,7 +686,7 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
     for (size_t a = 0; a < numAxes(); ++a)
       if (loops[a].first == numLoops - 1)
         splitFactor /= axes[a].size;
-  if (isa<MatmulOp, ConvOp, AttentionOp>(op))
+  if (op->hasTrait<traits::MultiplyAdd>())
     flops *= 2;
   choice.cost = 3 * flops / splitFactor / flopsPerByte + ringBytes;
   for (auto [result, sh] : llvm::zip(op->getResults(), choice.results))

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/costmodel/KernelWork.h"
 #include "compiler/inspect/Inspect.h"
 #include "compiler/inspect/TraceCompare.h"
 
@@ -610,8 +611,12 @@ private:
       return "wait";
     if (op.ends_with("_start"))
       return "post";
-    if (op == "dtc.matmul" || op.starts_with("dtc.conv") ||
-        op.starts_with("dtc.attention"))
+    // GEMMs and fused attention, by the cost model's definition of each
+    // op's work (the measured trace's events have only their op's name).
+    KernelDesc kernel;
+    kernel.op = op;
+    KernelWork::Kind kind = kernelWork(kernel).kind;
+    if (kind == KernelWork::Kind::Gemm || kind == KernelWork::Kind::Attention)
       return "gemm";
     return "kernel";
   }

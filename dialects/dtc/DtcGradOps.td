@@ -17,7 +17,7 @@
 // Masks: compare and select
 //===----------------------------------------------------------------------===//
 
-def Dtc_CompareOp : Dtc_ShapedOp<"compare"> {
+def Dtc_CompareOp : Dtc_ShapedOp<"compare", [Dtc_Recomputable]> {
   let summary = "Elementwise comparison with numpy broadcasting, to i1";
   let description = [{
     `predicate` is one of `eq`, `ne`, `lt`, `le`, `gt`, `ge`. Both operands
@@ -31,7 +31,8 @@ def Dtc_CompareOp : Dtc_ShapedOp<"compare"> {
       "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
 }
 
-def Dtc_SelectOp : Dtc_ShapedOp<"select"> {
+def Dtc_SelectOp
+    : Dtc_ShapedOp<"select", [Dtc_Differentiable, Dtc_Recomputable]> {
   let summary = "Elementwise `cond ? on_true : on_false` with broadcasting";
   let description = [{
     The three operands broadcast together (numpy rules); `on_true` and
@@ -127,7 +128,7 @@ def Dtc_AttentionGradOp
 }
 
 def Dtc_EmbeddingGradOp
-    : Dtc_ShapedOp<"embedding_grad", [Dtc_SumReductions]> {
+    : Dtc_ShapedOp<"embedding_grad", [Dtc_SumReductions, Dtc_RowLookup]> {
   let summary = "Gradient of embedding: scatter-add of rows into the table";
   let description = [{
     `grad [..., d]`, `ids [...]` -> `[num_rows, d]`, row `r` the sum of the
@@ -198,7 +199,7 @@ def Dtc_SiluGradOp : Dtc_ActivationGradOp<"silu_grad", "silu"> {
   let arguments = (ins Dtc_FloatTensor:$input, Dtc_FloatTensor:$grad);
 }
 
-def Dtc_SliceGradOp : Dtc_ShapedOp<"slice_grad"> {
+def Dtc_SliceGradOp : Dtc_ShapedOp<"slice_grad", [Dtc_LocalForm]> {
   let summary = "Gradient of slice: zeros of input_shape, grad scattered in";
   let description = [{
     `grad` has the shape of the slice's result; element `i` lands at
@@ -212,7 +213,7 @@ def Dtc_SliceGradOp : Dtc_ShapedOp<"slice_grad"> {
 }
 
 def Dtc_ConvGradInputOp
-    : Dtc_ShapedOp<"conv_grad_input", [Dtc_SumReductions]> {
+    : Dtc_ShapedOp<"conv_grad_input", [Dtc_SumReductions, Dtc_LocalForm]> {
   let summary = "Gradient of conv with respect to its input";
   let description = [{
     `grad [n, f, o1..ok]` (the conv result's gradient) and `weight` ->
@@ -231,7 +232,7 @@ def Dtc_ConvGradInputOp
 }
 
 def Dtc_ConvGradWeightOp
-    : Dtc_ShapedOp<"conv_grad_weight", [Dtc_SumReductions]> {
+    : Dtc_ShapedOp<"conv_grad_weight", [Dtc_SumReductions, Dtc_LocalForm]> {
   let summary = "Gradient of conv with respect to its weight";
   let description = [{
     `input` and `grad [n, f, o1..ok]` -> `weight_shape`; attributes as
@@ -263,7 +264,7 @@ def Dtc_MaxPoolGradOp : Dtc_ShapedOp<"max_pool_grad"> {
       "$input `,` $grad attr-dict `:` functional-type(operands, results)";
 }
 
-def Dtc_AvgPoolGradOp : Dtc_ShapedOp<"avg_pool_grad"> {
+def Dtc_AvgPoolGradOp : Dtc_ShapedOp<"avg_pool_grad", [Dtc_LocalForm]> {
   let summary = "Gradient of avg_pool: each window's gradient spread evenly";
   let description = [{
     `grad` (the pooled result's gradient) -> `input_shape`; attributes as
@@ -281,7 +282,8 @@ def Dtc_AvgPoolGradOp : Dtc_ShapedOp<"avg_pool_grad"> {
 // Optimizer ops
 //===----------------------------------------------------------------------===//
 
-def Dtc_AdamWOp : Dtc_ShapedOp<"adamw"> {
+def Dtc_AdamWOp : Dtc_ShapedOp<"adamw", [DeclareOpInterfaceMethods<
+    Dtc_InPlaceOpInterface, ["getInPlaceOperands"]>]> {
   let summary = "One AdamW step (PyTorch's decoupled weight decay)";
   let description = [{
     ```

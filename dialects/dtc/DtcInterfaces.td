@@ -11,10 +11,53 @@ include "mlir/IR/OpBase.td"
 // index (weight gradients over the rows, key and value gradients over the
 // queries).
 def Dtc_SumReductions : NativeOpTrait<"SumReductions"> {
-  let cppNamespace = "::mlir::dtc::sharding_traits";
+  let cppNamespace = "::mlir::dtc::traits";
 }
 def Dtc_SumsOverParallelLoops : NativeOpTrait<"SumsOverParallelLoops"> {
-  let cppNamespace = "::mlir::dtc::sharding_traits";
+  let cppNamespace = "::mlir::dtc::traits";
+}
+
+// Work per iteration of the op's loop nest, for the sharding propagation's
+// node costs: a multiply and an add (contractions, attention) count two
+// FLOPs, any other op one; a lookup's last loop (the table rows, a one-hot
+// contraction) selects rather than iterates, so it adds no work and
+// splitting it saves none.
+def Dtc_MultiplyAdd : NativeOpTrait<"MultiplyAdd"> {
+  let cppNamespace = "::mlir::dtc::traits";
+}
+def Dtc_RowLookup : NativeOpTrait<"RowLookup"> {
+  let cppNamespace = "::mlir::dtc::traits";
+}
+
+// Selective activation recompute (passes/recompute) may run the op again
+// in the backward pass instead of saving its result: its cost is one pass
+// over its operands (elementwise ops, softmax, data movement, reductions).
+def Dtc_Recomputable : NativeOpTrait<"Recomputable"> {
+  let cppNamespace = "::mlir::dtc::traits";
+}
+
+def Dtc_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
+  let cppNamespace = "::mlir::dtc";
+  let description = [{
+    An op whose kernels (CPU and CUDA) may write a result over an operand's
+    buffer: each element is read before the same element of the result is
+    written. The program's memory planner (passes/lowering) shares the two
+    buffers when the operand is dead after the op (or is state the op
+    updates) and the types match.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        (result, operand) pairs that may share a buffer. Default: result 0
+        over each operand (elementwise kernels).
+      }],
+      "::llvm::SmallVector<std::pair<unsigned, unsigned>>",
+      "getInPlaceOperands", (ins), [{}], [{
+        ::llvm::SmallVector<std::pair<unsigned, unsigned>> pairs;
+        for (unsigned i = 0; i < $_op->getNumOperands(); ++i)
+          pairs.push_back({0, i});
+        return pairs;
+      }]>,
+  ];
 }
 
 def Dtc_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
@@ -44,7 +87,7 @@ def Dtc_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
       }],
       "bool", "isSumReductionLoop", (ins "int64_t":$loop), [{}], [{
         return $_op->template hasTrait<
-            ::mlir::dtc::sharding_traits::SumReductions>();
+            ::mlir::dtc::traits::SumReductions>();
       }]>,
     InterfaceMethod<[{
         Whether loop `loop` is a log-sum-exp the partitioner splits with the
@@ -61,13 +104,57 @@ def Dtc_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
       }],
       "bool", "sumsOverParallelLoops", (ins), [{}], [{
         return $_op->template hasTrait<
-            ::mlir::dtc::sharding_traits::SumsOverParallelLoops>();
+            ::mlir::dtc::traits::SumsOverParallelLoops>();
       }]>,
   ];
   // Runs after the op's own verifier and shape rule, so the rule is only
   // computed for ops whose operands are known to be well formed.
   let verify = [{ return ::mlir::dtc::detail::verifyShardingRule($_op); }];
   let verifyWithRegions = 1;
+}
+
+def Dtc_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
+  let cppNamespace = "::mlir::dtc";
+  let description = [{
+    An op the reverse-mode autodiff (passes/autodiff) can differentiate: its
+    gradient rule, a vector-Jacobian product, defined next to the op's shape
+    and sharding rules. The rule reads the op's operands and results (saved
+    activations) and the cotangents of its results from the
+    GradientBuilder, and sets the cotangents of the operands the autodiff
+    wants, each with exactly its operand's type. Ops without it (leaves,
+    comparisons, the gradient ops, the optimizer, what partitioning inserts
+    after autodiff) stop the autodiff with "has no gradient rule" when the
+    loss depends on them through a float operand.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Emits the cotangents of the wanted operands through
+        `builder.setGrad`. Failure (after an error at the op) for attributes
+        the rule cannot differentiate.
+      }],
+      "::llvm::LogicalResult", "buildGradient",
+      (ins "::mlir::dtc::GradientBuilder &":$builder)>,
+  ];
+}
+
+def Dtc_LocalFormOpInterface : OpInterface<"LocalFormOpInterface"> {
+  let cppNamespace = "::mlir::dtc";
+  let description = [{
+    An op whose attributes hold global positions or shapes, or a default
+    that depends on a global shape, so that its per-device copy needs more
+    than local operand and result types: a slice's bounds, a gradient op's
+    result shape, attention's scale of 1/sqrt(head dim). The partitioner
+    (passes/partition) calls `localize` on the copy it made of `global`,
+    after the copy's types became local.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Rewrites the attributes of this local copy. Failure (after an error
+        at the global op) for a split the local form cannot express.
+      }],
+      "::llvm::LogicalResult", "localize",
+      (ins "const ::mlir::dtc::LocalForm &":$form)>,
+  ];
 }
 
 #endif // DTC_INTERFACES_TD

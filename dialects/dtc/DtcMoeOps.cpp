@@ -1,4 +1,4 @@
-//===- DtcMoeOps.cpp - shape and sharding rules of the MoE ops ------------===//
+//===- DtcMoeOps.cpp - shape, sharding and gradient rules of the MoE ops -===//
 //
 // The mixture-of-experts ops (DtcOps.td, docs/moe.md) share one loop nest,
 // (b, s, e, c, h): batch, token positions, experts, capacity slots, hidden.
@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/dtc/DtcOps.h"
+
+#include "dialects/dtc/DtcGradient.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -158,6 +160,17 @@ SmallVector<AffineMap> MoeRouteGradOp::getIndexingMaps() {
                  {{l.b, l.s, l.e}, {l.b, l.s, l.e}, {l.b}, {l.b, l.s, l.e}});
 }
 
+// Gates and aux loss -> logits. A result nothing reads back from the loss
+// has a zero cotangent; slots are integers (no cotangent).
+LogicalResult MoeRouteOp::buildGradient(GradientBuilder &gb) {
+  Value gates = gb.grad(0) ? gb.grad(0) : gb.splat(getGates().getType(), 0);
+  Value aux = gb.grad(2) ? gb.grad(2) : gb.splat(getAux().getType(), 0);
+  gb.setGrad(0, MoeRouteGradOp::create(gb.b, gb.loc, getLogits(), gates, aux,
+                                       getTopK(), getCapacity(), getScore(),
+                                       getNormalize()));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // MoeDispatchOp, MoeDispatchGradOp
 //===----------------------------------------------------------------------===//
@@ -214,6 +227,12 @@ SmallVector<AffineMap> MoeDispatchGradOp::getIndexingMaps() {
   MoeLoops l(getContext());
   return moeMaps(getContext(),
                  {{l.b, l.e, l.c, l.h}, {l.b, l.e, l.c}, {l.b, l.s, l.h}});
+}
+
+LogicalResult MoeDispatchOp::buildGradient(GradientBuilder &gb) {
+  gb.setGrad(0, MoeDispatchGradOp::create(gb.b, gb.loc, gb.grad(), getSlots(),
+                                          getInput().getType().getDimSize(1)));
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -301,4 +320,12 @@ SmallVector<AffineMap> MoeCombineGradOp::getIndexingMaps() {
                                 {l.b, l.s, l.h},
                                 {l.b, l.e, l.c, l.h},
                                 {l.b, l.s, l.e}});
+}
+
+// -> experts and gates (operands 0 and 2).
+LogicalResult MoeCombineOp::buildGradient(GradientBuilder &gb) {
+  auto grad = MoeCombineGradOp::create(gb.b, gb.loc, getExperts(), getSlots(),
+                                       getGates(), gb.grad());
+  gb.setGrads(grad, {0, 2});
+  return success();
 }

@@ -1,20 +1,25 @@
-//===- DtcOps.cpp - dtc shape rules and sharding rules --------------------===//
+//===- DtcOps.cpp - dtc shape, sharding and gradient rules ---------------===//
 //
-// Each op's shape rule (inferReturnTypes, which also verifies operands) and
-// its loop structure (iterator types + indexing maps) live here, next to each
-// other, so the two cannot drift apart.
+// Each op's shape rule (inferReturnTypes, which also verifies operands), its
+// loop structure (iterator types + indexing maps) and its gradient rule
+// (buildGradient, DtcGradient.h) live here, next to each other, so that they
+// cannot drift apart.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dialects/dtc/DtcOps.h"
 
+#include "dialects/dtc/DtcGradient.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 
 #include <cmath>
+#include <numeric>
 
 using namespace mlir;
 using namespace mlir::dtc;
@@ -208,6 +213,228 @@ static SmallVector<IteratorType> normalizedIteratorTypes(int64_t rank,
 }
 
 //===----------------------------------------------------------------------===//
+// Elementwise ops (Dtc_UnaryOp, Dtc_BinaryOp): gradients. Unary: dx = g *
+// f'(x), f' in terms of x or y = f(x). Binary: each operand's cotangent is
+// computed in the result's shape, then summed over the broadcast dims.
+//===----------------------------------------------------------------------===//
+
+LogicalResult NegOp::buildGradient(GradientBuilder &gb) {
+  gb.setGrad(0, gb.neg(gb.grad()));
+  return success();
+}
+
+// g * sign(x): 0 at x = 0, as PyTorch.
+LogicalResult AbsOp::buildGradient(GradientBuilder &gb) {
+  Value x = getInput(), g = gb.grad();
+  Value zero = gb.scalar(x, 0);
+  Value isPositive = gb.compare(x, zero, "gt");
+  Value positive = gb.select(isPositive, g, gb.scalar(g, 0));
+  Value isNegative = gb.compare(x, zero, "lt");
+  Value negated = gb.neg(g);
+  gb.setGrad(0, gb.select(isNegative, negated, positive));
+  return success();
+}
+
+LogicalResult ExpOp::buildGradient(GradientBuilder &gb) {
+  gb.setGrad(0, gb.mul(gb.grad(), getOutput()));
+  return success();
+}
+
+LogicalResult LogOp::buildGradient(GradientBuilder &gb) {
+  gb.setGrad(0, gb.div(gb.grad(), getInput()));
+  return success();
+}
+
+// d sqrt(x) = 1 / (2 sqrt(x))
+LogicalResult SqrtOp::buildGradient(GradientBuilder &gb) {
+  gb.setGrad(0, gb.div(gb.mulScalar(gb.grad(), 0.5), getOutput()));
+  return success();
+}
+
+// d x^(-1/2) = -1/2 x^(-3/2) = -1/2 y^3
+LogicalResult RsqrtOp::buildGradient(GradientBuilder &gb) {
+  Value y = getOutput();
+  Value cube = gb.mul(gb.mul(y, y), y);
+  gb.setGrad(0, gb.mul(gb.mulScalar(gb.grad(), -0.5), cube));
+  return success();
+}
+
+// d (1/x) = -1/x^2 = -y^2
+LogicalResult ReciprocalOp::buildGradient(GradientBuilder &gb) {
+  Value y = getOutput();
+  gb.setGrad(0, gb.neg(gb.mul(gb.grad(), gb.mul(y, y))));
+  return success();
+}
+
+// d tanh = 1 - y^2
+LogicalResult TanhOp::buildGradient(GradientBuilder &gb) {
+  Value y = getOutput();
+  Value one = gb.scalar(y, 1);
+  Value slope = gb.sub(one, gb.mul(y, y));
+  gb.setGrad(0, gb.mul(gb.grad(), slope));
+  return success();
+}
+
+// d erf = 2/sqrt(pi) e^(-x^2)
+LogicalResult ErfOp::buildGradient(GradientBuilder &gb) {
+  Value x = getInput();
+  Value gauss = ExpOp::create(gb.b, gb.loc, gb.neg(gb.mul(x, x)));
+  gb.setGrad(0, gb.mul(gb.mulScalar(gb.grad(), 2.0 / std::sqrt(M_PI)), gauss));
+  return success();
+}
+
+// d sigmoid = y (1 - y)
+LogicalResult SigmoidOp::buildGradient(GradientBuilder &gb) {
+  Value y = getOutput();
+  Value slope = gb.mul(y, gb.sub(gb.scalar(y, 1), y));
+  gb.setGrad(0, gb.mul(gb.grad(), slope));
+  return success();
+}
+
+// g where x > 0 (0 at x = 0, as PyTorch).
+LogicalResult ReluOp::buildGradient(GradientBuilder &gb) {
+  Value x = getInput();
+  Value positive = gb.compare(x, gb.scalar(x, 0), "gt");
+  gb.setGrad(0, gb.select(positive, gb.grad(), gb.scalar(gb.grad(), 0)));
+  return success();
+}
+
+LogicalResult SiluOp::buildGradient(GradientBuilder &gb) {
+  gb.setGrad(0, SiluGradOp::create(gb.b, gb.loc, getInput(), gb.grad()));
+  return success();
+}
+
+LogicalResult GeluOp::buildGradient(GradientBuilder &gb) {
+  gb.setGrad(0, GeluGradOp::create(gb.b, gb.loc, getInput(), gb.grad(),
+                                   getApproximateTanh()));
+  return success();
+}
+
+LogicalResult AddOp::buildGradient(GradientBuilder &gb) {
+  gb.setBroadcastGrads(gb.grad(), gb.grad());
+  return success();
+}
+
+LogicalResult SubOp::buildGradient(GradientBuilder &gb) {
+  gb.setBroadcastGrads(gb.grad(), gb.wants(1) ? gb.neg(gb.grad()) : Value());
+  return success();
+}
+
+LogicalResult MulOp::buildGradient(GradientBuilder &gb) {
+  Value g = gb.grad();
+  Value lhsGrad = gb.wants(0) ? gb.mul(g, getRhs()) : Value();
+  Value rhsGrad = gb.wants(1) ? gb.mul(g, getLhs()) : Value();
+  gb.setBroadcastGrads(lhsGrad, rhsGrad);
+  return success();
+}
+
+// d(l/r) = g/r, -g l/r^2 = -(g y)/r
+LogicalResult DivOp::buildGradient(GradientBuilder &gb) {
+  Value r = getRhs(), g = gb.grad();
+  Value lhsGrad = gb.wants(0) ? gb.div(g, r) : Value();
+  Value rhsGrad =
+      gb.wants(1) ? gb.neg(gb.div(gb.mul(g, getOutput()), r)) : Value();
+  gb.setBroadcastGrads(lhsGrad, rhsGrad);
+  return success();
+}
+
+/// Max and min: the cotangent goes to the chosen operand, lhs on ties.
+static void chosenOperandGrads(GradientBuilder &gb, Value lhs, Value rhs,
+                               StringRef lhsWins, StringRef rhsWins) {
+  Value g = gb.grad();
+  Value zero = gb.scalar(g, 0);
+  Value lhsGrad, rhsGrad;
+  if (gb.wants(0))
+    lhsGrad = gb.select(gb.compare(lhs, rhs, lhsWins), g, zero);
+  if (gb.wants(1))
+    rhsGrad = gb.select(gb.compare(lhs, rhs, rhsWins), g, zero);
+  gb.setBroadcastGrads(lhsGrad, rhsGrad);
+}
+
+LogicalResult MaxOp::buildGradient(GradientBuilder &gb) {
+  chosenOperandGrads(gb, getLhs(), getRhs(), "ge", "lt");
+  return success();
+}
+
+LogicalResult MinOp::buildGradient(GradientBuilder &gb) {
+  chosenOperandGrads(gb, getLhs(), getRhs(), "le", "gt");
+  return success();
+}
+
+// d l^r = g r l^(r-1) and g y log(l)
+LogicalResult PowOp::buildGradient(GradientBuilder &gb) {
+  Value l = getLhs(), r = getRhs(), g = gb.grad();
+  Value lhsGrad, rhsGrad;
+  if (gb.wants(0)) {
+    Value power = PowOp::create(gb.b, gb.loc, l, gb.sub(r, gb.scalar(r, 1)));
+    lhsGrad = gb.mul(gb.mul(g, power), r);
+  }
+  if (gb.wants(1)) {
+    // Created first so that the IR does not depend on the compiler's
+    // argument evaluation order.
+    Value log = LogOp::create(gb.b, gb.loc, l);
+    rhsGrad = gb.mul(gb.mul(g, getOutput()), log);
+  }
+  gb.setBroadcastGrads(lhsGrad, rhsGrad);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions (Dtc_ReduceOp): gradients. The cotangent is broadcast back
+// over the reduced dims.
+//===----------------------------------------------------------------------===//
+
+/// The reduction's result shape with the reduced dims kept as 1s.
+static SmallVector<int64_t> keptShape(RankedTensorType input,
+                                      ArrayRef<int64_t> dims) {
+  SmallVector<int64_t> shape(input.getShape());
+  for (int64_t dim : dims)
+    shape[dim] = 1;
+  return shape;
+}
+
+/// Sum and mean: every reduced element receives the cotangent (divided by
+/// the group's size for the mean).
+static void spreadOverReducedDims(GradientBuilder &gb,
+                                  RankedTensorType inputType,
+                                  ArrayRef<int64_t> dims, bool mean) {
+  Value g = gb.reshape(gb.grad(), keptShape(inputType, dims));
+  if (mean) {
+    int64_t count = 1;
+    for (int64_t dim : dims)
+      count *= inputType.getDimSize(dim);
+    g = gb.mulScalar(g, 1.0 / static_cast<double>(count));
+  }
+  gb.setGrad(0, gb.broadcastTo(g, inputType));
+}
+
+LogicalResult ReduceSumOp::buildGradient(GradientBuilder &gb) {
+  spreadOverReducedDims(gb, getInput().getType(), getDims(), /*mean=*/false);
+  return success();
+}
+
+LogicalResult ReduceMeanOp::buildGradient(GradientBuilder &gb) {
+  spreadOverReducedDims(gb, getInput().getType(), getDims(), /*mean=*/true);
+  return success();
+}
+
+// The cotangent is shared evenly by the maxima of each reduced group (as
+// PyTorch's amax), so ties do not multiply it.
+LogicalResult ReduceMaxOp::buildGradient(GradientBuilder &gb) {
+  RankedTensorType inputType = getInput().getType();
+  SmallVector<int64_t> kept = keptShape(inputType, getDims());
+  Value x = getInput();
+  Value isMax = gb.compare(x, gb.reshape(getOutput(), kept), "eq");
+  Value g = gb.reshape(gb.grad(), kept);
+  Value one = gb.scalar(g, 1), zero = gb.scalar(g, 0);
+  Value ones = gb.select(isMax, one, zero);
+  Value count = gb.reduceSum(ones, getDims(), /*keepDims=*/true);
+  Value share = gb.div(g, count);
+  gb.setGrad(0, gb.select(isMax, share, zero));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // ParameterOp
 //===----------------------------------------------------------------------===//
 
@@ -246,6 +473,12 @@ SmallVector<IteratorType> CastOp::getLoopIteratorTypes() {
 
 SmallVector<AffineMap> CastOp::getIndexingMaps() {
   return detail::elementwiseIndexingMaps(getOperation());
+}
+
+// The cotangent converts back to the input's element type.
+LogicalResult CastOp::buildGradient(GradientBuilder &gb) {
+  gb.setGrad(0, gb.cast(gb.grad(), getElementTypeOrSelf(getInput().getType())));
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -314,6 +547,55 @@ SmallVector<AffineMap> MatmulOp::getIndexingMaps() {
   return {operandMap(getLhs().getType(), m, k, getTransposeLhs()),
           operandMap(getRhs().getType(), k, n, getTransposeRhs()),
           AffineMap::get(numLoops, 0, outputExprs, ctx)};
+}
+
+/// Folds the batch dims of a rank > 2 tensor into its rows: [..., m, k] ->
+/// [prod(...) * m, k].
+static Value foldBatchIntoRows(GradientBuilder &gb, Value value) {
+  ArrayRef<int64_t> shape = asTensor(value.getType()).getShape();
+  int64_t rows = std::accumulate(shape.begin(), shape.end() - 1, int64_t{1},
+                                 std::multiplies<int64_t>());
+  return gb.reshape(value, {rows, shape.back()});
+}
+
+// With A = op(lhs), B = op(rhs) (op: the transpose flags), dA = G B^T and
+// dB = A^T G, expressed through the flags so no transpose is materialized;
+// broadcast batch dims are summed.
+LogicalResult MatmulOp::buildGradient(GradientBuilder &gb) {
+  Value lhs = getLhs(), rhs = getRhs(), g = gb.grad();
+  bool ta = getTransposeLhs(), tb = getTransposeRhs();
+  int64_t lhsRank = getLhs().getType().getRank();
+  int64_t rhsRank = getRhs().getType().getRank();
+  auto matmul = [&](Value a, Value b, bool transposeA, bool transposeB) {
+    return MatmulOp::create(gb.b, gb.loc, a, b, transposeA, transposeB);
+  };
+
+  if (gb.wants(0)) {
+    if (rhsRank == 2 && lhsRank > 2 && !ta) {
+      // A Linear layer: the batch dims are rows of the one GEMM.
+      Value flat = matmul(foldBatchIntoRows(gb, g), rhs, false, !tb);
+      gb.setGrad(0, gb.reshape(flat, getLhs().getType().getShape()));
+    } else if (!ta) {
+      gb.setGrad(0, gb.sumToType(matmul(g, rhs, false, !tb), lhs.getType()));
+    } else {
+      gb.setGrad(0, gb.sumToType(matmul(rhs, g, tb, true), lhs.getType()));
+    }
+  }
+  if (gb.wants(1)) {
+    if (rhsRank == 2 && lhsRank > 2 && !ta) {
+      // The weight gradient of a Linear layer: one GEMM over all rows
+      // instead of a per-batch product summed afterwards.
+      Value flatLhs = foldBatchIntoRows(gb, lhs);
+      Value flatGrad = foldBatchIntoRows(gb, g);
+      gb.setGrad(1, tb ? matmul(flatGrad, flatLhs, true, false)
+                       : matmul(flatLhs, flatGrad, true, false));
+    } else if (!tb) {
+      gb.setGrad(1, gb.sumToType(matmul(lhs, g, !ta, false), rhs.getType()));
+    } else {
+      gb.setGrad(1, gb.sumToType(matmul(g, lhs, true, ta), rhs.getType()));
+    }
+  }
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -453,6 +735,28 @@ SmallVector<AffineMap> ConvOp::getIndexingMaps() {
   return result;
 }
 
+LogicalResult ConvOp::buildGradient(GradientBuilder &gb) {
+  Value g = gb.grad();
+  RankedTensorType inputType = getInput().getType();
+  RankedTensorType weightType = getWeight().getType();
+  if (gb.wants(0))
+    gb.setGrad(0, ConvGradInputOp::create(
+                      gb.b, gb.loc, g, getWeight(), inputType.getShape(),
+                      getStrides(), getDilations(), getPads(), getGroups()));
+  if (gb.wants(1))
+    gb.setGrad(1, ConvGradWeightOp::create(
+                      gb.b, gb.loc, getInput(), g, weightType.getShape(),
+                      getStrides(), getDilations(), getPads(), getGroups()));
+  if (getBias() && gb.wants(2)) {
+    // The bias is added at every batch element and output position.
+    SmallVector<int64_t> dims = {0};
+    for (int64_t i = 2; i < inputType.getRank(); ++i)
+      dims.push_back(i);
+    gb.setGrad(2, gb.reduceSum(g, dims, /*keepDims=*/false));
+  }
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // MaxPoolOp, AvgPoolOp
 //===----------------------------------------------------------------------===//
@@ -510,6 +814,21 @@ mlir::dtc::detail::poolIndexingMaps(MLIRContext *ctx, ArrayRef<int64_t> strides,
                          getAffineDimExpr(2 + k + i, ctx) * dilations[i]);
   return {AffineMap::get(numLoops, 0, inputExprs, ctx),
           AffineMap::get(numLoops, 0, outputExprs, ctx)};
+}
+
+LogicalResult MaxPoolOp::buildGradient(GradientBuilder &gb) {
+  gb.setGrad(0, MaxPoolGradOp::create(gb.b, gb.loc, getInput(), gb.grad(),
+                                      getKernelShape(), getStrides(),
+                                      getDilations(), getPads()));
+  return success();
+}
+
+LogicalResult AvgPoolOp::buildGradient(GradientBuilder &gb) {
+  gb.setGrad(0, AvgPoolGradOp::create(
+                    gb.b, gb.loc, gb.grad(), getInput().getType().getShape(),
+                    getKernelShape(), getStrides(), getDilations(), getPads(),
+                    getCountIncludePad()));
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -619,6 +938,29 @@ SmallVector<AffineMap> RmsNormOp::getIndexingMaps() {
                           getAxis(), 1);
 }
 
+LogicalResult SoftmaxOp::buildGradient(GradientBuilder &gb) {
+  gb.setGrad(0, SoftmaxGradOp::create(gb.b, gb.loc, getOutput(), gb.grad(),
+                                      getAxisAttr()));
+  return success();
+}
+
+LogicalResult LayerNormOp::buildGradient(GradientBuilder &gb) {
+  auto grad =
+      LayerNormGradOp::create(gb.b, gb.loc, getInput(), getWeight(), gb.grad(),
+                              getAxisAttr(), getEpsilonAttr());
+  for (unsigned i = 0; i < getNumOperands(); ++i)
+    if (gb.wants(i))
+      gb.setGrad(i, grad->getResult(i));
+  return success();
+}
+
+LogicalResult RmsNormOp::buildGradient(GradientBuilder &gb) {
+  auto grad = RmsNormGradOp::create(gb.b, gb.loc, getInput(), getWeight(),
+                                    gb.grad(), getAxisAttr(), getEpsilonAttr());
+  gb.setGrads(grad, {0, 1});
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // ReshapeOp
 //===----------------------------------------------------------------------===//
@@ -633,6 +975,11 @@ LogicalResult ReshapeOp::verify() {
            << shapeString(input.getShape()) << " (" << input.getNumElements()
            << " elements) to " << shapeString(output.getShape()) << " ("
            << output.getNumElements() << " elements)";
+  return success();
+}
+
+LogicalResult ReshapeOp::buildGradient(GradientBuilder &gb) {
+  gb.setGrad(0, gb.reshape(gb.grad(), getInput().getType().getShape()));
   return success();
 }
 
@@ -676,6 +1023,15 @@ SmallVector<AffineMap> TransposeOp::getIndexingMaps() {
           AffineMap::getMultiDimIdentityMap(perm.size(), getContext())};
 }
 
+LogicalResult TransposeOp::buildGradient(GradientBuilder &gb) {
+  ArrayRef<int64_t> permutation = getPermutation();
+  SmallVector<int64_t> inverse(permutation.size());
+  for (auto [i, p] : llvm::enumerate(permutation))
+    inverse[p] = static_cast<int64_t>(i);
+  gb.setGrad(0, TransposeOp::create(gb.b, gb.loc, gb.grad(), inverse));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // ConcatOp
 //===----------------------------------------------------------------------===//
@@ -705,6 +1061,25 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
     shape[axis] += type.getDimSize(axis);
   }
   types.push_back(first.clone(shape));
+  return success();
+}
+
+// Each input's cotangent is its slice of the result's.
+LogicalResult ConcatOp::buildGradient(GradientBuilder &gb) {
+  int64_t axis = getAxis(), offset = 0;
+  ArrayRef<int64_t> shape = getOutput().getType().getShape();
+  for (auto [i, operand] : llvm::enumerate(getInputs())) {
+    int64_t size = asTensor(operand.getType()).getDimSize(axis);
+    if (gb.wants(i)) {
+      SmallVector<int64_t> starts(shape.size(), 0), limits(shape);
+      SmallVector<int64_t> strides(shape.size(), 1);
+      starts[axis] = offset;
+      limits[axis] = offset + size;
+      gb.setGrad(
+          i, SliceOp::create(gb.b, gb.loc, gb.grad(), starts, limits, strides));
+    }
+    offset += size;
+  }
   return success();
 }
 
@@ -756,6 +1131,35 @@ SmallVector<AffineMap> SliceOp::getIndexingMaps() {
           AffineMap::getMultiDimIdentityMap(rank, ctx)};
 }
 
+LogicalResult SliceOp::buildGradient(GradientBuilder &gb) {
+  gb.setGrad(0, SliceGradOp::create(gb.b, gb.loc, gb.grad(),
+                                    getInput().getType().getShape(),
+                                    getStarts(), getStrides()));
+  return success();
+}
+
+// The bounds are global positions: a split dimension's become the local
+// part's, which the partitioner only allows for whole-part slices.
+LogicalResult SliceOp::localize(const LocalForm &form) {
+  SmallVector<int64_t> starts(getStarts()), limits(getLimits());
+  for (const LocalForm::Split &split : form.resultSplits) {
+    int64_t d = split.dim;
+    if (getStrides()[d] != 1)
+      return form.global->emitOpError(
+          "a strided slice of a split dimension is not supported");
+    if (split.zigzag &&
+        limits[d] - starts[d] != form.operandTypes[0].getDimSize(d))
+      return form.global->emitOpError("a slice of the sequence split over \"")
+             << split.axis << "\" (zigzag chunks) is not supported yet";
+    int64_t length = (limits[d] - starts[d]) / split.parts;
+    starts[d] /= split.parts;
+    limits[d] = starts[d] + length;
+  }
+  setStarts(starts);
+  setLimits(limits);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // EmbeddingOp
 //===----------------------------------------------------------------------===//
@@ -793,6 +1197,12 @@ SmallVector<AffineMap> EmbeddingOp::getIndexingMaps() {
   return {AffineMap::get(numLoops, 0, {row, d}, ctx),
           AffineMap::get(numLoops, 0, loopDims(ctx, 0, idsRank), ctx),
           AffineMap::get(numLoops, 0, outputExprs, ctx)};
+}
+
+LogicalResult EmbeddingOp::buildGradient(GradientBuilder &gb) {
+  gb.setGrad(0, EmbeddingGradOp::create(gb.b, gb.loc, gb.grad(), getIds(),
+                                        getTable().getType().getDimSize(0)));
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -868,6 +1278,26 @@ SmallVector<AffineMap> AttentionOp::getIndexingMaps() {
           AffineMap::get(6, 0, {b, h, s, e}, ctx)};
 }
 
+// dtc.attention_grad recomputes the probabilities inside its kernel.
+LogicalResult AttentionOp::buildGradient(GradientBuilder &gb) {
+  auto grad =
+      AttentionGradOp::create(gb.b, gb.loc, getQuery(), getKey(), getValue(),
+                              gb.grad(), getCausalAttr(), getScaleAttr());
+  gb.setGrads(grad, {0, 1, 2});
+  return success();
+}
+
+// The default scale reads the global head dim: written out before the
+// local copy could read a split one.
+LogicalResult AttentionOp::localize(const LocalForm &form) {
+  if (!getScale())
+    setScaleAttr(
+        Builder(getContext())
+            .getF64FloatAttr(
+                llvm::cast<AttentionOp>(form.global).getEffectiveScale()));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // CrossEntropyOp
 //===----------------------------------------------------------------------===//
@@ -901,6 +1331,14 @@ SmallVector<AffineMap> CrossEntropyOp::getIndexingMaps() {
   return {AffineMap::getMultiDimIdentityMap(rank, ctx),
           AffineMap::get(rank, 0, loopDims(ctx, 0, rank - 1), ctx),
           AffineMap::get(rank, 0, {}, ctx)};
+}
+
+// The loss is f32; the logits' cotangent has the logits' type.
+LogicalResult CrossEntropyOp::buildGradient(GradientBuilder &gb) {
+  gb.setGrad(0,
+             CrossEntropyGradOp::create(gb.b, gb.loc, getLogits(), getLabels(),
+                                        gb.grad(), getIgnoreIndex()));
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -957,6 +1395,17 @@ SmallVector<IteratorType> SelectOp::getLoopIteratorTypes() {
 
 SmallVector<AffineMap> SelectOp::getIndexingMaps() {
   return detail::elementwiseIndexingMaps(getOperation());
+}
+
+// select(c, t, f): the cotangent goes to the chosen side.
+LogicalResult SelectOp::buildGradient(GradientBuilder &gb) {
+  Value c = getCond(), g = gb.grad();
+  Value zero = gb.scalar(g, 0);
+  if (gb.wants(1))
+    gb.setGrad(1, gb.sumToType(gb.select(c, g, zero), getOnTrue().getType()));
+  if (gb.wants(2))
+    gb.setGrad(2, gb.sumToType(gb.select(c, zero, g), getOnFalse().getType()));
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -1381,6 +1830,42 @@ SmallVector<AffineMap> AvgPoolGradOp::getIndexingMaps() {
 }
 
 //===----------------------------------------------------------------------===//
+// Gradient ops' local forms: the shape attributes describe the result
+//===----------------------------------------------------------------------===//
+
+static ArrayRef<int64_t> resultShape(Operation *op) {
+  return asTensor(op->getResult(0).getType()).getShape();
+}
+
+LogicalResult SliceGradOp::localize(const LocalForm &form) {
+  SmallVector<int64_t> starts(getStarts());
+  for (const LocalForm::Split &split : form.resultSplits) {
+    if (getStrides()[split.dim] != 1)
+      return form.global->emitOpError(
+          "a strided slice of a split dimension is not supported");
+    starts[split.dim] /= split.parts;
+  }
+  setStarts(starts);
+  setInputShape(resultShape(*this));
+  return success();
+}
+
+LogicalResult ConvGradInputOp::localize(const LocalForm &) {
+  setInputShape(resultShape(*this));
+  return success();
+}
+
+LogicalResult ConvGradWeightOp::localize(const LocalForm &) {
+  setWeightShape(resultShape(*this));
+  return success();
+}
+
+LogicalResult AvgPoolGradOp::localize(const LocalForm &) {
+  setInputShape(resultShape(*this));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // AdamWOp
 //===----------------------------------------------------------------------===//
 
@@ -1418,6 +1903,12 @@ SmallVector<AffineMap> AdamWOp::getIndexingMaps() {
   auto scalar = AffineMap::get(rank, 0, {}, ctx);
   return {identity, identity, identity, identity, scalar,
           scalar,   scalar,   identity, identity, identity};
+}
+
+// The new parameter and moments over the old ones (param, exp_avg,
+// exp_avg_sq): the kernel reads each element's state before writing it.
+SmallVector<std::pair<unsigned, unsigned>> AdamWOp::getInPlaceOperands() {
+  return {{0, 0}, {1, 2}, {2, 3}};
 }
 
 #include "dialects/dtc/DtcInterfaces.cpp.inc"

@@ -53,7 +53,7 @@ SmallVector<AffineMap> poolIndexingMaps(MLIRContext *ctx,
                                         ArrayRef<int64_t> dilations);
 } // namespace mlir::dtc::detail
 
-namespace mlir::dtc::sharding_traits {
+namespace mlir::dtc::traits {
 /// Every reduction loop of the op is a sum (DtcInterfaces.td).
 template <typename ConcreteType>
 class SumReductions
@@ -62,7 +62,40 @@ class SumReductions
 template <typename ConcreteType>
 class SumsOverParallelLoops
     : public ::mlir::OpTrait::TraitBase<ConcreteType, SumsOverParallelLoops> {};
-} // namespace mlir::dtc::sharding_traits
+/// Two FLOPs per loop iteration; a lookup over its last loop
+/// (DtcInterfaces.td).
+template <typename ConcreteType>
+class MultiplyAdd
+    : public ::mlir::OpTrait::TraitBase<ConcreteType, MultiplyAdd> {};
+template <typename ConcreteType>
+class RowLookup : public ::mlir::OpTrait::TraitBase<ConcreteType, RowLookup> {};
+/// Selective recompute may run the op again (DtcInterfaces.td).
+template <typename ConcreteType>
+class Recomputable
+    : public ::mlir::OpTrait::TraitBase<ConcreteType, Recomputable> {};
+} // namespace mlir::dtc::traits
+
+namespace mlir::dtc {
+class GradientBuilder; // DtcGradient.h: what gradient rules build with.
+
+/// What LocalFormOpInterface::localize knows of a partitioned op.
+struct LocalForm {
+  /// A mesh axis that splits a dimension of the op's first result.
+  struct Split {
+    StringRef axis;
+    int64_t dim;
+    int64_t parts;
+    /// The dimension holds zigzag chunks (halves k and 2n - 1 - k of 2n,
+    /// docs/partition.md) rather than one contiguous part.
+    bool zigzag;
+  };
+  /// The op before partitioning: its attributes are the global ones.
+  Operation *global;
+  /// Global types of its operands.
+  ArrayRef<RankedTensorType> operandTypes;
+  SmallVector<Split> resultSplits;
+};
+} // namespace mlir::dtc
 
 #include "dialects/dtc/DtcInterfaces.h.inc"
 

@@ -30,6 +30,12 @@ class Dtc_ShardableOp<string mnemonic, list<Trait> traits = []>
 class Dtc_ShapedOp<string mnemonic, list<Trait> traits = []>
     : Dtc_ShardableOp<mnemonic, !listconcat(traits, [InferTypeOpAdaptor])>;
 
+// An op with a gradient rule (buildGradient, next to its shape rule).
+defvar Dtc_Differentiable =
+    DeclareOpInterfaceMethods<Dtc_DifferentiableOpInterface>;
+// An op whose partitioned copy rewrites attributes (localize).
+defvar Dtc_LocalForm = DeclareOpInterfaceMethods<Dtc_LocalFormOpInterface>;
+
 //===----------------------------------------------------------------------===//
 // Leaves: constants and parameters
 //===----------------------------------------------------------------------===//
@@ -83,8 +89,8 @@ def Dtc_ParameterOp : Dtc_Op<"parameter", [Pure]> {
 // loops with numpy broadcasting for operands (DtcOps.cpp).
 class Dtc_UnaryOp<string mnemonic, string desc, Type type = Dtc_FloatTensor,
                   list<Trait> traits = []>
-    : Dtc_ShardableOp<mnemonic,
-                      !listconcat(traits, [SameOperandsAndResultType])> {
+    : Dtc_ShardableOp<mnemonic, !listconcat(traits, [SameOperandsAndResultType,
+        Dtc_Differentiable, Dtc_Recomputable, Dtc_InPlaceOpInterface])> {
   let summary = "Elementwise " # desc;
   let arguments = (ins type:$input);
   let results = (outs type:$output);
@@ -121,7 +127,8 @@ def Dtc_GeluOp : Dtc_UnaryOp<"gelu", "Gaussian error linear unit"> {
   let arguments = (ins Dtc_FloatTensor:$input, UnitAttr:$approximate_tanh);
 }
 
-def Dtc_CastOp : Dtc_ShapedOp<"cast", [SameOperandsAndResultShape]> {
+def Dtc_CastOp : Dtc_ShapedOp<"cast", [SameOperandsAndResultShape,
+                                       Dtc_Differentiable, Dtc_Recomputable]> {
   let summary = "Elementwise conversion of the element type";
   let arguments = (ins Dtc_Tensor:$input, TypeAttr:$to);
   let results = (outs Dtc_Tensor:$output);
@@ -130,7 +137,8 @@ def Dtc_CastOp : Dtc_ShapedOp<"cast", [SameOperandsAndResultShape]> {
 }
 
 class Dtc_BinaryOp<string mnemonic, string desc, list<Trait> traits = []>
-    : Dtc_ShapedOp<mnemonic, traits> {
+    : Dtc_ShapedOp<mnemonic, !listconcat(traits, [Dtc_Differentiable,
+                                                  Dtc_Recomputable])> {
   let summary = "Elementwise " # desc # " with numpy broadcasting";
   let arguments = (ins Dtc_Tensor:$lhs, Dtc_Tensor:$rhs);
   let results = (outs Dtc_Tensor:$output);
@@ -154,10 +162,12 @@ class Dtc_BinaryOp<string mnemonic, string desc, list<Trait> traits = []>
   let hasFolder = 1;
 }
 
-def Dtc_AddOp : Dtc_BinaryOp<"add", "addition", [Commutative]>;
-def Dtc_SubOp : Dtc_BinaryOp<"sub", "subtraction">;
-def Dtc_MulOp : Dtc_BinaryOp<"mul", "multiplication", [Commutative]>;
-def Dtc_DivOp : Dtc_BinaryOp<"div", "division">;
+def Dtc_AddOp : Dtc_BinaryOp<"add", "addition",
+                             [Commutative, Dtc_InPlaceOpInterface]>;
+def Dtc_SubOp : Dtc_BinaryOp<"sub", "subtraction", [Dtc_InPlaceOpInterface]>;
+def Dtc_MulOp : Dtc_BinaryOp<"mul", "multiplication",
+                             [Commutative, Dtc_InPlaceOpInterface]>;
+def Dtc_DivOp : Dtc_BinaryOp<"div", "division", [Dtc_InPlaceOpInterface]>;
 def Dtc_MaxOp : Dtc_BinaryOp<"max", "maximum", [Commutative]>;
 def Dtc_MinOp : Dtc_BinaryOp<"min", "minimum", [Commutative]>;
 def Dtc_PowOp : Dtc_BinaryOp<"pow", "power">;
@@ -166,7 +176,9 @@ def Dtc_PowOp : Dtc_BinaryOp<"pow", "power">;
 // Contractions and reductions
 //===----------------------------------------------------------------------===//
 
-def Dtc_MatmulOp : Dtc_ShapedOp<"matmul", [Dtc_SumReductions]> {
+def Dtc_MatmulOp
+    : Dtc_ShapedOp<"matmul", [Dtc_SumReductions, Dtc_MultiplyAdd,
+                              Dtc_Differentiable]> {
   let summary = "Batched matrix product with numpy batch broadcasting";
   let description = [{
     `lhs[..., m, k] x rhs[..., k, n] -> [..., m, n]`; `transpose_lhs` and
@@ -182,7 +194,9 @@ def Dtc_MatmulOp : Dtc_ShapedOp<"matmul", [Dtc_SumReductions]> {
       "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
 }
 
-def Dtc_ConvOp : Dtc_ShapedOp<"conv", [Dtc_SumReductions]> {
+def Dtc_ConvOp
+    : Dtc_ShapedOp<"conv", [Dtc_SumReductions, Dtc_MultiplyAdd,
+                            Dtc_Differentiable]> {
   let summary = "N-d grouped convolution, channels first (ONNX Conv)";
   let description = [{
     `input [n, c, x1..xk]`, `weight [f, c/groups, k1..kk]`, optional
@@ -214,7 +228,8 @@ def Dtc_ConvOp : Dtc_ShapedOp<"conv", [Dtc_SumReductions]> {
   }];
 }
 
-class Dtc_PoolOp<string mnemonic, string desc> : Dtc_ShapedOp<mnemonic> {
+class Dtc_PoolOp<string mnemonic, string desc>
+    : Dtc_ShapedOp<mnemonic, [Dtc_Differentiable]> {
   let summary = "N-d " # desc # " pooling over windows, channels first";
   let description = [{
     `input [n, c, x1..xk]` -> `[n, c, o1..ok]` with
@@ -264,7 +279,8 @@ def Dtc_AvgPoolOp : Dtc_PoolOp<"avg_pool", "average"> {
 }
 
 class Dtc_ReduceOp<string mnemonic, string desc, list<Trait> traits = []>
-    : Dtc_ShapedOp<mnemonic, traits> {
+    : Dtc_ShapedOp<mnemonic, !listconcat(traits, [Dtc_Differentiable,
+                                                  Dtc_Recomputable])> {
   let summary = "Reduce by " # desc # " over `dims`";
   let arguments = (ins Dtc_Tensor:$input, DenseI64ArrayAttr:$dims,
                    UnitAttr:$keep_dims);
@@ -300,7 +316,9 @@ def Dtc_ReduceMaxOp : Dtc_ReduceOp<"reduce_max", "maximum">;
 // Normalizations and activations over a dimension
 //===----------------------------------------------------------------------===//
 
-def Dtc_SoftmaxOp : Dtc_ShardableOp<"softmax", [SameOperandsAndResultType]> {
+def Dtc_SoftmaxOp : Dtc_ShardableOp<"softmax", [SameOperandsAndResultType,
+                                                Dtc_Differentiable,
+                                                Dtc_Recomputable]> {
   let summary = "Softmax over one dimension";
   let arguments = (ins Dtc_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Dtc_FloatTensor:$output);
@@ -308,7 +326,7 @@ def Dtc_SoftmaxOp : Dtc_ShardableOp<"softmax", [SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def Dtc_LayerNormOp : Dtc_ShapedOp<"layer_norm"> {
+def Dtc_LayerNormOp : Dtc_ShapedOp<"layer_norm", [Dtc_Differentiable]> {
   let summary = "Layer normalization over the trailing dims from `axis`";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * weight + bias`, statistics over
@@ -325,7 +343,7 @@ def Dtc_LayerNormOp : Dtc_ShapedOp<"layer_norm"> {
   }];
 }
 
-def Dtc_RmsNormOp : Dtc_ShapedOp<"rms_norm"> {
+def Dtc_RmsNormOp : Dtc_ShapedOp<"rms_norm", [Dtc_Differentiable]> {
   let summary = "RMS normalization over the trailing dims from `axis`";
   let description = [{
     `x / sqrt(mean(x^2) + epsilon) * weight`, statistics over dimensions
@@ -342,7 +360,8 @@ def Dtc_RmsNormOp : Dtc_ShapedOp<"rms_norm"> {
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Dtc_ReshapeOp : Dtc_Op<"reshape", [Pure]> {
+def Dtc_ReshapeOp
+    : Dtc_Op<"reshape", [Pure, Dtc_Differentiable, Dtc_Recomputable]> {
   let summary = "Reinterpret the shape; element count is preserved";
   let description = [{
     Row-major reshape between static shapes. It has no affine sharding rule:
@@ -356,7 +375,8 @@ def Dtc_ReshapeOp : Dtc_Op<"reshape", [Pure]> {
   let hasCanonicalizer = 1;
 }
 
-def Dtc_TransposeOp : Dtc_ShapedOp<"transpose"> {
+def Dtc_TransposeOp
+    : Dtc_ShapedOp<"transpose", [Dtc_Differentiable, Dtc_Recomputable]> {
   let summary = "Permute dimensions: output dim i is input dim permutation[i]";
   let arguments = (ins Dtc_Tensor:$input, DenseI64ArrayAttr:$permutation);
   let results = (outs Dtc_Tensor:$output);
@@ -368,7 +388,8 @@ def Dtc_TransposeOp : Dtc_ShapedOp<"transpose"> {
 // Concatenation has no affine sharding rule along `axis`; propagation treats
 // that dimension as replicated and every other one as parallel.
 def Dtc_ConcatOp : Dtc_Op<"concat", [Pure, InferTypeOpAdaptor,
-                                     SameOperandsElementType]> {
+                                     SameOperandsElementType,
+                                     Dtc_Differentiable, Dtc_Recomputable]> {
   let summary = "Concatenate along `axis`";
   let arguments = (ins Variadic<Dtc_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs Dtc_Tensor:$output);
@@ -376,7 +397,9 @@ def Dtc_ConcatOp : Dtc_Op<"concat", [Pure, InferTypeOpAdaptor,
   let hasFolder = 1;
 }
 
-def Dtc_SliceOp : Dtc_ShapedOp<"slice"> {
+def Dtc_SliceOp
+    : Dtc_ShapedOp<"slice", [Dtc_Differentiable, Dtc_Recomputable,
+                             Dtc_LocalForm]> {
   let summary = "Strided slice: [starts, limits) with strides, every dim";
   let arguments = (ins Dtc_Tensor:$input, DenseI64ArrayAttr:$starts,
                    DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$strides);
@@ -385,7 +408,9 @@ def Dtc_SliceOp : Dtc_ShapedOp<"slice"> {
   let hasFolder = 1;
 }
 
-def Dtc_EmbeddingOp : Dtc_ShapedOp<"embedding", [Dtc_SumReductions]> {
+def Dtc_EmbeddingOp
+    : Dtc_ShapedOp<"embedding", [Dtc_SumReductions, Dtc_RowLookup,
+                                 Dtc_Differentiable]> {
   let summary = "Row lookup: output[..., d] = table[ids[...], d]";
   let description = [{
     Its sharding rule treats the lookup as a one-hot contraction over the
@@ -402,7 +427,9 @@ def Dtc_EmbeddingOp : Dtc_ShapedOp<"embedding", [Dtc_SumReductions]> {
 // Transformer ops
 //===----------------------------------------------------------------------===//
 
-def Dtc_AttentionOp : Dtc_ShapedOp<"attention"> {
+def Dtc_AttentionOp
+    : Dtc_ShapedOp<"attention", [Dtc_MultiplyAdd, Dtc_Differentiable,
+                                 Dtc_LocalForm]> {
   let summary = "Scaled dot-product attention with grouped-query heads";
   let description = [{
     `query [b, h, s, d]`, `key [b, g, t, d]`, `value [b, g, t, e]` ->
@@ -425,7 +452,8 @@ def Dtc_AttentionOp : Dtc_ShapedOp<"attention"> {
   }];
 }
 
-def Dtc_CrossEntropyOp : Dtc_ShapedOp<"cross_entropy"> {
+def Dtc_CrossEntropyOp
+    : Dtc_ShapedOp<"cross_entropy", [Dtc_Differentiable]> {
   let summary = "Mean softmax cross-entropy of logits against integer labels";
   let description = [{
     `logits [..., v]`, `labels [...]` -> scalar mean over the positions whose
@@ -457,7 +485,7 @@ def Dtc_CrossEntropyOp : Dtc_ShapedOp<"cross_entropy"> {
 // and expert parallelism is the reshard of the buffer from a batch split
 // to an expert split: one all-to-all before the experts, one after.
 
-def Dtc_MoeRouteOp : Dtc_ShapedOp<"moe_route"> {
+def Dtc_MoeRouteOp : Dtc_ShapedOp<"moe_route", [Dtc_Differentiable]> {
   let summary = "Top-k expert choice with capacity slots per sequence";
   let description = [{
     `logits [b, s, E]` -> `gates [b, s, E]`, `slots [b, E, C]` (i64),
@@ -484,7 +512,7 @@ def Dtc_MoeRouteOp : Dtc_ShapedOp<"moe_route"> {
       "$logits attr-dict `:` functional-type(operands, results)";
 }
 
-def Dtc_MoeDispatchOp : Dtc_ShapedOp<"moe_dispatch"> {
+def Dtc_MoeDispatchOp : Dtc_ShapedOp<"moe_dispatch", [Dtc_Differentiable]> {
   let summary = "Gather tokens into the expert buffer";
   let description = [{
     `input [b, s, h]`, `slots [b, E, C]` -> `[b, E, C, h]` with
@@ -498,7 +526,7 @@ def Dtc_MoeDispatchOp : Dtc_ShapedOp<"moe_dispatch"> {
       "$input `,` $slots attr-dict `:` functional-type(operands, results)";
 }
 
-def Dtc_MoeCombineOp : Dtc_ShapedOp<"moe_combine"> {
+def Dtc_MoeCombineOp : Dtc_ShapedOp<"moe_combine", [Dtc_Differentiable]> {
   let summary = "Gate-weighted sum of the expert outputs in token order";
   let description = [{
     `experts [b, E, C, h]`, `slots [b, E, C]`, `gates [b, s, E]` ->

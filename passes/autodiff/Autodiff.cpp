@@ -4,15 +4,16 @@
 // path from a differentiated input (a float dtc.parameter, or a float
 // argument when asked) to the loss, walks the ops backwards from the loss
 // accumulating one cotangent per value (summed with dtc.add where a value
-// has several uses), and lets each op's gradient rule (GradientRules.cpp)
-// emit the cotangents of its operands after the forward ops.
+// has several uses), and lets each op's gradient rule (its
+// DifferentiableOpInterface, defined beside the op in dialects/dtc) emit the
+// cotangents of its operands after the forward ops.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/autodiff/Autodiff.h"
 
+#include "dialects/dtc/DtcGradient.h"
 #include "dialects/dtc/DtcOps.h"
-#include "passes/autodiff/GradientRules.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -139,14 +140,14 @@ mlir::LogicalResult ReverseSweep::run(Value loss) {
     if (llvm::none_of(wanted, [](bool w) { return w; }))
       continue;
 
-    autodiff::GradientRule rule = autodiff::lookupGradientRule(op);
-    if (!rule)
+    auto differentiable = mlir::dyn_cast<d::DifferentiableOpInterface>(op);
+    if (!differentiable)
       return op->emitError() << op->getName() << " has no gradient rule";
     b.setInsertionPoint(terminator);
-    autodiff::GradientEmitter emitter(b, op, resultGrads, wanted);
-    if (failed(rule(emitter)))
+    d::GradientBuilder rule(b, op, resultGrads, wanted);
+    if (failed(differentiable.buildGradient(rule)))
       return failure();
-    for (auto [i, grad] : llvm::enumerate(emitter.getOperandGrads())) {
+    for (auto [i, grad] : llvm::enumerate(rule.getOperandGrads())) {
       if (!grad || !wanted[i])
         continue;
       Value operand = op->getOperand(i);

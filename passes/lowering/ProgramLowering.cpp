@@ -12,7 +12,6 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
 #include <cstring>
@@ -216,24 +215,12 @@ mlir::NamedAttrList attributesWithDefaults(mlir::Operation *op) {
   return attrs;
 }
 
-/// Ops whose result element i depends only on element i of the listed
-/// operand (same shape and dtype), so the result may take that operand's
-/// buffer when the operand dies there: (result, operand) pairs.
+/// The (result, operand) pairs whose buffers the op's kernels allow to be
+/// shared (InPlaceOpInterface); the planner also needs equal types.
 llvm::SmallVector<std::pair<unsigned, unsigned>>
 inPlaceCandidates(mlir::Operation *op) {
-  llvm::StringRef name = op->getName().getStringRef();
-  static const llvm::StringSet<> unary = {
-      "dtc.neg",   "dtc.abs",        "dtc.exp",  "dtc.log", "dtc.sqrt",
-      "dtc.rsqrt", "dtc.reciprocal", "dtc.tanh", "dtc.erf", "dtc.sigmoid",
-      "dtc.relu",  "dtc.silu",       "dtc.gelu"};
-  static const llvm::StringSet<> binary = {"dtc.add", "dtc.sub", "dtc.mul",
-                                           "dtc.div"};
-  if (unary.contains(name))
-    return {{0, 0}};
-  if (binary.contains(name))
-    return {{0, 0}, {0, 1}};
-  if (name == "dtc.adamw")
-    return {{0, 0}, {1, 2}, {2, 3}};
+  if (auto inPlace = llvm::dyn_cast<d::InPlaceOpInterface>(op))
+    return inPlace.getInPlaceOperands();
   return {};
 }
 

@@ -750,7 +750,7 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
   // The loss over vocabulary shards (one exchange of row statistics), and
   // lookups into table rows split over the vocabulary (the table is the
   // lookup's last loop).
-  bool lookup = isa<EmbeddingOp, EmbeddingGradOp>(op);
+  bool lookup = op->hasTrait<traits::RowLookup>();
   SmallVector<Attribute> vocabAxes;
   int64_t shards = 1;
   for (size_t a = 0; a < numAxes(); ++a)
@@ -768,52 +768,19 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
     copy =
         lowerVocabParallelLoss(copy, builder.getArrayAttr(vocabAxes), shards);
 
-  // Attributes that hold global positions.
-  if (auto slice = dyn_cast<SliceOp>(copy)) {
-    SmallVector<int64_t> starts(slice.getStarts()), limits(slice.getLimits());
-    for (size_t a = 0; a < numAxes(); ++a) {
-      int64_t d = (*results)[0].dim[a];
-      if (d < 0)
-        continue;
-      if (slice.getStrides()[d] != 1)
-        return op->emitOpError("a strided slice of a split dimension is not "
-                               "supported");
-      if (isZigzag(a) && limits[d] - starts[d] !=
-                             globalType.lookup(op->getOperand(0)).getDimSize(d))
-        return op->emitOpError("a slice of the sequence split over \"")
-               << mesh.axes[a].name
-               << "\" (zigzag chunks) is not supported yet";
-      int64_t n = axisSize(a), length = (limits[d] - starts[d]) / n;
-      starts[d] /= n;
-      limits[d] = starts[d] + length;
-    }
-    slice.setStarts(starts);
-    slice.setLimits(limits);
+  // Attributes that hold global positions or shapes.
+  if (auto local = dyn_cast<LocalFormOpInterface>(copy)) {
+    SmallVector<RankedTensorType> operandTypes;
+    for (Value operand : op->getOperands())
+      operandTypes.push_back(globalType.lookup(operand));
+    LocalForm form{op, operandTypes, {}};
+    for (size_t a = 0; a < numAxes(); ++a)
+      if ((*results)[0].dim[a] >= 0)
+        form.resultSplits.push_back({mesh.axes[a].name, (*results)[0].dim[a],
+                                     axisSize(a), isZigzag(a)});
+    if (failed(local.localize(form)))
+      return failure();
   }
-  if (auto sliceGrad = dyn_cast<SliceGradOp>(copy)) {
-    SmallVector<int64_t> starts(sliceGrad.getStarts());
-    for (size_t a = 0; a < numAxes(); ++a) {
-      int64_t d = (*results)[0].dim[a];
-      if (d < 0)
-        continue;
-      if (sliceGrad.getStrides()[d] != 1)
-        return op->emitOpError("a strided slice of a split dimension is not "
-                               "supported");
-      starts[d] /= axisSize(a);
-    }
-    sliceGrad.setStarts(starts);
-  }
-  // Shape attributes of gradient ops describe their result: local now.
-  for (StringRef name : {"input_shape", "weight_shape"})
-    if (copy->getAttrOfType<DenseI64ArrayAttr>(name))
-      copy->setAttr(
-          name,
-          builder.getDenseI64ArrayAttr(
-              cast<RankedTensorType>(copy->getResult(0).getType()).getShape()));
-  if (auto attention = dyn_cast<AttentionOp>(copy);
-      attention && !attention.getScale())
-    attention.setScaleAttr(
-        builder.getF64FloatAttr(cast<AttentionOp>(op).getEffectiveScale()));
 
   // Means over split positions.
   int64_t divisor = 1;

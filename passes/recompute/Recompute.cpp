@@ -32,11 +32,11 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/ADT/StringSet.h"
 
 namespace d = mlir::dtc;
 using mlir::Operation;
@@ -90,41 +90,24 @@ bool isClonable(Operation *op) {
          op->getNumRegions() == 0 && mlir::isMemoryEffectFree(op);
 }
 
-/// Ops selective recompute re-runs: memory-bound ops whose cost is a pass
-/// over their operands (elementwise, activation functions, softmax, data
-/// movement, reductions). The score matmul of unfused attention is added
-/// separately (isScoreMatmul); other GEMMs, norms, fused attention,
-/// embeddings and losses are never recomputed here.
-bool isCheapOpName(llvm::StringRef name) {
-  static const llvm::StringSet<> cheap = {
-      // Elementwise, unary.
-      "dtc.neg", "dtc.abs", "dtc.exp", "dtc.log", "dtc.sqrt", "dtc.rsqrt",
-      "dtc.reciprocal", "dtc.tanh", "dtc.erf", "dtc.sigmoid", "dtc.relu",
-      "dtc.silu", "dtc.gelu", "dtc.cast",
-      // Elementwise, binary and ternary.
-      "dtc.add", "dtc.sub", "dtc.mul", "dtc.div", "dtc.max", "dtc.min",
-      "dtc.pow", "dtc.compare", "dtc.select",
-      // Softmax (unfused attention's probabilities).
-      "dtc.softmax",
-      // Data movement.
-      "dtc.reshape", "dtc.transpose", "dtc.slice", "dtc.concat",
-      // Reductions (decomposed softmax and norms).
-      "dtc.reduce_sum", "dtc.reduce_mean", "dtc.reduce_max"};
-  return cheap.contains(name);
-}
-
 int64_t elementsOf(Value value) {
   return mlir::cast<mlir::RankedTensorType>(value.getType()).getNumElements();
 }
 
-/// The score matmul of unfused attention (Q K^T): both operands are
-/// activations and the result is larger than either ([s, d] x [d, t] ->
-/// [s, t] with s, t > d), so it is cheaper to recompute than to keep. The
-/// probabilities-times-values matmul has a smaller result and stays saved
-/// (it is the output projection's input), as in Korthikanti et al.
-bool isScoreMatmul(Operation &op, const llvm::DenseSet<Value> &activation) {
+/// The score matmul of unfused attention (Q K^T), recognized by what it
+/// computes: a contraction of two float activations whose result is larger
+/// than either ([s, d] x [d, t] -> [s, t] with s, t > d), so it is cheaper
+/// to recompute than to keep. The probabilities-times-values product has a
+/// smaller result and stays saved (it is the output projection's input), as
+/// in Korthikanti et al.; GEMMs with a weight are never recomputed here.
+bool isExpandingContraction(Operation &op,
+                            const llvm::DenseSet<Value> &activation) {
+  if (!op.hasTrait<d::traits::SumReductions>() || op.getNumOperands() != 2 ||
+      op.getNumResults() != 1)
+    return false;
   bool activations = llvm::all_of(op.getOperands(), [&](Value v) {
-    return mlir::isa<mlir::BlockArgument>(v) || activation.contains(v);
+    return mlir::isa<mlir::FloatType>(mlir::getElementTypeOrSelf(v)) &&
+           (mlir::isa<mlir::BlockArgument>(v) || activation.contains(v));
   });
   int64_t result = elementsOf(op.getResult(0));
   return activations && result > elementsOf(op.getOperand(0)) &&
@@ -227,9 +210,11 @@ void Recompute::choose(RecomputeMode mode) {
     });
     if (readsActivation)
       activation.insert(op.result_begin(), op.result_end());
-    bool cheap = isClonable(&op) && isCheapOpName(op.getName().getStringRef());
-    if (mlir::isa<d::MatmulOp>(op))
-      cheap = isScoreMatmul(op, activation);
+    // Memory-bound ops whose cost is a pass over their operands
+    // (Dtc_Recomputable), and unfused attention's score product. Other
+    // GEMMs, norms, fused attention, embeddings and losses are kept.
+    bool cheap = isClonable(&op) && (op.hasTrait<d::traits::Recomputable>() ||
+                                     isExpandingContraction(op, activation));
     bool available = llvm::all_of(op.getOperands(), [&](Value v) {
       return isFree(v) || saved.contains(v) || recomputable.contains(v);
     });

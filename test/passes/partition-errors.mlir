@@ -83,3 +83,4 @@ func.func @interleaved_vocab_embedding(%ids: tensor<2x8xi64>) -> tensor<2x8x16xf
   %e = dtc.embedding %table, %ids {dtc.sharding = [#dtc.sharding<[[], [], []], partial = ["tp"]>]} : (tensor<32x16xf32>, tensor<2x8xi64>) -> tensor<2x8x16xf32>
   return %e : tensor<2x8x16xf32>
 }
+

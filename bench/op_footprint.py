@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""How many source files must change when an op changes (issue 33's bars:
+matmul <= 6, softmax <= 6, attention <= 10).
+
+A file counts when its code, outside // comments, names the op: its C++
+class (MatmulOp), its name ("dtc.matmul", "matmul"), or a kernel function
+the runtimes register for it (registry.add("dtc.matmul", matmulKernel)).
+The broad count of earlier notes (any case-insensitive mention, comments
+and unrelated words such as "flash attention" included) is printed beside
+it. Usage: bench/op_footprint.py [op ...]   (default: the three of the bars)
+"""
+
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DIRS = ("dialects", "passes", "compiler", "runtime")
+SUFFIXES = (".cpp", ".h", ".td", ".cu")
+BARS = {"matmul": 6, "softmax": 6, "attention": 10}
+
+
+def sources():
+    for top in DIRS:
+        for path in sorted((ROOT / top).rglob("*")):
+            if path.suffix in SUFFIXES and path.is_file():
+                yield path
+
+
+def strip_comments(text):
+    # Line comments only: string literals holding "//" do not occur in the
+    # names counted here.
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def class_name(op):
+    return "".join(part.capitalize() for part in op.split("_")) + "Op"
+
+
+def kernel_functions(op, texts):
+    names = set()
+    pattern = re.compile(r'\.add\(\s*"dtc\.%s"\s*,\s*&?(\w+)' % re.escape(op))
+    for code in texts.values():
+        names.update(pattern.findall(code))
+    return names
+
+
+def main(ops):
+    texts = {p: strip_comments(p.read_text(errors="replace")) for p in sources()}
+    raw = {p: p.read_text(errors="replace") for p in texts}
+    print("%-12s %6s %6s %4s  %s" % ("op", "code", "broad", "bar", "files"))
+    over = False
+    for op in ops:
+        kernels = kernel_functions(op, texts)
+        words = [r"\b%s\b" % class_name(op), r"\bdtc\.%s\b" % op, r'"%s"' % op]
+        words += [r"\b%s\b" % re.escape(k) for k in sorted(kernels)]
+        named = re.compile("|".join(words))
+        files = [p for p, code in texts.items() if named.search(code)]
+        broad = sum(1 for text in raw.values() if re.search(op, text, re.I))
+        bar = BARS.get(op)
+        over |= bar is not None and len(files) > bar
+        rel = " ".join(str(p.relative_to(ROOT)) for p in files)
+        print("%-12s %6d %6d %4s  %s" % (op, len(files), broad, bar or "-", rel))
+    return 1 if over else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:] or list(BARS)))
