@@ -85,6 +85,28 @@ llvm::Error KernelCall::error(const llvm::Twine &message) const {
                                  (inst_.op() + where + ": " + message).str());
 }
 
+llvm::Error expectSameShapes(const KernelCall &call,
+                             std::initializer_list<const TensorRef *> tensors) {
+  const TensorRef &first = **tensors.begin();
+  for (const TensorRef *t : tensors)
+    if (t->shape != first.shape)
+      return call.error("shapes " + shapeString(first.shape) + " and " +
+                        shapeString(t->shape) + " differ");
+  return llvm::Error::success();
+}
+
+llvm::Expected<int64_t> readAxis(const KernelCall &call, int64_t rank,
+                                 bool allowRank) {
+  llvm::Expected<int64_t> axis = call.requiredI64("axis");
+  if (!axis)
+    return axis.takeError();
+  int64_t normalized = *axis < 0 ? *axis + rank : *axis;
+  if (normalized < 0 || normalized > rank || (!allowRank && normalized == rank))
+    return call.error("axis " + llvm::Twine(*axis) + " out of range for rank " +
+                      llvm::Twine(rank));
+  return normalized;
+}
+
 std::string shapeString(llvm::ArrayRef<int64_t> shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i)

@@ -21,6 +21,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
+#include <initializer_list>
 #include <map>
 #include <optional>
 
@@ -110,6 +111,13 @@ llvm::Error expectFloatShape(const KernelCall &call, const TensorRef &t,
                              llvm::StringRef what);
 /// Error unless the call has at least `inputs` inputs and `outputs` outputs.
 llvm::Error expectArity(const KernelCall &call, size_t inputs, size_t outputs);
+/// Error unless every tensor in `tensors` has the shape of the first.
+llvm::Error expectSameShapes(const KernelCall &call,
+                             std::initializer_list<const TensorRef *> tensors);
+/// The required `axis` attribute normalized against `rank` (negative counts
+/// from the end), in [0, rank), or [0, rank] with `allowRank`.
+llvm::Expected<int64_t> readAxis(const KernelCall &call, int64_t rank,
+                                 bool allowRank = false);
 /// "[2, 3, 4]".
 std::string shapeString(llvm::ArrayRef<int64_t> shape);
 

@@ -12,6 +12,7 @@
 #include "runtime/core/Attention.h"
 #include "runtime/core/Embedding.h"
 #include "runtime/core/LossShards.h"
+#include "runtime/core/Normalization.h"
 #include "runtime/core/Window.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
@@ -32,27 +33,6 @@ using llvm::ArrayRef;
 using llvm::Error;
 using llvm::Expected;
 using llvm::Twine;
-
-/// Normalizes `axis` (negative counts from the end) or fails.
-llvm::Expected<int64_t> readAxis(const KernelCall &call, int64_t rank) {
-  int64_t axis = call.i64("axis", -1);
-  int64_t normalized = axis < 0 ? axis + rank : axis;
-  if (normalized < 0 || normalized >= rank)
-    return call.error("axis " + Twine(axis) + " out of range for rank " +
-                      Twine(rank));
-  return normalized;
-}
-
-/// Error unless every tensor in `tensors` has the shape of the first.
-Error expectSameShapes(const KernelCall &call,
-                       std::initializer_list<const TensorRef *> tensors) {
-  const TensorRef &first = **tensors.begin();
-  for (const TensorRef *t : tensors)
-    if (t->shape != first.shape)
-      return call.error("shapes " + shapeString(first.shape) + " and " +
-                        shapeString(t->shape) + " differ");
-  return Error::success();
-}
 
 /// The flat offset into an operand with broadcast `strides` of the result's
 /// flat index `index` (result shape `shape`).
@@ -188,23 +168,12 @@ Error selectKernel(const KernelCall &call) {
 //===----------------------------------------------------------------------===//
 
 Error softmaxGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
-  const TensorRef &y = call.input(0), &dy = call.input(1);
-  const TensorRef &out = call.output(0);
-  if (auto err = expectFloat(call, y, "output"))
-    return err;
-  if (auto err = expectFloat(call, dy, "grad"))
-    return err;
-  if (auto err = expectSameShapes(call, {&y, &dy, &out}))
-    return err;
-  auto axis = readAxis(call, y.rank());
-  if (!axis)
-    return axis.takeError();
-  ArrayRef<int64_t> shape = y.shape;
-  int64_t size = shape[*axis];
-  int64_t inner = numElements(shape.drop_front(*axis + 1));
-  int64_t outer = numElements(shape.take_front(*axis));
+  Expected<NormalizedRows> rows = readSoftmaxGrad(call);
+  if (!rows)
+    return rows.takeError();
+  const TensorRef &y = call.input(0), &dy = call.input(1),
+                  &out = call.output(0);
+  int64_t size = rows->size, inner = rows->inner, outer = rows->outer;
   F32In yv(y), dyv(dy);
   F32Out dx(out);
   const float *yp = yv.data(), *gp = dyv.data();
@@ -235,29 +204,12 @@ constexpr int64_t kColumnBlock = 64;
 
 /// Both norm gradients; `rms` selects rms_norm (no mean, no bias grad).
 Error normGradKernel(const KernelCall &call, bool rms) {
-  size_t numOutputs = rms ? 2 : 3;
-  if (auto err = expectArity(call, 3, numOutputs))
-    return err;
+  Expected<NormalizedRows> shape = readNormGrad(call, rms);
+  if (!shape)
+    return shape.takeError();
   const TensorRef &x = call.input(0), &w = call.input(1), &dy = call.input(2);
-  for (auto [t, what] : {std::pair{&x, "input"}, std::pair{&w, "weight"},
-                         std::pair{&dy, "grad"}})
-    if (auto err = expectFloat(call, *t, what))
-      return err;
-  if (auto err = expectSameShapes(call, {&x, &dy, &call.output(0)}))
-    return err;
-  auto axis = readAxis(call, x.rank());
-  if (!axis)
-    return axis.takeError();
-  ArrayRef<int64_t> normalized = ArrayRef<int64_t>(x.shape).drop_front(*axis);
-  if (auto err = expectShape(call, w, normalized, "weight"))
-    return err;
-  for (size_t i = 1; i < numOutputs; ++i)
-    if (auto err = expectShape(call, call.output(i), normalized,
-                               i == 1 ? "weight gradient" : "bias gradient"))
-      return err;
-  double eps = call.f64("epsilon", 1e-5);
-  int64_t n = numElements(normalized);
-  int64_t rows = n ? x.numElements() / n : 0;
+  double eps = shape->epsilon;
+  int64_t n = shape->size, rows = shape->outer;
   F32In xv(x), wv(w), dyv(dy);
   const float *xp = xv.data(), *wp = wv.data(), *gp = dyv.data();
 

@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/CpuKernels.h"
+
+#include "runtime/core/Matmul.h"
 #include "runtime/cpu/KernelUtil.h"
 
 #include <omp.h>
@@ -27,70 +29,32 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 llvm::Error matmulKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
-  const TensorRef &lhs = call.input(0);
-  const TensorRef &rhs = call.input(1);
+  llvm::Expected<MatmulShape> shape = readMatmul(call);
+  if (!shape)
+    return shape.takeError();
+  const MatmulShape &s = *shape;
   const TensorRef &out = call.output(0);
-  for (auto [t, what] : {std::pair{&lhs, "lhs"}, std::pair{&rhs, "rhs"},
-                         std::pair{&out, "result"}})
-    if (auto err = expectFloat(call, *t, what))
-      return err;
-  if (lhs.rank() < 2 || rhs.rank() < 2 || out.rank() < 2)
-    return call.error("operands must have rank >= 2");
-  bool transLhs = call.flag("transpose_lhs");
-  bool transRhs = call.flag("transpose_rhs");
-  int64_t m = lhs.dim(-2), k = lhs.dim(-1);
-  if (transLhs)
-    std::swap(m, k);
-  int64_t k2 = rhs.dim(-2), n = rhs.dim(-1);
-  if (transRhs)
-    std::swap(k2, n);
-  if (k != k2 || out.dim(-2) != m || out.dim(-1) != n)
-    return call.error("shapes " + shapeString(lhs.shape) + " x " +
-                      shapeString(rhs.shape) + " -> " + shapeString(out.shape) +
-                      " are inconsistent");
-  llvm::ArrayRef<int64_t> batchShape =
-      llvm::ArrayRef<int64_t>(out.shape).drop_back(2);
-  llvm::SmallVector<int64_t, 6> lhsStrides, rhsStrides;
-  if (!broadcastStrides(llvm::ArrayRef<int64_t>(lhs.shape).drop_back(2),
-                        batchShape, lhsStrides) ||
-      !broadcastStrides(llvm::ArrayRef<int64_t>(rhs.shape).drop_back(2),
-                        batchShape, rhsStrides))
-    return call.error("batch dimensions of " + shapeString(lhs.shape) +
-                      " and " + shapeString(rhs.shape) +
-                      " do not broadcast to " + shapeString(out.shape));
   if (out.numElements() == 0)
     return llvm::Error::success();
 
-  F32In a(lhs), b(rhs);
+  F32In a(call.input(0)), b(call.input(1));
   F32Out c(out);
-  int64_t batches = numElements(batchShape);
-  int64_t lhsBatches = lhs.numElements() / std::max<int64_t>(m * k, 1);
-  int64_t rhsBatches = rhs.numElements() / std::max<int64_t>(k * n, 1);
-  int64_t lda = transLhs ? m : k, ldb = transRhs ? k : n;
-  if (rhsBatches == 1 && !transLhs && lhsBatches == batches) {
-    // [batch * m, k] x [k, n]: the batch folds into m.
-    parallelSgemm(false, transRhs, batches * m, n, k, 1.0f, a.data(), lda,
-                  b.data(), ldb, c.data(), n);
+  int64_t m = s.m, n = s.n, k = s.k;
+  if (s.foldsIntoRows()) {
+    parallelSgemm(false, s.transposeRhs, s.batches * m, n, k, 1.0f, a.data(),
+                  s.lda(), b.data(), s.ldb(), c.data(), n);
   } else {
     // Many small products run one per thread; otherwise each is split into
     // tiles. Either way every product is computed tile by tile the same way.
-    bool perThread =
-        batches >= omp_get_max_threads() && batches * m * n * k >= (1 << 18);
+    bool perThread = s.batches >= omp_get_max_threads() &&
+                     s.batches * m * n * k >= (1 << 18);
 #pragma omp parallel for schedule(dynamic) if (perThread)
-    for (int64_t batch = 0; batch < batches; ++batch) {
-      int64_t offA = 0, offB = 0, rest = batch;
-      for (int64_t d = static_cast<int64_t>(batchShape.size()) - 1; d >= 0;
-           --d) {
-        int64_t idx = rest % batchShape[d];
-        rest /= batchShape[d];
-        offA += idx * lhsStrides[d];
-        offB += idx * rhsStrides[d];
-      }
-      parallelSgemm(transLhs, transRhs, m, n, k, 1.0f, a.data() + offA * m * k,
-                    lda, b.data() + offB * k * n, ldb, c.data() + batch * m * n,
-                    n);
+    for (int64_t batch = 0; batch < s.batches; ++batch) {
+      auto [lhsProduct, rhsProduct] = s.operandProducts(batch);
+      parallelSgemm(s.transposeLhs, s.transposeRhs, m, n, k, 1.0f,
+                    a.data() + lhsProduct * m * k, s.lda(),
+                    b.data() + rhsProduct * k * n, s.ldb(),
+                    c.data() + batch * m * n, n);
     }
   }
   c.commit();

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/CpuKernels.h"
+
+#include "runtime/core/Moe.h"
 #include "runtime/cpu/KernelUtil.h"
 
 #include <algorithm>
@@ -19,29 +21,6 @@ namespace dtc::runtime::cpu {
 
 namespace {
 
-struct RouteParams {
-  int64_t positions, experts, topK, capacity;
-  bool sigmoid, normalize;
-
-  static llvm::Expected<RouteParams> of(const KernelCall &call,
-                                        const TensorRef &logits) {
-    if (logits.rank() != 3)
-      return call.error("router logits must be [batch, seq, experts], got " +
-                        shapeString(logits.shape));
-    RouteParams p{logits.shape[1],
-                  logits.shape[2],
-                  call.i64("top_k"),
-                  call.i64("capacity"),
-                  call.str("score") == "sigmoid",
-                  call.flag("normalize")};
-    if (p.topK < 1 || p.topK > p.experts || p.capacity < 1)
-      return call.error("top_k " + std::to_string(p.topK) + " or capacity " +
-                        std::to_string(p.capacity) + " out of range for " +
-                        std::to_string(p.experts) + " experts");
-    return p;
-  }
-};
-
 /// One sequence's routing: scores, each token's top-k experts (by score,
 /// ties to the lower index), which choices kept a slot, and the slots.
 struct SequenceRoute {
@@ -51,7 +30,7 @@ struct SequenceRoute {
   std::vector<int64_t> picks;  // [E]: choices per expert, before drops
   std::vector<int64_t> slots;  // [E, C], -1 when empty
 
-  SequenceRoute(const RouteParams &p, const float *logits) {
+  SequenceRoute(const MoeRouting &p, const float *logits) {
     int64_t s = p.positions, e = p.experts, k = p.topK;
     scores.resize(s * e);
     for (int64_t t = 0; t < s; ++t) {
@@ -106,7 +85,7 @@ struct SequenceRoute {
   }
 
   /// The sum of the chosen scores of token `t` (the normalizer).
-  float chosenSum(const RouteParams &p, int64_t t) const {
+  float chosenSum(const MoeRouting &p, int64_t t) const {
     float sum = 0;
     for (int64_t j = 0; j < p.topK; ++j)
       sum += scores[t * p.experts + chosen[t * p.topK + j]];
@@ -115,23 +94,12 @@ struct SequenceRoute {
 };
 
 llvm::Error routeKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 3))
-    return err;
+  llvm::Expected<MoeRouting> routing = readMoeRoute(call);
+  if (!routing)
+    return routing.takeError();
+  const MoeRouting &p = *routing;
   const TensorRef &logits = call.input(0);
-  auto params = RouteParams::of(call, logits);
-  if (!params)
-    return params.takeError();
-  const RouteParams &p = *params;
-  int64_t batch = logits.shape[0], s = p.positions, e = p.experts;
-  if (auto err =
-          expectShape(call, call.output(1), {batch, e, p.capacity}, "slots"))
-    return err;
-  if (call.output(1).dtype != DType::I64)
-    return call.error("slots must be i64");
-  if (auto err = expectFloatShape(call, call.output(0), logits.shape, "gates"))
-    return err;
-  if (auto err = expectFloatShape(call, call.output(2), {batch}, "aux"))
-    return err;
+  int64_t batch = p.batch, s = p.positions, e = p.experts;
   F32In in(logits);
   F32Out gates(call.output(0)), aux(call.output(2));
   int64_t *slots = call.output(1).as<int64_t>();
@@ -185,21 +153,12 @@ llvm::Error routeKernel(const KernelCall &call) {
 }
 
 llvm::Error routeGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 3, 1))
-    return err;
+  llvm::Expected<MoeRouting> routing = readMoeRouteGrad(call);
+  if (!routing)
+    return routing.takeError();
+  const MoeRouting &p = *routing;
   const TensorRef &logits = call.input(0);
-  auto params = RouteParams::of(call, logits);
-  if (!params)
-    return params.takeError();
-  const RouteParams &p = *params;
-  int64_t batch = logits.shape[0], s = p.positions, e = p.experts, k = p.topK;
-  if (auto err =
-          expectShape(call, call.input(1), logits.shape, "gates gradient"))
-    return err;
-  if (auto err = expectShape(call, call.input(2), {batch}, "aux gradient"))
-    return err;
-  if (auto err = expectFloatShape(call, call.output(0), logits.shape, "result"))
-    return err;
+  int64_t batch = p.batch, s = p.positions, e = p.experts, k = p.topK;
   F32In in(logits), gatesGrad(call.input(1)), auxGrad(call.input(2));
   F32Out out(call.output(0));
 #pragma omp parallel for schedule(static)
@@ -254,22 +213,9 @@ llvm::Error routeGradKernel(const KernelCall &call) {
   return llvm::Error::success();
 }
 
-/// Checks that `slots` is [batch, E, C] (E and C as `experts` and
-/// `capacity` when given) and every slot -1 or a position.
-llvm::Error checkSlots(const KernelCall &call, const TensorRef &slots,
-                       int64_t batch, int64_t positions, int64_t experts = -1,
-                       int64_t capacity = -1) {
-  if (slots.rank() != 3 ||
-      (slots.dtype != DType::I64 && slots.dtype != DType::I32))
-    return call.error("slots must be an i64 or i32 [batch, experts, "
-                      "capacity] tensor");
-  if (slots.shape[0] != batch)
-    return call.error("slots " + shapeString(slots.shape) +
-                      " do not match a batch of " + std::to_string(batch));
-  if (experts >= 0)
-    if (auto err =
-            expectShape(call, slots, {batch, experts, capacity}, "slots"))
-      return err;
+/// Checks every slot (of slots readMoe* accepted) is -1 or a position.
+llvm::Error checkSlotValues(const KernelCall &call, const TensorRef &slots,
+                            int64_t positions) {
   for (int64_t i = 0, n = slots.numElements(); i < n; ++i) {
     int64_t t = loadAsInt(slots, i);
     if (t < -1 || t >= positions)
@@ -281,17 +227,13 @@ llvm::Error checkSlots(const KernelCall &call, const TensorRef &slots,
 }
 
 llvm::Error dispatchKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
+  llvm::Expected<MoeSlots> shape = readMoeDispatch(call);
+  if (!shape)
+    return shape.takeError();
   const TensorRef &x = call.input(0), &slots = call.input(1);
-  if (x.rank() != 3)
-    return call.error("input must be [batch, seq, hidden]");
-  int64_t batch = x.shape[0], s = x.shape[1], h = x.shape[2];
-  if (auto err = checkSlots(call, slots, batch, s))
-    return err;
-  int64_t e = slots.shape[1], c = slots.shape[2];
-  if (auto err =
-          expectFloatShape(call, call.output(0), {batch, e, c, h}, "result"))
+  int64_t batch = shape->batch, s = shape->positions, e = shape->experts,
+          c = shape->capacity, h = shape->hidden;
+  if (auto err = checkSlotValues(call, call.input(1), s))
     return err;
   F32In in(x);
   F32Out out(call.output(0));
@@ -331,20 +273,14 @@ void gatherSum(const float *rows, const TensorRef &slots, const float *gates,
 }
 
 llvm::Error combineKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 3, 1))
-    return err;
+  llvm::Expected<MoeSlots> shape = readMoeCombine(call);
+  if (!shape)
+    return shape.takeError();
   const TensorRef &experts = call.input(0), &slots = call.input(1),
                   &gates = call.input(2);
-  if (experts.rank() != 4 || gates.rank() != 3)
-    return call.error("experts must be [b, E, C, h] and gates [b, s, E]");
-  int64_t batch = experts.shape[0], e = experts.shape[1], c = experts.shape[2],
-          h = experts.shape[3], s = gates.shape[1];
-  if (auto err = checkSlots(call, slots, batch, s, e, c))
-    return err;
-  if (auto err = expectShape(call, gates, {batch, s, e}, "gates"))
-    return err;
-  if (auto err =
-          expectFloatShape(call, call.output(0), {batch, s, h}, "result"))
+  int64_t batch = shape->batch, s = shape->positions, e = shape->experts,
+          c = shape->capacity, h = shape->hidden;
+  if (auto err = checkSlotValues(call, call.input(1), s))
     return err;
   F32In rows(experts), g(gates);
   F32Out out(call.output(0));
@@ -354,17 +290,13 @@ llvm::Error combineKernel(const KernelCall &call) {
 }
 
 llvm::Error dispatchGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
+  llvm::Expected<MoeSlots> shape = readMoeDispatchGrad(call);
+  if (!shape)
+    return shape.takeError();
   const TensorRef &grad = call.input(0), &slots = call.input(1);
-  if (grad.rank() != 4)
-    return call.error("gradient must be [b, E, C, h]");
-  int64_t batch = grad.shape[0], e = grad.shape[1], c = grad.shape[2],
-          h = grad.shape[3], s = call.i64("seq_len");
-  if (auto err = checkSlots(call, slots, batch, s, e, c))
-    return err;
-  if (auto err =
-          expectFloatShape(call, call.output(0), {batch, s, h}, "result"))
+  int64_t batch = shape->batch, s = shape->positions, e = shape->experts,
+          c = shape->capacity, h = shape->hidden;
+  if (auto err = checkSlotValues(call, call.input(1), s))
     return err;
   F32In rows(grad);
   F32Out out(call.output(0));
@@ -374,26 +306,14 @@ llvm::Error dispatchGradKernel(const KernelCall &call) {
 }
 
 llvm::Error combineGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 4, 2))
-    return err;
+  llvm::Expected<MoeSlots> shape = readMoeCombineGrad(call);
+  if (!shape)
+    return shape.takeError();
   const TensorRef &experts = call.input(0), &slots = call.input(1),
                   &gates = call.input(2), &grad = call.input(3);
-  if (experts.rank() != 4 || gates.rank() != 3 || grad.rank() != 3)
-    return call.error("experts must be [b, E, C, h], gates [b, s, E] and the "
-                      "gradient [b, s, h]");
-  int64_t batch = experts.shape[0], e = experts.shape[1], c = experts.shape[2],
-          h = experts.shape[3], s = gates.shape[1];
-  if (auto err = checkSlots(call, slots, batch, s, e, c))
-    return err;
-  if (auto err = expectShape(call, gates, {batch, s, e}, "gates"))
-    return err;
-  if (auto err = expectShape(call, grad, {batch, s, h}, "gradient"))
-    return err;
-  if (auto err = expectFloatShape(call, call.output(0), experts.shape,
-                                  "experts gradient"))
-    return err;
-  if (auto err =
-          expectFloatShape(call, call.output(1), gates.shape, "gates gradient"))
+  int64_t batch = shape->batch, s = shape->positions, e = shape->experts,
+          c = shape->capacity, h = shape->hidden;
+  if (auto err = checkSlotValues(call, call.input(1), s))
     return err;
   F32In rows(experts), g(gates), dy(grad);
   F32Out dRows(call.output(0)), dGates(call.output(1));

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/CpuKernels.h"
+
+#include "runtime/core/Normalization.h"
 #include "runtime/cpu/KernelUtil.h"
 
 #include <algorithm>
@@ -51,25 +53,11 @@ inline void softmaxRow(const float *in, float *out, int64_t size,
 }
 
 llvm::Error softmaxKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 1))
-    return err;
-  const TensorRef &in = call.input(0);
-  const TensorRef &out = call.output(0);
-  if (auto err = expectFloat(call, in, "input"))
-    return err;
-  if (auto err = expectShape(call, out, in.shape, "result"))
-    return err;
-  int64_t axis = call.i64("axis", -1);
-  if (axis < 0)
-    axis += in.rank();
-  if (axis < 0 || axis >= in.rank())
-    return call.error("axis " + llvm::Twine(call.i64("axis", -1)) +
-                      " out of range for " + shapeString(in.shape));
-  int64_t size = in.shape[axis];
-  int64_t inner =
-      numElements(llvm::ArrayRef<int64_t>(in.shape).drop_front(axis + 1));
-  int64_t outer =
-      numElements(llvm::ArrayRef<int64_t>(in.shape).take_front(axis));
+  llvm::Expected<NormalizedRows> rows = readSoftmax(call);
+  if (!rows)
+    return rows.takeError();
+  const TensorRef &in = call.input(0), &out = call.output(0);
+  int64_t size = rows->size, inner = rows->inner, outer = rows->outer;
   int64_t total = in.numElements();
   if (total == 0)
     return llvm::Error::success();
@@ -89,33 +77,14 @@ llvm::Error softmaxKernel(const KernelCall &call) {
 
 /// layer_norm (rms == false) and rms_norm over the trailing dims from axis.
 llvm::Error normKernel(const KernelCall &call, bool rms) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
-  const TensorRef &in = call.input(0);
-  const TensorRef &weight = call.input(1);
-  const TensorRef *bias =
-      !rms && call.numInputs() > 2 ? &call.input(2) : nullptr;
-  const TensorRef &out = call.output(0);
-  if (auto err = expectFloat(call, in, "input"))
-    return err;
-  if (auto err = expectShape(call, out, in.shape, "result"))
-    return err;
-  int64_t axis = call.i64("axis", -1);
-  if (axis < 0)
-    axis += in.rank();
-  if (axis < 0 || axis > in.rank())
-    return call.error("axis out of range for " + shapeString(in.shape));
-  int64_t inner =
-      numElements(llvm::ArrayRef<int64_t>(in.shape).drop_front(axis));
-  if (weight.numElements() != inner)
-    return call.error("weight " + shapeString(weight.shape) +
-                      " does not match the normalized dims of " +
-                      shapeString(in.shape));
-  if (bias && bias->numElements() != inner)
-    return call.error("bias " + shapeString(bias->shape) +
-                      " does not match the normalized dims of " +
-                      shapeString(in.shape));
-  double eps = call.f64("epsilon", 1e-5);
+  llvm::Expected<NormalizedRows> shape = readNorm(call, rms);
+  if (!shape)
+    return shape.takeError();
+  const TensorRef &in = call.input(0), &weight = call.input(1),
+                  &out = call.output(0);
+  const TensorRef *bias = shape->bias ? &call.input(2) : nullptr;
+  int64_t inner = shape->size;
+  double eps = shape->epsilon;
   int64_t total = in.numElements();
   if (total == 0)
     return llvm::Error::success();

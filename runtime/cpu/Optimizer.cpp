@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/CpuKernels.h"
+
+#include "runtime/core/Optimizer.h"
 #include "runtime/cpu/KernelUtil.h"
 
 #include <cmath>
@@ -38,41 +40,19 @@ inline void storeFloat(const TensorRef &t, int64_t index, float value) {
 }
 
 llvm::Error adamwKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 7, 3))
-    return err;
+  llvm::Expected<AdamWConfig> config = readAdamW(call);
+  if (!config)
+    return config.takeError();
   const TensorRef &param = call.input(0), &grad = call.input(1),
                   &expAvg = call.input(2), &expAvgSq = call.input(3);
-  const char *names[] = {"param", "grad", "exp_avg", "exp_avg_sq"};
-  for (size_t i = 0; i < 4; ++i) {
-    if (auto err = expectFloat(call, call.input(i), names[i]))
-      return err;
-    if (auto err = expectShape(call, call.input(i), param.shape, names[i]))
-      return err;
-  }
-  for (size_t i = 0; i < 3; ++i) {
-    const TensorRef &out = call.output(i);
-    const TensorRef &replaced = call.input(i == 0 ? 0 : i + 1);
-    if (out.dtype != replaced.dtype)
-      return call.error("result " + llvm::Twine(i) + " has dtype " +
-                        dtypeName(out.dtype) + ", its operand " +
-                        dtypeName(replaced.dtype));
-    if (auto err = expectShape(call, out, param.shape, "result"))
-      return err;
-  }
-  const char *scalars[] = {"lr", "step", "grad_scale"};
-  for (size_t i = 4; i < 7; ++i)
-    if (!isFloat(call.input(i).dtype) || call.input(i).numElements() != 1)
-      return call.error(llvm::Twine(scalars[i - 4]) +
-                        " must be a float scalar");
   double lr = loadAsFloat(call.input(4), 0);
   double step = loadAsFloat(call.input(5), 0);
   float gradScale = loadAsFloat(call.input(6), 0);
   if (!(step >= 1))
     return call.error("step must be at least 1 (1-based), got " +
                       llvm::Twine(std::to_string(step)));
-  double beta1 = call.f64("beta1", 0.9), beta2 = call.f64("beta2", 0.999);
-  double eps = call.f64("epsilon", 1e-8);
-  double weightDecay = call.f64("weight_decay", 0.01);
+  double beta1 = config->beta1, beta2 = config->beta2;
+  double eps = config->epsilon, weightDecay = config->weightDecay;
   // PyTorch's form: p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps).
   float decay = static_cast<float>(1.0 - lr * weightDecay);
   float stepSize = static_cast<float>(lr / (1.0 - std::pow(beta1, step)));

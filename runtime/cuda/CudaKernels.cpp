@@ -11,6 +11,10 @@
 #include "runtime/core/CollectiveKernels.h"
 #include "runtime/core/Embedding.h"
 #include "runtime/core/LossShards.h"
+#include "runtime/core/Matmul.h"
+#include "runtime/core/Moe.h"
+#include "runtime/core/Normalization.h"
+#include "runtime/core/Optimizer.h"
 #include "runtime/core/Window.h"
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/CudaOps.h"
@@ -566,89 +570,40 @@ template <ops::Reduce Kind> Error reduceKernel(const KernelCall &call) {
                                  out.numElements(), count, 1));
 }
 
-Expected<int64_t> readAxis(const KernelCall &call, int64_t rank,
-                           bool allowRank = false) {
-  int64_t axis = call.i64("axis", -1);
-  int64_t normalized = axis < 0 ? axis + rank : axis;
-  if (normalized < 0 || normalized > rank || (!allowRank && normalized == rank))
-    return call.error("axis " + Twine(axis) + " out of range for rank " +
-                      Twine(rank));
-  return normalized;
-}
-
 Error softmaxKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 1))
-    return err;
+  Expected<NormalizedRows> rows = readSoftmax(call);
+  if (!rows)
+    return rows.takeError();
   const TensorRef &in = call.input(0), &out = call.output(0);
-  if (auto err = expectFloat(call, in, "input"))
-    return err;
-  if (auto err = expectShape(call, out, in.shape, "result"))
-    return err;
-  if (in.dtype != out.dtype)
-    return call.error("result dtype differs from the input's");
-  auto axis = readAxis(call, in.rank());
-  if (!axis)
-    return axis.takeError();
-  ArrayRef<int64_t> shape = in.shape;
-  return check(call,
-               ops::softmax(code(in.dtype), in.data, out.data,
-                            numElements(shape.take_front(*axis)), shape[*axis],
-                            numElements(shape.drop_front(*axis + 1))));
+  return check(call, ops::softmax(code(in.dtype), in.data, out.data,
+                                  rows->outer, rows->size, rows->inner));
 }
 
 Error softmaxGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
+  Expected<NormalizedRows> rows = readSoftmaxGrad(call);
+  if (!rows)
+    return rows.takeError();
   const TensorRef &y = call.input(0), &dy = call.input(1),
                   &out = call.output(0);
-  if (auto err = expectFloat(call, y, "output"))
-    return err;
-  if (auto err = expectFloat(call, dy, "grad"))
-    return err;
-  if (y.shape != dy.shape || y.shape != out.shape)
-    return call.error("shapes " + shapeString(y.shape) + " and " +
-                      shapeString(dy.shape) + " differ");
-  auto axis = readAxis(call, y.rank());
-  if (!axis)
-    return axis.takeError();
-  ArrayRef<int64_t> shape = y.shape;
-  return check(
-      call, ops::softmaxGrad(code(y.dtype), y.data, code(dy.dtype), dy.data,
-                             code(out.dtype), out.data,
-                             numElements(shape.take_front(*axis)), shape[*axis],
-                             numElements(shape.drop_front(*axis + 1))));
+  return check(call, ops::softmaxGrad(code(y.dtype), y.data, code(dy.dtype),
+                                      dy.data, code(out.dtype), out.data,
+                                      rows->outer, rows->size, rows->inner));
 }
 
 Error normKernel(const KernelCall &call, bool rms) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
+  Expected<NormalizedRows> rows = readNorm(call, rms);
+  if (!rows)
+    return rows.takeError();
   const TensorRef &in = call.input(0), &weight = call.input(1),
                   &out = call.output(0);
-  const TensorRef *bias =
-      !rms && call.numInputs() > 2 ? &call.input(2) : nullptr;
-  if (auto err = expectFloat(call, in, "input"))
-    return err;
-  if (auto err = expectShape(call, out, in.shape, "result"))
-    return err;
-  auto axis = readAxis(call, in.rank(), /*allowRank=*/true);
-  if (!axis)
-    return axis.takeError();
-  int64_t inner = numElements(ArrayRef<int64_t>(in.shape).drop_front(*axis));
-  if (weight.numElements() != inner)
-    return call.error("weight " + shapeString(weight.shape) +
-                      " does not match the normalized dims of " +
-                      shapeString(in.shape));
-  if (bias && bias->numElements() != inner)
-    return call.error("bias " + shapeString(bias->shape) +
-                      " does not match the normalized dims of " +
-                      shapeString(in.shape));
+  const TensorRef *bias = rows->bias ? &call.input(2) : nullptr;
   if (in.numElements() == 0)
     return Error::success();
-  return check(call, ops::norm(rms, code(in.dtype), in.data, code(weight.dtype),
-                               weight.data, bias ? code(bias->dtype) : 0,
-                               bias ? bias->data : nullptr, code(out.dtype),
-                               out.data, in.numElements() / inner, inner,
-                               call.f64("epsilon", 1e-5)));
+  return check(call,
+               ops::norm(rms, code(in.dtype), in.data, code(weight.dtype),
+                         weight.data, bias ? code(bias->dtype) : 0,
+                         bias ? bias->data : nullptr, code(out.dtype), out.data,
+                         rows->outer, rows->size, rows->epsilon));
 }
 
 Error layerNormKernel(const KernelCall &call) {
@@ -657,37 +612,18 @@ Error layerNormKernel(const KernelCall &call) {
 Error rmsNormKernel(const KernelCall &call) { return normKernel(call, true); }
 
 Error normGradKernel(const KernelCall &call, bool rms) {
-  size_t numOutputs = rms ? 2 : 3;
-  if (auto err = expectArity(call, 3, numOutputs))
-    return err;
+  Expected<NormalizedRows> shape = readNormGrad(call, rms);
+  if (!shape)
+    return shape.takeError();
   const TensorRef &x = call.input(0), &w = call.input(1), &dy = call.input(2);
-  for (auto [t, what] : {std::pair{&x, "input"}, std::pair{&w, "weight"},
-                         std::pair{&dy, "grad"}})
-    if (auto err = expectFloat(call, *t, what))
-      return err;
-  if (x.shape != dy.shape || x.shape != call.output(0).shape)
-    return call.error("shapes " + shapeString(x.shape) + " and " +
-                      shapeString(dy.shape) + " differ");
-  auto axis = readAxis(call, x.rank());
-  if (!axis)
-    return axis.takeError();
-  ArrayRef<int64_t> normalized = ArrayRef<int64_t>(x.shape).drop_front(*axis);
-  if (auto err = expectShape(call, w, normalized, "weight"))
-    return err;
-  for (size_t i = 1; i < numOutputs; ++i)
-    if (auto err = expectShape(call, call.output(i), normalized,
-                               i == 1 ? "weight gradient" : "bias gradient"))
-      return err;
-  int64_t n = numElements(normalized);
-  int64_t rows = n ? x.numElements() / n : 0;
+  int64_t n = shape->size, rows = shape->outer;
   const TensorRef &dx = call.output(0), &dw = call.output(1);
   const TensorRef *db = rms ? nullptr : &call.output(2);
   return check(call,
                ops::normGrad(rms, code(x.dtype), x.data, code(w.dtype), w.data,
                              code(dy.dtype), dy.data, code(dx.dtype), dx.data,
                              code(dw.dtype), dw.data, db ? code(db->dtype) : 0,
-                             db ? db->data : nullptr, rows, n,
-                             call.f64("epsilon", 1e-5)));
+                             db ? db->data : nullptr, rows, n, shape->epsilon));
 }
 
 Error layerNormGradKernel(const KernelCall &call) {
@@ -998,69 +934,48 @@ Error zigzagOrderKernel(const KernelCall &call) {
 // Mixture of experts (runtime/cpu/Moe.cpp)
 //===----------------------------------------------------------------------===//
 
-/// dtc.moe_route's attributes, checked as the CPU kernel does.
-Expected<ops::MoeRoute> moeRouteOf(const KernelCall &call,
-                                   const TensorRef &logits) {
-  if (logits.rank() != 3)
-    return call.error("router logits must be [batch, seq, experts], got " +
-                      shapeString(logits.shape));
-  ops::MoeRoute r{logits.shape[0],       logits.shape[1],
-                  logits.shape[2],       call.i64("top_k"),
-                  call.i64("capacity"),  call.str("score") == "sigmoid",
-                  call.flag("normalize")};
-  if (r.topK < 1 || r.topK > r.experts || r.capacity < 1)
-    return call.error("top_k " + Twine(r.topK) + " or capacity " +
-                      Twine(r.capacity) + " out of range for " +
-                      Twine(r.experts) + " experts");
-  return r;
+/// The device form of the routing runtime/core/Moe.cpp checked.
+ops::MoeRoute deviceRoute(const MoeRouting &r) {
+  return ops::MoeRoute{r.batch,    r.positions, r.experts,  r.topK,
+                       r.capacity, r.sigmoid,   r.normalize};
 }
 
 Error moeRouteKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 3))
-    return err;
+  Expected<MoeRouting> routing = readMoeRoute(call);
+  if (!routing)
+    return routing.takeError();
   const TensorRef &logits = call.input(0), &gates = call.output(0),
                   &slots = call.output(1), &aux = call.output(2);
-  Expected<ops::MoeRoute> r = moeRouteOf(call, logits);
-  if (!r)
-    return r.takeError();
-  if (auto err = expectShape(call, slots, {r->batch, r->experts, r->capacity},
-                             "slots"))
-    return err;
-  if (slots.dtype != DType::I64)
-    return call.error("slots must be i64");
-  if (auto err = expectFloatShape(call, gates, logits.shape, "gates"))
-    return err;
-  if (auto err = expectFloatShape(call, aux, {r->batch}, "aux"))
-    return err;
+  ops::MoeRoute r = deviceRoute(*routing);
   // dtc run's routing figures (not of a recomputed route): [b, E + 1]
   // doubles read back after the kernels.
   ExecutionContext *context = call.context();
   bool collect = context && context->moeRouting && call.has("layer") &&
                  !call.flag("recomputed");
-  int64_t e = r->experts;
-  Scratch stats(collect ? r->batch * (e + 1) * sizeof(double) : 0);
+  int64_t e = r.experts;
+  Scratch stats(collect ? r.batch * (e + 1) * sizeof(double) : 0);
   if (collect && !stats.get())
     return call.error("out of device memory");
   if (auto err = check(
           call, ops::moeRoute(
-                    *r, code(logits.dtype), logits.data, code(gates.dtype),
+                    r, code(logits.dtype), logits.data, code(gates.dtype),
                     gates.data, slots.as<int64_t>(), code(aux.dtype), aux.data,
                     collect ? static_cast<double *>(stats.get()) : nullptr)))
     return err;
   if (!collect)
     return Error::success();
-  std::vector<double> host(r->batch * (e + 1));
+  std::vector<double> host(r.batch * (e + 1));
   if (auto err = check(call, ops::copy(host.data(), stats.get(),
                                        host.size() * sizeof(double), 1)))
     return err;
   MoeRoutingStats::Layer &layer =
       context->moeRouting->layers[call.i64("layer")];
   layer.expertChoices.resize(e, 0.0);
-  for (int64_t b = 0; b < r->batch; ++b) {
+  for (int64_t b = 0; b < r.batch; ++b) {
     const double *row = host.data() + b * (e + 1);
     for (int64_t x = 0; x < e; ++x) {
       layer.expertChoices[x] += row[x];
-      layer.dropped += std::max(0.0, row[x] - double(r->capacity));
+      layer.dropped += std::max(0.0, row[x] - double(r.capacity));
     }
     layer.auxSum += row[e];
     layer.sequences += 1;
@@ -1069,143 +984,66 @@ Error moeRouteKernel(const KernelCall &call) {
 }
 
 Error moeRouteGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 3, 1))
-    return err;
+  Expected<MoeRouting> routing = readMoeRouteGrad(call);
+  if (!routing)
+    return routing.takeError();
   const TensorRef &logits = call.input(0), &gatesGrad = call.input(1),
                   &auxGrad = call.input(2), &out = call.output(0);
-  Expected<ops::MoeRoute> r = moeRouteOf(call, logits);
-  if (!r)
-    return r.takeError();
-  // The CPU kernel reads these shapes unchecked.
-  if (auto err = expectShape(call, gatesGrad, logits.shape, "gates gradient"))
-    return err;
-  if (auto err = expectShape(call, auxGrad, {r->batch}, "aux gradient"))
-    return err;
-  if (auto err = expectFloatShape(call, out, logits.shape, "result"))
-    return err;
-  return check(call, ops::moeRouteGrad(*r, code(logits.dtype), logits.data,
+  ops::MoeRoute r = deviceRoute(*routing);
+  return check(call, ops::moeRouteGrad(r, code(logits.dtype), logits.data,
                                        code(gatesGrad.dtype), gatesGrad.data,
                                        code(auxGrad.dtype), auxGrad.data,
                                        code(out.dtype), out.data));
 }
 
-/// A slots tensor [batch, experts, capacity] of positions < `positions`
-/// (its values are checked on the device), with the CPU's message for a bad
-/// rank or dtype.
-Expected<ops::MoeSlots> moeSlotsOf(const KernelCall &call,
-                                   const TensorRef &slots, int64_t batch,
-                                   int64_t positions, int64_t hidden) {
-  if (slots.rank() != 3 ||
-      (slots.dtype != DType::I64 && slots.dtype != DType::I32))
-    return call.error("slots must be an i64 or i32 [batch, experts, "
-                      "capacity] tensor");
-  if (slots.shape[0] != batch)
-    return call.error("slots " + shapeString(slots.shape) +
-                      " do not match a batch of " + Twine(batch));
-  return ops::MoeSlots{batch,          positions, slots.shape[1],
-                       slots.shape[2], hidden,    code(slots.dtype),
-                       slots.data};
+/// The device form of slots runtime/core/Moe.cpp checked (their values are
+/// checked on the device).
+ops::MoeSlots deviceSlots(const MoeSlots &s, const TensorRef &slots) {
+  return ops::MoeSlots{s.batch,  s.positions,       s.experts, s.capacity,
+                       s.hidden, code(slots.dtype), slots.data};
 }
 
 Error moeDispatchKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
+  Expected<MoeSlots> shape = readMoeDispatch(call);
+  if (!shape)
+    return shape.takeError();
   const TensorRef &x = call.input(0), &out = call.output(0);
-  if (x.rank() != 3)
-    return call.error("input must be [batch, seq, hidden]");
-  Expected<ops::MoeSlots> sl =
-      moeSlotsOf(call, call.input(1), x.shape[0], x.shape[1], x.shape[2]);
-  if (!sl)
-    return sl.takeError();
-  if (auto err = expectFloatShape(
-          call, out, {sl->batch, sl->experts, sl->capacity, sl->hidden},
-          "result"))
-    return err;
-  return check(call, ops::moeDispatch(*sl, code(x.dtype), x.data,
+  ops::MoeSlots sl = deviceSlots(*shape, call.input(1));
+  return check(call, ops::moeDispatch(sl, code(x.dtype), x.data,
                                       code(out.dtype), out.data));
 }
 
 Error moeDispatchGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
+  Expected<MoeSlots> shape = readMoeDispatchGrad(call);
+  if (!shape)
+    return shape.takeError();
   const TensorRef &grad = call.input(0), &out = call.output(0);
-  if (grad.rank() != 4)
-    return call.error("gradient must be [b, E, C, h]");
-  Expected<ops::MoeSlots> sl = moeSlotsOf(call, call.input(1), grad.shape[0],
-                                          call.i64("seq_len"), grad.shape[3]);
-  if (!sl)
-    return sl.takeError();
-  if (auto err =
-          expectShape(call, call.input(1),
-                      ArrayRef<int64_t>(grad.shape).drop_back(), "slots"))
-    return err;
-  if (auto err = expectFloatShape(
-          call, out, {sl->batch, sl->positions, sl->hidden}, "result"))
-    return err;
-  return check(call, ops::moeGatherSum(*sl, code(grad.dtype), grad.data, 0,
+  ops::MoeSlots sl = deviceSlots(*shape, call.input(1));
+  return check(call, ops::moeGatherSum(sl, code(grad.dtype), grad.data, 0,
                                        nullptr, code(out.dtype), out.data));
 }
 
-/// moe_combine's and moe_combine_grad's experts [b, E, C, h], slots and
-/// gates [b, s, E].
-Expected<ops::MoeSlots> moeCombineSlots(const KernelCall &call,
-                                        const TensorRef &experts,
-                                        const TensorRef &slots,
-                                        const TensorRef &gates) {
-  Expected<ops::MoeSlots> sl = moeSlotsOf(call, slots, experts.shape[0],
-                                          gates.shape[1], experts.shape[3]);
-  if (!sl)
-    return sl.takeError();
-  if (auto err = expectShape(
-          call, slots, ArrayRef<int64_t>(experts.shape).drop_back(), "slots"))
-    return std::move(err);
-  if (auto err = expectShape(call, gates,
-                             {sl->batch, sl->positions, sl->experts}, "gates"))
-    return std::move(err);
-  return sl;
-}
-
 Error moeCombineKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 3, 1))
-    return err;
+  Expected<MoeSlots> shape = readMoeCombine(call);
+  if (!shape)
+    return shape.takeError();
   const TensorRef &experts = call.input(0), &gates = call.input(2),
                   &out = call.output(0);
-  if (experts.rank() != 4 || gates.rank() != 3)
-    return call.error("experts must be [b, E, C, h] and gates [b, s, E]");
-  Expected<ops::MoeSlots> sl =
-      moeCombineSlots(call, experts, call.input(1), gates);
-  if (!sl)
-    return sl.takeError();
-  if (auto err = expectFloatShape(
-          call, out, {sl->batch, sl->positions, sl->hidden}, "result"))
-    return err;
-  return check(call, ops::moeGatherSum(*sl, code(experts.dtype), experts.data,
+  ops::MoeSlots sl = deviceSlots(*shape, call.input(1));
+  return check(call, ops::moeGatherSum(sl, code(experts.dtype), experts.data,
                                        code(gates.dtype), gates.data,
                                        code(out.dtype), out.data));
 }
 
 Error moeCombineGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 4, 2))
-    return err;
+  Expected<MoeSlots> shape = readMoeCombineGrad(call);
+  if (!shape)
+    return shape.takeError();
   const TensorRef &experts = call.input(0), &gates = call.input(2),
                   &grad = call.input(3), &dRows = call.output(0),
                   &dGates = call.output(1);
-  if (experts.rank() != 4 || gates.rank() != 3 || grad.rank() != 3)
-    return call.error("experts must be [b, E, C, h], gates [b, s, E] and the "
-                      "gradient [b, s, h]");
-  Expected<ops::MoeSlots> sl =
-      moeCombineSlots(call, experts, call.input(1), gates);
-  if (!sl)
-    return sl.takeError();
-  if (auto err = expectShape(call, grad, {sl->batch, sl->positions, sl->hidden},
-                             "gradient"))
-    return err;
-  if (auto err =
-          expectFloatShape(call, dRows, experts.shape, "experts gradient"))
-    return err;
-  if (auto err = expectFloatShape(call, dGates, gates.shape, "gates gradient"))
-    return err;
-  return check(call, ops::moeCombineGrad(*sl, code(experts.dtype), experts.data,
+  ops::MoeSlots sl = deviceSlots(*shape, call.input(1));
+  return check(call, ops::moeCombineGrad(sl, code(experts.dtype), experts.data,
                                          code(gates.dtype), gates.data,
                                          code(grad.dtype), grad.data,
                                          code(dRows.dtype), dRows.data,
@@ -1325,35 +1163,15 @@ Error avgPoolGradKernel(const KernelCall &call) {
 //===----------------------------------------------------------------------===//
 
 Error adamwKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 7, 3))
-    return err;
+  Expected<AdamWConfig> config = readAdamW(call);
+  if (!config)
+    return config.takeError();
   const TensorRef &param = call.input(0);
-  const char *names[] = {"param", "grad", "exp_avg", "exp_avg_sq"};
-  for (size_t i = 0; i < 4; ++i) {
-    if (auto err = expectFloat(call, call.input(i), names[i]))
-      return err;
-    if (auto err = expectShape(call, call.input(i), param.shape, names[i]))
-      return err;
-  }
-  for (size_t i = 0; i < 3; ++i) {
-    const TensorRef &out = call.output(i);
-    const TensorRef &replaced = call.input(i == 0 ? 0 : i + 1);
-    if (out.dtype != replaced.dtype)
-      return call.error("result " + Twine(i) + " has dtype " +
-                        dtypeName(out.dtype) + ", its operand " +
-                        dtypeName(replaced.dtype));
-    if (auto err = expectShape(call, out, param.shape, "result"))
-      return err;
-  }
-  const char *scalars[] = {"lr", "step", "grad_scale"};
-  for (size_t i = 4; i < 7; ++i)
-    if (!isFloat(call.input(i).dtype) || call.input(i).numElements() != 1)
-      return call.error(Twine(scalars[i - 4]) + " must be a float scalar");
   ops::AdamW h;
-  h.beta1 = call.f64("beta1", 0.9);
-  h.beta2 = call.f64("beta2", 0.999);
-  h.eps = call.f64("epsilon", 1e-8);
-  h.weightDecay = call.f64("weight_decay", 0.01);
+  h.beta1 = config->beta1;
+  h.beta2 = config->beta2;
+  h.eps = config->epsilon;
+  h.weightDecay = config->weightDecay;
   h.lr = call.input(4).data;
   h.lrDtype = code(call.input(4).dtype);
   h.step = call.input(5).data;
@@ -1377,39 +1195,15 @@ bool gemmDtype(DType d) {
 }
 
 Error matmulKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
+  Expected<MatmulShape> shape = readMatmul(call);
+  if (!shape)
+    return shape.takeError();
+  const MatmulShape &s = *shape;
   const TensorRef &lhs = call.input(0), &rhs = call.input(1),
                   &out = call.output(0);
-  for (auto [t, what] : {std::pair{&lhs, "lhs"}, std::pair{&rhs, "rhs"},
-                         std::pair{&out, "result"}})
-    if (auto err = expectFloat(call, *t, what))
-      return err;
-  if (lhs.rank() < 2 || rhs.rank() < 2 || out.rank() < 2)
-    return call.error("operands must have rank >= 2");
-  bool transLhs = call.flag("transpose_lhs");
-  bool transRhs = call.flag("transpose_rhs");
-  int64_t m = lhs.dim(-2), k = lhs.dim(-1);
-  if (transLhs)
-    std::swap(m, k);
-  int64_t k2 = rhs.dim(-2), n = rhs.dim(-1);
-  if (transRhs)
-    std::swap(k2, n);
-  if (k != k2 || out.dim(-2) != m || out.dim(-1) != n)
-    return call.error("shapes " + shapeString(lhs.shape) + " x " +
-                      shapeString(rhs.shape) + " -> " + shapeString(out.shape) +
-                      " are inconsistent");
-  ArrayRef<int64_t> batchShape = ArrayRef<int64_t>(out.shape).drop_back(2);
-  SmallVector<int64_t, 6> lhsStrides, rhsStrides;
-  if (!broadcastStrides(ArrayRef<int64_t>(lhs.shape).drop_back(2), batchShape,
-                        lhsStrides) ||
-      !broadcastStrides(ArrayRef<int64_t>(rhs.shape).drop_back(2), batchShape,
-                        rhsStrides))
-    return call.error("batch dimensions of " + shapeString(lhs.shape) +
-                      " and " + shapeString(rhs.shape) +
-                      " do not broadcast to " + shapeString(out.shape));
   if (out.numElements() == 0)
     return Error::success();
+  int64_t m = s.m, n = s.n, k = s.k;
 
   // Operands of different or unsupported dtypes are computed in f32.
   const void *a = lhs.data, *b = rhs.data;
@@ -1441,27 +1235,25 @@ Error matmulKernel(const KernelCall &call) {
     cType = DType::F32;
   }
 
-  int64_t batches = numElements(batchShape);
-  int64_t lhsBatches = lhs.numElements() / std::max<int64_t>(m * k, 1);
-  int64_t rhsBatches = rhs.numElements() / std::max<int64_t>(k * n, 1);
+  int64_t batches = s.batches, lhsBatches = s.lhsBatches,
+          rhsBatches = s.rhsBatches;
   size_t abSize = dtypeSize(abType), cSize = dtypeSize(cType);
   ops::Gemm g;
-  g.transA = transLhs;
-  g.transB = transRhs;
+  g.transA = s.transposeLhs;
+  g.transB = s.transposeRhs;
   g.m = m;
   g.n = n;
   g.k = k;
   g.abDtype = code(abType);
   g.cDtype = code(cType);
-  g.lda = transLhs ? m : k;
-  g.ldb = transRhs ? k : n;
+  g.lda = s.lda();
+  g.ldb = s.ldb();
   g.ldc = n;
   g.a = a;
   g.b = b;
   g.c = c;
   std::string failure;
-  if (rhsBatches == 1 && !transLhs && lhsBatches == batches) {
-    // [batch * m, k] x [k, n]: the batch folds into m.
+  if (s.foldsIntoRows()) {
     g.m = batches * m;
     failure = ops::gemm(g);
   } else if ((lhsBatches == batches || lhsBatches == 1) &&
@@ -1474,17 +1266,10 @@ Error matmulKernel(const KernelCall &call) {
   } else {
     // A general broadcast of the batch dims: one GEMM per batch.
     for (int64_t batch = 0; batch < batches && failure.empty(); ++batch) {
-      int64_t offA = 0, offB = 0, rest = batch;
-      for (int64_t d = static_cast<int64_t>(batchShape.size()) - 1; d >= 0;
-           --d) {
-        int64_t idx = rest % batchShape[d];
-        rest /= batchShape[d];
-        offA += idx * lhsStrides[d];
-        offB += idx * rhsStrides[d];
-      }
+      auto [lhsProduct, rhsProduct] = s.operandProducts(batch);
       ops::Gemm one = g;
-      one.a = static_cast<const char *>(a) + offA * m * k * abSize;
-      one.b = static_cast<const char *>(b) + offB * k * n * abSize;
+      one.a = static_cast<const char *>(a) + lhsProduct * m * k * abSize;
+      one.b = static_cast<const char *>(b) + rhsProduct * k * n * abSize;
       one.c = static_cast<char *>(c) + batch * m * n * cSize;
       failure = ops::gemm(one);
     }

@@ -994,6 +994,7 @@ TEST_F(CudaKernel, NormsAndGradients) {
   // More rows than one chunk of the weight-gradient partials.
   Case("dtc.layer_norm_grad")
       .i("axis", -1)
+      .f("epsilon", 1e-5)
       .in(randomTensor(F32, {300, 96}, -2, 3, 56))
       .in(randomTensor(F32, {96}, 0.5f, 1.5f, 57))
       .in(randomTensor(F32, {300, 96}, -1, 1, 58))
@@ -1003,6 +1004,7 @@ TEST_F(CudaKernel, NormsAndGradients) {
       .check(1e-4, 1e-4);
   Case("dtc.rms_norm_grad")
       .i("axis", -1)
+      .f("epsilon", 1e-5)
       .in(randomTensor(F32, {130, 64}, -2, 3, 59))
       .in(randomTensor(F32, {64}, 0.5f, 1.5f, 60))
       .in(randomTensor(F32, {130, 64}, -1, 1, 61))
