@@ -55,6 +55,21 @@ llvm::Expected<MoeSlots> readSlots(const KernelCall &call,
   return MoeSlots{batch, positions, slots.shape[1], slots.shape[2], hidden};
 }
 
+/// moe_combine's and moe_combine_grad's experts [b, E, C, h] (input 0),
+/// slots (input 1) and gates [b, s, E] (input 2), of checked ranks.
+llvm::Expected<MoeSlots> readCombineSlots(const KernelCall &call) {
+  const TensorRef &experts = call.input(0), &gates = call.input(2);
+  llvm::Expected<MoeSlots> s =
+      readSlots(call, call.input(1), experts.shape[0], gates.shape[1],
+                experts.shape[3], experts.shape[1], experts.shape[2]);
+  if (!s)
+    return s.takeError();
+  if (auto err = expectShape(call, gates, {s->batch, s->positions, s->experts},
+                             "gates"))
+    return std::move(err);
+  return s;
+}
+
 } // namespace
 
 llvm::Expected<MoeRouting> readMoeRoute(const KernelCall &call) {
@@ -136,14 +151,9 @@ llvm::Expected<MoeSlots> readMoeCombine(const KernelCall &call) {
   const TensorRef &experts = call.input(0), &gates = call.input(2);
   if (experts.rank() != 4 || gates.rank() != 3)
     return call.error("experts must be [b, E, C, h] and gates [b, s, E]");
-  llvm::Expected<MoeSlots> s =
-      readSlots(call, call.input(1), experts.shape[0], gates.shape[1],
-                experts.shape[3], experts.shape[1], experts.shape[2]);
+  llvm::Expected<MoeSlots> s = readCombineSlots(call);
   if (!s)
     return s.takeError();
-  if (auto err = expectShape(call, gates, {s->batch, s->positions, s->experts},
-                             "gates"))
-    return std::move(err);
   if (auto err = expectFloatShape(
           call, call.output(0), {s->batch, s->positions, s->hidden}, "result"))
     return std::move(err);
@@ -158,14 +168,9 @@ llvm::Expected<MoeSlots> readMoeCombineGrad(const KernelCall &call) {
   if (experts.rank() != 4 || gates.rank() != 3 || grad.rank() != 3)
     return call.error("experts must be [b, E, C, h], gates [b, s, E] and the "
                       "gradient [b, s, h]");
-  llvm::Expected<MoeSlots> s =
-      readSlots(call, call.input(1), experts.shape[0], gates.shape[1],
-                experts.shape[3], experts.shape[1], experts.shape[2]);
+  llvm::Expected<MoeSlots> s = readCombineSlots(call);
   if (!s)
     return s.takeError();
-  if (auto err = expectShape(call, gates, {s->batch, s->positions, s->experts},
-                             "gates"))
-    return std::move(err);
   if (auto err = expectShape(call, grad, {s->batch, s->positions, s->hidden},
                              "gradient"))
     return std::move(err);
