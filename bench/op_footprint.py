@@ -2,9 +2,12 @@
 """How many source files must change when an op changes (issue 33's bars:
 matmul <= 6, softmax <= 6, attention <= 10).
 
-A file counts when its code, outside // comments, names the op: its C++
-class (MatmulOp), its name ("dtc.matmul", "matmul"), or a kernel function
-the runtimes register for it (registry.add("dtc.matmul", matmulKernel)).
+A file counts when its code, outside comments and ODS documentation (//
+lines, `let summary` and `let description`), names the op: its C++ class
+(MatmulOp), its name ("dtc.matmul"; the bare "matmul" only as an ODS
+mnemonic, in .td files: elsewhere it is some other string, a cluster-file
+key or a router's score function), or a kernel function the runtimes
+register for it (registry.add("dtc.matmul", matmulKernel)).
 The broad count of earlier notes (any case-insensitive mention, comments
 and unrelated words such as "flash attention" included) is printed beside
 it. Usage: bench/op_footprint.py [op ...]   (default: the three of the bars)
@@ -28,9 +31,14 @@ def sources():
 
 
 def strip_comments(text):
-    # Line comments only: string literals holding "//" do not occur in the
-    # names counted here.
-    return re.sub(r"//[^\n]*", "", text)
+    # Line comments: string literals holding "//" do not occur in the names
+    # counted here. ODS documentation: what an op's summary or description
+    # mentions does not change with it.
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r"let\s+description\s*=\s*\[\{.*?\}\];", "", text,
+                  flags=re.S)
+    return re.sub(r'let\s+summary\s*=\s*"(?:[^"\\]|\\.)*"(?:\s*"(?:[^"\\]|\\.)*")*;',
+                  "", text)
 
 
 def class_name(op):
@@ -52,10 +60,13 @@ def main(ops):
     over = False
     for op in ops:
         kernels = kernel_functions(op, texts)
-        words = [r"\b%s\b" % class_name(op), r"\bdtc\.%s\b" % op, r'"%s"' % op]
+        words = [r"\b%s\b" % class_name(op), r"\bdtc\.%s\b" % op]
         words += [r"\b%s\b" % re.escape(k) for k in sorted(kernels)]
         named = re.compile("|".join(words))
-        files = [p for p, code in texts.items() if named.search(code)]
+        mnemonic = re.compile(r'"%s"' % op)
+        files = [p for p, code in texts.items()
+                 if named.search(code)
+                 or (p.suffix == ".td" and mnemonic.search(code))]
         broad = sum(1 for text in raw.values() if re.search(op, text, re.I))
         bar = BARS.get(op)
         over |= bar is not None and len(files) > bar

@@ -12,6 +12,7 @@
 
 #include "compiler/Driver.h"
 #include "compiler/costmodel/Compute.h"
+#include "compiler/costmodel/KernelWork.h"
 #include "compiler/run/Run.h"
 #include "compiler/support/Error.h"
 #include "frontends/modelgen/ModelGen.h"
@@ -157,14 +158,24 @@ llvm::Expected<rt::Tensor> makeTensor(const Target &target, rt::DType dtype,
   return tensor;
 }
 
-/// One kernel call on owned tensors, as the executor would make it.
+/// One kernel call on owned tensors, as the executor would make it: one of
+/// KernelWork.h's calibration kernels, its tensors in `dtype`, random
+/// (`seed` > 0, one seed per input from it) or zeros (`seed` 0).
 struct KernelRun {
   const Target &target;
+  KernelDesc kernel;
   program::Instruction inst;
   std::vector<rt::Tensor> inputs, outputs;
 
-  KernelRun(const Target &target, llvm::StringRef op) : target(target) {
-    inst.set_op(op.str());
+  KernelRun(const Target &target, const KernelDesc &kernel)
+      : target(target), kernel(kernel) {
+    inst.set_op(kernel.op.str());
+    if (kernel.transposeLhs)
+      flag("transpose_lhs");
+    if (kernel.transposeRhs)
+      flag("transpose_rhs");
+    if (kernel.causal)
+      flag("causal");
   }
   void flag(const std::string &name) {
     (*inst.mutable_attrs())[name].set_b(true);
@@ -172,21 +183,24 @@ struct KernelRun {
   void f64(const std::string &name, double value) {
     (*inst.mutable_attrs())[name].set_f(value);
   }
-  llvm::Error input(rt::DType dtype, llvm::ArrayRef<int64_t> shape,
-                    uint32_t seed) {
-    auto t = makeTensor(target, dtype, shape, seed);
-    if (!t)
-      return t.takeError();
-    inputs.push_back(std::move(*t));
+  llvm::Error allocate(rt::DType dtype, uint32_t seed) {
+    for (auto [i, desc] : llvm::enumerate(kernel.inputs)) {
+      uint32_t inputSeed = seed ? seed + static_cast<uint32_t>(i) : 0;
+      auto t = makeTensor(target, dtype, desc.shape, inputSeed);
+      if (!t)
+        return t.takeError();
+      inputs.push_back(std::move(*t));
+    }
+    for (const TensorDesc &desc : kernel.outputs) {
+      auto t = makeTensor(target, dtype, desc.shape, 0);
+      if (!t)
+        return t.takeError();
+      outputs.push_back(std::move(*t));
+    }
     return llvm::Error::success();
   }
-  llvm::Error output(rt::DType dtype, llvm::ArrayRef<int64_t> shape) {
-    auto t = makeTensor(target, dtype, shape, 0);
-    if (!t)
-      return t.takeError();
-    outputs.push_back(std::move(*t));
-    return llvm::Error::success();
-  }
+  /// The FLOPs the cost model counts for this call.
+  double flops() const { return kernelWork(kernel).flops; }
 
   /// Queues the call (a CUDA kernel returns before it runs).
   llvm::Error run() const {
@@ -293,20 +307,13 @@ llvm::ArrayRef<GemmShape> gemmShapes(const Target &target, bool quick) {
 /// One GEMM of `shape` in `dtype`, timed.
 llvm::Expected<double> timeGemm(const Target &target, const GemmShape &shape,
                                 rt::DType dtype, int reps, uint32_t &seed) {
-  KernelRun run(target, "dtc.matmul");
-  llvm::SmallVector<int64_t, 2> lhs{shape.m, shape.k};
-  if (shape.transposeLhs) {
-    run.flag("transpose_lhs");
-    lhs = {shape.k, shape.m};
-  }
-  if (llvm::Error err = run.input(dtype, lhs, seed++))
+  KernelRun run(target,
+                gemmProbe(shape.m, shape.n, shape.k, shape.transposeLhs));
+  if (llvm::Error err = run.allocate(dtype, seed))
     return std::move(err);
-  if (llvm::Error err = run.input(dtype, {shape.k, shape.n}, seed++))
-    return std::move(err);
-  if (llvm::Error err = run.output(dtype, {shape.m, shape.n}))
-    return std::move(err);
+  seed += 2;
   // A first call sizes the block (cuBLASLt chooses its algorithm then).
-  double flops = 2.0 * shape.m * shape.n * shape.k;
+  double flops = run.flops();
   auto first = timeMedian(target, 1, 1, [&] { return run.run(); });
   if (!first)
     return first.takeError();
@@ -355,11 +362,8 @@ llvm::Error measureMemory(const Target &target, bool quick, Measurements &m) {
   int64_t elements = target.cuda() ? (int64_t(quick ? 64 : 256) << 20)
                                    : (int64_t(quick ? 8 : 24) << 20);
   int reps = quick ? 3 : 7;
-  KernelRun add(target, "dtc.add");
-  for (int i = 0; i < 2; ++i)
-    if (llvm::Error err = add.input(target.dtype, {elements}, 0))
-      return err;
-  if (llvm::Error err = add.output(target.dtype, {elements}))
+  KernelRun add(target, streamProbe(elements));
+  if (llvm::Error err = add.allocate(target.dtype, 0))
     return err;
   double bytes = 3.0 * add.inputs[0].bytes();
   auto seconds = timeMedian(target, reps, 1, [&] { return add.run(); });
@@ -384,11 +388,8 @@ llvm::Error measureMemory(const Target &target, bool quick, Measurements &m) {
   m.copySeconds = *copy;
 
   // The cost of a kernel call itself: an add of one element.
-  KernelRun tiny(target, "dtc.add");
-  for (uint32_t seed : {13u, 14u})
-    if (llvm::Error err = tiny.input(target.dtype, {1}, seed))
-      return err;
-  if (llvm::Error err = tiny.output(target.dtype, {1}))
+  KernelRun tiny(target, streamProbe(1));
+  if (llvm::Error err = tiny.allocate(target.dtype, 13))
     return err;
   constexpr int kCalls = 1000;
   auto calls1 = timeMedian(target, 5, kCalls, [&] { return tiny.run(); });
@@ -413,16 +414,12 @@ llvm::Error measureAttention(const Target &target, bool quick,
     a.headDim = 64;
   }
   a.causal = true;
-  llvm::SmallVector<int64_t, 4> shape{a.batch, a.heads, a.seq, a.headDim};
   // The scale a program states (the lowering writes the 1/sqrt(d) default).
   double scale = 1 / std::sqrt(static_cast<double>(a.headDim));
-  KernelRun forward(target, "dtc.attention");
-  forward.flag("causal");
+  KernelRun forward(target, attentionProbe(a.batch, a.heads, a.seq, a.headDim,
+                                           a.causal, false));
   forward.f64("scale", scale);
-  for (uint32_t i = 0; i < 3; ++i)
-    if (llvm::Error err = forward.input(target.dtype, shape, 21 + i))
-      return err;
-  if (llvm::Error err = forward.output(target.dtype, shape))
+  if (llvm::Error err = forward.allocate(target.dtype, 21))
     return err;
   int reps = quick ? 3 : 5;
   auto fwd = timeMedian(target, reps, 1, [&] { return forward.run(); });
@@ -430,15 +427,11 @@ llvm::Error measureAttention(const Target &target, bool quick,
     return fwd.takeError();
   a.forwardSeconds = *fwd;
 
-  KernelRun backward(target, "dtc.attention_grad");
-  backward.flag("causal");
+  KernelRun backward(target, attentionProbe(a.batch, a.heads, a.seq, a.headDim,
+                                            a.causal, true));
   backward.f64("scale", scale);
-  backward.inputs = forward.inputs;
-  if (llvm::Error err = backward.input(target.dtype, shape, 24))
+  if (llvm::Error err = backward.allocate(target.dtype, 21))
     return err;
-  for (int i = 0; i < 3; ++i)
-    if (llvm::Error err = backward.output(target.dtype, shape))
-      return err;
   auto bwd = timeMedian(target, reps, 1, [&] { return backward.run(); });
   if (!bwd)
     return bwd.takeError();
@@ -851,11 +844,11 @@ llvm::Error calibrate::runCalibrate(const Options &options,
                          m->device, m->threads, m->memoryBytes / 1e9,
                          loadBefore, loadAverage());
   out << llvm::formatv("gemm      peak {0:F1} GFLOP/s, half size {1:F1} "
-                       "(dtc.matmul, {2} shapes {3}; fit error median {4:F1}%, "
+                       "({6}, {2} shapes {3}; fit error median {4:F1}%, "
                        "worst {5:F1}%)\n",
                        fit->peakFlops / 1e9, fit->halfSize, m->gemms.size(),
                        m->cuda ? "bf16" : "f32", 100 * fit->medianError,
-                       100 * fit->worstError);
+                       100 * fit->worstError, gemmProbe(1, 1, 1, false).op);
   if (m->cuda)
     out << llvm::formatv("          f32 at {0:F3}x the bf16 rate: tf32 peak "
                          "{1:F1} TFLOP/s; fp8 {2:F1} (datasheet ratio)\n",

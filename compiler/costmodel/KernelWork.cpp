@@ -157,6 +157,36 @@ KernelWork dtc::kernelWork(const KernelDesc &op) {
   return w;
 }
 
+KernelDesc dtc::gemmProbe(int64_t m, int64_t n, int64_t k, bool transposeLhs) {
+  KernelDesc gemm;
+  gemm.op = "dtc.matmul";
+  gemm.transposeLhs = transposeLhs;
+  gemm.inputs.push_back({transposeLhs ? llvm::SmallVector<int64_t, 4>{k, m}
+                                      : llvm::SmallVector<int64_t, 4>{m, k}});
+  gemm.inputs.push_back({{k, n}});
+  gemm.outputs.push_back({{m, n}});
+  return gemm;
+}
+
+KernelDesc dtc::attentionProbe(int64_t batch, int64_t heads, int64_t seq,
+                               int64_t headDim, bool causal, bool gradient) {
+  KernelDesc attention;
+  attention.op = gradient ? "dtc.attention_grad" : "dtc.attention";
+  attention.causal = causal;
+  TensorDesc qkv{{batch, heads, seq, headDim}};
+  attention.inputs.assign(gradient ? 4 : 3, qkv);
+  attention.outputs.assign(gradient ? 3 : 1, qkv);
+  return attention;
+}
+
+KernelDesc dtc::streamProbe(int64_t elements) {
+  KernelDesc add;
+  add.op = "dtc.add";
+  add.inputs.assign(2, TensorDesc{{elements}});
+  add.outputs.push_back({{elements}});
+  return add;
+}
+
 double dtc::kernelSeconds(const KernelWork &work, DType type,
                           const Cluster &cluster) {
   switch (work.kind) {

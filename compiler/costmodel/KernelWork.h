@@ -77,6 +77,18 @@ struct KernelWork {
 /// What `op` computes and moves.
 KernelWork kernelWork(const KernelDesc &op);
 
+/// The kernels (probes) `dtc calibrate` times to fit each kind's curve, built
+/// here so that what is measured is what kernelWork() prices as that kind: a
+/// GEMM of m x n x k (with `transposeLhs` the left operand stored [k, m],
+/// the weight-gradient form X^T dY); a fused attention over q, k, v [batch,
+/// heads, seq, headDim], or its gradient (operands plus the output's
+/// gradient, results d q, d k, d v); an elementwise op streaming two inputs
+/// of `elements` into a third.
+KernelDesc gemmProbe(int64_t m, int64_t n, int64_t k, bool transposeLhs);
+KernelDesc attentionProbe(int64_t batch, int64_t heads, int64_t seq,
+                          int64_t headDim, bool causal, bool gradient);
+KernelDesc streamProbe(int64_t elements);
+
 /// Seconds of the kernel on one GPU, GEMMs in `type` (Compute.h's curves).
 double kernelSeconds(const KernelWork &work, DType type,
                      const Cluster &cluster);

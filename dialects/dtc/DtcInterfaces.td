@@ -157,4 +157,24 @@ def Dtc_LocalFormOpInterface : OpInterface<"LocalFormOpInterface"> {
   ];
 }
 
+def Dtc_ComputedDefaultsOpInterface
+    : OpInterface<"ComputedDefaultsOpInterface"> {
+  let cppNamespace = "::mlir::dtc";
+  let description = [{
+    An op with an optional attribute whose default is computed from its
+    operand types rather than stated in ODS (attention's scale of
+    1/sqrt(head dim)). Program lowering (passes/lowering) writes these
+    defaults, with ODS's DefaultValuedAttr ones, into each instruction, so
+    that no runtime restates them.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Sets each absent attribute of this kind in `attributes` (the op's
+        own) to its computed default.
+      }],
+      "void", "addComputedDefaults",
+      (ins "::mlir::NamedAttrList &":$attributes)>,
+  ];
+}
+
 #endif // DTC_INTERFACES_TD

@@ -1257,6 +1257,11 @@ double AttentionOp::getEffectiveScale() {
          std::sqrt(static_cast<double>(getQuery().getType().getDimSize(3)));
 }
 
+void AttentionOp::addComputedDefaults(NamedAttrList &attributes) {
+  attributes.set(getScaleAttrName(),
+                 Builder(getContext()).getF64FloatAttr(getEffectiveScale()));
+}
+
 // Loops (b, h, s, e, t, d): batch, query heads, query positions and value
 // dims are parallel; key positions and the q.k dim are reductions.
 SmallVector<IteratorType> AttentionOp::getLoopIteratorTypes() {
@@ -1537,6 +1542,11 @@ double AttentionGradOp::getEffectiveScale() {
     return scale->convertToDouble();
   return 1.0 /
          std::sqrt(static_cast<double>(getQuery().getType().getDimSize(3)));
+}
+
+void AttentionGradOp::addComputedDefaults(NamedAttrList &attributes) {
+  attributes.set(getScaleAttrName(),
+                 Builder(getContext()).getF64FloatAttr(getEffectiveScale()));
 }
 
 // Loops (b, h, s, e, t, d) as dtc.attention; the key and value gradients

@@ -35,6 +35,9 @@ defvar Dtc_Differentiable =
     DeclareOpInterfaceMethods<Dtc_DifferentiableOpInterface>;
 // An op whose partitioned copy rewrites attributes (localize).
 defvar Dtc_LocalForm = DeclareOpInterfaceMethods<Dtc_LocalFormOpInterface>;
+// An op with a default computed from its operand types (addComputedDefaults).
+defvar Dtc_ComputedDefaults =
+    DeclareOpInterfaceMethods<Dtc_ComputedDefaultsOpInterface>;
 
 //===----------------------------------------------------------------------===//
 // Leaves: constants and parameters
@@ -429,7 +432,7 @@ def Dtc_EmbeddingOp
 
 def Dtc_AttentionOp
     : Dtc_ShapedOp<"attention", [Dtc_MultiplyAdd, Dtc_Differentiable,
-                                 Dtc_LocalForm]> {
+                                 Dtc_LocalForm, Dtc_ComputedDefaults]> {
   let summary = "Scaled dot-product attention with grouped-query heads";
   let description = [{
     `query [b, h, s, d]`, `key [b, g, t, d]`, `value [b, g, t, e]` ->

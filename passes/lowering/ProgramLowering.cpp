@@ -201,17 +201,15 @@ llvm::Error encodeConstant(mlir::DenseElementsAttr attr,
 }
 
 /// `op`'s attributes with its definition's defaults filled in (ODS
-/// DefaultValuedAttr, the attention scale of 1/sqrt(head dim)): the program
+/// DefaultValuedAttr, and those ComputedDefaultsOpInterface computes from
+/// operand types, as attention's 1/sqrt(head dim) scale): the program
 /// states every value a kernel reads, so no backend restates a default.
 mlir::NamedAttrList attributesWithDefaults(mlir::Operation *op) {
   if (op->getPropertiesStorageSize())
     op->getName().populateDefaultProperties(op->getPropertiesStorage());
   mlir::NamedAttrList attrs(op->getAttrDictionary());
-  mlir::Builder b(op->getContext());
-  if (auto attention = llvm::dyn_cast<d::AttentionOp>(op))
-    attrs.set("scale", b.getF64FloatAttr(attention.getEffectiveScale()));
-  if (auto grad = llvm::dyn_cast<d::AttentionGradOp>(op))
-    attrs.set("scale", b.getF64FloatAttr(grad.getEffectiveScale()));
+  if (auto computed = llvm::dyn_cast<d::ComputedDefaultsOpInterface>(op))
+    computed.addComputedDefaults(attrs);
   return attrs;
 }
 

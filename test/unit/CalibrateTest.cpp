@@ -4,13 +4,14 @@
 // from them; the cluster file `dtc calibrate` writes reads back as a cluster
 // with the measured values (worked out by hand below); the memory
 // efficiency meets a measured step; the attention constants reach the cost
-// model.
+// model; the kernels it times are priced as the kinds they calibrate.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/calibrate/Calibrate.h"
 #include "compiler/costmodel/Collectives.h"
 #include "compiler/costmodel/Compute.h"
+#include "compiler/costmodel/KernelWork.h"
 
 #include <gtest/gtest.h>
 
@@ -313,3 +314,36 @@ TEST(CalibrateTest, GpuWithoutPresetIsOneNodeOnPcie) {
 }
 
 } // namespace
+
+// The kernels calibration times are priced as the kinds whose curves they
+// fit, with the operands the runtime's kernels expect.
+TEST(CalibrateTest, ProbesArePricedAsTheKindTheyCalibrate) {
+  KernelWork gemm = kernelWork(gemmProbe(64, 32, 16, /*transposeLhs=*/false));
+  EXPECT_EQ(gemm.kind, KernelWork::Kind::Gemm);
+  EXPECT_EQ(gemm.m, 64);
+  EXPECT_EQ(gemm.n, 32);
+  EXPECT_EQ(gemm.k, 16);
+  EXPECT_EQ(gemm.batch, 1);
+  // X^T dY: the left operand is stored [k, m].
+  KernelDesc transposed = gemmProbe(64, 32, 16, /*transposeLhs=*/true);
+  EXPECT_EQ(transposed.inputs[0].shape,
+            (llvm::SmallVector<int64_t, 4>{16, 64}));
+  KernelWork weightGrad = kernelWork(transposed);
+  EXPECT_EQ(weightGrad.m, 64);
+  EXPECT_EQ(weightGrad.k, 16);
+  EXPECT_EQ(weightGrad.flops, 2.0 * 64 * 32 * 16);
+
+  KernelWork forward = kernelWork(attentionProbe(2, 4, 128, 64, true, false));
+  EXPECT_EQ(forward.kind, KernelWork::Kind::Attention);
+  EXPECT_FALSE(forward.gradient);
+  EXPECT_EQ(forward.flops, 2.0 * 2 * 4 * 128 * 128 * (64 + 64));
+  EXPECT_EQ(forward.executedFlops, forward.flops / 2);
+  KernelDesc backward = attentionProbe(2, 4, 128, 64, true, true);
+  EXPECT_EQ(backward.inputs.size(), 4u);
+  EXPECT_EQ(backward.outputs.size(), 3u);
+  EXPECT_TRUE(kernelWork(backward).gradient);
+
+  KernelWork stream = kernelWork(streamProbe(1000));
+  EXPECT_EQ(stream.kind, KernelWork::Kind::Stream);
+  EXPECT_EQ(stream.bytes, 3.0 * 4 * 1000);
+}
