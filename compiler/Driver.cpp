@@ -595,8 +595,8 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
     // --emit partitioned: what the plan's ranks run, built by one
     // registered pipeline printed on the first line (dtc-opt reproduces it
     // from --emit imported). Training: dtc-training-pipeline, the training
-    // step; pipeline stages are cut later, by the program builder, so this
-    // is the whole model over dp/cp/tp. Inference: the forward function,
+    // step (with pp > 1 one nested module per pipeline stage, as the
+    // program builder lowers them). Inference: the forward function,
     // sharded and partitioned.
     if (o.emit == "partitioned") {
       const ParallelPlan &plan = planResult->best.plan;
@@ -609,7 +609,7 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
         buildTrainingPipeline(
             pm, trainingStepOptionsFor(o, plan, /*searched=*/true, *cluster,
                                        spec ? &*spec : nullptr,
-                                       /*pipeline=*/false));
+                                       /*pipeline=*/true));
       } else {
         ForwardPartitionOptions forward;
         forward.mesh = stageMesh(plan, /*all=*/true);

@@ -74,14 +74,15 @@ buildProgram(mlir::ModuleOp module, const ProgramBuildOptions &options,
     if (options.mode != "train")
       return badInput("pipeline stages are lowered for training only; "
                       "compile inference plans with --pp 1");
-    llvm::SmallVector<mlir::OwningOpRef<mlir::ModuleOp>> stages;
-    auto info = buildPipelineStep(module, training, stages);
+    // dtc-training-pipeline with stages: one nested module per stage.
+    auto info = buildTrainingStep(module, training);
     if (!info)
       return info.takeError();
     setTraining(p, *info, training, "pipeline_step", 1);
     int ppAxis = mesh->axisIndex("pp");
+    auto stages = llvm::to_vector(module.getOps<mlir::ModuleOp>());
     for (auto [s, stage] : llvm::enumerate(stages)) {
-      auto rank = lowerToRankProgram(*stage);
+      auto rank = lowerToRankProgram(stage);
       if (!rank)
         return rank.takeError();
       bool firstRank = true;
@@ -96,7 +97,8 @@ buildProgram(mlir::ModuleOp module, const ProgramBuildOptions &options,
       if (stagesText) {
         llvm::raw_string_ostream os(*stagesText);
         os << "// pipeline stage " << s << "\n";
-        (*stage)->print(os, programTextFlags());
+        stage->print(os, programTextFlags());
+        os << "\n"; // a nested op prints without one
       }
     }
     return p;

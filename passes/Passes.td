@@ -310,4 +310,72 @@ def DtcBuildApply : Pass<"dtc-build-apply", "::mlir::ModuleOp"> {
   ];
 }
 
+def DtcPipelineSplit : Pass<"dtc-pipeline-split", "::mlir::ModuleOp"> {
+  let summary = "Cut the loss-bound forward function into pipeline stages";
+  let description = [{
+    The pipeline-parallel training step (after `dtc-bind-loss`): the
+    forward function is cut into `stages` x `virtual-stages` model chunks
+    of balanced FLOPs at points one activation crosses; each chunk is
+    sharded, differentiated, recomputed and partitioned over the mesh's
+    dp/cp/tp part, and split into its forward and backward passes. The
+    module's body becomes one nested `builtin.module @stage<s>` per stage
+    (the ranks whose "pp" coordinate is s run it) holding that stage's
+    chunk passes, `pipeline_loss`, `pipeline_step` (the schedule as data:
+    its `dtc.pipeline` dictionary and the pass order in `dtc.schedule`;
+    data arguments stack the step's micro-batches) and `apply`. The
+    schedule is checked deadlock-free for `micro-batches` by the code the
+    executor runs it with.
+  }];
+  let dependentDialects = ["::mlir::dtc::DtcDialect",
+                           "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
+           "Device mesh as name:size pairs, with the \"pp\" axis (pp:2,tp:2)">,
+    Option<"stages", "stages", "int64_t", /*default=*/"2",
+           "Pipeline stages (the mesh's pp size)">,
+    Option<"virtualStages", "virtual-stages", "int64_t",
+           /*default=*/"::dtc::TrainingStepOptions{}.virtualStages",
+           "Model chunks per stage, interleaved (1f1b only)">,
+    Option<"schedule", "schedule", "std::string",
+           /*default=*/"::dtc::TrainingStepOptions{}.schedule",
+           "1f1b or gpipe">,
+    Option<"microBatches", "micro-batches", "int64_t",
+           /*default=*/"::dtc::TrainingStepOptions{}.gradAccum",
+           "Micro-batches per optimizer step">,
+    Option<"sequenceParallel", "sequence-parallel", "bool",
+           /*default=*/"::dtc::TrainingStepOptions{}.sequenceParallel",
+           "Megatron's sequence parallelism">,
+    Option<"flopsPerByte", "flops-per-byte", "double",
+           /*default=*/"::dtc::TrainingStepOptions{}.flopsPerByte",
+           "Sharding propagation's compute per byte moved">,
+    Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
+           "Activation recompute: none, selective or full">,
+    Option<"zeroStage", "zero-stage", "int",
+           /*default=*/"::dtc::TrainingStepOptions{}.zeroStage",
+           "ZeRO stage 0-3 over the mesh's dp (and cp) axes">,
+    Option<"overlap", "overlap", "bool",
+           /*default=*/"::dtc::TrainingStepOptions{}.overlap",
+           "Overlap communication with compute">,
+    Option<"tpCommChunks", "tp-comm-chunks", "int64_t",
+           /*default=*/"::dtc::TrainingStepOptions{}.tpCommChunks",
+           "Row blocks per tensor-parallel collective">,
+    Option<"zeroPrefetchElements", "zero-prefetch-elements", "int64_t",
+           /*default=*/"::dtc::TrainingStepOptions{}.zeroPrefetchElements",
+           "ZeRO-3: parameter elements gathered ahead of their use at most">,
+    Option<"beta1", "beta1", "double",
+           /*default=*/"::dtc::OptimizerConfig{}.beta1", "AdamW beta1">,
+    Option<"beta2", "beta2", "double",
+           /*default=*/"::dtc::OptimizerConfig{}.beta2", "AdamW beta2">,
+    Option<"epsilon", "epsilon", "double",
+           /*default=*/"::dtc::OptimizerConfig{}.epsilon",
+           "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double",
+           /*default=*/"::dtc::OptimizerConfig{}.weightDecay",
+           "Decoupled weight decay (matrices only)">,
+    Option<"gradClip", "grad-clip", "double",
+           /*default=*/"::dtc::OptimizerConfig{}.gradClip",
+           "Global gradient-norm clip (0: none)">,
+  ];
+}
+
 #endif // DTC_PASSES_TD

@@ -633,9 +633,12 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
     return failure("training step: expected one forward function, found {0}",
                    funcs.size());
   mlir::func::FuncOp forward = funcs.front();
-  auto info = bindLoss(forward);
+  // dtc-bind-loss's; the stage modules, which copy the module's
+  // attributes, do not carry it.
+  auto info = readStepInfo(module);
   if (!info)
     return info.takeError();
+  module->removeAttr(kStepInfoAttr);
   auto cuts = chooseCuts(forward, chunks);
   if (!cuts)
     return cuts.takeError();

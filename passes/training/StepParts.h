@@ -207,6 +207,10 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
 /// (read and removed by dtc-build-apply).
 constexpr llvm::StringLiteral kStepInfoAttr = "dtc.step_info";
 constexpr llvm::StringLiteral kGradientTableAttr = "dtc.step_gradients";
+/// Set on the module by a training pass that failed on its input (a
+/// bad-input DtcError, exit code 2) rather than on its own work, so that
+/// buildTrainingStep returns an error of the same kind.
+constexpr llvm::StringLiteral kBadInputAttr = "dtc.bad_input";
 
 void writeStepInfo(mlir::ModuleOp module, const TrainingStepInfo &info);
 llvm::Expected<TrainingStepInfo> readStepInfo(mlir::ModuleOp module);

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/support/Error.h"
 #include "passes/Passes.h"
 #include "passes/Pipelines.h"
 #include "passes/training/StepParts.h"
@@ -26,17 +27,69 @@ namespace mlir::dtc {
 #define GEN_PASS_DEF_DTCSCHEDULECOLLECTIVES
 #define GEN_PASS_DEF_DTCMICROSTEP
 #define GEN_PASS_DEF_DTCBUILDAPPLY
+#define GEN_PASS_DEF_DTCPIPELINESPLIT
 #include "passes/Passes.h.inc"
 } // namespace mlir::dtc
 
 namespace {
 namespace t = ::dtc::training;
 
-/// Reports `err` as an error at `op`; true if there was one.
+/// The AdamW settings of a pass's or pipeline's options (members beta1 ...
+/// gradClip).
+template <typename Options>
+::dtc::OptimizerConfig optimizerOf(const Options &o) {
+  ::dtc::OptimizerConfig c;
+  c.beta1 = o.beta1;
+  c.beta2 = o.beta2;
+  c.epsilon = o.epsilon;
+  c.weightDecay = o.weightDecay;
+  c.gradClip = o.gradClip;
+  return c;
+}
+
+/// The TrainingStepOptions that dtc-pipeline-split's and
+/// --dtc-training-pipeline's options (members of the same names) state;
+/// `recompute` must parse.
+template <typename Options>
+::dtc::TrainingStepOptions trainingStepOptionsOf(const Options &o) {
+  ::dtc::TrainingStepOptions t;
+  t.mesh = o.mesh;
+  t.sequenceParallel = o.sequenceParallel;
+  t.flopsPerByte = o.flopsPerByte;
+  t.recompute = ::dtc::parseRecomputeMode(o.recompute)
+                    .value_or(::dtc::RecomputeMode::None);
+  t.zeroStage = o.zeroStage;
+  t.overlap = o.overlap;
+  t.pipelineStages = o.stages;
+  t.virtualStages = o.virtualStages;
+  t.schedule = o.schedule;
+  t.gradAccum = o.microBatches;
+  t.tpCommChunks = o.tpCommChunks;
+  t.zeroPrefetchElements = o.zeroPrefetchElements;
+  t.optimizer = optimizerOf(o);
+  return t;
+}
+
+/// Reports `err` as an error at `op`, marking the module when it is the
+/// input's fault (kBadInputAttr); true if there was one.
 bool emitIfError(mlir::Operation *op, llvm::Error err) {
   if (!err)
     return false;
-  op->emitError() << llvm::toString(std::move(err));
+  bool badInput = false;
+  std::string message;
+  llvm::handleAllErrors(
+      std::move(err),
+      [&](const ::dtc::DtcError &e) {
+        badInput = e.getKind() == ::dtc::ErrorKind::BadInput;
+        message = e.getMessage();
+      },
+      [&](const llvm::ErrorInfoBase &e) { message = e.message(); });
+  auto module = llvm::dyn_cast<mlir::ModuleOp>(op);
+  if (!module)
+    module = op->getParentOfType<mlir::ModuleOp>();
+  if (badInput && module)
+    module->setAttr(t::kBadInputAttr, mlir::UnitAttr::get(op->getContext()));
+  op->emitError() << message;
   return true;
 }
 
@@ -46,9 +99,9 @@ struct DtcBindLossPass : mlir::dtc::impl::DtcBindLossBase<DtcBindLossPass> {
     mlir::ModuleOp module = getOperation();
     auto funcs = llvm::to_vector(module.getOps<mlir::func::FuncOp>());
     if (funcs.size() != 1) {
-      module.emitError() << "training step: expected one forward function, "
-                            "found "
-                         << funcs.size();
+      emitIfError(module, ::dtc::badInput("training step: expected one "
+                                          "forward function, found {0}",
+                                          funcs.size()));
       return signalPassFailure();
     }
     auto info = t::bindLoss(funcs.front());
@@ -121,17 +174,54 @@ struct DtcMicroStepPass : mlir::dtc::impl::DtcMicroStepBase<DtcMicroStepPass> {
 struct DtcBuildApplyPass
     : mlir::dtc::impl::DtcBuildApplyBase<DtcBuildApplyPass> {
   using Base::Base;
+  // They read the (protected) options.
+  template <typename Options>
+  friend ::dtc::OptimizerConfig optimizerOf(const Options &);
   void runOnOperation() override {
-    ::dtc::OptimizerConfig optimizer;
-    optimizer.beta1 = beta1;
-    optimizer.beta2 = beta2;
-    optimizer.epsilon = epsilon;
-    optimizer.weightDecay = weightDecay;
-    optimizer.gradClip = gradClip;
-    if (emitIfError(getOperation(),
-                    t::buildApplyFromGradientTable(getOperation(), optimizer)))
+    if (emitIfError(getOperation(), t::buildApplyFromGradientTable(
+                                        getOperation(), optimizerOf(*this))))
       return signalPassFailure();
     LLVM_DEBUG(llvm::dbgs() << "build-apply: AdamW, clip " << gradClip << "\n");
+  }
+};
+
+struct DtcPipelineSplitPass
+    : mlir::dtc::impl::DtcPipelineSplitBase<DtcPipelineSplitPass> {
+  using Base::Base;
+  template <typename Options>
+  friend ::dtc::OptimizerConfig optimizerOf(const Options &);
+  template <typename Options>
+  friend ::dtc::TrainingStepOptions trainingStepOptionsOf(const Options &);
+  void runOnOperation() override {
+    mlir::ModuleOp module = getOperation();
+    if (!::dtc::parseRecomputeMode(recompute)) {
+      emitIfError(module, ::dtc::badInput("dtc-pipeline-split: recompute must "
+                                          "be none, selective or full, got "
+                                          "'{0}'",
+                                          recompute.getValue()));
+      return signalPassFailure();
+    }
+    ::dtc::TrainingStepOptions options = trainingStepOptionsOf(*this);
+    llvm::SmallVector<mlir::OwningOpRef<mlir::ModuleOp>> stageModules;
+    auto info = ::dtc::buildPipelineStep(module, options, stageModules);
+    if (!info) {
+      emitIfError(module, info.takeError());
+      return signalPassFailure();
+    }
+    // The stages replace the forward function, each in its own module
+    // (its own symbol table: every stage has an @apply).
+    for (mlir::Operation &op :
+         llvm::make_early_inc_range(module.getBody()->getOperations()))
+      op.erase();
+    mlir::OpBuilder b(module.getBodyRegion());
+    for (auto [s, stage] : llvm::enumerate(stageModules)) {
+      stage->setSymName(llvm::formatv("stage{0}", s).str());
+      module.getBody()->push_back(stage.release());
+    }
+    t::writeStepInfo(module, *info);
+    LLVM_DEBUG(llvm::dbgs() << "pipeline-split: " << stages << " stages x "
+                            << virtualStages << " chunks, " << schedule << ", "
+                            << microBatches << " micro-batches\n");
   }
 };
 
@@ -148,6 +238,20 @@ struct TrainingPipelineOptions
   Option<bool> overlap{*this, "overlap",
                        llvm::cl::desc("Overlap communication with compute"),
                        llvm::cl::init(defaults.overlap)};
+  Option<int64_t> stages{
+      *this, "pipeline-stages",
+      llvm::cl::desc("Pipeline stages over the mesh's pp axis (1: none)"),
+      llvm::cl::init(defaults.pipelineStages)};
+  Option<int64_t> virtualStages{*this, "virtual-stages",
+                                llvm::cl::desc("Model chunks per stage"),
+                                llvm::cl::init(defaults.virtualStages)};
+  Option<std::string> schedule{*this, "schedule",
+                               llvm::cl::desc("Pipeline schedule: 1f1b, gpipe"),
+                               llvm::cl::init(defaults.schedule)};
+  Option<int64_t> microBatches{
+      *this, "micro-batches",
+      llvm::cl::desc("Micro-batches per step (a pipeline step's)"),
+      llvm::cl::init(defaults.gradAccum)};
   Option<int64_t> tpCommChunks{
       *this, "tp-comm-chunks",
       llvm::cl::desc("Row blocks per tensor-parallel collective"),
@@ -174,22 +278,8 @@ struct TrainingPipelineOptions
                           llvm::cl::init(defaults.optimizer.gradClip)};
 
   ::dtc::TrainingStepOptions toTrainingStepOptions() const {
-    ::dtc::TrainingStepOptions o;
-    o.mesh = mesh;
-    o.sequenceParallel = sequenceParallel;
-    o.flopsPerByte = flopsPerByte;
-    o.recompute = ::dtc::parseRecomputeMode(recompute).value_or(
-        ::dtc::RecomputeMode::None);
-    o.zeroStage = zeroStage;
-    o.overlap = overlap;
-    o.tpCommChunks = tpCommChunks;
+    ::dtc::TrainingStepOptions o = trainingStepOptionsOf(*this);
     o.gradBucketBytes = gradBucketBytes;
-    o.zeroPrefetchElements = zeroPrefetchElements;
-    o.optimizer.beta1 = beta1;
-    o.optimizer.beta2 = beta2;
-    o.optimizer.epsilon = epsilon;
-    o.optimizer.weightDecay = weightDecay;
-    o.optimizer.gradClip = gradClip;
     return o;
   }
 };
@@ -200,7 +290,8 @@ void dtc::registerTrainingPipeline() {
       "dtc-training-pipeline",
       "The training step `dtc compile --emit partitioned` prints: loss "
       "binding, sharding, gradient, recompute, partitioning, collective "
-      "overlap, micro-step and apply",
+      "overlap, micro-step and apply; with pipeline-stages > 1, loss "
+      "binding and the pipeline split",
       [](mlir::OpPassManager &pm, const TrainingPipelineOptions &options) {
         if (!::dtc::parseRecomputeMode(options.recompute)) {
           // dtc-recompute reports the bad mode.

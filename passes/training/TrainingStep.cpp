@@ -957,12 +957,16 @@ void writeStepInfo(mlir::ModuleOp module, const TrainingStepInfo &info) {
   auto i64 = [&](llvm::StringRef name, int64_t v) {
     return b.getNamedAttr(name, b.getI64IntegerAttr(v));
   };
-  module->setAttr(kStepInfoAttr,
-                  b.getDictionaryAttr({i64("micro_batch", info.microBatch),
-                                       i64("seq_len", info.seqLen),
-                                       i64("vocab", info.vocab),
-                                       i64("moe_layers", info.moeLayers),
-                                       i64("moe_experts", info.moeExperts)}));
+  llvm::SmallVector<mlir::NamedAttribute> fields{
+      i64("micro_batch", info.microBatch), i64("seq_len", info.seqLen),
+      i64("vocab", info.vocab), i64("moe_layers", info.moeLayers),
+      i64("moe_experts", info.moeExperts)};
+  // A pipeline step's (dtc-pipeline-split): all micro-batches per call.
+  if (info.stackedMicroBatches) {
+    fields.push_back(i64("micro_batches_per_call", info.microBatchesPerCall));
+    fields.push_back(b.getNamedAttr("stacked", b.getUnitAttr()));
+  }
+  module->setAttr(kStepInfoAttr, b.getDictionaryAttr(fields));
 }
 
 llvm::Expected<TrainingStepInfo> readStepInfo(mlir::ModuleOp module) {
@@ -981,6 +985,10 @@ llvm::Expected<TrainingStepInfo> readStepInfo(mlir::ModuleOp module) {
   info.vocab = get("vocab");
   info.moeLayers = get("moe_layers");
   info.moeExperts = get("moe_experts");
+  if (dict.get("stacked")) {
+    info.stackedMicroBatches = true;
+    info.microBatchesPerCall = get("micro_batches_per_call");
+  }
   return info;
 }
 
@@ -1140,6 +1148,16 @@ llvm::Error buildApplyFromGradientTable(mlir::ModuleOp module,
 
 using namespace training;
 
+/// Sets the AdamW options of a pass (members beta1 ... gradClip).
+template <typename PassOptions>
+static void setOptimizerOptions(PassOptions &o, const OptimizerConfig &c) {
+  o.beta1 = c.beta1;
+  o.beta2 = c.beta2;
+  o.epsilon = c.epsilon;
+  o.weightDecay = c.weightDecay;
+  o.gradClip = c.gradClip;
+}
+
 void buildTrainingPipeline(mlir::OpPassManager &pm,
                            const TrainingStepOptions &options) {
   namespace md = mlir::dtc;
@@ -1150,6 +1168,24 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   bool sharded = !options.mesh.empty();
 
   pm.addPass(md::createDtcBindLoss());
+  if (options.pipelineStages > 1) {
+    md::DtcPipelineSplitOptions split;
+    split.mesh = options.mesh;
+    split.stages = options.pipelineStages;
+    split.virtualStages = options.virtualStages;
+    split.schedule = options.schedule;
+    split.microBatches = options.gradAccum;
+    split.sequenceParallel = options.sequenceParallel;
+    split.flopsPerByte = options.flopsPerByte;
+    split.recompute = recomputeModeName(options.recompute).str();
+    split.zeroStage = options.zeroStage;
+    split.overlap = options.overlap;
+    split.tpCommChunks = options.tpCommChunks;
+    split.zeroPrefetchElements = options.zeroPrefetchElements;
+    setOptimizerOptions(split, options.optimizer);
+    pm.addPass(md::createDtcPipelineSplit(split));
+    return;
+  }
   // Multi-rank: shard the forward pass first (the model propagation is
   // built for: it prices each forward choice with its backward), so that
   // the gradient function, whose parameters keep these annotations, is
@@ -1191,11 +1227,7 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   micro.zeroPrefetchElements = options.zeroPrefetchElements;
   pm.addPass(md::createDtcMicroStep(micro));
   md::DtcBuildApplyOptions apply;
-  apply.beta1 = options.optimizer.beta1;
-  apply.beta2 = options.optimizer.beta2;
-  apply.epsilon = options.optimizer.epsilon;
-  apply.weightDecay = options.optimizer.weightDecay;
-  apply.gradClip = options.optimizer.gradClip;
+  setOptimizerOptions(apply, options.optimizer);
   pm.addPass(md::createDtcBuildApply(apply));
 }
 
@@ -1227,8 +1259,9 @@ buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options) {
     return mlir::failure();
   });
   if (mlir::failed(pm.run(module))) {
-    // Binding the data and finding parameters fail on the model itself.
-    if (failedPass == "dtc-bind-loss" || failedPass == "dtc-micro-step")
+    // A pass that failed on the model itself (binding its data, finding
+    // its parameters, cutting it into stages) said so on the module.
+    if (module->hasAttr(kBadInputAttr))
       return badInput("{0}", message);
     return failure("training step: {0} failed: {1}", failedPass,
                    message.empty() ? "see the error above" : message);

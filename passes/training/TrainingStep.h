@@ -107,8 +107,9 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
 void registerTrainingPipeline();
 
 /// Replaces the functions of `module` (one forward function, `main`) by
-/// `micro_step` and `apply`: runs buildTrainingPipeline. Data binding (SPEC
-/// "dtc run"): a scalar loss output with two integer [batch, seq] inputs
+/// `micro_step` and `apply`, or with pipeline stages by one nested module
+/// per stage (dtc-pipeline-split): runs buildTrainingPipeline. Data binding
+/// (SPEC "dtc run"): a scalar loss output with two integer [batch, seq] inputs
 /// (tokens, labels), logits [batch, seq, vocab] from one integer input
 /// (next-token cross-entropy is appended), or logits [batch, classes] (or
 /// [batch, ..., classes]) from float [batch, ...] inputs, a classifier
@@ -128,12 +129,14 @@ struct StageCuts {
 llvm::Expected<StageCuts> chooseCuts(mlir::func::FuncOp forward,
                                      int64_t stages);
 
-/// The pipeline-parallel step: the forward function of `module` is cut
+/// The pipeline-parallel step (dtc-pipeline-split): the loss-bound forward
+/// function of `module` (dtc-bind-loss's, with its dtc.step_info) is cut
 /// into options.pipelineStages stages, and `stages` receives one module per
 /// stage with `pipeline_step` (one optimizer step's schedule over
 /// options.gradAccum micro-batches, each data argument stacked: tokens and
 /// labels [micro, rows, seq], a classifier's inputs [micro, rows, ...])
-/// and `apply`. `module` is left with the loss-bound forward function.
+/// and `apply`. `module` is left with the loss-bound forward function, its
+/// dtc.step_info removed.
 llvm::Expected<TrainingStepInfo> buildPipelineStep(
     mlir::ModuleOp module, const TrainingStepOptions &options,
     llvm::SmallVectorImpl<mlir::OwningOpRef<mlir::ModuleOp>> &stages);
