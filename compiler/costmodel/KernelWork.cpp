@@ -129,8 +129,12 @@ KernelWork dtc::kernelWork(const KernelDesc &op) {
     setConv(w, x, weight, y, name);
     return w;
   }
-  if (name == "dtc.attention" || name == "dtc.attention_grad") {
-    // q [b, heads, s, d], k [b, groups, t, d], v [b, groups, t, dv].
+  if (name == "dtc.attention" || name == "dtc.attention_grad" ||
+      name == "dtc.attention_block" || name == "dtc.attention_block_grad") {
+    // q [b, heads, s, d], k [b, groups, t, d], v [b, groups, t, dv]; a
+    // ring step's block (context parallelism) is this rank's queries over
+    // one key chunk, a causal one half of it averaged over the ring (the
+    // zigzag chunks balance the diagonal, the chunks before and after).
     const TensorDesc &v = at(op.inputs, 2);
     double b = dimOf(in0, 0), heads = dimOf(in0, 1), s = dimOf(in0, 2),
            d = dimOf(in0, 3), t = dimOf(in1, 2);
@@ -139,7 +143,7 @@ KernelWork dtc::kernelWork(const KernelDesc &op) {
     w.queries = s;
     w.keys = t;
     w.headDim = d;
-    w.gradient = name == "dtc.attention_grad";
+    w.gradient = name.ends_with("_grad");
     w.flops = 2 * b * heads * s * t * (d + dv);
     w.executedFlops = w.flops * (op.causal ? 0.5 : 1.0);
     return w;

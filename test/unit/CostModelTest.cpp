@@ -2,6 +2,7 @@
 
 #include "compiler/costmodel/CostModel.h"
 #include "compiler/costmodel/Compute.h"
+#include "compiler/costmodel/KernelWork.h"
 #include "compiler/support/Error.h"
 
 #include <gtest/gtest.h>
@@ -483,4 +484,34 @@ TEST(CostModel, InvalidPlansAreBadInputWithAReason) {
   EXPECT_NE(predictError(spec, basePlan(), *lookupClusterPreset("a100-80g", 64))
                 .find("no fp8 peak"),
             std::string::npos);
+}
+
+// Context parallelism: a ring step's attention block (this rank's queries
+// over one key chunk) is attention work, so the blocks of all ranks and
+// steps add up to the whole attention's FLOPs, and the trace of a cp run
+// prices them at the attention kernel's rate, not as a memory pass.
+TEST(CostModel, RingAttentionBlocksAddUpToTheWholeAttention) {
+  const int64_t b = 1, heads = 4, seq = 128, d = 32, cp = 2;
+  auto desc = [&](llvm::StringRef op, int64_t queries, int64_t keys) {
+    KernelDesc k;
+    k.op = op;
+    k.causal = true;
+    k.inputs = {TensorDesc{{b, heads, queries, d}},
+                TensorDesc{{b, heads, keys, d}},
+                TensorDesc{{b, heads, keys, d}}};
+    k.outputs = {TensorDesc{{b, heads, queries, d}}};
+    return k;
+  };
+  KernelWork whole = kernelWork(desc("dtc.attention", seq, seq));
+  KernelWork block =
+      kernelWork(desc("dtc.attention_block", seq / cp, seq / cp));
+  EXPECT_EQ(block.kind, KernelWork::Kind::Attention);
+  EXPECT_FALSE(block.gradient);
+  // cp ranks, cp ring steps each.
+  EXPECT_DOUBLE_EQ(block.flops * cp * cp, whole.flops);
+  EXPECT_DOUBLE_EQ(block.executedFlops * cp * cp, whole.executedFlops);
+  KernelWork blockGrad =
+      kernelWork(desc("dtc.attention_block_grad", seq / cp, seq / cp));
+  EXPECT_EQ(blockGrad.kind, KernelWork::Kind::Attention);
+  EXPECT_TRUE(blockGrad.gradient);
 }
