@@ -44,6 +44,12 @@ struct DtcTestShardingRulesPass
           kinds.push_back(b.getStringAttr(kind));
         }
         rule->setAttr("dtc.loop_kinds", b.getArrayAttr(kinds));
+        SmallVector<int64_t> means;
+        for (int64_t l = 0, e = iterators.size(); l < e; ++l)
+          if (rule.isMeanLoop(l))
+            means.push_back(l);
+        if (!means.empty())
+          rule->setAttr("dtc.mean_loops", b.getDenseI64ArrayAttr(means));
         if (rule.sumsOverParallelLoops())
           rule->setAttr("dtc.sums_over_parallel_loops", b.getUnitAttr());
       }

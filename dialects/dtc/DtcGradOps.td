@@ -165,6 +165,8 @@ def Dtc_CrossEntropyGradOp : Dtc_ShapedOp<"cross_entropy_grad"> {
   let extraClassDeclaration = [{
     /// The vocabulary, split like the logits (ShardingRuleOpInterface).
     bool isVocabParallelLoop(int64_t loop);
+    /// The loss's 1/positions (all loops but the vocabulary).
+    bool isMeanLoop(int64_t loop);
   }];
 }
 

@@ -16,6 +16,11 @@ def Dtc_SumReductions : NativeOpTrait<"SumReductions"> {
 def Dtc_SumsOverParallelLoops : NativeOpTrait<"SumsOverParallelLoops"> {
   let cppNamespace = "::mlir::dtc::traits";
 }
+// Every reduction loop of the op is a mean: it divides by the loop's
+// extent (reduce_mean).
+def Dtc_MeanReductions : NativeOpTrait<"MeanReductions"> {
+  let cppNamespace = "::mlir::dtc::traits";
+}
 
 // Work per iteration of the op's loop nest, for the sharding propagation's
 // node costs: a multiply and an add (contractions, attention) count two
@@ -96,6 +101,18 @@ def Dtc_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
       }],
       "bool", "isVocabParallelLoop", (ins "int64_t":$loop), [{}], [{
         return false;
+      }]>,
+    InterfaceMethod<[{
+        Whether the op divides by the extent of loop `loop` (a mean over
+        it: reduce_mean's dims, the loss's and its gradient's positions),
+        so that a copy over a split of it divides by its local extent and
+        the partitioner rescales its result by the parts. Default: the
+        reduction loops of an op with the Dtc_MeanReductions trait.
+      }],
+      "bool", "isMeanLoop", (ins "int64_t":$loop), [{}], [{
+        return $_op->template hasTrait<::mlir::dtc::traits::MeanReductions>()
+            && $_op.getLoopIteratorTypes()[loop] ==
+                   ::mlir::utils::IteratorType::reduction;
       }]>,
     InterfaceMethod<[{
         Whether a result sums over a parallel loop it does not index, so

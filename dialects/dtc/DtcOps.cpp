@@ -1941,3 +1941,11 @@ bool CrossEntropyOp::isVocabParallelLoop(int64_t loop) {
 bool CrossEntropyGradOp::isVocabParallelLoop(int64_t loop) {
   return loop == static_cast<int64_t>(getLoopIteratorTypes().size()) - 1;
 }
+
+bool CrossEntropyOp::isMeanLoop(int64_t loop) {
+  return !isVocabParallelLoop(loop);
+}
+
+bool CrossEntropyGradOp::isMeanLoop(int64_t loop) {
+  return !isVocabParallelLoop(loop);
+}

@@ -62,6 +62,10 @@ class SumReductions
 template <typename ConcreteType>
 class SumsOverParallelLoops
     : public ::mlir::OpTrait::TraitBase<ConcreteType, SumsOverParallelLoops> {};
+/// Every reduction loop divides by its extent (DtcInterfaces.td).
+template <typename ConcreteType>
+class MeanReductions
+    : public ::mlir::OpTrait::TraitBase<ConcreteType, MeanReductions> {};
 /// Two FLOPs per loop iteration; a lookup over its last loop
 /// (DtcInterfaces.td).
 template <typename ConcreteType>

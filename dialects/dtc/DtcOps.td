@@ -311,8 +311,8 @@ class Dtc_ReduceOp<string mnemonic, string desc, list<Trait> traits = []>
 }
 
 def Dtc_ReduceSumOp : Dtc_ReduceOp<"reduce_sum", "sum", [Dtc_SumReductions]>;
-def Dtc_ReduceMeanOp
-    : Dtc_ReduceOp<"reduce_mean", "mean", [Dtc_SumReductions]>;
+def Dtc_ReduceMeanOp : Dtc_ReduceOp<"reduce_mean", "mean",
+                                    [Dtc_SumReductions, Dtc_MeanReductions]>;
 def Dtc_ReduceMaxOp : Dtc_ReduceOp<"reduce_max", "maximum">;
 
 //===----------------------------------------------------------------------===//
@@ -472,6 +472,8 @@ def Dtc_CrossEntropyOp
     /// partitioner splits with the loss's statistics (ShardingRuleOpInterface).
     bool isSumReductionLoop(int64_t loop);
     bool isVocabParallelLoop(int64_t loop);
+    /// The mean over the positions (all loops but the vocabulary).
+    bool isMeanLoop(int64_t loop);
   }];
 }
 

@@ -782,13 +782,10 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
       return failure();
   }
 
-  // Means over split positions.
+  // Means over split loops: the copy divided by its local extent.
   int64_t divisor = 1;
   for (size_t a = 0; a < numAxes(); ++a)
-    if (loopOf[a] >= 0 && (((isa<ReduceMeanOp, CrossEntropyOp>(op)) &&
-                            (*results)[0].partial[a]) ||
-                           (isa<CrossEntropyGradOp>(op) &&
-                            iterators[loopOf[a]] == IteratorType::parallel)))
+    if (loopOf[a] >= 0 && rule.isMeanLoop(loopOf[a]))
       divisor *= axisSize(a);
   if (divisor > 1)
     scaleResult(copy, 0, divisor);

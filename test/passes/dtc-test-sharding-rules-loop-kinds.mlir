@@ -3,6 +3,8 @@
 // What a split of each loop leaves, as each op states it through
 // ShardingRuleOpInterface (its Dtc_SumReductions / Dtc_SumsOverParallelLoops
 // traits or its own methods): propagation and partitioning read only this.
+// Mean loops (Dtc_MeanReductions or isMeanLoop): a split of them leaves a
+// copy divided by its local extent, which the partitioner rescales.
 
 // CHECK-LABEL: func.func @kinds
 func.func @kinds(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %l: tensor<4x8x32xf32>, %y: tensor<4x8xi64>, %g: tensor<f32>, %v: tensor<8xf32>, %d: tensor<4x8xf32>) {
@@ -10,15 +12,18 @@ func.func @kinds(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %l: tensor<4x8x32xf3
   // CHECK: dtc.matmul {{.*}}dtc.loop_kinds = ["parallel", "parallel", "sum"]
   %mm = dtc.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
   // CHECK: dtc.reduce_sum {{.*}}dtc.loop_kinds = ["parallel", "sum"]
+  // CHECK-NOT: dtc.mean_loops
   %rs = dtc.reduce_sum %x {dims = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4xf32>
+  // CHECK: dtc.reduce_mean {{.*}}dtc.loop_kinds = ["parallel", "sum"], dtc.mean_loops = array<i64: 1>
+  %rn = dtc.reduce_mean %x {dims = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4xf32>
   // A max is not a sum: a split of it needs the op's own statistics.
   // CHECK: dtc.reduce_max {{.*}}dtc.loop_kinds = ["parallel", "max-like"]
   %rm = dtc.reduce_max %x {dims = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4xf32>
   // The loss averages its positions; its vocabulary is a log-sum-exp the
   // partitioner splits with the loss's statistics exchange.
-  // CHECK: dtc.cross_entropy {{.*}}dtc.loop_kinds = ["sum", "sum", "vocab-parallel"]
+  // CHECK: dtc.cross_entropy {{.*}}dtc.loop_kinds = ["sum", "sum", "vocab-parallel"], dtc.mean_loops = array<i64: 0, 1>
   %ce = dtc.cross_entropy %l, %y : (tensor<4x8x32xf32>, tensor<4x8xi64>) -> tensor<f32>
-  // CHECK: dtc.cross_entropy_grad {{.*}}dtc.loop_kinds = ["parallel", "parallel", "vocab-parallel"]
+  // CHECK: dtc.cross_entropy_grad {{.*}}dtc.loop_kinds = ["parallel", "parallel", "vocab-parallel"], dtc.mean_loops = array<i64: 0, 1>
   %cg = dtc.cross_entropy_grad %l, %y, %g : (tensor<4x8x32xf32>, tensor<4x8xi64>, tensor<f32>) -> tensor<4x8x32xf32>
   // The weight gradient sums over the rows it does not index.
   // CHECK: dtc.rms_norm_grad {{.*}}dtc.sums_over_parallel_loops
