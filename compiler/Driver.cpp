@@ -14,7 +14,6 @@
 #include "compiler/costmodel/Cluster.h"
 #include "compiler/costmodel/Memory.h"
 #include "compiler/planner/Planner.h"
-#include "compiler/support/Error.h"
 #include "compiler/support/ProgramFile.h"
 #include "dialects/dtc/DtcDialect.h"
 #include "frontends/hf/HfConfig.h"
@@ -23,6 +22,7 @@
 #include "passes/Passes.h"
 #include "passes/Pipelines.h"
 #include "runtime/core/LayoutFile.h"
+#include "runtime/support/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -344,12 +344,13 @@ shardForPlan(const CompileOptions &o, const ParallelPlan &plan,
       importAndSimplify(o, plan.microBatch * plan.dp, context, diagnostics);
   if (!module)
     return module.takeError();
-  mlir::dtc::DtcPropagateShardingOptions options;
+  ForwardPartitionOptions options;
   options.mesh = stageMesh(plan, /*all=*/true);
   options.sequenceParallel = plan.sequenceParallel;
   options.flopsPerByte = propagationFlopsPerByte(o, cluster);
+  options.partition = false;
   mlir::PassManager pm(&context);
-  pm.addPass(mlir::dtc::createDtcPropagateSharding(options));
+  buildForwardPartitionPipeline(pm, options);
   if (mlir::failed(pm.run(**module)))
     return diagnostics.takeError(o.modelPath);
   return module;

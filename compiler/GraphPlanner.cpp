@@ -15,12 +15,12 @@
 #include "compiler/costmodel/KernelWork.h"
 #include "compiler/costmodel/Memory.h"
 #include "compiler/costmodel/Pipeline.h"
-#include "compiler/support/Error.h"
 #include "dialects/dtc/DtcOps.h"
 #include "passes/OpCost.h"
 #include "passes/Passes.h"
 #include "passes/Pipelines.h"
 #include "passes/training/TrainingStep.h"
+#include "runtime/support/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"

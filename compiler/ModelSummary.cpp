@@ -2,10 +2,10 @@
 
 #include "compiler/ModelSummary.h"
 
-#include "compiler/support/Error.h"
 #include "dialects/dtc/DtcOps.h"
 #include "passes/OpCost.h"
 #include "passes/TransformerBlocks.h"
+#include "runtime/support/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"

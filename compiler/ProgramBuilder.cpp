@@ -2,8 +2,8 @@
 
 #include "compiler/ProgramBuilder.h"
 
-#include "compiler/support/Error.h"
 #include "passes/lowering/ProgramLowering.h"
+#include "runtime/support/Error.h"
 
 #include "dialects/dtc/DtcAttrs.h"
 #include "passes/Passes.h"

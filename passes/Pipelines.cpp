@@ -11,8 +11,11 @@ void dtc::buildForwardPartitionPipeline(
   propagate.sequenceParallel = options.sequenceParallel;
   propagate.flopsPerByte = options.flopsPerByte;
   pm.addPass(mlir::dtc::createDtcPropagateSharding(propagate));
+  if (!options.partition)
+    return;
   mlir::dtc::DtcPartitionOptions partition;
   partition.mesh = options.mesh;
+  partition.deferGradientSync = options.deferGradientSync;
   pm.addPass(mlir::dtc::createDtcPartition(partition));
 }
 

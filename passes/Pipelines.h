@@ -24,11 +24,17 @@ struct ForwardPartitionOptions {
   std::string mesh;
   bool sequenceParallel = false;
   double flopsPerByte = mlir::dtc::DtcPropagateShardingOptions{}.flopsPerByte;
+  /// Off: shard only (annotations, no local IR), for the plan report and
+  /// the training step's sharded-but-global functions.
+  bool partition = true;
+  /// dtc-partition's defer-gradient-sync.
+  bool deferGradientSync = false;
 };
 
 /// dtc-propagate-sharding then dtc-partition over one mesh: every function
 /// as one rank runs it (inference programs, the graph planner's tensor-
-/// parallel profiles, `--emit partitioned --mode infer`). Registered as
+/// parallel profiles, the training step's forward and gradient functions,
+/// `--emit partitioned --mode infer`). Registered as
 /// --dtc-forward-partition-pipeline.
 void buildForwardPartitionPipeline(mlir::OpPassManager &pm,
                                    const ForwardPartitionOptions &options);

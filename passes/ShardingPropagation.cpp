@@ -14,8 +14,8 @@
 #include "dialects/dtc/DtcCollectiveOps.h"
 #include "dialects/dtc/DtcOps.h"
 #include "passes/AffineMatch.h"
+#include "passes/Layout.h"
 #include "passes/Passes.h"
-#include "passes/ReshapeSplits.h"
 #include "passes/ShardingRules.h"
 
 #include "mlir/IR/Builders.h"
@@ -50,85 +50,11 @@ namespace {
 
 using MeshAxis = DeviceMesh::Axis;
 
-/// The most mesh axes the pass handles.
-constexpr size_t kMaxAxes = 8;
-
-/// One value per mesh axis, stored inline: states copy millions of
-/// shardings, so a sharding is trivially copyable.
-template <typename T> class PerAxis {
-public:
-  size_t size() const { return count; }
-  T &operator[](size_t a) { return values[a]; }
-  const T &operator[](size_t a) const { return values[a]; }
-  T *begin() { return values; }
-  T *end() { return values + count; }
-  const T *begin() const { return values; }
-  const T *end() const { return values + count; }
-  void assign(size_t n, T value) {
-    assert(n <= kMaxAxes && "more mesh axes than the pass handles");
-    count = static_cast<uint8_t>(n);
-    std::fill(values, values + n, value);
-  }
-  bool operator==(const PerAxis &o) const {
-    return count == o.count && std::equal(begin(), end(), o.begin());
-  }
-  bool operator!=(const PerAxis &o) const { return !(*this == o); }
-
-private:
-  T values[kMaxAxes] = {};
-  uint8_t count = 0;
-};
-
-/// A value's sharding, per mesh axis: the dim it splits (-1: none) and the
-/// interleave block of that dim (0: the whole dim); partial: bit per axis.
-struct Sh {
-  PerAxis<int8_t> dim;
-  PerAxis<int64_t> block;
-  uint32_t partial = 0;
-
-  static Sh replicated(size_t numAxes) {
-    Sh s;
-    s.dim.assign(numAxes, -1);
-    s.block.assign(numAxes, 0);
-    return s;
-  }
-  bool splits(size_t a) const { return dim[a] >= 0; }
-  bool isPartial(size_t a) const { return partial & (1u << a); }
-  bool operator==(const Sh &o) const {
-    return dim == o.dim && block == o.block && partial == o.partial;
-  }
-  /// The same splits, no partial sums.
-  Sh dimsOnly() const {
-    Sh s = *this;
-    s.partial = 0;
-    return s;
-  }
-  /// `Key`: std::string, or a SmallString where the key is temporary.
-  template <typename Key> void appendKey(Key &key) const {
-    for (auto [d, b] : llvm::zip(dim, block)) {
-      appendDecimal(key, d);
-      key += ':';
-      appendDecimal(key, b);
-      key += ',';
-    }
-    key += 'p';
-    appendDecimal(key, partial);
-    key += ';';
-  }
-  /// std::to_string's digits without its temporary: keys are built for
-  /// every choice of every state of every op.
-  template <typename Key> static void appendDecimal(Key &key, int64_t value) {
-    char digits[24];
-    char *end = std::to_chars(digits, digits + sizeof(digits), value).ptr;
-    key.append(digits, end);
-  }
-};
-
 /// One way to run an op: the required sharding of each operand and the
 /// sharding of each result, with the cost that depends on nothing else.
 struct Choice {
-  SmallVector<Sh> operands;
-  SmallVector<Sh> results;
+  SmallVector<Layout> operands;
+  SmallVector<Layout> results;
   /// Axes the op splits a loop over (for the backward partial sums).
   uint32_t usedAxes = 0;
   double cost = 0;
@@ -138,23 +64,23 @@ struct Choice {
 struct Trail {
   std::shared_ptr<const Trail> parent;
   Operation *op;
-  SmallVector<Sh> results;
-  SmallVector<Sh> operands;
+  SmallVector<Layout> results;
+  SmallVector<Layout> operands;
 };
 
 struct State {
   double cost = 0;
   /// Shardings of the live values, by value number.
-  std::vector<std::pair<unsigned, Sh>> live;
+  std::vector<std::pair<unsigned, Layout>> live;
   std::shared_ptr<const Trail> trail;
 };
 
-using LiveShardings = std::vector<std::pair<unsigned, Sh>>;
+using LiveShardings = std::vector<std::pair<unsigned, Layout>>;
 
 /// A live sharding folded into the hash of the list before it, so that a
 /// list's hash does not depend on where it was split into parts.
-size_t foldLiveHash(size_t hash, const std::pair<unsigned, Sh> &entry) {
-  const Sh &sh = entry.second;
+size_t foldLiveHash(size_t hash, const std::pair<unsigned, Layout> &entry) {
+  const Layout &sh = entry.second;
   return llvm::hash_combine(
       hash, entry.first, llvm::hash_combine_range(sh.dim.begin(), sh.dim.end()),
       llvm::hash_combine_range(sh.block.begin(), sh.block.end()), sh.partial);
@@ -166,9 +92,9 @@ size_t foldLiveHash(size_t hash, const std::pair<unsigned, Sh> &entry) {
 /// nowhere else in it), so only those two are spelled out, on the stack:
 /// ties are common (millions of comparisons for a 70B model).
 bool liveKeyLess(const LiveShardings &a, const LiveShardings &b) {
-  auto text = [](const std::pair<unsigned, Sh> &entry) {
+  auto text = [](const std::pair<unsigned, Layout> &entry) {
     llvm::SmallString<96> key;
-    Sh::appendDecimal(key, entry.first);
+    Layout::appendDecimal(key, entry.first);
     key += '=';
     entry.second.appendKey(key);
     return key;
@@ -234,7 +160,7 @@ private:
   int64_t sequenceLength = 0;
 
   DenseMap<Value, unsigned> number;
-  DenseMap<Value, Sh> fixed; // graph inputs
+  DenseMap<Value, Layout> fixed; // graph inputs
   DenseSet<Value> free;      // parameters and constants
   DenseSet<Value> shared;    // free parameters that several ops read
   DenseMap<Value, unsigned> lastUse;
@@ -243,11 +169,11 @@ private:
   DenseMap<Operation *, SmallVector<Choice>> choiceCache;
 
   size_t numAxes() const { return axes.size(); }
-  double reshardCost(const Sh &from, const Sh &to, int64_t bytes) const;
-  double edgeCost(Value value, const Sh &from, const Sh &to,
+  double reshardCost(const Layout &from, const Layout &to, int64_t bytes) const;
+  double edgeCost(Value value, const Layout &from, const Layout &to,
                   uint32_t usedAxes) const;
-  double memoryCost(Value value, const Sh &sh, double copies) const;
-  int64_t localBytes(Value value, const Sh &sh) const;
+  double memoryCost(Value value, const Layout &sh, double copies) const;
+  int64_t localBytes(Value value, const Layout &sh) const;
   void collectHints(Block &body);
   void reshapeHints(Value from, Value to);
   void collectTokenDims(Block &body);
@@ -262,15 +188,15 @@ private:
   const SmallVector<Choice> &ruleChoices(ShardingRuleOpInterface op);
   std::optional<Choice> ruleChoice(ShardingRuleOpInterface op,
                                    ArrayRef<std::pair<int64_t, int64_t>> loops);
-  Choice reshapeChoice(ReshapeOp op, const Sh &input);
-  Choice concatChoice(ConcatOp op, const Sh &first);
+  Choice reshapeChoice(ReshapeOp op, const Layout &input);
+  Choice concatChoice(ConcatOp op, const Layout &first);
   Choice fallbackChoice(Operation *op);
-  LogicalResult checkSharding(Value value, const Sh &sh, Location loc);
-  Attribute toAttr(MLIRContext *ctx, const Sh &sh, Type type) const;
-  std::optional<Sh> fromAttr(ShardingAttr attr, Location loc) const;
+  LogicalResult checkSharding(Value value, const Layout &sh, Location loc);
+  Attribute toAttr(MLIRContext *ctx, const Layout &sh, Type type) const;
+  std::optional<Layout> fromAttr(ShardingAttr attr, Location loc) const;
 };
 
-int64_t Propagation::localBytes(Value value, const Sh &sh) const {
+int64_t Propagation::localBytes(Value value, const Layout &sh) const {
   int64_t bytes = bytesOf(value.getType());
   for (size_t a = 0; a < numAxes(); ++a)
     if (sh.splits(a))
@@ -279,7 +205,7 @@ int64_t Propagation::localBytes(Value value, const Sh &sh) const {
 }
 
 // Bytes each device receives to turn `from` into `to` (ring collectives).
-double Propagation::reshardCost(const Sh &from, const Sh &to,
+double Propagation::reshardCost(const Layout &from, const Layout &to,
                                 int64_t bytes) const {
   double local = bytes;
   for (size_t a = 0; a < numAxes(); ++a)
@@ -304,7 +230,7 @@ double Propagation::reshardCost(const Sh &from, const Sh &to,
 // Forward: the producer's sharding to the one the consumer reads. Backward:
 // the operand's gradient, partial over the axes the consumer splits that the
 // operand is not split over, back to the producer's layout.
-double Propagation::edgeCost(Value value, const Sh &from, const Sh &to,
+double Propagation::edgeCost(Value value, const Layout &from, const Layout &to,
                              uint32_t usedAxes) const {
   int64_t bytes = bytesOf(value.getType());
   double cost = free.contains(value) ? 0 : reshardCost(from, to, bytes);
@@ -313,15 +239,16 @@ double Propagation::edgeCost(Value value, const Sh &from, const Sh &to,
   if (!tensor || !isa<FloatType>(tensor.getElementType()) ||
       isa<BlockArgument>(value))
     return cost;
-  Sh grad = to.dimsOnly();
+  Layout grad = to.dimsOnly();
   for (size_t a = 0; a < numAxes(); ++a)
     if ((usedAxes & (1u << a)) && !to.splits(a) && !to.isPartial(a))
       grad.partial |= 1u << a;
-  Sh target = free.contains(value) ? to.dimsOnly() : from.dimsOnly();
+  Layout target = free.contains(value) ? to.dimsOnly() : from.dimsOnly();
   return cost + reshardCost(grad, target, bytes);
 }
 
-double Propagation::memoryCost(Value value, const Sh &sh, double copies) const {
+double Propagation::memoryCost(Value value, const Layout &sh,
+                               double copies) const {
   return memoryWeight * copies * localBytes(value, sh);
 }
 
@@ -562,7 +489,7 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
   for (auto [i, value] : llvm::enumerate(values)) {
     bool isResult = i >= numOperands;
     auto shape = cast<RankedTensorType>(value.getType()).getShape();
-    Sh sh = Sh::replicated(numAxes());
+    Layout sh = Layout::replicated(numAxes());
     for (size_t a = 0; a < numAxes(); ++a) {
       auto [loop, block] = loops[a];
       if (loop < 0)
@@ -813,41 +740,25 @@ Propagation::ruleChoices(ShardingRuleOpInterface rule) {
 
 // A reshape keeps the row-major order: a split is a digit of the flat index
 // (stride U, n values), found again in whichever result dim holds it.
-Choice Propagation::reshapeChoice(ReshapeOp op, const Sh &input) {
-  SmallVector<AxisSplit> in(numAxes());
+Choice Propagation::reshapeChoice(ReshapeOp op, const Layout &input) {
   SmallVector<int64_t> sizes;
-  for (size_t a = 0; a < numAxes(); ++a) {
-    in[a] = {input.dim[a], input.block[a]};
-    sizes.push_back(axes[a].size);
-  }
-  SmallVector<AxisSplit> out =
-      reshapeSplits(op.getInput().getType().getShape(),
-                    op.getOutput().getType().getShape(), in, sizes);
+  for (const MeshAxis &axis : axes)
+    sizes.push_back(axis.size);
+  ReshapeLayouts layouts =
+      reshapeLayouts(op.getInput().getType().getShape(),
+                     op.getOutput().getType().getShape(), input, sizes);
   Choice choice;
-  Sh required = input, result = Sh::replicated(numAxes());
-  result.partial = input.partial;
-  for (size_t a = 0; a < numAxes(); ++a) {
-    if (!input.splits(a))
-      continue;
-    if (out[a].dim < 0) {
-      required.dim[a] = -1;
-      required.block[a] = 0;
-      continue;
-    }
-    result.dim[a] = out[a].dim;
-    result.block[a] = out[a].block;
-    choice.usedAxes |= 1u << a;
-  }
-  choice.operands.push_back(required);
-  choice.results.push_back(result);
-  choice.cost = memoryCost(op.getOutput(), result, 1);
+  choice.usedAxes = layouts.splitAxes;
+  choice.operands.push_back(layouts.operand);
+  choice.results.push_back(layouts.result);
+  choice.cost = memoryCost(op.getOutput(), layouts.result, 1);
   return choice;
 }
 
 // Concatenation: every input read with the first one's splits, minus the
 // concatenated dim.
-Choice Propagation::concatChoice(ConcatOp op, const Sh &first) {
-  Sh sh = first.dimsOnly();
+Choice Propagation::concatChoice(ConcatOp op, const Layout &first) {
+  Layout sh = first.dimsOnly();
   for (size_t a = 0; a < numAxes(); ++a)
     if (sh.dim[a] >= 0 && static_cast<uint64_t>(sh.dim[a]) == op.getAxis()) {
       sh.dim[a] = -1;
@@ -865,12 +776,13 @@ Choice Propagation::concatChoice(ConcatOp op, const Sh &first) {
 
 Choice Propagation::fallbackChoice(Operation *op) {
   Choice choice;
-  choice.operands.assign(op->getNumOperands(), Sh::replicated(numAxes()));
-  choice.results.assign(op->getNumResults(), Sh::replicated(numAxes()));
+  choice.operands.assign(op->getNumOperands(), Layout::replicated(numAxes()));
+  choice.results.assign(op->getNumResults(), Layout::replicated(numAxes()));
   return choice;
 }
 
-Attribute Propagation::toAttr(MLIRContext *ctx, const Sh &sh, Type type) const {
+Attribute Propagation::toAttr(MLIRContext *ctx, const Layout &sh,
+                              Type type) const {
   Builder b(ctx);
   auto shape = cast<RankedTensorType>(type).getShape();
   SmallVector<SmallVector<Attribute>> dims(shape.size());
@@ -891,8 +803,9 @@ Attribute Propagation::toAttr(MLIRContext *ctx, const Sh &sh, Type type) const {
                            b.getArrayAttr(partial));
 }
 
-std::optional<Sh> Propagation::fromAttr(ShardingAttr attr, Location loc) const {
-  Sh sh = Sh::replicated(numAxes());
+std::optional<Layout> Propagation::fromAttr(ShardingAttr attr,
+                                            Location loc) const {
+  Layout sh = Layout::replicated(numAxes());
   auto lookup = [&](StringRef name) -> std::optional<size_t> {
     for (auto [a, axis] : llvm::enumerate(axes))
       if (axis.name == name)
@@ -921,7 +834,7 @@ std::optional<Sh> Propagation::fromAttr(ShardingAttr attr, Location loc) const {
   return sh;
 }
 
-LogicalResult Propagation::checkSharding(Value value, const Sh &sh,
+LogicalResult Propagation::checkSharding(Value value, const Layout &sh,
                                          Location loc) {
   auto shape = cast<RankedTensorType>(value.getType()).getShape();
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -986,7 +899,7 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
       cp = a;
   }
   for (BlockArgument arg : body.getArguments()) {
-    Sh sh = Sh::replicated(numAxes());
+    Layout sh = Layout::replicated(numAxes());
     if (auto attr = func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
                                                         "dtc.sharding")) {
       auto parsed = fromAttr(attr, arg.getLoc());
@@ -1058,7 +971,7 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
   // activations, live from the forward pass to the backward one, were
   // copied and keyed for every choice of every op (time quadratic in the
   // depth).
-  DenseMap<unsigned, Sh> settled;
+  DenseMap<unsigned, Layout> settled;
   for (Operation &op : body) {
     Value first = op.getNumResults() ? op.getResult(0) : Value();
     if (free.contains(first) || (isa<ParameterOp>(&op) && fixed.count(first)))
@@ -1076,7 +989,7 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
     for (const State &state : states) {
       // A live value's sharding in this state (for a shared parameter: once
       // its first reader chose it).
-      auto storedSharding = [&](Value v) -> std::optional<Sh> {
+      auto storedSharding = [&](Value v) -> std::optional<Layout> {
         unsigned id = number.lookup(v);
         if (auto it = settled.find(id); it != settled.end())
           return it->second;
@@ -1085,12 +998,12 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
             return sh;
         return std::nullopt;
       };
-      auto current = [&](Value v) -> Sh {
+      auto current = [&](Value v) -> Layout {
         if (auto it = fixed.find(v); it != fixed.end())
           return it->second;
         if (free.contains(v))
-          return Sh::replicated(numAxes());
-        return storedSharding(v).value_or(Sh::replicated(numAxes()));
+          return Layout::replicated(numAxes());
+        return storedSharding(v).value_or(Layout::replicated(numAxes()));
       };
       SmallVector<Choice, 8> local;
       ArrayRef<Choice> choices;
@@ -1140,7 +1053,7 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
           // gradient's partial sums is the choice's own cost).
           if (!shared.contains(operand))
             continue;
-          if (std::optional<Sh> stored = storedSharding(operand)) {
+          if (std::optional<Layout> stored = storedSharding(operand)) {
             int64_t bytes = bytesOf(operand.getType());
             cost += reshardCost(*stored, required.dimsOnly(), bytes) +
                     reshardCost(required.dimsOnly(), *stored, bytes);
@@ -1240,7 +1153,7 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
   // Write the cheapest state's choices; a parameter or constant takes the
   // sharding its first user reads.
   Builder b(ctx);
-  DenseMap<Value, Sh> chosen;
+  DenseMap<Value, Layout> chosen;
   for (const Trail *t = states.front().trail.get(); t; t = t->parent.get()) {
     for (auto [result, sh] : llvm::zip(t->op->getResults(), t->results))
       chosen[result] = sh;
@@ -1258,9 +1171,9 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
     for (Value result : op.getResults()) {
       auto it = chosen.find(result);
       auto pinned = fixed.find(result);
-      Sh sh = it != chosen.end()      ? it->second
-              : pinned != fixed.end() ? pinned->second
-                                      : Sh::replicated(numAxes());
+      Layout sh = it != chosen.end()      ? it->second
+                  : pinned != fixed.end() ? pinned->second
+                                          : Layout::replicated(numAxes());
       attrs.push_back(toAttr(ctx, sh, result.getType()));
     }
     op.setAttr("dtc.sharding", b.getArrayAttr(attrs));
@@ -1282,9 +1195,10 @@ struct DtcPropagateShardingPass
       return signalPassFailure();
     }
     SmallVector<MeshAxis> axes(parsed->axes.begin(), parsed->axes.end());
-    if (axes.size() > kMaxAxes) {
+    if (axes.size() > kMaxMeshAxes) {
       root->emitError(
-          llvm::formatv("at most {0} mesh axes are supported", kMaxAxes).str());
+          llvm::formatv("at most {0} mesh axes are supported", kMaxMeshAxes)
+              .str());
       return signalPassFailure();
     }
     SmallVector<FunctionOpInterface> funcs;

@@ -14,10 +14,10 @@
 #include "compiler/costmodel/Compute.h"
 #include "compiler/costmodel/KernelWork.h"
 #include "compiler/run/Run.h"
-#include "compiler/support/Error.h"
 #include "frontends/modelgen/ModelGen.h"
 #include "runtime/core/Communicator.h"
 #include "runtime/core/Kernel.h"
+#include "runtime/support/Error.h"
 #ifdef DTC_HAVE_CUDA
 #include "runtime/cuda/CudaPlugin.h"
 #endif

@@ -13,8 +13,8 @@
 #include "compiler/calibrate/Calibrate.h"
 #include "compiler/run/Launch.h"
 #include "compiler/run/Run.h"
-#include "compiler/support/Error.h"
 #include "runtime/mpi/MpiCommunicator.h"
+#include "runtime/support/Error.h"
 #ifdef DTC_HAVE_CUDA
 #include "runtime/cuda/CudaPlugin.h"
 #endif

@@ -1,9 +1,9 @@
 //===- Ckpt.cpp - dtc ckpt inspect | verify | consolidate -----------------===//
 
 #include "compiler/ckpt/Ckpt.h"
-#include "compiler/support/Error.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/Safetensors.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"

@@ -2,7 +2,7 @@
 
 #include "compiler/costmodel/Calibration.h"
 
-#include "compiler/support/Error.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"

@@ -3,7 +3,7 @@
 #include "compiler/costmodel/CollectiveCorpus.h"
 
 #include "compiler/costmodel/Calibration.h"
-#include "compiler/support/Error.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Path.h"

@@ -16,7 +16,7 @@
 #include "compiler/costmodel/Compute.h"
 #include "compiler/costmodel/Memory.h"
 #include "compiler/costmodel/Pipeline.h"
-#include "compiler/support/Error.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Format.h"

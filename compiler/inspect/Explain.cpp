@@ -9,7 +9,7 @@
 #include "compiler/inspect/Inspect.h"
 
 #include "compiler/planner/Planner.h"
-#include "compiler/support/Error.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/Support/FormatVariadic.h"
 

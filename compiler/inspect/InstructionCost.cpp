@@ -15,7 +15,7 @@
 #include "compiler/costmodel/Collectives.h"
 #include "compiler/costmodel/Compute.h"
 #include "compiler/costmodel/KernelWork.h"
-#include "compiler/support/Error.h"
+#include "runtime/support/Error.h"
 
 #include "runtime/core/PipelineSchedule.h"
 #include "runtime/core/Shard.h"

@@ -2,7 +2,7 @@
 
 #include "compiler/inspect/PlanView.h"
 
-#include "compiler/support/Error.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FileSystem.h"

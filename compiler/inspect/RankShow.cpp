@@ -11,8 +11,8 @@
 #include "compiler/inspect/Inspect.h"
 #include "compiler/inspect/InstructionCost.h"
 
-#include "compiler/support/Error.h"
 #include "compiler/support/ProgramFile.h"
+#include "runtime/support/Error.h"
 
 #include "runtime/core/Communicator.h"
 #include "runtime/core/Shard.h"

@@ -15,7 +15,7 @@
 #include "compiler/inspect/TraceCompare.h"
 
 #include "compiler/planner/Planner.h"
-#include "compiler/support/Error.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"

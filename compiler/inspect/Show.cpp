@@ -10,7 +10,7 @@
 #include "compiler/inspect/Inspect.h"
 
 #include "compiler/planner/Planner.h"
-#include "compiler/support/Error.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"

@@ -10,11 +10,11 @@
 
 #include "compiler/inspect/TraceCompare.h"
 
-#include "compiler/support/Error.h"
 #include "compiler/support/ProgramFile.h"
+#include "runtime/support/Error.h"
 
-#include "runtime/core/Json.h"
 #include "runtime/core/Shard.h"
+#include "runtime/support/Json.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"

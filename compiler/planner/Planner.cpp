@@ -23,7 +23,7 @@
 
 #include "compiler/costmodel/Collectives.h"
 #include "compiler/costmodel/Memory.h"
-#include "compiler/support/Error.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"

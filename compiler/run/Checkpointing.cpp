@@ -2,8 +2,8 @@
 
 #include "compiler/run/Checkpointing.h"
 
-#include "compiler/support/Error.h"
-#include "runtime/core/Json.h"
+#include "runtime/support/Error.h"
+#include "runtime/support/Json.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"

@@ -5,15 +5,15 @@
 #include "compiler/run/Checkpointing.h"
 #include "compiler/run/Launch.h"
 #include "compiler/run/Telemetry.h"
-#include "compiler/support/Error.h"
 #include "compiler/support/ProgramFile.h"
 #include "frontends/onnx/HostTensor.h"
 #include "runtime/core/Executor.h"
-#include "runtime/core/Json.h"
 #include "runtime/core/PipelineSchedule.h"
 #include "runtime/core/Shard.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/mpi/MpiCommunicator.h"
+#include "runtime/support/Error.h"
+#include "runtime/support/Json.h"
 #ifdef DTC_HAVE_CUDA
 #include "runtime/cuda/CudaPlugin.h"
 #endif

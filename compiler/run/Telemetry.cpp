@@ -2,7 +2,7 @@
 
 #include "compiler/run/Telemetry.h"
 
-#include "compiler/support/Error.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"

@@ -2,7 +2,7 @@
 
 #include "compiler/support/ProgramFile.h"
 
-#include "compiler/support/Error.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"

@@ -9,7 +9,7 @@
 
 #include "dialects/dtc/DtcCollectiveOps.h"
 #include "dialects/dtc/DtcOps.h"
-#include "runtime/core/Mesh.h"
+#include "runtime/support/Mesh.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"

@@ -2,8 +2,8 @@
 
 #include "frontends/hf/HfConfig.h"
 
-#include "compiler/support/Error.h"
-#include "runtime/core/Json.h"
+#include "runtime/support/Error.h"
+#include "runtime/support/Json.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"

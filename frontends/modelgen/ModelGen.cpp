@@ -9,7 +9,7 @@
 
 #include "frontends/modelgen/ModelProto.h"
 
-#include "compiler/support/Error.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/Twine.h"

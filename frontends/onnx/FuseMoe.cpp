@@ -44,9 +44,9 @@
 
 #include "frontends/onnx/FuseMoe.h"
 
-#include "compiler/support/Error.h"
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/OnnxUtils.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"

@@ -10,11 +10,11 @@
 #ifndef DTC_FRONTENDS_ONNX_IMPORTERIMPL_H
 #define DTC_FRONTENDS_ONNX_IMPORTERIMPL_H
 
-#include "compiler/support/Error.h"
 #include "frontends/onnx/FuseMoe.h"
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "frontends/onnx/OnnxUtils.h"
+#include "runtime/support/Error.h"
 
 #include "onnx/onnx_pb.h"
 

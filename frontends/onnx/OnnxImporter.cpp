@@ -18,7 +18,6 @@
 
 #include "frontends/onnx/OnnxImporter.h"
 
-#include "compiler/support/Error.h"
 #include "dialects/dtc/DtcDialect.h"
 #include "dialects/dtc/DtcOps.h"
 #include "frontends/onnx/HostEval.h"
@@ -26,6 +25,7 @@
 #include "frontends/onnx/ImporterImpl.h"
 #include "frontends/onnx/OnnxUtils.h"
 #include "frontends/onnx/Raise.h"
+#include "runtime/support/Error.h"
 
 #include "onnx/checker.h"
 #include "onnx/common/constants.h"

@@ -263,4 +263,13 @@ buildGradientFunction(mlir::func::FuncOp forward, unsigned lossIndex,
   return grad;
 }
 
+bool hasScalarLoss(mlir::func::FuncOp func, unsigned lossIndex) {
+  if (func.isExternal() || lossIndex >= func.getNumResults())
+    return false;
+  auto type =
+      mlir::dyn_cast<mlir::RankedTensorType>(func.getResultTypes()[lossIndex]);
+  return type && type.getRank() == 0 &&
+         mlir::isa<mlir::FloatType>(type.getElementType());
+}
+
 } // namespace dtc

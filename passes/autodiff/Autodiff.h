@@ -35,6 +35,10 @@ buildGradientFunction(mlir::func::FuncOp forward, unsigned lossIndex,
                       llvm::StringRef name,
                       const GradientOptions &options = {});
 
+/// Whether `func` has a body and result `lossIndex` is a 0-d float: the
+/// functions the autodiff and recompute passes act on.
+bool hasScalarLoss(mlir::func::FuncOp func, unsigned lossIndex);
+
 /// The name of the result attribute naming the parameter a gradient is of.
 inline constexpr llvm::StringLiteral kGradOfAttrName = "dtc.grad_of";
 /// ... and the one naming the argument index.

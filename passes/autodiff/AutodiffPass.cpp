@@ -30,12 +30,7 @@ struct DtcAutodiffPass : mlir::dtc::impl::DtcAutodiffBase<DtcAutodiffPass> {
     ::dtc::GradientOptions options;
     options.wrtArguments = wrtArguments;
     for (mlir::func::FuncOp func : funcs) {
-      if (func.isExternal() || lossIndex >= func.getNumResults())
-        continue;
-      auto type = mlir::dyn_cast<mlir::RankedTensorType>(
-          func.getResultTypes()[lossIndex]);
-      if (!type || type.getRank() != 0 ||
-          !mlir::isa<mlir::FloatType>(type.getElementType()))
+      if (!::dtc::hasScalarLoss(func, lossIndex))
         continue;
       if (failed(::dtc::buildGradientFunction(
               func, lossIndex, (func.getSymName() + "_grad").str(), options)))

@@ -2,10 +2,10 @@
 
 #include "passes/lowering/ProgramLowering.h"
 
-#include "compiler/support/Error.h"
 #include "dialects/dtc/DtcAttrs.h"
 #include "dialects/dtc/DtcCollectiveOps.h"
 #include "dialects/dtc/DtcOps.h"
+#include "runtime/support/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"

@@ -16,8 +16,8 @@
 #include "dialects/dtc/DtcCollectiveOps.h"
 #include "dialects/dtc/DtcOps.h"
 #include "passes/AffineMatch.h"
+#include "passes/Layout.h"
 #include "passes/Passes.h"
-#include "passes/ReshapeSplits.h"
 #include "passes/ShardingRules.h"
 #include "passes/autodiff/Autodiff.h"
 
@@ -45,49 +45,6 @@ using utils::IteratorType;
 namespace {
 
 constexpr StringLiteral kShardingAttr = "dtc.sharding";
-
-/// A value's layout over the mesh, per axis: the dim it splits (-1: none),
-/// that dim's interleave block (0: whole dim) and whether the value is a
-/// partial sum over the axis. Several axes on one dim cut it in mesh order.
-struct Layout {
-  SmallVector<int64_t, 4> dim;
-  SmallVector<int64_t, 4> block;
-  SmallVector<bool, 4> partial;
-
-  static Layout replicated(size_t numAxes) {
-    return Layout{SmallVector<int64_t, 4>(numAxes, -1),
-                  SmallVector<int64_t, 4>(numAxes, 0),
-                  SmallVector<bool, 4>(numAxes, false)};
-  }
-  bool splits(size_t a) const { return dim[a] >= 0; }
-  /// The axis whose split of `a`'s dim nests inside `a`'s (a later mesh
-  /// axis on the same dim: a dim split over several axes is cut in mesh
-  /// order, outermost first), or an interleaved one sharing it; -1 when
-  /// `a` is alone or innermost on its dim, so that a local slice, gather
-  /// or reduce-scatter of `a` acts on contiguous parts of the others' chunk.
-  int nestedInside(size_t a) const {
-    for (size_t b = 0; b < dim.size(); ++b)
-      if (b != a && dim[b] == dim[a] && (b > a || block[a] || block[b]))
-        return static_cast<int>(b);
-    return -1;
-  }
-  bool isPartial() const { return llvm::is_contained(partial, true); }
-  Layout dimsOnly() const {
-    Layout l = *this;
-    l.partial.assign(l.partial.size(), false);
-    return l;
-  }
-  bool operator==(const Layout &o) const {
-    return dim == o.dim && block == o.block && partial == o.partial;
-  }
-  std::string key() const {
-    std::string k;
-    for (size_t a = 0; a < dim.size(); ++a)
-      k += std::to_string(dim[a]) + ":" + std::to_string(block[a]) +
-           (partial[a] ? "p," : ",");
-    return k;
-  }
-};
 
 class Partitioner {
 public:
@@ -226,7 +183,7 @@ FailureOr<Layout> Partitioner::fromAttr(Attribute attr, RankedTensorType type,
     FailureOr<size_t> a = lookup(name);
     if (failed(a))
       return failure();
-    layout.partial[*a] = true;
+    layout.setPartial(*a, true);
   }
   return layout;
 }
@@ -240,7 +197,7 @@ Attribute Partitioner::toAttr(const Layout &layout, RankedTensorType type) {
       dims[layout.dim[a]].push_back(axisName(a));
       blocks[layout.dim[a]] = layout.block[a];
     }
-    if (layout.partial[a])
+    if (layout.isPartial(a))
       partial.push_back(axisName(a));
   }
   SmallVector<Attribute> dimAttrs;
@@ -331,11 +288,10 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &target,
   // names only (the data axis of a plan without data parallelism, in the
   // inspection IR of `--emit partitioned`).
   auto onManyRanks = [&](Layout layout) {
-    for (size_t a = 0; a < numAxes(); ++a)
+    for (size_t a = 0; a < layout.numAxes(); ++a)
       if (axisSize(a) == 1) {
-        layout.dim[a] = -1;
-        layout.block[a] = 0;
-        layout.partial[a] = false;
+        layout.unsplit(a);
+        layout.setPartial(a, false);
       }
     return layout;
   };
@@ -355,18 +311,18 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &target,
   for (size_t a = 0; a < numAxes(); ++a) {
     // Each rank would hold a different part of its own summand: no
     // collective could finish that sum.
-    if (to.partial[a] && to.splits(a))
+    if (to.isPartial(a) && to.splits(a))
       return emitError(loc)
-             << "cannot split dimension " << to.dim[a] << " over \""
+             << "cannot split dimension " << to.dimOf(a) << " over \""
              << mesh.axes[a].name << "\" and keep a partial sum over it";
-    if (to.partial[a] && !from.partial[a])
+    if (to.isPartial(a) && !from.isPartial(a))
       return emitError(loc) << "cannot turn a value into a partial sum over \""
                             << mesh.axes[a].name << "\"";
-    if (!from.partial[a] || to.partial[a])
+    if (!from.isPartial(a) || to.isPartial(a))
       continue;
     if (to.splits(a) && !from.splits(a)) {
       Layout next = layout;
-      next.partial[a] = false;
+      next.setPartial(a, false);
       next.dim[a] = to.dim[a];
       next.block[a] = to.block[a];
       if (int b = next.nestedInside(a); b >= 0)
@@ -383,7 +339,7 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &target,
       layout = next;
     } else {
       reduceAxes.push_back(axisName(a));
-      layout.partial[a] = false;
+      layout.setPartial(a, false);
     }
   }
   if (!reduceAxes.empty()) {
@@ -443,7 +399,7 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &target,
         parts *= axisSize(b);
     if (global.getDimSize(to.dim[a]) % parts)
       return emitError(loc)
-             << "cannot split dimension " << to.dim[a] << " of " << global
+             << "cannot split dimension " << to.dimOf(a) << " of " << global
              << " over \"" << mesh.axes[a].name
              << "\" too: its size is not divisible by the " << parts
              << " parts of all the mesh axes splitting it";
@@ -525,7 +481,7 @@ bool Partitioner::isAddOfPartialSums(Operation *op, const Layout &result) {
     return false;
   const Layout &lhs = current.lookup(op->getOperand(0)).second;
   const Layout &rhs = current.lookup(op->getOperand(1)).second;
-  return lhs == rhs && lhs.isPartial() && result.dimsOnly() == lhs.dimsOnly();
+  return lhs == rhs && lhs.anyPartial() && result.dimsOnly() == lhs.dimsOnly();
 }
 
 LogicalResult Partitioner::addPartialSums(Operation *op) {
@@ -596,7 +552,7 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
       if (!matchShifted(maps[numOperands + r].getResult(layout.dim[a]), loop,
                         offset))
         return op->emitOpError("result ")
-               << r << " is split on dimension " << layout.dim[a]
+               << r << " is split on dimension " << layout.dimOf(a)
                << ", which is not a loop of its sharding rule";
       // The loop is split in runs of its whole extent, or of the block.
       int64_t size =
@@ -612,7 +568,7 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
     if (loopOf[a] >= 0)
       continue;
     auto partialResult = llvm::find_if(
-        *results, [&](const Layout &layout) { return layout.partial[a]; });
+        *results, [&](const Layout &layout) { return layout.isPartial(a); });
     if (partialResult == results->end()) {
       // A whole loss of logits split on the vocabulary: the
       // vocabulary-parallel loss (a contiguous split only: a shard is a
@@ -671,10 +627,10 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
       bool indexed = loopOf[a] >= 0 && map.isFunctionOfDim(loopOf[a]);
       bool whole =
           loopOf[a] < 0 || (!indexed && isVocabParallelLoop(op, loopOf[a]));
-      bool consistent = whole
-                            ? !layout.splits(a) && !layout.partial[a]
-                            : (indexed ? layout.splits(a) && !layout.partial[a]
-                                       : layout.partial[a]);
+      bool consistent =
+          whole ? !layout.splits(a) && !layout.isPartial(a)
+                : (indexed ? layout.splits(a) && !layout.isPartial(a)
+                           : layout.isPartial(a));
       if (!consistent)
         return op->emitOpError("sharding of result ")
                << r << " does not match the loops its other results split "
@@ -953,7 +909,7 @@ LogicalResult Partitioner::partitionRingAttention(Operation *op,
                                                   size_t axis) {
   Layout queryLayout = results[0];
   for (size_t a = 0; a < numAxes(); ++a)
-    if (queryLayout.partial[a] ||
+    if (queryLayout.isPartial(a) ||
         (queryLayout.splits(a) &&
          (queryLayout.dim[a] == 3 || queryLayout.block[a])))
       return op->emitOpError("ring attention over \"")
@@ -1059,29 +1015,13 @@ LogicalResult Partitioner::partitionRingAttention(Operation *op,
 // reshape of the remaining digits is then the same reshape of local shapes.
 LogicalResult Partitioner::partitionReshape(ReshapeOp op) {
   const Layout &input = current.lookup(op.getInput()).second;
-  SmallVector<AxisSplit> in(numAxes());
   SmallVector<int64_t> sizes;
-  for (size_t a = 0; a < numAxes(); ++a) {
-    in[a] = {input.dim[a], input.block[a]};
+  for (size_t a = 0; a < numAxes(); ++a)
     sizes.push_back(axisSize(a));
-  }
-  SmallVector<AxisSplit> out =
-      reshapeSplits(globalType.lookup(op.getInput()).getShape(),
-                    globalType.lookup(op.getOutput()).getShape(), in, sizes);
-  Layout required = input, result = Layout::replicated(numAxes());
-  result.partial = input.partial;
-  for (size_t a = 0; a < numAxes(); ++a) {
-    if (!input.splits(a))
-      continue;
-    if (out[a].dim < 0) {
-      required.dim[a] = -1;
-      required.block[a] = 0;
-      continue;
-    }
-    result.dim[a] = out[a].dim;
-    result.block[a] = out[a].block;
-  }
-  return copyOp(op, {required}, {result});
+  ReshapeLayouts layouts = reshapeLayouts(
+      globalType.lookup(op.getInput()).getShape(),
+      globalType.lookup(op.getOutput()).getShape(), input, sizes);
+  return copyOp(op, {layouts.operand}, {layouts.result});
 }
 
 // Ops without a rule read their operands in `operandLayout` (replicated
@@ -1104,6 +1044,9 @@ LogicalResult Partitioner::partitionOther(Operation *op,
 }
 
 LogicalResult Partitioner::run(func::FuncOp func) {
+  if (numAxes() > kMaxMeshAxes)
+    return func.emitError() << "dtc-partition handles at most " << kMaxMeshAxes
+                            << " mesh axes, got " << numAxes();
   Block &body = func.getBody().front();
   MLIRContext *ctx = func.getContext();
   for (BlockArgument arg : body.getArguments())
@@ -1229,7 +1172,8 @@ LogicalResult Partitioner::run(func::FuncOp func) {
             layout = it->second;
             if (deferGradientSync)
               for (size_t a = 0; a < numAxes(); ++a)
-                layout.partial[a] = produced.partial[a] && !layout.splits(a);
+                layout.setPartial(a,
+                                  produced.isPartial(a) && !layout.splits(a));
           }
         // A result annotated before partitioning is returned in that layout
         // (a pipeline stage's activation, read by the next stage's

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/autodiff/Autodiff.h"
 #include "passes/recompute/Recompute.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -34,12 +35,7 @@ struct DtcRecomputePass : mlir::dtc::impl::DtcRecomputeBase<DtcRecomputePass> {
       return signalPassFailure();
     }
     for (auto func : getOperation().getOps<mlir::func::FuncOp>()) {
-      if (func.isExternal() || lossIndex >= func.getNumResults())
-        continue;
-      auto type = mlir::dyn_cast<mlir::RankedTensorType>(
-          func.getResultTypes()[lossIndex]);
-      if (!type || type.getRank() != 0 ||
-          !mlir::isa<mlir::FloatType>(type.getElementType()))
+      if (!::dtc::hasScalarLoss(func, lossIndex))
         continue;
       auto stats = ::dtc::applyRecompute(func, lossIndex, *mode);
       if (mlir::failed(stats))

@@ -32,7 +32,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/support/Error.h"
 #include "dialects/dtc/DtcAttrs.h"
 #include "dialects/dtc/DtcCollectiveOps.h"
 #include "passes/OpCost.h"
@@ -40,6 +39,7 @@
 #include "passes/autodiff/Autodiff.h"
 #include "passes/training/StepParts.h"
 #include "runtime/core/PipelineSchedule.h"
+#include "runtime/support/Error.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Verifier.h"

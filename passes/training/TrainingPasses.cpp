@@ -6,11 +6,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/support/Error.h"
 #include "passes/Passes.h"
 #include "passes/Pipelines.h"
 #include "passes/training/StepParts.h"
 #include "passes/training/TrainingStep.h"
+#include "runtime/support/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"

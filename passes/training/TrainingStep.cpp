@@ -3,12 +3,13 @@
 #include "passes/training/TrainingStep.h"
 #include "passes/training/StepParts.h"
 
-#include "compiler/support/Error.h"
 #include "dialects/dtc/DtcAttrs.h"
 #include "dialects/dtc/DtcCollectiveOps.h"
 #include "dialects/dtc/DtcOps.h"
 #include "passes/Passes.h"
+#include "passes/Pipelines.h"
 #include "passes/autodiff/Autodiff.h"
+#include "runtime/support/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -243,17 +244,13 @@ llvm::Error shardFunctions(mlir::ModuleOp module,
                            const TrainingStepOptions &options, bool partition,
                            bool deferGradientSync) {
   mlir::PassManager pm(module.getContext());
-  mlir::dtc::DtcPropagateShardingOptions propagate;
-  propagate.mesh = options.mesh;
-  propagate.sequenceParallel = options.sequenceParallel;
-  propagate.flopsPerByte = options.flopsPerByte;
-  pm.addPass(mlir::dtc::createDtcPropagateSharding(propagate));
-  if (partition) {
-    mlir::dtc::DtcPartitionOptions partitionOptions;
-    partitionOptions.mesh = options.mesh;
-    partitionOptions.deferGradientSync = deferGradientSync;
-    pm.addPass(mlir::dtc::createDtcPartition(partitionOptions));
-  }
+  ForwardPartitionOptions pipeline;
+  pipeline.mesh = options.mesh;
+  pipeline.sequenceParallel = options.sequenceParallel;
+  pipeline.flopsPerByte = options.flopsPerByte;
+  pipeline.partition = partition;
+  pipeline.deferGradientSync = deferGradientSync;
+  buildForwardPartitionPipeline(pm, pipeline);
   if (mlir::failed(pm.run(module)))
     return failure("training step: {0} over mesh {1} failed (see the error "
                    "above)",

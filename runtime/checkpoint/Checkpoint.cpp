@@ -2,7 +2,8 @@
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/Safetensors.h"
-#include "runtime/core/Json.h"
+#include "runtime/support/Error.h"
+#include "runtime/support/Json.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -37,7 +38,7 @@ constexpr llvm::StringLiteral kManifestSchema = "dtc.checkpoint.manifest/1";
 constexpr uint64_t kMaxSpanBytes = 64 << 20;
 
 llvm::Error corrupt(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  return dtc::failureText(message);
 }
 
 std::string join(llvm::StringRef a, llvm::StringRef b) {

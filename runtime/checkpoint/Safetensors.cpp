@@ -1,8 +1,9 @@
 //===- Safetensors.cpp - The safetensors file format ----------------------===//
 
 #include "runtime/checkpoint/Safetensors.h"
+#include "runtime/support/Error.h"
 
-#include "runtime/core/Json.h"
+#include "runtime/support/Json.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -27,8 +28,7 @@ namespace {
 constexpr uint64_t kMaxHeaderBytes = 100 << 20;
 
 llvm::Error badFile(llvm::StringRef path, const llvm::Twine &why) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 path + ": " + why);
+  return dtc::failureText(path + ": " + why);
 }
 
 std::string errnoText() { return std::strerror(errno); }
@@ -80,14 +80,12 @@ safetensorsHeader(llvm::ArrayRef<SafetensorsSpec> tensors,
   std::vector<uint64_t> begins;
   for (const SafetensorsSpec &t : tensors) {
     if (safetensorsDType(t.dtype).empty())
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "safetensors: tensor '" + t.name +
-                                         "' has a dtype safetensors lacks");
+      return dtc::failureText("safetensors: tensor '" + t.name +
+                              "' has a dtype safetensors lacks");
     if (t.name == "__metadata__" || header.find(t.name) != header.end())
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "safetensors: duplicate or reserved "
-                                     "tensor name '" +
-                                         t.name + "'");
+      return dtc::failureText("safetensors: duplicate or reserved "
+                              "tensor name '" +
+                              t.name + "'");
     uint64_t bytes = numElements(t.shape) * dtypeSize(t.dtype);
     header[t.name] = llvm::json::Object{
         {"dtype", safetensorsDType(t.dtype)},
@@ -299,10 +297,8 @@ llvm::Error SafetensorsWriter::write(const void *data, size_t bytes) {
 
 llvm::Error SafetensorsWriter::commit() {
   if (written_ != expected_)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   tmp_ + ": " + llvm::Twine(written_) +
-                                       " bytes written of " +
-                                       llvm::Twine(expected_));
+    return dtc::failureText(tmp_ + ": " + llvm::Twine(written_) +
+                            " bytes written of " + llvm::Twine(expected_));
   if (::fsync(fd_) != 0)
     return ioError(tmp_ + ": fsync failed: " + errnoText());
   int fd = fd_;

@@ -1,6 +1,7 @@
 //===- CollectiveKernels.cpp - Backend-neutral collective kernels ---------===//
 
 #include "runtime/core/CollectiveKernels.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -20,7 +21,7 @@ std::string shapeText(llvm::ArrayRef<int64_t> shape) {
 }
 
 llvm::Error layoutError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  return dtc::failureText(message);
 }
 
 llvm::Error checkArity(const KernelCall &call, size_t inputs, size_t outputs) {

@@ -1,6 +1,7 @@
 //===- Communicator.cpp - The device mesh of a program --------------------===//
 
 #include "runtime/core/Communicator.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -18,8 +19,7 @@ llvm::Expected<Reduction> parseReduction(llvm::StringRef name) {
     return Reduction::Max;
   if (name == "min")
     return Reduction::Min;
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "unknown reduction '" + name + "'");
+  return dtc::failureText("unknown reduction '" + name + "'");
 }
 
 std::optional<int> launcherLocalRank() {

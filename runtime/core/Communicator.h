@@ -16,8 +16,8 @@
 #ifndef DTC_RUNTIME_CORE_COMMUNICATOR_H
 #define DTC_RUNTIME_CORE_COMMUNICATOR_H
 
-#include "runtime/core/Mesh.h"
 #include "runtime/core/Tensor.h"
+#include "runtime/support/Mesh.h"
 
 #include "llvm/Support/Error.h"
 

@@ -1,6 +1,7 @@
 //===- Executor.cpp - Interprets one rank's program -----------------------===//
 
 #include "runtime/core/Executor.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -13,8 +14,7 @@ namespace dtc::runtime {
 namespace {
 
 llvm::Error programError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "invalid program: " + message);
+  return dtc::failureText("invalid program: " + message);
 }
 
 TensorRef viewOf(const program::TensorType &type, void *data) {
@@ -76,9 +76,8 @@ llvm::Error Executor::prepare() {
         llvm::ArrayRef<int64_t>(v.type().shape().data(), v.type().shape_size()),
         memory_);
     if (!t)
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "variable '" + v.name() +
-                                         "': " + llvm::toString(t.takeError()));
+      return dtc::failureText("variable '" + v.name() +
+                              "': " + llvm::toString(t.takeError()));
     variables_[v.name()] = std::move(*t);
   }
   for (const program::Constant &c : program_.constants()) {
@@ -125,9 +124,8 @@ llvm::Error Executor::prepare() {
   llvm::Expected<Tensor> arenaTensor =
       Tensor::allocate(DType::I8, {arenaBytes}, memory_);
   if (!arenaTensor)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "the functions' arena: " +
-                                       llvm::toString(arenaTensor.takeError()));
+    return dtc::failureText("the functions' arena: " +
+                            llvm::toString(arenaTensor.takeError()));
   arena_ = std::move(*arenaTensor);
   auto *arena = static_cast<char *>(arena_.data());
 
@@ -215,11 +213,10 @@ llvm::Error Executor::prepare() {
     for (const program::Instruction &inst : f.instructions()) {
       KernelFn fn = kernels_.lookup(inst.op());
       if (!fn)
-        return llvm::createStringError(
-            llvm::inconvertibleErrorCode(),
+        return dtc::failureText(
             "the " + llvm::Twine(memory_.isHost() ? "CPU" : memory_.name()) +
-                " backend has no kernel for " + inst.op() +
-                (inst.loc().empty() ? "" : " (at '" + inst.loc() + "')"));
+            " backend has no kernel for " + inst.op() +
+            (inst.loc().empty() ? "" : " (at '" + inst.loc() + "')"));
       for (int id : inst.inputs())
         if (!validId(id))
           return programError(inst.op() + " reads an unknown value");
@@ -292,9 +289,7 @@ Tensor *Executor::variable(llvm::StringRef name) {
 llvm::Expected<Tensor> Executor::readVariable(llvm::StringRef name) {
   Tensor *var = storage(name);
   if (!var)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "the program has no variable '" + name +
-                                       "'");
+    return dtc::failureText("the program has no variable '" + name + "'");
   Tensor host(var->dtype(), var->shape());
   if (llvm::Error e = readVariable(name, host))
     return std::move(e);
@@ -305,15 +300,11 @@ llvm::Expected<Tensor *> Executor::variableLike(llvm::StringRef name,
                                                 const Tensor &host) {
   Tensor *var = storage(name);
   if (!var)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "the program has no variable '" + name +
-                                       "'");
+    return dtc::failureText("the program has no variable '" + name + "'");
   if (host.dtype() != var->dtype() || host.shape() != var->shape())
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "variable '" + name + "' is " +
-                                       shapeString(var->shape(), var->dtype()) +
-                                       ", got " +
-                                       shapeString(host.shape(), host.dtype()));
+    return dtc::failureText("variable '" + name + "' is " +
+                            shapeString(var->shape(), var->dtype()) + ", got " +
+                            shapeString(host.shape(), host.dtype()));
   return var;
 }
 
@@ -359,9 +350,7 @@ llvm::Expected<std::vector<Tensor>> Executor::run(llvm::StringRef name,
                                                   llvm::ArrayRef<Tensor> args) {
   auto it = functions_.find(name);
   if (it == functions_.end())
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "the program has no function '" + name +
-                                       "'");
+    return dtc::failureText("the program has no function '" + name + "'");
   PreparedFunction &prepared = it->second;
   if (prepared.function->has_pipeline())
     return runPipeline(prepared, args);
@@ -376,10 +365,9 @@ llvm::Error Executor::bindArguments(PreparedFunction &prepared,
                                     llvm::ArrayRef<Tensor> args) {
   const program::Function &f = *prepared.function;
   if (args.size() != static_cast<size_t>(f.arguments_size()))
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        llvm::formatv("'{0}' takes {1} inputs, {2} given", f.name(),
-                      f.arguments_size(), args.size()));
+    return dtc::failureText(llvm::formatv("'{0}' takes {1} inputs, {2} given",
+                                          f.name(), f.arguments_size(),
+                                          args.size()));
   const bool stacked = f.has_pipeline();
   for (auto [index, arg] : llvm::enumerate(f.arguments())) {
     TensorRef &view = prepared.views[arg.value()];
@@ -393,13 +381,12 @@ llvm::Error Executor::bindArguments(PreparedFunction &prepared,
     if (given.dtype() != view.dtype || !sameShape) {
       std::string what = arg.name().empty() ? "input " + std::to_string(index)
                                             : "input '" + arg.name() + "'";
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
+      return dtc::failureText(
           what + " must be " +
-              (stacked ? "[micro-batches] x " +
-                             shapeString(expected.drop_front(), view.dtype)
-                       : shapeString(expected, view.dtype)) +
-              ", got " + shapeString(got, given.dtype()));
+          (stacked ? "[micro-batches] x " +
+                         shapeString(expected.drop_front(), view.dtype)
+                   : shapeString(expected, view.dtype)) +
+          ", got " + shapeString(got, given.dtype()));
     }
     if (memory_.isHost()) {
       view.data = given.data();

@@ -11,6 +11,7 @@
 
 #include "runtime/core/Executor.h"
 #include "runtime/core/PipelineSchedule.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -19,8 +20,7 @@ namespace dtc::runtime {
 namespace {
 
 llvm::Error pipelineError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "invalid program: pipeline step: " + message);
+  return dtc::failureText("invalid program: pipeline step: " + message);
 }
 
 /// Micro-batch `i` of a stacked argument: a view, no copy.
@@ -141,8 +141,7 @@ Executor::runPipeline(PreparedFunction &step, llvm::ArrayRef<Tensor> args) {
     if (&arg == &args.front())
       micro = arg.shape().front();
     else if (arg.shape().front() != micro)
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
+      return dtc::failureText(
           llvm::formatv("'{0}': its inputs stack {1} and {2} micro-batches",
                         f.name(), micro, arg.shape().front()));
   }

@@ -1,6 +1,7 @@
 //===- Kernel.cpp - The kernel interface of the runtime -------------------===//
 
 #include "runtime/core/Kernel.h"
+#include "runtime/support/Error.h"
 
 #include <algorithm>
 
@@ -81,8 +82,7 @@ std::vector<std::string> KernelCall::strings(llvm::StringRef attr) const {
 
 llvm::Error KernelCall::error(const llvm::Twine &message) const {
   std::string where = inst_.loc().empty() ? "" : " at '" + inst_.loc() + "'";
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 (inst_.op() + where + ": " + message).str());
+  return dtc::failureText((inst_.op() + where + ": " + message).str());
 }
 
 llvm::Error expectSameShapes(const KernelCall &call,

@@ -1,8 +1,9 @@
 //===- LayoutFile.cpp - layout.json: placements, not chunks ---------------===//
 
 #include "runtime/core/LayoutFile.h"
+#include "runtime/support/Error.h"
 
-#include "runtime/core/Json.h"
+#include "runtime/support/Json.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -19,8 +20,7 @@ namespace {
 constexpr llvm::StringLiteral kSchema = "dtc.layout/2";
 
 llvm::Error layoutError(llvm::StringRef source, const llvm::Twine &why) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 source + ": " + why);
+  return dtc::failureText(source + ": " + why);
 }
 
 std::vector<int> ranksOf(const program::RankProgram &program) {
@@ -75,8 +75,7 @@ llvm::Expected<std::vector<int>> parseRankSet(llvm::StringRef text,
                                               int worldSize) {
   std::vector<int> ranks;
   auto bad = [&](const llvm::Twine &why) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "rank set '" + text + "': " + why);
+    return dtc::failureText("rank set '" + text + "': " + why);
   };
   llvm::SmallVector<llvm::StringRef, 8> ranges;
   text.split(ranges, ',');

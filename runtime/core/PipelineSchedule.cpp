@@ -2,6 +2,7 @@
 
 #include "runtime/core/PipelineSchedule.h"
 #include "runtime/proto/program.pb.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -16,8 +17,7 @@ namespace dtc::runtime {
 namespace {
 
 llvm::Error shapeError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "pipeline: " + message);
+  return dtc::failureText("pipeline: " + message);
 }
 
 /// Who talks to whom: what a pass reads from other stages and what it

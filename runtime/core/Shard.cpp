@@ -1,6 +1,7 @@
 //===- Shard.cpp - A rank's part of a sharded tensor ----------------------===//
 
 #include "runtime/core/Shard.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -11,8 +12,7 @@ namespace dtc::runtime {
 
 namespace {
 llvm::Error shardError(const program::Variable &var, const llvm::Twine &why) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "variable '" + var.name() + "': " + why);
+  return dtc::failureText("variable '" + var.name() + "': " + why);
 }
 } // namespace
 
@@ -94,8 +94,7 @@ ShardLayout::fromParts(llvm::ArrayRef<int64_t> globalShape,
                        llvm::ArrayRef<DimPart> dims, int64_t flatParts,
                        int64_t flatIndex) {
   auto fail = [](const llvm::Twine &why) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "shard layout: " + why);
+    return dtc::failureText("shard layout: " + why);
   };
   if (!dims.empty() && dims.size() != globalShape.size())
     return fail(llvm::Twine(dims.size()) + " dim parts for a rank-" +
@@ -148,8 +147,7 @@ llvm::Expected<ShardLayout>
 ShardLayout::fromChunkJson(llvm::ArrayRef<int64_t> globalShape,
                            const llvm::json::Object &chunk) {
   auto fail = [](const llvm::Twine &why) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "chunk layout: " + why);
+    return dtc::failureText("chunk layout: " + why);
   };
   const llvm::json::Array *dims = chunk.getArray("dims");
   if (!dims)

@@ -1,6 +1,7 @@
 //===- Tensor.cpp - Runtime tensors ---------------------------------------===//
 
 #include "runtime/core/Tensor.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/StringSwitch.h"
 
@@ -101,10 +102,8 @@ llvm::Expected<Tensor> Tensor::allocate(DType dtype,
   size_t bytes = std::max<size_t>(t.ref_.bytes(), 1);
   void *p = memory.allocate(bytes);
   if (!p)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "out of " + memory.name() +
-                                       " memory allocating " +
-                                       std::to_string(bytes) + " bytes");
+    return dtc::failureText("out of " + memory.name() + " memory allocating " +
+                            std::to_string(bytes) + " bytes");
   MemorySpace *space = &memory;
   t.storage_ =
       std::shared_ptr<void>(p, [space](void *q) { space->release(q); });

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/core/Elementwise.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
 
@@ -189,16 +190,9 @@ void unaryLoop(const T *in, T *out, int64_t n, Op op) {
 }
 
 template <typename Op> llvm::Error runUnary(const KernelCall &call, Op op) {
-  if (auto err = expectArity(call, 1, 1))
+  if (llvm::Error err = checkUnary(call))
     return err;
-  const TensorRef &in = call.input(0);
-  const TensorRef &out = call.output(0);
-  if (auto err = expectFloat(call, in, "input"))
-    return err;
-  if (in.dtype != out.dtype || in.numElements() != out.numElements())
-    return call.error("output " + shapeString(out.shape) + " " +
-                      dtypeName(out.dtype) + " does not match input " +
-                      shapeString(in.shape) + " " + dtypeName(in.dtype));
+  const TensorRef &in = call.input(0), &out = call.output(0);
   int64_t n = in.numElements();
   if (in.dtype == DType::F64) {
     unaryLoop(in.as<double>(), out.as<double>(), n, op);
@@ -222,17 +216,9 @@ llvm::Error geluKernel(const KernelCall &call) {
 }
 
 llvm::Error castKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 1))
+  if (llvm::Error err = checkCast(call))
     return err;
-  const TensorRef &in = call.input(0);
-  const TensorRef &out = call.output(0);
-  if (in.numElements() != out.numElements())
-    return call.error("output " + shapeString(out.shape) +
-                      " does not match input " + shapeString(in.shape));
-  if (dtypeSize(in.dtype) == 0 || dtypeSize(out.dtype) == 0)
-    return call.error("unsupported dtype " + dtypeName(in.dtype) + " -> " +
-                      dtypeName(out.dtype));
-  castTensor(in, out);
+  castTensor(call.input(0), call.output(0));
   return llvm::Error::success();
 }
 

@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/core/Attention.h"
+#include "runtime/core/DataMovement.h"
+#include "runtime/core/Elementwise.h"
 #include "runtime/core/Embedding.h"
 #include "runtime/core/LossShards.h"
 #include "runtime/core/Normalization.h"
@@ -50,26 +52,6 @@ inline int64_t broadcastOffset(int64_t index, ArrayRef<int64_t> shape,
 // compare, select
 //===----------------------------------------------------------------------===//
 
-enum class Predicate { Eq, Ne, Lt, Le, Gt, Ge };
-
-template <typename T> inline bool comparePred(Predicate p, T a, T b) {
-  switch (p) {
-  case Predicate::Eq:
-    return a == b;
-  case Predicate::Ne:
-    return a != b;
-  case Predicate::Lt:
-    return a < b;
-  case Predicate::Le:
-    return a <= b;
-  case Predicate::Gt:
-    return a > b;
-  case Predicate::Ge:
-    return a >= b;
-  }
-  return false;
-}
-
 /// Reads an element exactly as double (f64 and integers up to 2^53 too).
 inline double loadAsDouble(const TensorRef &t, int64_t i) {
   if (t.dtype == DType::F64)
@@ -80,31 +62,11 @@ inline double loadAsDouble(const TensorRef &t, int64_t i) {
 }
 
 Error compareKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
-  const TensorRef &lhs = call.input(0), &rhs = call.input(1);
-  const TensorRef &out = call.output(0);
-  llvm::StringRef name = call.str("predicate");
-  Predicate pred;
-  if (name == "eq")
-    pred = Predicate::Eq;
-  else if (name == "ne")
-    pred = Predicate::Ne;
-  else if (name == "lt")
-    pred = Predicate::Lt;
-  else if (name == "le")
-    pred = Predicate::Le;
-  else if (name == "gt")
-    pred = Predicate::Gt;
-  else if (name == "ge")
-    pred = Predicate::Ge;
-  else
-    return call.error("unknown predicate '" + name + "'");
-  if (lhs.dtype != rhs.dtype)
-    return call.error("operand dtypes " + dtypeName(lhs.dtype) + " and " +
-                      dtypeName(rhs.dtype) + " differ");
-  if (out.dtype != DType::BOOL)
-    return call.error("result must be i1, got " + dtypeName(out.dtype));
+  Expected<Predicate> pred = readCompare(call);
+  if (!pred)
+    return pred.takeError();
+  const TensorRef &lhs = call.input(0), &rhs = call.input(1),
+                  &out = call.output(0);
   llvm::SmallVector<int64_t> lhsStrides, rhsStrides;
   if (!broadcastStrides(lhs.shape, out.shape, lhsStrides) ||
       !broadcastStrides(rhs.shape, out.shape, rhsStrides))
@@ -120,24 +82,18 @@ Error compareKernel(const KernelCall &call) {
     int64_t a = broadcastOffset(i, shape, lhsStrides);
     int64_t b = broadcastOffset(i, shape, rhsStrides);
     dst[i] =
-        integer ? comparePred(pred, loadAsInt(lhs, a), loadAsInt(rhs, b))
-                : comparePred(pred, loadAsDouble(lhs, a), loadAsDouble(rhs, b));
+        integer
+            ? applyPredicate(*pred, loadAsInt(lhs, a), loadAsInt(rhs, b))
+            : applyPredicate(*pred, loadAsDouble(lhs, a), loadAsDouble(rhs, b));
   }
   return Error::success();
 }
 
 Error selectKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 3, 1))
+  if (Error err = checkSelect(call))
     return err;
   const TensorRef &cond = call.input(0), &onTrue = call.input(1),
-                  &onFalse = call.input(2);
-  const TensorRef &out = call.output(0);
-  if (cond.dtype != DType::BOOL)
-    return call.error("condition must be i1, got " + dtypeName(cond.dtype));
-  if (onTrue.dtype != out.dtype || onFalse.dtype != out.dtype)
-    return call.error("value dtypes " + dtypeName(onTrue.dtype) + ", " +
-                      dtypeName(onFalse.dtype) + " differ from the result's " +
-                      dtypeName(out.dtype));
+                  &onFalse = call.input(2), &out = call.output(0);
   llvm::SmallVector<int64_t> condStrides, trueStrides, falseStrides;
   if (!broadcastStrides(cond.shape, out.shape, condStrides) ||
       !broadcastStrides(onTrue.shape, out.shape, trueStrides) ||
@@ -460,15 +416,9 @@ struct SiluGrad {
 /// dx = dy * f'(x), elementwise.
 template <typename Derivative>
 Error activationGrad(const KernelCall &call, Derivative derivative) {
-  if (auto err = expectArity(call, 2, 1))
+  if (Error err = checkActivationGrad(call))
     return err;
   const TensorRef &x = call.input(0), &dy = call.input(1);
-  if (auto err = expectFloat(call, x, "input"))
-    return err;
-  if (auto err = expectFloat(call, dy, "grad"))
-    return err;
-  if (auto err = expectSameShapes(call, {&x, &dy, &call.output(0)}))
-    return err;
   F32In xv(x), gv(dy);
   F32Out dx(call.output(0));
   const float *xp = xv.data(), *gp = gv.data();
@@ -496,48 +446,20 @@ Error siluGradKernel(const KernelCall &call) {
 //===----------------------------------------------------------------------===//
 
 Error sliceGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 1))
-    return err;
-  const TensorRef &dy = call.input(0);
-  const TensorRef &out = call.output(0);
-  int64_t rank = dy.rank();
-  ArrayRef<int64_t> starts = call.ints("starts"),
-                    strides = call.ints("strides");
-  if (dy.dtype != out.dtype)
-    return call.error("grad dtype " + dtypeName(dy.dtype) +
-                      " differs from the result's " + dtypeName(out.dtype));
-  if (out.rank() != rank || static_cast<int64_t>(starts.size()) != rank ||
-      static_cast<int64_t>(strides.size()) != rank)
-    return call.error("result " + shapeString(out.shape) +
-                      ", starts and "
-                      "strides need the grad's rank " +
-                      Twine(rank));
-  for (int64_t i = 0; i < rank; ++i) {
-    int64_t extent = dy.shape[i];
-    if (strides[i] < 1 || starts[i] < 0 ||
-        (extent && starts[i] + (extent - 1) * strides[i] >= out.shape[i]))
-      return call.error("grad " + shapeString(dy.shape) + " from starts " +
-                        shapeString(starts) + " by strides " +
-                        shapeString(strides) + " does not fit in " +
-                        shapeString(out.shape));
-  }
+  llvm::Expected<StridedView> view = readSliceGrad(call);
+  if (!view)
+    return view.takeError();
+  const TensorRef &dy = call.input(0), &out = call.output(0);
   size_t size = dtypeSize(out.dtype);
   std::memset(out.data, 0, out.bytes());
-  llvm::SmallVector<int64_t, 6> outStrides = stridesOf(out.shape);
-  int64_t base = 0;
-  for (int64_t i = 0; i < rank; ++i) {
-    base += starts[i] * outStrides[i];
-    outStrides[i] *= strides[i];
-  }
   int64_t n = dy.numElements();
   const char *src = dy.as<char>();
-  char *dst = out.as<char>();
-  ArrayRef<int64_t> shape = dy.shape;
+  char *dst = out.as<char>() + view->base * size;
   // The slice is injective (positive strides): each result element is
   // written at most once.
 #pragma omp parallel for if (n >= kParallelElements)
   for (int64_t i = 0; i < n; ++i)
-    std::memcpy(dst + (base + broadcastOffset(i, shape, outStrides)) * size,
+    std::memcpy(dst + broadcastOffset(i, view->shape, view->strides) * size,
                 src + i * size, size);
   return Error::success();
 }

@@ -11,6 +11,7 @@
 #include "runtime/cpu/CpuKernels.h"
 
 #include "runtime/core/Matmul.h"
+#include "runtime/core/Reduce.h"
 #include "runtime/cpu/KernelUtil.h"
 
 #include <omp.h>
@@ -119,41 +120,21 @@ Acc reduceContiguous(const T *values, int64_t count) {
   return acc;
 }
 
-/// Reduces `in` (shape `shape`) over the dimensions flagged in `reduced`
-/// into `out` (the kept dimensions in order).
+/// Reduces `in` over the groups `g` flags as reduced into `out` (the kept
+/// groups in order).
 template <typename T, typename Acc, ReduceKind Kind>
-void reduceLoop(const T *in, T *out, llvm::ArrayRef<int64_t> shape,
-                llvm::ArrayRef<bool> reduced) {
+void reduceLoop(const T *in, T *out, const ReduceGroups &g) {
   using R = Reducer<T, Acc, Kind>;
-  // Collapse into groups of adjacent dimensions with the same flag.
-  llvm::SmallVector<int64_t, 6> sizes;
-  llvm::SmallVector<bool, 6> flags;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1)
-      continue;
-    if (!flags.empty() && flags.back() == reduced[d])
-      sizes.back() *= shape[d];
-    else {
-      sizes.push_back(shape[d]);
-      flags.push_back(reduced[d]);
-    }
-  }
-  int64_t total = numElements(shape);
-  int64_t count = 1, outCount = 1;
-  for (size_t g = 0; g < sizes.size(); ++g)
-    (flags[g] ? count : outCount) *= sizes[g];
-  int numReducedGroups = llvm::count(flags, true);
+  llvm::ArrayRef<int64_t> sizes = g.sizes;
+  llvm::ArrayRef<bool> flags = g.reduced;
+  int64_t total = numElements(sizes), count = g.count, outCount = 1;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (!flags[i])
+      outCount *= sizes[i];
 
-  if (numReducedGroups <= 1) {
+  if (g.rowShaped()) {
     // [outer, count, inner].
-    int64_t outer = 1, inner = 1;
-    bool seen = false;
-    for (size_t g = 0; g < sizes.size(); ++g) {
-      if (flags[g])
-        seen = true;
-      else
-        (seen ? inner : outer) *= sizes[g];
-    }
+    int64_t outer = g.outer(), inner = g.inner();
     if (inner == 1) {
       // Contiguous rows (a whole tensor to a scalar, e.g. the gradient
       // norm's sums): fixed spans reduced in parallel, each through
@@ -225,51 +206,35 @@ void reduceLoop(const T *in, T *out, llvm::ArrayRef<int64_t> shape,
 }
 
 template <ReduceKind Kind> llvm::Error reduceKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 1))
-    return err;
-  const TensorRef &in = call.input(0);
-  const TensorRef &out = call.output(0);
-  llvm::SmallVector<bool, 6> reduced(in.rank(), false);
-  int64_t count = 1;
-  for (int64_t dim : call.ints("dims")) {
-    int64_t d = dim < 0 ? dim + in.rank() : dim;
-    if (d < 0 || d >= in.rank())
-      return call.error("dim " + llvm::Twine(dim) + " out of range for " +
-                        shapeString(in.shape));
-    if (!reduced[d])
-      count *= in.shape[d];
-    reduced[d] = true;
-  }
-  // Reducing a zero-size dim gives the identity (0, -inf; NaN for a mean).
-  if (in.dtype != out.dtype || out.numElements() * count != in.numElements())
-    return call.error("result " + shapeString(out.shape) + " " +
-                      dtypeName(out.dtype) + " does not match reducing " +
-                      shapeString(in.shape) + " " + dtypeName(in.dtype));
+  llvm::Expected<ReduceGroups> groups = readReduce(call);
+  if (!groups)
+    return groups.takeError();
+  const TensorRef &in = call.input(0), &out = call.output(0);
   if (out.numElements() == 0)
     return llvm::Error::success();
   switch (in.dtype) {
   case DType::F64:
     reduceLoop<double, double, Kind>(in.as<double>(), out.as<double>(),
-                                     in.shape, reduced);
+                                     *groups);
     break;
   case DType::I64:
     reduceLoop<int64_t, int64_t, Kind>(in.as<int64_t>(), out.as<int64_t>(),
-                                       in.shape, reduced);
+                                       *groups);
     break;
   case DType::I32:
     reduceLoop<int32_t, int64_t, Kind>(in.as<int32_t>(), out.as<int32_t>(),
-                                       in.shape, reduced);
+                                       *groups);
     break;
   case DType::I8:
     reduceLoop<int8_t, int64_t, Kind>(in.as<int8_t>(), out.as<int8_t>(),
-                                      in.shape, reduced);
+                                      *groups);
     break;
   case DType::F32:
   case DType::BF16:
   case DType::F16: {
     F32In x(in);
     F32Out y(out);
-    reduceLoop<float, float, Kind>(x.data(), y.data(), in.shape, reduced);
+    reduceLoop<float, float, Kind>(x.data(), y.data(), *groups);
     y.commit();
     break;
   }

@@ -471,191 +471,75 @@ void ringAttentionBlockGrad(const RingAttentionDims &dims,
 
 namespace {
 
-/// Reads query [b, h, s, d], key [b, g, t, d] and value [b, g, t, e]
-/// (runtime/core/Attention.h, as every backend does).
-llvm::Error readDims(const KernelCall &call, RingAttentionDims &dims) {
-  llvm::Expected<AttentionOperands> a = readAttentionInputs(call);
-  if (!a)
-    return a.takeError();
-  dims = {a->batch, a->heads,   a->groups,  a->queries,
-          a->keys,  a->headDim, a->valueDim};
-  return llvm::Error::success();
+/// The CPU math's form of the operands runtime/core/Attention.cpp read.
+RingAttentionDims dimsOf(const AttentionOperands &a) {
+  return {a.batch, a.heads, a.groups, a.queries, a.keys, a.headDim, a.valueDim};
 }
 
-/// The chunks of this rank's queries and of the key chunk it holds after
-/// `kv_shift` hops: its place c in the group of `mesh_axes` (of size n) and
-/// (c - kv_shift) mod n. No communicator: a group of one.
-llvm::Expected<RingAttentionChunks> readChunks(const KernelCall &call,
-                                               const RingAttentionDims &dims) {
-  llvm::Expected<GroupPlace> place = groupPlaceOf(call);
-  if (!place)
-    return place.takeError();
-  int64_t size = place->size, position = place->position;
-  bool single = !place->hasCommunicator;
-  int64_t shift = call.i64("kv_shift");
-  if (shift < 0 || shift >= size)
-    return call.error(
-        "kv_shift " + llvm::Twine(shift) + " is outside [0, " +
-        llvm::Twine(size) + "), the size of the group of mesh axes [" +
-        llvm::join(call.strings("mesh_axes"), ",") + "]" +
-        (single ? "; there is no communicator, run the program with `dtc run`"
-                : ""));
+RingAttentionChunks chunksOf(const AttentionBlockOperands &block) {
   RingAttentionChunks at;
-  at.queryChunk = position;
-  at.keyChunk = ((position - shift) % size + size) % size;
-  at.chunks = size;
-  at.zigzag = call.flag("zigzag");
-  if (at.zigzag && (dims.queries % 2 || dims.keys % 2))
-    return call.error("zigzag chunks are two halves: the query and key rows "
-                      "must be even, got " +
-                      llvm::Twine(dims.queries) + " and " +
-                      llvm::Twine(dims.keys));
-  at.causal = call.flag("causal");
-  llvm::Expected<double> scale = call.requiredF64("scale");
-  if (!scale)
-    return scale.takeError();
-  at.scale = static_cast<float>(*scale);
+  at.queryChunk = block.at.queryChunk;
+  at.keyChunk = block.at.keyChunk;
+  at.chunks = block.at.chunks;
+  at.zigzag = block.at.zigzag;
+  at.causal = block.dims.causal;
+  at.scale = static_cast<float>(block.dims.scale);
   return at;
 }
 
 llvm::Error attentionBlockKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 3, 2))
-    return err;
-  RingAttentionDims dims;
-  if (auto err = readDims(call, dims))
-    return err;
-  const TensorRef &out = call.output(0), &lse = call.output(1);
-  for (auto [t, what] : {std::pair{&out, "output"}, std::pair{&lse, "lse"}})
-    if (auto err = expectFloat(call, *t, what))
-      return err;
-  if (auto err = expectShape(
-          call, out, {dims.batch, dims.heads, dims.queries, dims.valueDim},
-          "output"))
-    return err;
-  if (auto err =
-          expectShape(call, lse, {dims.batch, dims.heads, dims.queries}, "lse"))
-    return err;
-  llvm::Expected<RingAttentionChunks> at = readChunks(call, dims);
-  if (!at)
-    return at.takeError();
+  llvm::Expected<AttentionBlockOperands> block = readAttentionBlock(call);
+  if (!block)
+    return block.takeError();
   F32In q(call.input(0)), k(call.input(1)), v(call.input(2));
-  F32Out o(out), l(lse);
-  ringAttentionBlock(dims, *at, q.data(), k.data(), v.data(), o.data(),
-                     l.data());
+  F32Out o(call.output(0)), l(call.output(1));
+  ringAttentionBlock(dimsOf(block->dims), chunksOf(*block), q.data(), k.data(),
+                     v.data(), o.data(), l.data());
   o.commit();
   l.commit();
   return llvm::Error::success();
 }
 
 llvm::Error attentionMergeKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 4, 2))
-    return err;
-  const TensorRef &outA = call.input(0), &lseA = call.input(1),
-                  &outB = call.input(2), &lseB = call.input(3),
-                  &out = call.output(0), &lse = call.output(1);
-  for (auto [t, what] :
-       {std::pair{&outA, "output_a"}, std::pair{&lseA, "lse_a"},
-        std::pair{&outB, "output_b"}, std::pair{&lseB, "lse_b"},
-        std::pair{&out, "output"}, std::pair{&lse, "lse"}})
-    if (auto err = expectFloat(call, *t, what))
-      return err;
-  if (outA.rank() < 1)
-    return call.error("output_a must have rank at least 1");
-  std::vector<int64_t> rowShape(outA.shape.begin(), outA.shape.end() - 1);
-  for (auto [t, what] :
-       {std::pair{&outB, "output_b"}, std::pair{&out, "output"}})
-    if (auto err = expectShape(call, *t, outA.shape, what))
-      return err;
-  for (auto [t, what] : {std::pair{&lseA, "lse_a"}, std::pair{&lseB, "lse_b"},
-                         std::pair{&lse, "lse"}})
-    if (auto err = expectShape(call, *t, rowShape, what))
-      return err;
-  int64_t width = outA.shape.back();
-  int64_t rows = width ? outA.numElements() / width : lseA.numElements();
-  F32In a(outA), la(lseA), b(outB), lb(lseB);
-  F32Out o(out), l(lse);
-  attentionMerge(rows, width, a.data(), la.data(), b.data(), lb.data(),
-                 o.data(), l.data());
+  llvm::Expected<AttentionMergeRows> merge = readAttentionMerge(call);
+  if (!merge)
+    return merge.takeError();
+  F32In a(call.input(0)), la(call.input(1)), b(call.input(2)),
+      lb(call.input(3));
+  F32Out o(call.output(0)), l(call.output(1));
+  attentionMerge(merge->rows, merge->width, a.data(), la.data(), b.data(),
+                 lb.data(), o.data(), l.data());
   o.commit();
   l.commit();
   return llvm::Error::success();
 }
 
 llvm::Error attentionBlockGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 6, 3))
-    return err;
-  RingAttentionDims dims;
-  if (auto err = readDims(call, dims))
-    return err;
-  const TensorRef &out = call.input(3), &lse = call.input(4),
-                  &dy = call.input(5);
-  for (auto [t, what] : {std::pair{&out, "output"}, std::pair{&lse, "lse"},
-                         std::pair{&dy, "grad"}})
-    if (auto err = expectFloat(call, *t, what))
-      return err;
-  std::vector<int64_t> rowsShape = {dims.batch, dims.heads, dims.queries};
-  std::vector<int64_t> outShape = {dims.batch, dims.heads, dims.queries,
-                                   dims.valueDim};
-  if (auto err = expectShape(call, out, outShape, "output"))
-    return err;
-  if (auto err = expectShape(call, lse, rowsShape, "lse"))
-    return err;
-  if (auto err = expectShape(call, dy, outShape, "grad"))
-    return err;
-  const char *names[] = {"query_grad", "key_grad", "value_grad"};
-  for (size_t i = 0; i < 3; ++i) {
-    if (auto err = expectFloat(call, call.output(i), names[i]))
-      return err;
-    if (auto err =
-            expectShape(call, call.output(i), call.input(i).shape, names[i]))
-      return err;
-  }
-  llvm::Expected<RingAttentionChunks> at = readChunks(call, dims);
-  if (!at)
-    return at.takeError();
-  F32In q(call.input(0)), k(call.input(1)), v(call.input(2)), o(out), l(lse),
-      g(dy);
+  llvm::Expected<AttentionBlockOperands> block = readAttentionBlockGrad(call);
+  if (!block)
+    return block.takeError();
+  F32In q(call.input(0)), k(call.input(1)), v(call.input(2)), o(call.input(3)),
+      l(call.input(4)), g(call.input(5));
   F32Out dq(call.output(0)), dk(call.output(1)), dv(call.output(2));
-  ringAttentionBlockGrad(dims, *at, q.data(), k.data(), v.data(), o.data(),
-                         l.data(), g.data(), dq.data(), dk.data(), dv.data());
+  ringAttentionBlockGrad(dimsOf(block->dims), chunksOf(*block), q.data(),
+                         k.data(), v.data(), o.data(), l.data(), g.data(),
+                         dq.data(), dk.data(), dv.data());
   dq.commit();
   dk.commit();
   dv.commit();
   return llvm::Error::success();
 }
 
-/// Piece p of the zigzag order is piece p / 2 (p even) or 2 * parts - 1 -
-/// p / 2 (p odd) of the natural order.
-int64_t zigzagPiece(int64_t p, int64_t parts) {
-  return p % 2 ? 2 * parts - 1 - p / 2 : p / 2;
-}
-
 llvm::Error zigzagOrderKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 1))
-    return err;
-  const TensorRef &in = call.input(0), &out = call.output(0);
-  if (auto err = expectShape(call, out, in.shape, "output"))
-    return err;
-  if (out.dtype != in.dtype)
-    return call.error("output " + dtypeName(out.dtype) +
-                      " does not match input " + dtypeName(in.dtype));
-  int64_t dim = call.i64("dim", -1), parts = call.i64("parts");
-  if (dim < 0 || dim >= in.rank())
-    return call.error("dim " + llvm::Twine(dim) + " is outside [0, " +
-                      llvm::Twine(in.rank()) + ")");
-  if (parts < 1 || in.shape[dim] % (2 * parts))
-    return call.error("dimension " + llvm::Twine(dim) + " of " +
-                      shapeString(in.shape) + " does not split into 2 x " +
-                      llvm::Twine(parts) + " equal pieces");
-  if (in.numElements() == 0)
+  llvm::Expected<ZigzagPieces> z = readZigzagOrder(call);
+  if (!z)
+    return z.takeError();
+  if (z->pieceBytes == 0)
     return llvm::Error::success();
-  bool inverse = call.flag("inverse");
-  llvm::ArrayRef<int64_t> shape(in.shape);
-  int64_t outer = numElements(shape.take_front(dim));
-  int64_t pieces = 2 * parts;
-  // A piece within one outer index is contiguous: shape[dim] / pieces rows of
-  // the dims after `dim`.
-  size_t piece = in.bytes() / (outer * pieces);
+  const TensorRef &in = call.input(0), &out = call.output(0);
+  bool inverse = z->inverse;
+  int64_t outer = z->outer, parts = z->parts, pieces = 2 * parts;
+  size_t piece = z->pieceBytes;
   const char *src = static_cast<const char *>(in.data);
   // Pieces move, so the output cannot be the input's memory.
   std::vector<char> copy;

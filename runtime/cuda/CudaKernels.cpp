@@ -9,15 +9,19 @@
 
 #include "runtime/core/Attention.h"
 #include "runtime/core/CollectiveKernels.h"
+#include "runtime/core/DataMovement.h"
+#include "runtime/core/Elementwise.h"
 #include "runtime/core/Embedding.h"
 #include "runtime/core/LossShards.h"
 #include "runtime/core/Matmul.h"
 #include "runtime/core/Moe.h"
 #include "runtime/core/Normalization.h"
 #include "runtime/core/Optimizer.h"
+#include "runtime/core/Reduce.h"
 #include "runtime/core/Window.h"
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/CudaOps.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -42,8 +46,7 @@ int code(DType dtype) { return static_cast<int>(dtype); }
 Error cudaError(const std::string &failure) {
   if (failure.empty())
     return Error::success();
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "cuda: " + failure);
+  return dtc::failureText("cuda: " + failure);
 }
 
 Error check(const KernelCall &call, const std::string &failure) {
@@ -114,15 +117,9 @@ private:
 //===----------------------------------------------------------------------===//
 
 template <ops::Unary Op> Error unaryKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 1))
+  if (Error err = checkUnary(call))
     return err;
   const TensorRef &in = call.input(0), &out = call.output(0);
-  if (auto err = expectFloat(call, in, "input"))
-    return err;
-  if (in.dtype != out.dtype || in.numElements() != out.numElements())
-    return call.error("output " + shapeString(out.shape) + " " +
-                      dtypeName(out.dtype) + " does not match input " +
-                      shapeString(in.shape) + " " + dtypeName(in.dtype));
   return check(call, ops::unary(Op, code(in.dtype), in.data, out.data,
                                 in.numElements()));
 }
@@ -134,15 +131,9 @@ Error geluKernel(const KernelCall &call) {
 }
 
 Error castKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 1))
+  if (Error err = checkCast(call))
     return err;
   const TensorRef &in = call.input(0), &out = call.output(0);
-  if (in.numElements() != out.numElements())
-    return call.error("output " + shapeString(out.shape) +
-                      " does not match input " + shapeString(in.shape));
-  if (dtypeSize(in.dtype) == 0 || dtypeSize(out.dtype) == 0)
-    return call.error("unsupported dtype " + dtypeName(in.dtype) + " -> " +
-                      dtypeName(out.dtype));
   return check(call, ops::cast(code(in.dtype), in.data, code(out.dtype),
                                out.data, in.numElements()));
 }
@@ -178,50 +169,24 @@ template <ops::Binary Op> Error binaryKernel(const KernelCall &call) {
 }
 
 Error compareKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
-    return err;
+  Expected<Predicate> pred = readCompare(call);
+  if (!pred)
+    return pred.takeError();
   const TensorRef &a = call.input(0), &b = call.input(1), &out = call.output(0);
-  llvm::StringRef name = call.str("predicate");
-  ops::Predicate pred;
-  if (name == "eq")
-    pred = ops::Predicate::Eq;
-  else if (name == "ne")
-    pred = ops::Predicate::Ne;
-  else if (name == "lt")
-    pred = ops::Predicate::Lt;
-  else if (name == "le")
-    pred = ops::Predicate::Le;
-  else if (name == "gt")
-    pred = ops::Predicate::Gt;
-  else if (name == "ge")
-    pred = ops::Predicate::Ge;
-  else
-    return call.error("unknown predicate '" + name + "'");
-  if (a.dtype != b.dtype)
-    return call.error("operand dtypes " + dtypeName(a.dtype) + " and " +
-                      dtypeName(b.dtype) + " differ");
-  if (out.dtype != DType::BOOL)
-    return call.error("result must be i1, got " + dtypeName(out.dtype));
   ops::Layout layout;
   if (auto err = broadcastLayout(call, {&a, &b}, out, layout))
     return err;
   if (out.numElements() == 0)
     return Error::success();
-  return check(call, ops::compare(pred, code(a.dtype), a.data, b.data,
+  return check(call, ops::compare(*pred, code(a.dtype), a.data, b.data,
                                   out.as<uint8_t>(), layout));
 }
 
 Error selectKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 3, 1))
+  if (Error err = checkSelect(call))
     return err;
   const TensorRef &cond = call.input(0), &t = call.input(1), &f = call.input(2),
                   &out = call.output(0);
-  if (cond.dtype != DType::BOOL)
-    return call.error("condition must be i1, got " + dtypeName(cond.dtype));
-  if (t.dtype != out.dtype || f.dtype != out.dtype)
-    return call.error("value dtypes " + dtypeName(t.dtype) + ", " +
-                      dtypeName(f.dtype) + " differ from the result's " +
-                      dtypeName(out.dtype));
   ops::Layout layout;
   if (auto err = broadcastLayout(call, {&t, &f, &cond}, out, layout))
     return err;
@@ -234,20 +199,10 @@ Error selectKernel(const KernelCall &call) {
 
 template <ops::ActivationGrad Op>
 Error activationGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 2, 1))
+  if (Error err = checkActivationGrad(call))
     return err;
   const TensorRef &x = call.input(0), &dy = call.input(1),
                   &out = call.output(0);
-  if (auto err = expectFloat(call, x, "input"))
-    return err;
-  if (auto err = expectFloat(call, dy, "grad"))
-    return err;
-  if (auto err = expectFloat(call, out, "result"))
-    return err;
-  if (x.shape != dy.shape || x.shape != out.shape)
-    return call.error("shapes " + shapeString(x.shape) + ", " +
-                      shapeString(dy.shape) + " and " + shapeString(out.shape) +
-                      " differ");
   return check(call, ops::activationGrad(
                          Op, code(x.dtype), x.data, code(dy.dtype), dy.data,
                          code(out.dtype), out.data, x.numElements()));
@@ -264,170 +219,76 @@ Error geluGradKernel(const KernelCall &call) {
 //===----------------------------------------------------------------------===//
 
 Error reshapeKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 1))
+  if (Error err = checkReshape(call))
     return err;
   const TensorRef &in = call.input(0), &out = call.output(0);
-  if (in.dtype != out.dtype || in.numElements() != out.numElements())
-    return call.error("cannot reshape " + shapeString(in.shape) + " " +
-                      dtypeName(in.dtype) + " to " + shapeString(out.shape) +
-                      " " + dtypeName(out.dtype));
   return check(call, ops::copy(out.data, in.data, in.bytes(), 2));
 }
 
-Error transposeKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 1))
-    return err;
+/// The device layout of `view`: its strided side and its dense side.
+Error deviceLayout(const KernelCall &call, const StridedView &view,
+                   ops::Layout &layout) {
+  SmallVector<SmallVector<int64_t, 6>, 2> strides = {view.strides,
+                                                     stridesOf(view.shape)};
+  if (!makeLayout(view.shape, strides, layout))
+    return layoutError(call, view.shape);
+  return Error::success();
+}
+
+/// dtc.transpose and dtc.slice: the result gathered from a strided input.
+Error gatherView(const KernelCall &call, Expected<StridedView> view) {
+  if (!view)
+    return view.takeError();
   const TensorRef &in = call.input(0), &out = call.output(0);
-  ArrayRef<int64_t> perm = call.ints("permutation");
-  if (static_cast<int64_t>(perm.size()) != in.rank() ||
-      out.rank() != in.rank() || in.dtype != out.dtype)
-    return call.error("permutation of " + Twine(perm.size()) +
-                      " dims does not match " + shapeString(in.shape) + " -> " +
-                      shapeString(out.shape));
-  SmallVector<int64_t, 6> inStrides = stridesOf(in.shape);
-  SmallVector<SmallVector<int64_t, 6>, 2> strides(2);
-  SmallVector<bool, 6> seen(in.rank(), false);
-  for (int64_t d = 0; d < in.rank(); ++d) {
-    int64_t p = perm[d];
-    if (p < 0 || p >= in.rank() || seen[p] || out.shape[d] != in.shape[p])
-      return call.error("permutation does not map " + shapeString(in.shape) +
-                        " to " + shapeString(out.shape));
-    seen[p] = true;
-    strides[0].push_back(inStrides[p]);
-  }
   if (out.numElements() == 0)
     return Error::success();
-  strides[1] = stridesOf(out.shape);
   ops::Layout layout;
-  if (!makeLayout(out.shape, strides, layout))
-    return layoutError(call, out.shape);
-  return check(call,
-               ops::gather(in.data, out.data,
-                           static_cast<int>(dtypeSize(in.dtype)), layout));
+  if (Error err = deviceLayout(call, *view, layout))
+    return err;
+  size_t elem = dtypeSize(in.dtype);
+  return check(call, ops::gather(in.as<char>() + view->base * elem, out.data,
+                                 static_cast<int>(elem), layout));
+}
+
+Error transposeKernel(const KernelCall &call) {
+  return gatherView(call, readTranspose(call));
+}
+
+Error sliceKernel(const KernelCall &call) {
+  return gatherView(call, readSlice(call));
 }
 
 Error concatKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 1))
-    return err;
-  const TensorRef &out = call.output(0);
-  int64_t axis = call.i64("axis", 0);
-  if (axis < 0)
-    axis += out.rank();
-  if (axis < 0 || axis >= out.rank())
-    return call.error("axis out of range for " + shapeString(out.shape));
-  size_t elem = dtypeSize(out.dtype);
-  int64_t outer = numElements(ArrayRef<int64_t>(out.shape).take_front(axis));
-  int64_t innerAfter =
-      numElements(ArrayRef<int64_t>(out.shape).drop_front(axis + 1));
-  int64_t sum = 0;
+  Expected<ConcatRows> rows = readConcat(call);
+  if (!rows)
+    return rows.takeError();
+  size_t offset = 0;
   for (size_t i = 0; i < call.numInputs(); ++i) {
-    const TensorRef &in = call.input(i);
-    bool ok = in.rank() == out.rank() && in.dtype == out.dtype;
-    for (int64_t d = 0; ok && d < out.rank(); ++d)
-      ok = d == axis || in.shape[d] == out.shape[d];
-    if (!ok)
-      return call.error("input " + Twine(i) + " " + shapeString(in.shape) +
-                        " " + dtypeName(in.dtype) +
-                        " does not fit the result " + shapeString(out.shape));
-    sum += in.shape[axis];
-  }
-  if (sum != out.shape[axis])
-    return call.error("inputs along axis sum to " + Twine(sum) +
-                      ", result has " + Twine(out.shape[axis]));
-  size_t outRow = out.shape[axis] * innerAfter * elem, offset = 0;
-  for (size_t i = 0; i < call.numInputs(); ++i) {
-    const TensorRef &in = call.input(i);
-    size_t chunk = in.shape[axis] * innerAfter * elem;
+    size_t chunk = rows->chunkBytes[i];
     if (auto err = check(
-            call, ops::copy2d(in.data, out.data, chunk, outRow, offset, outer)))
+            call, ops::copy2d(call.input(i).data, call.output(0).data, chunk,
+                              rows->rowBytes, offset, rows->outer)))
       return err;
     offset += chunk;
   }
   return Error::success();
 }
 
-Error sliceKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 1))
-    return err;
-  const TensorRef &in = call.input(0), &out = call.output(0);
-  ArrayRef<int64_t> starts = call.ints("starts"), limits = call.ints("limits"),
-                    steps = call.ints("strides");
-  int64_t rank = in.rank();
-  if (static_cast<int64_t>(starts.size()) != rank ||
-      static_cast<int64_t>(limits.size()) != rank ||
-      static_cast<int64_t>(steps.size()) != rank || out.rank() != rank ||
-      in.dtype != out.dtype)
-    return call.error("starts, limits and strides need " + Twine(rank) +
-                      " entries each");
-  SmallVector<int64_t, 6> inStrides = stridesOf(in.shape);
-  SmallVector<SmallVector<int64_t, 6>, 2> strides(2);
-  int64_t base = 0;
-  for (int64_t d = 0; d < rank; ++d) {
-    int64_t expected = steps[d] > 0 && starts[d] >= 0 &&
-                               starts[d] <= limits[d] &&
-                               limits[d] <= in.shape[d]
-                           ? (limits[d] - starts[d] + steps[d] - 1) / steps[d]
-                           : -1;
-    if (expected != out.shape[d])
-      return call.error("slice of dim " + Twine(d) + " [" + Twine(starts[d]) +
-                        ", " + Twine(limits[d]) + ") step " + Twine(steps[d]) +
-                        " of " + shapeString(in.shape) + " does not give " +
-                        shapeString(out.shape));
-    base += starts[d] * inStrides[d];
-    strides[0].push_back(inStrides[d] * steps[d]);
-  }
-  if (out.numElements() == 0)
-    return Error::success();
-  strides[1] = stridesOf(out.shape);
-  ops::Layout layout;
-  if (!makeLayout(out.shape, strides, layout))
-    return layoutError(call, out.shape);
-  size_t elem = dtypeSize(in.dtype);
-  return check(call, ops::gather(in.as<char>() + base * elem, out.data,
-                                 static_cast<int>(elem), layout));
-}
-
 Error sliceGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 1))
-    return err;
+  Expected<StridedView> view = readSliceGrad(call);
+  if (!view)
+    return view.takeError();
   const TensorRef &dy = call.input(0), &out = call.output(0);
-  int64_t rank = dy.rank();
-  ArrayRef<int64_t> starts = call.ints("starts"), steps = call.ints("strides");
-  if (dy.dtype != out.dtype)
-    return call.error("grad dtype " + dtypeName(dy.dtype) +
-                      " differs from the result's " + dtypeName(out.dtype));
-  if (out.rank() != rank || static_cast<int64_t>(starts.size()) != rank ||
-      static_cast<int64_t>(steps.size()) != rank)
-    return call.error("result " + shapeString(out.shape) +
-                      ", starts and strides need the grad's rank " +
-                      Twine(rank));
-  for (int64_t i = 0; i < rank; ++i) {
-    int64_t extent = dy.shape[i];
-    if (steps[i] < 1 || starts[i] < 0 ||
-        (extent && starts[i] + (extent - 1) * steps[i] >= out.shape[i]))
-      return call.error("grad " + shapeString(dy.shape) + " from starts " +
-                        shapeString(starts) + " by strides " +
-                        shapeString(steps) + " does not fit in " +
-                        shapeString(out.shape));
-  }
   if (auto err = check(call, ops::memsetZero(out.data, out.bytes())))
     return err;
   if (dy.numElements() == 0)
     return Error::success();
-  SmallVector<SmallVector<int64_t, 6>, 2> strides(2);
-  strides[0] = stridesOf(out.shape);
-  int64_t base = 0;
-  for (int64_t i = 0; i < rank; ++i) {
-    base += starts[i] * strides[0][i];
-    strides[0][i] *= steps[i];
-  }
-  strides[1] = stridesOf(dy.shape);
   ops::Layout layout;
-  if (!makeLayout(dy.shape, strides, layout))
-    return layoutError(call, dy.shape);
+  if (Error err = deviceLayout(call, *view, layout))
+    return err;
   size_t elem = dtypeSize(out.dtype);
-  return check(call, ops::scatter(dy.data, out.as<char>() + base * elem, 0,
-                                  static_cast<int>(elem), layout));
+  return check(call, ops::scatter(dy.data, out.as<char>() + view->base * elem,
+                                  0, static_cast<int>(elem), layout));
 }
 
 /// The device description of an embedding lookup (whole or one shard).
@@ -497,53 +358,18 @@ Error shardSliceKernel(const KernelCall &call) {
 //===----------------------------------------------------------------------===//
 
 template <ops::Reduce Kind> Error reduceKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 1))
-    return err;
+  Expected<ReduceGroups> groups = readReduce(call);
+  if (!groups)
+    return groups.takeError();
   const TensorRef &in = call.input(0), &out = call.output(0);
-  SmallVector<bool, 6> reduced(in.rank(), false);
-  int64_t count = 1;
-  for (int64_t dim : call.ints("dims")) {
-    int64_t d = dim < 0 ? dim + in.rank() : dim;
-    if (d < 0 || d >= in.rank())
-      return call.error("dim " + Twine(dim) + " out of range for " +
-                        shapeString(in.shape));
-    if (!reduced[d])
-      count *= in.shape[d];
-    reduced[d] = true;
-  }
-  if (in.dtype != out.dtype || out.numElements() * count != in.numElements())
-    return call.error("result " + shapeString(out.shape) + " " +
-                      dtypeName(out.dtype) + " does not match reducing " +
-                      shapeString(in.shape) + " " + dtypeName(in.dtype));
-  if (in.dtype == DType::BOOL || dtypeSize(in.dtype) == 0)
-    return call.error("unsupported dtype " + dtypeName(in.dtype));
   if (out.numElements() == 0)
     return Error::success();
-  // Groups of adjacent dims with the same flag (size-1 dims dropped).
-  SmallVector<int64_t, 6> sizes;
-  SmallVector<bool, 6> flags;
-  for (int64_t d = 0; d < in.rank(); ++d) {
-    if (in.shape[d] == 1)
-      continue;
-    if (!flags.empty() && flags.back() == reduced[d])
-      sizes.back() *= in.shape[d];
-    else {
-      sizes.push_back(in.shape[d]);
-      flags.push_back(reduced[d]);
-    }
-  }
-  if (llvm::count(flags, true) <= 1) {
-    int64_t outer = 1, inner = 1;
-    bool seen = false;
-    for (size_t g = 0; g < sizes.size(); ++g) {
-      if (flags[g])
-        seen = true;
-      else
-        (seen ? inner : outer) *= sizes[g];
-    }
+  int64_t count = groups->count;
+  if (groups->rowShaped())
     return check(call, ops::reduce(Kind, code(in.dtype), in.data, out.data,
-                                   outer, count, inner));
-  }
+                                   groups->outer(), count, groups->inner()));
+  ArrayRef<int64_t> sizes = groups->sizes;
+  ArrayRef<bool> flags = groups->reduced;
   // Several reduced groups: move them last, then reduce rows.
   SmallVector<int64_t, 6> perm, permuted, groupStrides = stridesOf(sizes);
   for (int pass = 0; pass < 2; ++pass)
@@ -731,10 +557,6 @@ Expected<ops::AttentionShape> toAttentionShape(const KernelCall &call,
   return s;
 }
 
-Expected<ops::AttentionShape> attentionShape(const KernelCall &call) {
-  return toAttentionShape(call, readAttentionInputs(call));
-}
-
 Error attentionKernel(const KernelCall &call) {
   auto shape = toAttentionShape(call, readAttention(call));
   if (!shape)
@@ -765,66 +587,38 @@ Error attentionGradKernel(const KernelCall &call) {
 // Ring attention (runtime/cpu/RingAttention.cpp)
 //===----------------------------------------------------------------------===//
 
-/// The global positions of this rank's query chunk c (its place in the group
-/// of `mesh_axes`, of size n) and of the key chunk it holds after `kv_shift`
-/// hops, (c - kv_shift) mod n: chunk k is rows [k * len, (k + 1) * len), or
-/// with `zigzag` the halves k and 2n - 1 - k. No communicator: a group of
-/// one.
-Error ringPositions(const KernelCall &call, ops::AttentionShape &shape) {
-  Expected<GroupPlace> place = groupPlaceOf(call);
-  if (!place)
-    return place.takeError();
-  int64_t n = place->size, c = place->position;
-  int64_t shift = call.i64("kv_shift");
-  if (shift < 0 || shift >= n)
-    return call.error(
-        "kv_shift " + Twine(shift) + " is outside [0, " + Twine(n) +
-        "), the size of the group of mesh axes [" +
-        llvm::join(call.strings("mesh_axes"), ",") + "]" +
-        (place->hasCommunicator
-             ? ""
-             : "; there is no communicator, run the program with `dtc run`"));
-  int64_t k = ((c - shift) % n + n) % n;
+/// A ring block's shape with the global positions of its chunks
+/// (runtime/core/Attention.h's RingChunks as row offsets).
+Expected<ops::AttentionShape>
+toBlockShape(const KernelCall &call, Expected<AttentionBlockOperands> block) {
+  if (!block)
+    return block.takeError();
+  auto shape = toAttentionShape(call, block->dims);
+  if (!shape)
+    return shape.takeError();
+  const RingChunks &at = block->at;
   auto chunkAt = [&](int64_t chunk, int64_t rows) {
-    ops::RowPositions at;
-    if (call.flag("zigzag")) {
-      at.half = rows / 2;
-      at.start0 = chunk * at.half;
-      at.start1 = (2 * n - 1 - chunk) * at.half;
+    ops::RowPositions p;
+    if (at.zigzag) {
+      p.half = rows / 2;
+      p.start0 = chunk * p.half;
+      p.start1 = (2 * at.chunks - 1 - chunk) * p.half;
     } else {
-      at.start0 = chunk * rows;
+      p.start0 = chunk * rows;
     }
-    return at;
+    return p;
   };
-  if (call.flag("zigzag") && (shape.s % 2 || shape.t % 2))
-    return call.error("zigzag chunks are two halves: the query and key rows "
-                      "must be even, got " +
-                      Twine(shape.s) + " and " + Twine(shape.t));
-  shape.queryAt = chunkAt(c, shape.s);
-  shape.keyAt = chunkAt(k, shape.t);
-  return Error::success();
+  shape->queryAt = chunkAt(at.queryChunk, shape->s);
+  shape->keyAt = chunkAt(at.keyChunk, shape->t);
+  return shape;
 }
 
 Error attentionBlockKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 3, 2))
-    return err;
-  const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
-                  &out = call.output(0), &lse = call.output(1);
-  auto shape = attentionShape(call);
+  auto shape = toBlockShape(call, readAttentionBlock(call));
   if (!shape)
     return shape.takeError();
-  for (auto [t, what] : {std::pair{&out, "output"}, std::pair{&lse, "lse"}})
-    if (auto err = expectFloat(call, *t, what))
-      return err;
-  if (auto err = expectShape(call, out,
-                             {shape->batch, shape->heads, shape->s, shape->e},
-                             "output"))
-    return err;
-  if (auto err =
-          expectShape(call, lse, {shape->batch, shape->heads, shape->s}, "lse"))
-    return err;
-  if (auto err = ringPositions(call, *shape))
-    return err;
+  const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
+                  &out = call.output(0), &lse = call.output(1);
   return check(call, ops::attentionBlock(*shape, code(q.dtype), q.data,
                                          code(k.dtype), k.data, code(v.dtype),
                                          v.data, code(out.dtype), out.data,
@@ -832,68 +626,25 @@ Error attentionBlockKernel(const KernelCall &call) {
 }
 
 Error attentionMergeKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 4, 2))
-    return err;
+  Expected<AttentionMergeRows> merge = readAttentionMerge(call);
+  if (!merge)
+    return merge.takeError();
   const TensorRef &outA = call.input(0), &lseA = call.input(1),
                   &outB = call.input(2), &lseB = call.input(3),
                   &out = call.output(0), &lse = call.output(1);
-  for (auto [t, what] :
-       {std::pair{&outA, "output_a"}, std::pair{&lseA, "lse_a"},
-        std::pair{&outB, "output_b"}, std::pair{&lseB, "lse_b"},
-        std::pair{&out, "output"}, std::pair{&lse, "lse"}})
-    if (auto err = expectFloat(call, *t, what))
-      return err;
-  if (outA.rank() < 1)
-    return call.error("output_a must have rank at least 1");
-  ArrayRef<int64_t> rowShape = ArrayRef<int64_t>(outA.shape).drop_back();
-  for (auto [t, what] :
-       {std::pair{&outB, "output_b"}, std::pair{&out, "output"}})
-    if (auto err = expectShape(call, *t, outA.shape, what))
-      return err;
-  for (auto [t, what] : {std::pair{&lseA, "lse_a"}, std::pair{&lseB, "lse_b"},
-                         std::pair{&lse, "lse"}})
-    if (auto err = expectShape(call, *t, rowShape, what))
-      return err;
-  int64_t width = outA.shape.back();
-  int64_t rows = width ? outA.numElements() / width : lseA.numElements();
   return check(call, ops::attentionMerge(
-                         rows, width, code(outA.dtype), outA.data,
+                         merge->rows, merge->width, code(outA.dtype), outA.data,
                          code(lseA.dtype), lseA.data, code(outB.dtype),
                          outB.data, code(lseB.dtype), lseB.data,
                          code(out.dtype), out.data, code(lse.dtype), lse.data));
 }
 
 Error attentionBlockGradKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 6, 3))
-    return err;
-  const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
-                  &o = call.input(3), &lse = call.input(4), &dy = call.input(5);
-  auto shape = attentionShape(call);
+  auto shape = toBlockShape(call, readAttentionBlockGrad(call));
   if (!shape)
     return shape.takeError();
-  for (auto [t, what] : {std::pair{&o, "output"}, std::pair{&lse, "lse"},
-                         std::pair{&dy, "grad"}})
-    if (auto err = expectFloat(call, *t, what))
-      return err;
-  SmallVector<int64_t, 4> outShape = {shape->batch, shape->heads, shape->s,
-                                      shape->e};
-  if (auto err = expectShape(call, o, outShape, "output"))
-    return err;
-  if (auto err = expectShape(call, lse, ArrayRef<int64_t>(outShape).drop_back(),
-                             "lse"))
-    return err;
-  if (auto err = expectShape(call, dy, outShape, "grad"))
-    return err;
-  const char *names[] = {"query_grad", "key_grad", "value_grad"};
-  for (size_t i = 0; i < 3; ++i) {
-    if (auto err = expectFloat(call, call.output(i), names[i]))
-      return err;
-    if (auto err =
-            expectShape(call, call.output(i), call.input(i).shape, names[i]))
-      return err;
-  }
-  if (auto err = ringPositions(call, *shape))
-    return err;
+  const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
+                  &o = call.input(3), &lse = call.input(4), &dy = call.input(5);
   const TensorRef &dq = call.output(0), &dk = call.output(1),
                   &dv = call.output(2);
   return check(call, ops::attentionBlockGrad(
@@ -905,29 +656,14 @@ Error attentionBlockGradKernel(const KernelCall &call) {
 }
 
 Error zigzagOrderKernel(const KernelCall &call) {
-  if (auto err = expectArity(call, 1, 1))
-    return err;
-  const TensorRef &in = call.input(0), &out = call.output(0);
-  if (auto err = expectShape(call, out, in.shape, "output"))
-    return err;
-  if (out.dtype != in.dtype)
-    return call.error("output " + dtypeName(out.dtype) +
-                      " does not match input " + dtypeName(in.dtype));
-  int64_t dim = call.i64("dim", -1), parts = call.i64("parts");
-  if (dim < 0 || dim >= in.rank())
-    return call.error("dim " + Twine(dim) + " is outside [0, " +
-                      Twine(in.rank()) + ")");
-  if (parts < 1 || in.shape[dim] % (2 * parts))
-    return call.error("dimension " + Twine(dim) + " of " +
-                      shapeString(in.shape) + " does not split into 2 x " +
-                      Twine(parts) + " equal pieces");
-  if (in.numElements() == 0)
+  Expected<ZigzagPieces> z = readZigzagOrder(call);
+  if (!z)
+    return z.takeError();
+  if (z->pieceBytes == 0)
     return Error::success();
-  int64_t outer = numElements(ArrayRef<int64_t>(in.shape).take_front(dim));
-  // Within one outer index a piece is contiguous.
-  size_t piece = in.bytes() / (outer * 2 * parts);
-  return check(call, ops::zigzagOrder(in.data, out.data, piece, outer, parts,
-                                      call.flag("inverse")));
+  return check(call,
+               ops::zigzagOrder(call.input(0).data, call.output(0).data,
+                                z->pieceBytes, z->outer, z->parts, z->inverse));
 }
 
 //===----------------------------------------------------------------------===//
@@ -1375,10 +1111,8 @@ Error permuteOnDevice(const void *in, void *out, size_t elemSize,
   strides[1] = stridesOf(outShape);
   ops::Layout layout;
   if (!makeLayout(outShape, strides, layout))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "cuda: a permutation of " +
-                                       shapeString(inShape) +
-                                       " has too many dims");
+    return dtc::failureText("cuda: a permutation of " + shapeString(inShape) +
+                            " has too many dims");
   return cudaError(ops::gather(in, out, static_cast<int>(elemSize), layout));
 }
 
@@ -1388,9 +1122,7 @@ Error permuteOnDevice(const void *in, void *out, size_t elemSize,
 
 Error initialize(int device) {
   if (device >= 0 && ops::deviceCount() <= device)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "cuda: no CUDA device " +
-                                       std::to_string(device));
+    return dtc::failureText("cuda: no CUDA device " + std::to_string(device));
   return cudaError(ops::initialize(device));
 }
 

@@ -13,6 +13,8 @@
 #ifndef DTC_RUNTIME_CUDA_CUDAOPS_H
 #define DTC_RUNTIME_CUDA_CUDAOPS_H
 
+#include "runtime/core/Predicate.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -101,7 +103,7 @@ enum class Binary { Add, Sub, Mul, Div, Max, Min, Pow };
 std::string binary(Binary op, int outDtype, const void *a, int aDtype,
                    const void *b, int bDtype, void *out, const Layout &layout);
 
-enum class Predicate { Eq, Ne, Lt, Le, Gt, Ge };
+using runtime::Predicate;
 std::string compare(Predicate pred, int dtype, const void *a, const void *b,
                     uint8_t *out, const Layout &layout);
 /// Bitwise select of `elemSize`-byte elements (strides[0] on, [1] off,

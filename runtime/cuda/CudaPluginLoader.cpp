@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/CudaPlugin.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/Support/DynamicLibrary.h"
 #include "llvm/Support/FileSystem.h"
@@ -45,25 +46,22 @@ llvm::Expected<CudaPlugin *> open() {
       break;
     }
   if (!found)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
+    return dtc::failureText(
         "this dtc has no CUDA backend (dtc-cuda.so not found" +
-            std::string(paths.empty() ? "" : " at " + paths.front()) +
-            "): rebuild where nvcc, cuBLASLt and NCCL are installed, or set "
-            "DTC_CUDA_PLUGIN");
+        std::string(paths.empty() ? "" : " at " + paths.front()) +
+        "): rebuild where nvcc, cuBLASLt and NCCL are installed, or set "
+        "DTC_CUDA_PLUGIN");
   std::string error;
   llvm::sys::DynamicLibrary library =
       llvm::sys::DynamicLibrary::getPermanentLibrary(found->c_str(), &error);
   if (!library.isValid())
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "cannot load the CUDA backend " + *found +
-                                       ": " + error);
+    return dtc::failureText("cannot load the CUDA backend " + *found + ": " +
+                            error);
   auto *entry = reinterpret_cast<CudaPlugin *(*)()>(
       library.getAddressOfSymbol(kCudaPluginEntry));
   if (!entry)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   *found + " is not a dtc CUDA backend (no " +
-                                       kCudaPluginEntry + ")");
+    return dtc::failureText(*found + " is not a dtc CUDA backend (no " +
+                            kCudaPluginEntry + ")");
   return entry();
 }
 
@@ -81,7 +79,7 @@ llvm::Expected<CudaPlugin *> loadCudaPlugin() {
       error = llvm::toString(opened.takeError());
   });
   if (!plugin)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), error);
+    return dtc::failureText(error);
   return plugin;
 }
 

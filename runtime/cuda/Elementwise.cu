@@ -175,24 +175,6 @@ __global__ void binaryKernel(Binary op, int outDtype, const void *a, int aDtype,
   }
 }
 
-template <typename T> __device__ bool applyPredicate(Predicate p, T a, T b) {
-  switch (p) {
-  case Predicate::Eq:
-    return a == b;
-  case Predicate::Ne:
-    return a != b;
-  case Predicate::Lt:
-    return a < b;
-  case Predicate::Le:
-    return a <= b;
-  case Predicate::Gt:
-    return a > b;
-  case Predicate::Ge:
-    return a >= b;
-  }
-  return false;
-}
-
 __global__ void compareKernel(Predicate pred, int dtype, const void *a,
                               const void *b, uint8_t *out, Layout layout,
                               int64_t n) {

@@ -3,6 +3,7 @@
 #include "runtime/cuda/NcclCommunicator.h"
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/CudaOps.h"
+#include "runtime/support/Error.h"
 
 #include <cuda_runtime.h>
 #include <mpi.h>
@@ -19,8 +20,7 @@ namespace ops = ::dtc::cuda;
 namespace {
 
 llvm::Error failure(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "nccl: " + message);
+  return dtc::failureText("nccl: " + message);
 }
 
 llvm::Error ncclCheck(ncclResult_t result, const char *what) {

@@ -39,6 +39,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/mpi/MpiCommunicator.h"
+#include "runtime/support/Error.h"
 
 #include "runtime/core/CollectiveKernels.h"
 
@@ -90,17 +91,14 @@ struct OpenMpiAllocations {
 
 namespace {
 
-llvm::Error makeError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
-
 llvm::Error mpiError(const llvm::Twine &what, int code) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
     length = 0;
-  return makeError(what + ": MPI error " + llvm::Twine(code) +
-                   (length ? ": " + std::string(text, length) : std::string()));
+  return dtc::failureText(
+      what + ": MPI error " + llvm::Twine(code) +
+      (length ? ": " + std::string(text, length) : std::string()));
 }
 
 std::string shapeText(const TensorRef &t) {
@@ -121,8 +119,9 @@ llvm::Expected<MPI_Datatype> reducibleType(DType dtype) {
   case DType::I32:
     return MPI_INT32_T;
   default:
-    return makeError("the MPI backend does not reduce " + dtypeName(dtype) +
-                     " tensors (f32, f64, i64, i32 only)");
+    return dtc::failureText("the MPI backend does not reduce " +
+                            dtypeName(dtype) +
+                            " tensors (f32, f64, i64, i32 only)");
   }
 }
 
@@ -155,16 +154,16 @@ llvm::Expected<Count> countOf(int64_t bytes) {
     units = bytes / 4;
   }
   if (units > INT_MAX)
-    return makeError("a message of " + llvm::Twine(bytes) +
-                     " bytes exceeds MPI's int count");
+    return dtc::failureText("a message of " + llvm::Twine(bytes) +
+                            " bytes exceeds MPI's int count");
   c.count = static_cast<int>(units);
   return c;
 }
 
 llvm::Expected<int> elementCount(const TensorRef &t) {
   if (t.numElements() > INT_MAX)
-    return makeError("a tensor of " + llvm::Twine(t.numElements()) +
-                     " elements exceeds MPI's int count");
+    return dtc::failureText("a tensor of " + llvm::Twine(t.numElements()) +
+                            " elements exceeds MPI's int count");
   return static_cast<int>(t.numElements());
 }
 
@@ -449,7 +448,8 @@ struct MpiCommunicator::Impl {
     for (const std::string &name : axes) {
       int index = mesh.axisIndex(name);
       if (index < 0)
-        return makeError("no axis '" + name + "' in mesh '" + mesh.str() + "'");
+        return dtc::failureText("no axis '" + name + "' in mesh '" +
+                                mesh.str() + "'");
       mask |= 1u << index;
     }
     return mask;
@@ -697,9 +697,9 @@ llvm::Error initializeMpi(int *argc, char ***argv) {
       return mpiError("MPI_Init_thread", rc);
   }
   if (provided < MPI_THREAD_SERIALIZED)
-    return makeError("the MPI library offers thread level " +
-                     llvm::Twine(provided) +
-                     "; the MPI backend needs MPI_THREAD_SERIALIZED or more");
+    return dtc::failureText(
+        "the MPI library offers thread level " + llvm::Twine(provided) +
+        "; the MPI backend needs MPI_THREAD_SERIALIZED or more");
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   return llvm::Error::success();
 }
@@ -741,24 +741,27 @@ MpiCommunicator::create(Mesh mesh) {
   int initialized = 0, provided = MPI_THREAD_SINGLE;
   MPI_Initialized(&initialized);
   if (!initialized)
-    return makeError("MPI is not initialized (call initializeMpi first)");
+    return dtc::failureText(
+        "MPI is not initialized (call initializeMpi first)");
   MPI_Query_thread(&provided);
   if (provided < MPI_THREAD_SERIALIZED)
-    return makeError("MPI was initialized without thread support; the MPI "
-                     "backend needs MPI_THREAD_SERIALIZED or more");
+    return dtc::failureText(
+        "MPI was initialized without thread support; the MPI "
+        "backend needs MPI_THREAD_SERIALIZED or more");
   OpenMpiAllocations exempt;
   int worldSize = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (worldSize != mesh.worldSize())
-    return makeError("mesh '" + mesh.str() + "' has " +
-                     llvm::Twine(mesh.worldSize()) + " ranks but MPI started " +
-                     llvm::Twine(worldSize) + " processes (run with -np " +
-                     llvm::Twine(mesh.worldSize()) + ")");
+    return dtc::failureText(
+        "mesh '" + mesh.str() + "' has " + llvm::Twine(mesh.worldSize()) +
+        " ranks but MPI started " + llvm::Twine(worldSize) +
+        " processes (run with -np " + llvm::Twine(mesh.worldSize()) + ")");
   size_t numAxes = mesh.axes().size();
   if (numAxes > 8)
-    return makeError("mesh '" + mesh.str() + "' has " + llvm::Twine(numAxes) +
-                     " axes; the MPI backend supports at most 8");
+    return dtc::failureText("mesh '" + mesh.str() + "' has " +
+                            llvm::Twine(numAxes) +
+                            " axes; the MPI backend supports at most 8");
 
   auto impl = std::make_unique<Impl>();
   impl->mesh = std::move(mesh);
@@ -793,7 +796,7 @@ MpiCommunicator::create(Mesh mesh) {
     MPI_Comm_size(impl->groupComms[mask], &size);
     MPI_Comm_rank(impl->groupComms[mask], &commRank);
     if (size != static_cast<int>(group->size()) || commRank != position)
-      return makeError(
+      return dtc::failureText(
           "MPI_Comm_split for axes [" + llvm::join(axes, ",") + "] gave rank " +
           llvm::Twine(commRank) + " of " + llvm::Twine(size) + ", expected " +
           llvm::Twine(position) + " of " + llvm::Twine(group->size()));
@@ -822,14 +825,14 @@ MpiCommunicator::allReduce(llvm::ArrayRef<std::string> axes,
     return mask.takeError();
   std::string what = impl_->describe("all_reduce", axes, *mask);
   if (input.dtype != output.dtype || input.shape != output.shape)
-    return makeError(what + ": output " + shapeText(output) +
-                     " differs from input " + shapeText(input));
+    return dtc::failureText(what + ": output " + shapeText(output) +
+                            " differs from input " + shapeText(input));
   llvm::Expected<MPI_Datatype> type = reducibleType(input.dtype);
   if (!type)
-    return makeError(what + ": " + llvm::toString(type.takeError()));
+    return dtc::failureText(what + ": " + llvm::toString(type.takeError()));
   llvm::Expected<int> count = elementCount(input);
   if (!count)
-    return makeError(what + ": " + llvm::toString(count.takeError()));
+    return dtc::failureText(what + ": " + llvm::toString(count.takeError()));
   auto job = std::make_shared<Job>();
   job->what = std::move(what);
   int64_t n = impl_->groups[*mask].size(), me = impl_->position(*mask);
@@ -866,15 +869,16 @@ MpiCommunicator::allGather(llvm::ArrayRef<std::string> axes,
   llvm::Expected<SplitLayout> layout =
       SplitLayout::get(output.shape, dtypeSize(output.dtype), dim, block, n);
   if (!layout)
-    return makeError(what + ": " + llvm::toString(layout.takeError()));
+    return dtc::failureText(what + ": " + llvm::toString(layout.takeError()));
   if (input.dtype != output.dtype ||
       input.shape != partShape(output.shape, dim, n))
-    return makeError(what + ": input " + shapeText(input) + " is not one of " +
-                     llvm::Twine(n) + " parts of dim " + llvm::Twine(dim) +
-                     " of output " + shapeText(output));
+    return dtc::failureText(what + ": input " + shapeText(input) +
+                            " is not one of " + llvm::Twine(n) +
+                            " parts of dim " + llvm::Twine(dim) +
+                            " of output " + shapeText(output));
   llvm::Expected<Count> count = countOf(layout->partBytes());
   if (!count)
-    return makeError(what + ": " + llvm::toString(count.takeError()));
+    return dtc::failureText(what + ": " + llvm::toString(count.takeError()));
   auto job = std::make_shared<Job>();
   job->what = std::move(what);
   MPI_Comm comm = impl_->groupComms[*mask];
@@ -914,18 +918,19 @@ llvm::Expected<Request> MpiCommunicator::reduceScatter(
   llvm::Expected<SplitLayout> layout =
       SplitLayout::get(input.shape, dtypeSize(input.dtype), dim, block, n);
   if (!layout)
-    return makeError(what + ": " + llvm::toString(layout.takeError()));
+    return dtc::failureText(what + ": " + llvm::toString(layout.takeError()));
   if (input.dtype != output.dtype ||
       output.shape != partShape(input.shape, dim, n))
-    return makeError(what + ": output " + shapeText(output) +
-                     " is not one of " + llvm::Twine(n) + " parts of dim " +
-                     llvm::Twine(dim) + " of input " + shapeText(input));
+    return dtc::failureText(what + ": output " + shapeText(output) +
+                            " is not one of " + llvm::Twine(n) +
+                            " parts of dim " + llvm::Twine(dim) + " of input " +
+                            shapeText(input));
   llvm::Expected<MPI_Datatype> type = reducibleType(input.dtype);
   if (!type)
-    return makeError(what + ": " + llvm::toString(type.takeError()));
+    return dtc::failureText(what + ": " + llvm::toString(type.takeError()));
   llvm::Expected<int> count = elementCount(output);
   if (!count)
-    return makeError(what + ": " + llvm::toString(count.takeError()));
+    return dtc::failureText(what + ": " + llvm::toString(count.takeError()));
   auto job = std::make_shared<Job>();
   job->what = std::move(what);
   ScatterExchange exchange{
@@ -969,22 +974,25 @@ MpiCommunicator::allToAll(llvm::ArrayRef<std::string> axes,
   llvm::Expected<SplitLayout> sendLayout =
       SplitLayout::get(input.shape, elem, splitDim, 0, n);
   if (!sendLayout)
-    return makeError(what + ": " + llvm::toString(sendLayout.takeError()));
+    return dtc::failureText(what + ": " +
+                            llvm::toString(sendLayout.takeError()));
   llvm::Expected<SplitLayout> recvLayout =
       SplitLayout::get(output.shape, elem, concatDim, 0, n);
   if (!recvLayout)
-    return makeError(what + ": " + llvm::toString(recvLayout.takeError()));
+    return dtc::failureText(what + ": " +
+                            llvm::toString(recvLayout.takeError()));
   // What each rank receives from each: the input's part along splitDim.
   llvm::SmallVector<int64_t, 6> part = partShape(input.shape, splitDim, n);
   if (input.dtype != output.dtype ||
       partShape(output.shape, concatDim, n) != part)
-    return makeError(what + ": output " + shapeText(output) + " is not input " +
-                     shapeText(input) + " split " + llvm::Twine(n) +
-                     " ways along dim " + llvm::Twine(splitDim) +
-                     " and concatenated along dim " + llvm::Twine(concatDim));
+    return dtc::failureText(
+        what + ": output " + shapeText(output) + " is not input " +
+        shapeText(input) + " split " + llvm::Twine(n) + " ways along dim " +
+        llvm::Twine(splitDim) + " and concatenated along dim " +
+        llvm::Twine(concatDim));
   llvm::Expected<Count> count = countOf(sendLayout->partBytes());
   if (!count)
-    return makeError(what + ": " + llvm::toString(count.takeError()));
+    return dtc::failureText(what + ": " + llvm::toString(count.takeError()));
   auto job = std::make_shared<Job>();
   job->what = std::move(what);
   MPI_Comm comm = impl_->groupComms[*mask];
@@ -1030,14 +1038,15 @@ llvm::Expected<Request> MpiCommunicator::send(llvm::StringRef axis,
   std::string where = "send from rank " + std::to_string(impl_->rank) + " " +
                       offsetText(peerOffset) + " along '" + axis.str() + "'";
   if (m.axisIndex(axis) < 0)
-    return makeError(where + ": no axis '" + axis + "' in mesh '" + m.str() +
-                     "'");
+    return dtc::failureText(where + ": no axis '" + axis + "' in mesh '" +
+                            m.str() + "'");
   std::optional<int> peer = m.peer(impl_->rank, axis, peerOffset);
   if (!peer)
-    return makeError(where + ": no such peer in mesh '" + m.str() + "'");
+    return dtc::failureText(where + ": no such peer in mesh '" + m.str() + "'");
   if (static_cast<int64_t>(input.bytes()) > INT_MAX)
-    return makeError(where + ": a message of " + llvm::Twine(input.bytes()) +
-                     " bytes exceeds MPI's int count");
+    return dtc::failureText(where + ": a message of " +
+                            llvm::Twine(input.bytes()) +
+                            " bytes exceeds MPI's int count");
   auto job = std::make_shared<Job>();
   job->what = where + " (to rank " + std::to_string(*peer) + ")";
   MPI_Comm comm = impl_->p2p;
@@ -1056,14 +1065,15 @@ llvm::Expected<Request> MpiCommunicator::recv(llvm::StringRef axis,
   std::string where = "recv at rank " + std::to_string(impl_->rank) + " " +
                       offsetText(peerOffset) + " along '" + axis.str() + "'";
   if (m.axisIndex(axis) < 0)
-    return makeError(where + ": no axis '" + axis + "' in mesh '" + m.str() +
-                     "'");
+    return dtc::failureText(where + ": no axis '" + axis + "' in mesh '" +
+                            m.str() + "'");
   std::optional<int> peer = m.peer(impl_->rank, axis, peerOffset);
   if (!peer)
-    return makeError(where + ": no such peer in mesh '" + m.str() + "'");
+    return dtc::failureText(where + ": no such peer in mesh '" + m.str() + "'");
   if (static_cast<int64_t>(output.bytes()) > INT_MAX)
-    return makeError(where + ": a message of " + llvm::Twine(output.bytes()) +
-                     " bytes exceeds MPI's int count");
+    return dtc::failureText(where + ": a message of " +
+                            llvm::Twine(output.bytes()) +
+                            " bytes exceeds MPI's int count");
   auto job = std::make_shared<Job>();
   job->what = where + " (from rank " + std::to_string(*peer) + ")";
   MPI_Comm comm = impl_->p2p;
@@ -1077,8 +1087,8 @@ llvm::Expected<Request> MpiCommunicator::recv(llvm::StringRef axis,
     int received = 0;
     MPI_Get_count(&status, MPI_BYTE, &received);
     if (received != bytes)
-      return makeError(j->what + ": received " + llvm::Twine(received) +
-                       " bytes, expected " + llvm::Twine(bytes));
+      return dtc::failureText(j->what + ": received " + llvm::Twine(received) +
+                              " bytes, expected " + llvm::Twine(bytes));
     return llvm::Error::success();
   };
   return impl_->submit(std::move(job));
@@ -1095,8 +1105,8 @@ llvm::Error MpiCommunicator::wait(Request request) {
   std::unique_lock<std::mutex> lock(impl.mutex);
   auto it = impl.jobs.find(request);
   if (it == impl.jobs.end())
-    return makeError("wait: unknown request " + llvm::Twine(request) +
-                     " (never started, or already waited)");
+    return dtc::failureText("wait: unknown request " + llvm::Twine(request) +
+                            " (never started, or already waited)");
   std::shared_ptr<Job> job = it->second;
   // Drive progress here until the job is done, polling without pause like
   // a blocking MPI call; the progress thread sleeps meanwhile.
@@ -1120,7 +1130,7 @@ llvm::Error MpiCommunicator::wait(Request request) {
   if (handBack)
     impl.wake.notify_one();
   if (!job->error.empty())
-    return makeError(job->error);
+    return dtc::failureText(job->error);
   return llvm::Error::success();
 }
 

@@ -22,10 +22,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/support/Error.h"
 #include "dialects/dtc/DtcDialect.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/Passes.h"
+#include "runtime/support/Error.h"
 #include "test/fuzz/Scratch.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

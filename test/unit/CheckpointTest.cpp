@@ -10,8 +10,8 @@
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "compiler/ckpt/Ckpt.h"
-#include "compiler/support/Error.h"
 #include "runtime/checkpoint/Safetensors.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"

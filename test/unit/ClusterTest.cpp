@@ -1,7 +1,7 @@
 //===- ClusterTest.cpp - cluster presets ----------------------------------===//
 
 #include "compiler/costmodel/Cluster.h"
-#include "compiler/support/Error.h"
+#include "runtime/support/Error.h"
 
 #include <gtest/gtest.h>
 

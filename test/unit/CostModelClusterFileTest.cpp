@@ -1,7 +1,7 @@
 //===- CostModelClusterFileTest.cpp - dtc.cluster/1 files -----------------===//
 
 #include "compiler/costmodel/Cluster.h"
-#include "compiler/support/Error.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"

@@ -3,7 +3,7 @@
 #include "compiler/costmodel/CostModel.h"
 #include "compiler/costmodel/Compute.h"
 #include "compiler/costmodel/KernelWork.h"
-#include "compiler/support/Error.h"
+#include "runtime/support/Error.h"
 
 #include <gtest/gtest.h>
 

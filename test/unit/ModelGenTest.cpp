@@ -7,11 +7,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/support/Error.h"
 #include "dialects/dtc/DtcOps.h"
 #include "frontends/hf/HfConfig.h"
 #include "frontends/modelgen/ModelProto.h"
 #include "frontends/onnx/OnnxImporter.h"
+#include "runtime/support/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -20,8 +20,8 @@
 #include "RuntimeTestUtil.h"
 #include "compiler/run/Run.h"
 
-#include "compiler/support/Error.h"
 #include "frontends/onnx/OnnxImporter.h"
+#include "runtime/support/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"

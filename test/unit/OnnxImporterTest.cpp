@@ -11,11 +11,11 @@
 #include "DtcTestInterpreter.h"
 #include "OnnxNodeTests.h"
 
-#include "compiler/support/Error.h"
 #include "dialects/dtc/DtcOps.h"
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/TransformerBlocks.h"
+#include "runtime/support/Error.h"
 
 #include "onnx/onnx_pb.h"
 

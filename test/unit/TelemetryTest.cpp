@@ -9,8 +9,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/run/Telemetry.h"
-#include "runtime/core/Json.h"
 #include "runtime/cpu/CpuKernels.h"
+#include "runtime/support/Json.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"

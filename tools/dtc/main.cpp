@@ -12,9 +12,9 @@
 #include "compiler/inspect/Inspect.h"
 #include "compiler/inspect/TraceCompare.h"
 #include "compiler/run/Run.h"
-#include "compiler/support/Error.h"
 #include "frontends/hf/HfConfig.h"
 #include "frontends/modelgen/ModelGen.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/support/Error.h"
 #include "frontends/onnx/OnnxImporter.h"
+#include "runtime/support/Error.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"

@@ -6,9 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DTC_COMPILER_SUPPORT_ERROR_H
-#define DTC_COMPILER_SUPPORT_ERROR_H
+#ifndef DTC_RUNTIME_SUPPORT_ERROR_H
+#define DTC_RUNTIME_SUPPORT_ERROR_H
 
+#include "llvm/ADT/Twine.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -53,10 +54,18 @@ template <typename... Ts> llvm::Error failure(const char *fmt, Ts &&...args) {
       ErrorKind::Failure, llvm::formatv(fmt, std::forward<Ts>(args)...).str());
 }
 
+/// The same with a message already built (no formatv braces to escape).
+inline llvm::Error badInputText(const llvm::Twine &message) {
+  return llvm::make_error<DtcError>(ErrorKind::BadInput, message.str());
+}
+inline llvm::Error failureText(const llvm::Twine &message) {
+  return llvm::make_error<DtcError>(ErrorKind::Failure, message.str());
+}
+
 /// Prints `dtc: error: <message>` to stderr and returns the exit code of
 /// `err` (errors that are not DtcErrors count as failures).
 int reportError(llvm::Error err);
 
 } // namespace dtc
 
-#endif // DTC_COMPILER_SUPPORT_ERROR_H
+#endif // DTC_RUNTIME_SUPPORT_ERROR_H

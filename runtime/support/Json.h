@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DTC_RUNTIME_CORE_JSON_H
-#define DTC_RUNTIME_CORE_JSON_H
+#ifndef DTC_RUNTIME_SUPPORT_JSON_H
+#define DTC_RUNTIME_SUPPORT_JSON_H
 
 #include "llvm/Support/JSON.h"
 
@@ -24,4 +24,4 @@ llvm::Expected<llvm::json::Value> parseJson(llvm::StringRef text);
 
 } // namespace dtc::runtime
 
-#endif // DTC_RUNTIME_CORE_JSON_H
+#endif // DTC_RUNTIME_SUPPORT_JSON_H

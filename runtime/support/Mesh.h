@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DTC_RUNTIME_CORE_MESH_H
-#define DTC_RUNTIME_CORE_MESH_H
+#ifndef DTC_RUNTIME_SUPPORT_MESH_H
+#define DTC_RUNTIME_SUPPORT_MESH_H
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -60,4 +60,4 @@ private:
 
 } // namespace dtc::runtime
 
-#endif // DTC_RUNTIME_CORE_MESH_H
+#endif // DTC_RUNTIME_SUPPORT_MESH_H

@@ -1,6 +1,7 @@
 //===- Json.cpp - JSON from untrusted files -------------------------------===//
 
-#include "runtime/core/Json.h"
+#include "runtime/support/Json.h"
+#include "runtime/support/Error.h"
 
 namespace dtc::runtime {
 
@@ -19,9 +20,8 @@ llvm::Expected<llvm::json::Value> parseJson(llvm::StringRef text) {
       inString = true;
     } else if (c == '[' || c == '{') {
       if (++depth > kMaxJsonDepth)
-        return llvm::createStringError(
-            llvm::inconvertibleErrorCode(),
-            "nested deeper than " + llvm::Twine(kMaxJsonDepth) + " levels");
+        return dtc::failureText("nested deeper than " +
+                                llvm::Twine(kMaxJsonDepth) + " levels");
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
     }

@@ -1,6 +1,6 @@
 //===- Error.cpp - dtc's user-facing errors -------------------------------===//
 
-#include "compiler/support/Error.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/Support/raw_ostream.h"
 

@@ -1,6 +1,7 @@
 //===- Mesh.cpp - The device mesh -----------------------------------------===//
 
-#include "runtime/core/Mesh.h"
+#include "runtime/support/Mesh.h"
+#include "runtime/support/Error.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -9,8 +10,7 @@ namespace dtc::runtime {
 
 namespace {
 llvm::Error meshError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "mesh: " + message);
+  return dtc::failureText("mesh: " + message);
 }
 } // namespace
 

@@ -1,0 +1,61 @@
+//===- Reduce.cpp - dtc.reduce_* operand checks ---------------------------===//
+
+#include "runtime/core/Reduce.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+namespace dtc::runtime {
+
+bool ReduceGroups::rowShaped() const { return llvm::count(reduced, true) <= 1; }
+
+int64_t ReduceGroups::outer() const {
+  int64_t outer = 1;
+  for (size_t g = 0; g < sizes.size() && !reduced[g]; ++g)
+    outer *= sizes[g];
+  return outer;
+}
+
+int64_t ReduceGroups::inner() const {
+  int64_t inner = 1;
+  for (size_t g = sizes.size(); g > 0 && !reduced[g - 1]; --g)
+    inner *= sizes[g - 1];
+  return llvm::is_contained(reduced, true) ? inner : 1;
+}
+
+llvm::Expected<ReduceGroups> readReduce(const KernelCall &call) {
+  if (llvm::Error err = expectArity(call, 1, 1))
+    return std::move(err);
+  const TensorRef &in = call.input(0), &out = call.output(0);
+  llvm::SmallVector<bool, 6> reduced(in.rank(), false);
+  ReduceGroups groups;
+  for (int64_t dim : call.ints("dims")) {
+    int64_t d = dim < 0 ? dim + in.rank() : dim;
+    if (d < 0 || d >= in.rank())
+      return call.error("dim " + llvm::Twine(dim) + " out of range for " +
+                        shapeString(in.shape));
+    if (!reduced[d])
+      groups.count *= in.shape[d];
+    reduced[d] = true;
+  }
+  // Reducing a zero-size dim gives the identity (0, -inf; NaN for a mean).
+  if (in.dtype != out.dtype ||
+      out.numElements() * groups.count != in.numElements())
+    return call.error("result " + shapeString(out.shape) + " " +
+                      dtypeName(out.dtype) + " does not match reducing " +
+                      shapeString(in.shape) + " " + dtypeName(in.dtype));
+  if (in.dtype == DType::BOOL || dtypeSize(in.dtype) == 0)
+    return call.error("unsupported dtype " + dtypeName(in.dtype));
+  for (int64_t d = 0; d < in.rank(); ++d) {
+    if (in.shape[d] == 1)
+      continue;
+    if (!groups.reduced.empty() && groups.reduced.back() == reduced[d]) {
+      groups.sizes.back() *= in.shape[d];
+    } else {
+      groups.sizes.push_back(in.shape[d]);
+      groups.reduced.push_back(reduced[d]);
+    }
+  }
+  return groups;
+}
+
+} // namespace dtc::runtime

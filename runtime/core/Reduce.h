@@ -1,0 +1,38 @@
+//===- Reduce.h - dtc.reduce_* operand checks -------------------*- C++ -*-===//
+//
+// The shapes of dtc.reduce_sum, reduce_mean and reduce_max, read and checked
+// once for every backend, with the input's dims collapsed into the groups
+// both backends' loops run over.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_RUNTIME_CORE_REDUCE_H
+#define DTC_RUNTIME_CORE_REDUCE_H
+
+#include "runtime/core/Kernel.h"
+
+#include "llvm/ADT/SmallVector.h"
+
+namespace dtc::runtime {
+
+/// The input's dims as groups of adjacent dims that are all reduced or all
+/// kept (size-1 dims dropped): group g has `sizes[g]` elements and is
+/// reduced when `reduced[g]`. Each result element reduces `count` inputs.
+struct ReduceGroups {
+  llvm::SmallVector<int64_t, 6> sizes;
+  llvm::SmallVector<bool, 6> reduced;
+  int64_t count = 1;
+
+  /// At most one reduced group: the input is [outer, count, inner].
+  bool rowShaped() const;
+  int64_t outer() const;
+  int64_t inner() const;
+};
+
+/// Reads `dims` (negative counts from the end; repeats allowed) and checks
+/// that the result has the input's dtype and its kept elements.
+llvm::Expected<ReduceGroups> readReduce(const KernelCall &call);
+
+} // namespace dtc::runtime
+
+#endif // DTC_RUNTIME_CORE_REDUCE_H
