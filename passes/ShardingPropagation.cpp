@@ -15,6 +15,7 @@
 #include "dialects/dtc/DtcOps.h"
 #include "passes/AffineMatch.h"
 #include "passes/Layout.h"
+#include "passes/LoopLayout.h"
 #include "passes/Passes.h"
 #include "passes/ShardingRules.h"
 
@@ -486,46 +487,25 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
         extent[dimExpr.getPosition()] =
             std::max(extent[dimExpr.getPosition()],
                      cast<RankedTensorType>(values[i].getType()).getDimSize(d));
+  SmallVector<LoopSplit> splits(numAxes());
+  for (size_t a = 0; a < numAxes(); ++a)
+    splits[a] = {loops[a].first, loops[a].second, pieces(a)};
   for (auto [i, value] : llvm::enumerate(values)) {
     bool isResult = i >= numOperands;
     auto shape = cast<RankedTensorType>(value.getType()).getShape();
-    Layout sh = Layout::replicated(numAxes());
+    Layout sh;
+    // Grouped-query attention: kv head `h floordiv group`. The query heads
+    // split only where the kv heads split alike: with fewer kv heads than
+    // ranks, a rank's queries would read one kv head that several ranks
+    // share, which the partitioner does not lower.
+    if (layoutForLoops(maps[i], shape, splits, extent,
+                       /*groupedHeads=*/!isResult, sh))
+      return std::nullopt;
     for (size_t a = 0; a < numAxes(); ++a) {
-      auto [loop, block] = loops[a];
+      int64_t loop = loops[a].first;
       if (loop < 0)
         continue;
-      int64_t n = pieces(a);
-      bool found = false;
-      for (auto [d, expr] : llvm::enumerate(maps[i].getResults())) {
-        if (!expr.isFunctionOfDim(loop))
-          continue;
-        found = true;
-        int64_t exprLoop, stride, offset;
-        if (matchStrided(expr, exprLoop, stride, offset)) {
-          // A slice reads the dim from `offset`: a split of the whole loop
-          // is an interleaved split of the input in runs of its extent.
-          int64_t run = block ? block : extent[loop];
-          if (stride != 1 || offset % run || shape[d] % run || run % n)
-            return std::nullopt;
-          sh.dim[a] = d;
-          sh.block[a] = run == shape[d] ? 0 : run;
-          continue;
-        }
-        // Grouped-query attention: kv head `h floordiv group`. The query
-        // heads split only where the kv heads split alike: with fewer kv
-        // heads than ranks, a rank's queries would read one kv head that
-        // several ranks share, which the partitioner does not lower.
-        auto bin = dyn_cast<AffineBinaryOpExpr>(expr);
-        if (!isResult && bin && bin.getKind() == AffineExprKind::FloorDiv &&
-            isa<AffineDimExpr>(bin.getLHS()) && block == 0) {
-          if (shape[d] % n)
-            return std::nullopt;
-          sh.dim[a] = d;
-          sh.block[a] = 0;
-          continue;
-        }
-        return std::nullopt;
-      }
+      bool found = maps[i].isFunctionOfDim(loop);
       // The vocabulary-parallel loss is whole over the axis.
       if (!found && isResult && !isVocabParallelLoop(op, loop)) {
         if (iterators[loop] != IteratorType::reduction &&

@@ -17,6 +17,7 @@
 #include "dialects/dtc/DtcOps.h"
 #include "passes/AffineMatch.h"
 #include "passes/Layout.h"
+#include "passes/LoopLayout.h"
 #include "passes/Passes.h"
 #include "passes/ShardingRules.h"
 #include "passes/autodiff/Autodiff.h"
@@ -638,47 +639,34 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
     }
 
   // The layout each operand is read in.
+  SmallVector<LoopSplit> splits(numAxes());
+  for (size_t a = 0; a < numAxes(); ++a)
+    splits[a] = {loopOf[a], blockOf[a], axisSize(a)};
   SmallVector<Layout> operandLayouts;
   for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
-    RankedTensorType type = globalType.lookup(operand);
-    Layout layout = Layout::replicated(numAxes());
-    for (size_t a = 0; a < numAxes(); ++a) {
-      int64_t l = loopOf[a];
-      if (l < 0)
-        continue;
-      int64_t n = axisSize(a);
-      for (auto [d, expr] : llvm::enumerate(maps[i].getResults())) {
-        if (!expr.isFunctionOfDim(l))
-          continue;
-        int64_t loop, offset;
-        if (matchShifted(expr, loop, offset)) {
-          // A slice reads from `offset`: a split of the loop is an
-          // interleaved split of the input in runs of the loop's extent.
-          int64_t run = blockOf[a] ? blockOf[a] : extent[l];
-          if (offset % run || type.getDimSize(d) % run || run % n)
-            return op->emitOpError("operand ")
-                   << i << " dimension " << d << " cannot be split like loop "
-                   << l << " over \"" << mesh.axes[a].name << "\"";
-          layout.dim[a] = d;
-          layout.block[a] = run == type.getDimSize(d) ? 0 : run;
-          continue;
-        }
-        auto bin = dyn_cast<AffineBinaryOpExpr>(expr);
-        if (bin && bin.getKind() == AffineExprKind::FloorDiv &&
-            isa<AffineDimExpr>(bin.getLHS()) && !blockOf[a]) {
-          if (type.getDimSize(d) % n)
-            return op->emitOpError("grouped-query attention with query heads "
-                                   "split over \"")
-                   << mesh.axes[a].name
-                   << "\" and key/value heads that do not divide it is not "
-                      "supported yet";
-          layout.dim[a] = d;
-          continue;
-        }
+    Layout layout;
+    std::optional<LoopLayoutError> error =
+        layoutForLoops(maps[i], globalType.lookup(operand).getShape(), splits,
+                       extent, /*groupedHeads=*/true, layout);
+    if (error) {
+      StringRef axis = mesh.axes[error->axis].name;
+      switch (error->kind) {
+      case LoopLayoutError::Misaligned:
         return op->emitOpError("operand ")
-               << i << " dimension " << d
-               << " is not a plain loop and cannot be split over \""
-               << mesh.axes[a].name << "\"";
+               << i << " dimension " << error->dim
+               << " cannot be split like loop " << loopOf[error->axis]
+               << " over \"" << axis << "\"";
+      case LoopLayoutError::UnevenGroups:
+        return op->emitOpError("grouped-query attention with query heads "
+                               "split over \"")
+               << axis
+               << "\" and key/value heads that do not divide it is not "
+                  "supported yet";
+      case LoopLayoutError::NotPlainLoop:
+        return op->emitOpError("operand ")
+               << i << " dimension " << error->dim
+               << " is not a plain loop and cannot be split over \"" << axis
+               << "\"";
       }
     }
     operandLayouts.push_back(layout);
