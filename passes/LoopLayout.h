@@ -28,6 +28,27 @@ struct LoopSplit {
   int64_t pieces = 1;
 };
 
+/// Each loop's extent: the smallest dim it indexes as a plain `d` (the
+/// input of a slice from 0 and the result of its gradient are larger than
+/// the loop); 1 for a loop no map indexes so. `shapes` are the values' dims in
+/// the order of `maps` (operands, then results).
+inline llvm::SmallVector<int64_t>
+loopExtents(llvm::ArrayRef<AffineMap> maps,
+            llvm::ArrayRef<llvm::ArrayRef<int64_t>> shapes, size_t numLoops) {
+  llvm::SmallVector<int64_t> extent(numLoops, 0);
+  for (auto [map, shape] : llvm::zip(maps, shapes))
+    for (auto [d, expr] : llvm::enumerate(map.getResults())) {
+      auto dim = dyn_cast<AffineDimExpr>(expr);
+      if (!dim)
+        continue;
+      int64_t &e = extent[dim.getPosition()];
+      e = e ? std::min(e, shape[d]) : shape[d];
+    }
+  for (int64_t &e : extent)
+    e = e ? e : 1;
+  return extent;
+}
+
 /// Why a value's dim cannot follow a loop split.
 struct LoopLayoutError {
   enum Kind {

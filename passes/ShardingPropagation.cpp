@@ -480,13 +480,10 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
   SmallVector<Value> values(op->getOperands());
   llvm::append_range(values, op->getResults());
   size_t numOperands = op->getNumOperands();
-  SmallVector<int64_t> extent(iterators.size(), 1);
-  for (auto [i, map] : llvm::enumerate(maps))
-    for (auto [d, expr] : llvm::enumerate(map.getResults()))
-      if (auto dimExpr = dyn_cast<AffineDimExpr>(expr))
-        extent[dimExpr.getPosition()] =
-            std::max(extent[dimExpr.getPosition()],
-                     cast<RankedTensorType>(values[i].getType()).getDimSize(d));
+  SmallVector<ArrayRef<int64_t>> shapes;
+  for (Value value : values)
+    shapes.push_back(cast<RankedTensorType>(value.getType()).getShape());
+  SmallVector<int64_t> extent = loopExtents(maps, shapes, iterators.size());
   SmallVector<LoopSplit> splits(numAxes());
   for (size_t a = 0; a < numAxes(); ++a)
     splits[a] = {loops[a].first, loops[a].second, pieces(a)};

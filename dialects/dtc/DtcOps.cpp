@@ -1250,11 +1250,39 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-double AttentionOp::getEffectiveScale() {
-  if (std::optional<APFloat> scale = getScale())
+/// The scale attention and its gradient use: the attribute, else 1 /
+/// sqrt(head dim) of the query.
+static double attentionScale(std::optional<APFloat> scale,
+                             RankedTensorType query) {
+  if (scale)
     return scale->convertToDouble();
-  return 1.0 /
-         std::sqrt(static_cast<double>(getQuery().getType().getDimSize(3)));
+  return 1.0 / std::sqrt(static_cast<double>(query.getDimSize(3)));
+}
+
+/// Loops (b, h, s, e, t, d): batch, query heads, query positions and value
+/// dims are parallel; key positions and the q.k dim are reductions.
+static SmallVector<IteratorType> attentionLoops() {
+  return {IteratorType::parallel,  IteratorType::parallel,
+          IteratorType::parallel,  IteratorType::parallel,
+          IteratorType::reduction, IteratorType::reduction};
+}
+
+/// The maps of query, key, value and output over attentionLoops(); key and
+/// value index the kv head h floordiv (query heads / kv heads).
+static SmallVector<AffineMap, 4> attentionMaps(RankedTensorType query,
+                                               RankedTensorType key) {
+  MLIRContext *ctx = query.getContext();
+  AffineExpr b, h, s, e, t, d;
+  bindDims(ctx, b, h, s, e, t, d);
+  AffineExpr kvHead = h.floorDiv(query.getDimSize(1) / key.getDimSize(1));
+  return {AffineMap::get(6, 0, {b, h, s, d}, ctx),
+          AffineMap::get(6, 0, {b, kvHead, t, d}, ctx),
+          AffineMap::get(6, 0, {b, kvHead, t, e}, ctx),
+          AffineMap::get(6, 0, {b, h, s, e}, ctx)};
+}
+
+double AttentionOp::getEffectiveScale() {
+  return attentionScale(getScale(), getQuery().getType());
 }
 
 void AttentionOp::addComputedDefaults(NamedAttrList &attributes) {
@@ -1262,25 +1290,13 @@ void AttentionOp::addComputedDefaults(NamedAttrList &attributes) {
                  Builder(getContext()).getF64FloatAttr(getEffectiveScale()));
 }
 
-// Loops (b, h, s, e, t, d): batch, query heads, query positions and value
-// dims are parallel; key positions and the q.k dim are reductions.
 SmallVector<IteratorType> AttentionOp::getLoopIteratorTypes() {
-  return {IteratorType::parallel,  IteratorType::parallel,
-          IteratorType::parallel,  IteratorType::parallel,
-          IteratorType::reduction, IteratorType::reduction};
+  return attentionLoops();
 }
 
 SmallVector<AffineMap> AttentionOp::getIndexingMaps() {
-  MLIRContext *ctx = getContext();
-  AffineExpr b, h, s, e, t, d;
-  bindDims(ctx, b, h, s, e, t, d);
-  int64_t group =
-      getQuery().getType().getDimSize(1) / getKey().getType().getDimSize(1);
-  AffineExpr kvHead = h.floorDiv(group);
-  return {AffineMap::get(6, 0, {b, h, s, d}, ctx),
-          AffineMap::get(6, 0, {b, kvHead, t, d}, ctx),
-          AffineMap::get(6, 0, {b, kvHead, t, e}, ctx),
-          AffineMap::get(6, 0, {b, h, s, e}, ctx)};
+  return llvm::to_vector(
+      attentionMaps(getQuery().getType(), getKey().getType()));
 }
 
 // dtc.attention_grad recomputes the probabilities inside its kernel.
@@ -1538,10 +1554,7 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
 }
 
 double AttentionGradOp::getEffectiveScale() {
-  if (std::optional<APFloat> scale = getScale())
-    return scale->convertToDouble();
-  return 1.0 /
-         std::sqrt(static_cast<double>(getQuery().getType().getDimSize(3)));
+  return attentionScale(getScale(), getQuery().getType());
 }
 
 void AttentionGradOp::addComputedDefaults(NamedAttrList &attributes) {
@@ -1552,23 +1565,14 @@ void AttentionGradOp::addComputedDefaults(NamedAttrList &attributes) {
 // Loops (b, h, s, e, t, d) as dtc.attention; the key and value gradients
 // index the kv head like the key and value.
 SmallVector<IteratorType> AttentionGradOp::getLoopIteratorTypes() {
-  return {IteratorType::parallel,  IteratorType::parallel,
-          IteratorType::parallel,  IteratorType::parallel,
-          IteratorType::reduction, IteratorType::reduction};
+  return attentionLoops();
 }
 
+// Operands query, key, value, d output; results d query, d key, d value.
 SmallVector<AffineMap> AttentionGradOp::getIndexingMaps() {
-  MLIRContext *ctx = getContext();
-  AffineExpr b, h, s, e, t, d;
-  bindDims(ctx, b, h, s, e, t, d);
-  int64_t group =
-      getQuery().getType().getDimSize(1) / getKey().getType().getDimSize(1);
-  AffineExpr kvHead = h.floorDiv(group);
-  AffineMap queryMap = AffineMap::get(6, 0, {b, h, s, d}, ctx);
-  AffineMap keyMap = AffineMap::get(6, 0, {b, kvHead, t, d}, ctx);
-  AffineMap valueMap = AffineMap::get(6, 0, {b, kvHead, t, e}, ctx);
-  AffineMap outputMap = AffineMap::get(6, 0, {b, h, s, e}, ctx);
-  return {queryMap, keyMap, valueMap, outputMap, queryMap, keyMap, valueMap};
+  SmallVector<AffineMap, 4> maps =
+      attentionMaps(getQuery().getType(), getKey().getType());
+  return {maps[0], maps[1], maps[2], maps[3], maps[0], maps[1], maps[2]};
 }
 
 LogicalResult EmbeddingGradOp::inferReturnTypes(MLIRContext *,

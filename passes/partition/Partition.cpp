@@ -532,16 +532,10 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
   int64_t numLoops = iterators.size();
   SmallVector<Value> values(op->getOperands());
   llvm::append_range(values, op->getResults());
-  // A loop's extent: the smallest dim it indexes plainly (a slice's input
-  // and a slice gradient's result are larger than the loop).
-  SmallVector<int64_t> extent(numLoops, 0);
-  for (auto [i, map] : llvm::enumerate(maps))
-    for (auto [d, expr] : llvm::enumerate(map.getResults()))
-      if (auto dimExpr = dyn_cast<AffineDimExpr>(expr)) {
-        int64_t &e = extent[dimExpr.getPosition()];
-        int64_t size = globalType.lookup(values[i]).getDimSize(d);
-        e = e ? std::min(e, size) : size;
-      }
+  SmallVector<ArrayRef<int64_t>> shapes;
+  for (Value value : values)
+    shapes.push_back(globalType.lookup(value).getShape());
+  SmallVector<int64_t> extent = loopExtents(maps, shapes, numLoops);
 
   // Per axis: the loop it splits (-1: none) and the loop's block.
   SmallVector<int64_t> loopOf(numAxes(), -1), blockOf(numAxes(), 0);
