@@ -98,6 +98,20 @@ public:
   }
 };
 
+/// The peer of a send or recv: the rank `peerOffset` away from `rank` along
+/// `axis`, and how errors name the transfer ("send from rank 3 +1 along
+/// 'pp'", "recv at rank 4 -1 along 'pp'").
+struct PeerRank {
+  int rank = 0;
+  std::string where;
+};
+
+/// Resolves a send's (`sending`) or recv's peer for every backend; an error
+/// names the transfer and the mesh when it has no such axis or peer.
+llvm::Expected<PeerRank> resolvePeer(const Mesh &mesh, int rank,
+                                     llvm::StringRef axis, int64_t peerOffset,
+                                     bool sending);
+
 } // namespace dtc::runtime
 
 #endif // DTC_RUNTIME_CORE_COMMUNICATOR_H

@@ -585,12 +585,11 @@ NcclCommunicator::allToAll(llvm::ArrayRef<std::string> axes,
 llvm::Expected<Request> NcclCommunicator::send(llvm::StringRef axis,
                                                int64_t peerOffset,
                                                const TensorRef &input) {
-  std::optional<int> peer = impl_->mesh.peer(impl_->rank, axis, peerOffset);
+  llvm::Expected<PeerRank> peer =
+      resolvePeer(impl_->mesh, impl_->rank, axis, peerOffset, true);
   if (!peer)
-    return failure("send: rank " + llvm::Twine(impl_->rank) +
-                   " has no peer at offset " + llvm::Twine(peerOffset) +
-                   " along '" + axis + "'");
-  auto channel = impl_->channel(impl_->rank, *peer, axis);
+    return peer.takeError();
+  auto channel = impl_->channel(impl_->rank, peer->rank, axis);
   if (!channel)
     return channel.takeError();
   auto type = ncclType(input.dtype);
@@ -609,12 +608,11 @@ llvm::Expected<Request> NcclCommunicator::send(llvm::StringRef axis,
 llvm::Expected<Request> NcclCommunicator::recv(llvm::StringRef axis,
                                                int64_t peerOffset,
                                                const TensorRef &output) {
-  std::optional<int> peer = impl_->mesh.peer(impl_->rank, axis, peerOffset);
+  llvm::Expected<PeerRank> peer =
+      resolvePeer(impl_->mesh, impl_->rank, axis, peerOffset, false);
   if (!peer)
-    return failure("recv: rank " + llvm::Twine(impl_->rank) +
-                   " has no peer at offset " + llvm::Twine(peerOffset) +
-                   " along '" + axis + "'");
-  auto channel = impl_->channel(*peer, impl_->rank, axis);
+    return peer.takeError();
+  auto channel = impl_->channel(peer->rank, impl_->rank, axis);
   if (!channel)
     return channel.takeError();
   auto type = ncclType(output.dtype);

@@ -1025,33 +1025,23 @@ MpiCommunicator::allToAll(llvm::ArrayRef<std::string> axes,
   return impl_->submit(std::move(job));
 }
 
-namespace {
-std::string offsetText(int64_t offset) {
-  return (offset >= 0 ? "+" : "") + std::to_string(offset);
-}
-} // namespace
-
 llvm::Expected<Request> MpiCommunicator::send(llvm::StringRef axis,
                                               int64_t peerOffset,
                                               const TensorRef &input) {
-  const Mesh &m = impl_->mesh;
-  std::string where = "send from rank " + std::to_string(impl_->rank) + " " +
-                      offsetText(peerOffset) + " along '" + axis.str() + "'";
-  if (m.axisIndex(axis) < 0)
-    return dtc::failureText(where + ": no axis '" + axis + "' in mesh '" +
-                            m.str() + "'");
-  std::optional<int> peer = m.peer(impl_->rank, axis, peerOffset);
+  llvm::Expected<PeerRank> peer =
+      resolvePeer(impl_->mesh, impl_->rank, axis, peerOffset, true);
   if (!peer)
-    return dtc::failureText(where + ": no such peer in mesh '" + m.str() + "'");
+    return peer.takeError();
+  const std::string &where = peer->where;
   if (static_cast<int64_t>(input.bytes()) > INT_MAX)
     return dtc::failureText(where + ": a message of " +
                             llvm::Twine(input.bytes()) +
                             " bytes exceeds MPI's int count");
   auto job = std::make_shared<Job>();
-  job->what = where + " (to rank " + std::to_string(*peer) + ")";
+  job->what = where + " (to rank " + std::to_string(peer->rank) + ")";
   MPI_Comm comm = impl_->p2p;
   void *in = input.data;
-  int bytes = static_cast<int>(input.bytes()), to = *peer;
+  int bytes = static_cast<int>(input.bytes()), to = peer->rank;
   job->post = [=](MPI_Request *request) {
     return MPI_Isend(in, bytes, MPI_BYTE, to, 0, comm, request);
   };
@@ -1061,24 +1051,20 @@ llvm::Expected<Request> MpiCommunicator::send(llvm::StringRef axis,
 llvm::Expected<Request> MpiCommunicator::recv(llvm::StringRef axis,
                                               int64_t peerOffset,
                                               const TensorRef &output) {
-  const Mesh &m = impl_->mesh;
-  std::string where = "recv at rank " + std::to_string(impl_->rank) + " " +
-                      offsetText(peerOffset) + " along '" + axis.str() + "'";
-  if (m.axisIndex(axis) < 0)
-    return dtc::failureText(where + ": no axis '" + axis + "' in mesh '" +
-                            m.str() + "'");
-  std::optional<int> peer = m.peer(impl_->rank, axis, peerOffset);
+  llvm::Expected<PeerRank> peer =
+      resolvePeer(impl_->mesh, impl_->rank, axis, peerOffset, false);
   if (!peer)
-    return dtc::failureText(where + ": no such peer in mesh '" + m.str() + "'");
+    return peer.takeError();
+  const std::string &where = peer->where;
   if (static_cast<int64_t>(output.bytes()) > INT_MAX)
     return dtc::failureText(where + ": a message of " +
                             llvm::Twine(output.bytes()) +
                             " bytes exceeds MPI's int count");
   auto job = std::make_shared<Job>();
-  job->what = where + " (from rank " + std::to_string(*peer) + ")";
+  job->what = where + " (from rank " + std::to_string(peer->rank) + ")";
   MPI_Comm comm = impl_->p2p;
   void *out = output.data;
-  int bytes = static_cast<int>(output.bytes()), from = *peer;
+  int bytes = static_cast<int>(output.bytes()), from = peer->rank;
   job->post = [=](MPI_Request *request) {
     return MPI_Irecv(out, bytes, MPI_BYTE, from, 0, comm, request);
   };
