@@ -162,8 +162,8 @@ private:
 
   DenseMap<Value, unsigned> number;
   DenseMap<Value, Layout> fixed; // graph inputs
-  DenseSet<Value> free;      // parameters and constants
-  DenseSet<Value> shared;    // free parameters that several ops read
+  DenseSet<Value> free;          // parameters and constants
+  DenseSet<Value> shared;        // free parameters that several ops read
   DenseMap<Value, unsigned> lastUse;
   /// Interleave blocks worth trying, per value dim.
   DenseMap<Value, SmallVector<SmallVector<int64_t, 2>>> hints;
