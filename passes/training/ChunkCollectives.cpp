@@ -70,8 +70,8 @@ mlir::Value sliceChunk(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
   int64_t size = type.getDimSize(dim) / k;
   starts[dim] = i * size;
   limits[dim] = (i + 1) * size;
-  return b.create<d::SliceOp>(
-      loc, chunkType(type, dim, k), v, b.getDenseI64ArrayAttr(starts),
+  return d::SliceOp::create(
+      b, loc, chunkType(type, dim, k), v, b.getDenseI64ArrayAttr(starts),
       b.getDenseI64ArrayAttr(limits), b.getDenseI64ArrayAttr(strides));
 }
 
@@ -115,7 +115,7 @@ mlir::Value regroupedLhs(mlir::OpBuilder &b, d::MatmulOp matmul,
   auto regrouped = withLastDim(rows, tensorType(lhs).getShape().back());
   if (regrouped == tensorType(lhs))
     return lhs;
-  return b.create<d::ReshapeOp>(matmul.getLoc(), regrouped, lhs);
+  return d::ReshapeOp::create(b, matmul.getLoc(), regrouped, lhs);
 }
 
 /// Erases `op` and then each producer left without users.
@@ -222,9 +222,9 @@ struct Blocking {
     auto type = tensorType(whole);
     auto split4 =
         mlir::RankedTensorType::get(split(type, k), type.getElementType());
-    mlir::Value grouped = b.create<d::ReshapeOp>(loc, split4, whole);
+    mlir::Value grouped = d::ReshapeOp::create(b, loc, split4, whole);
     mlir::Value block = sliceChunk(b, loc, grouped, dim + 1, k, i);
-    return b.create<d::ReshapeOp>(loc, chunkType(type, dim, k), block);
+    return d::ReshapeOp::create(b, loc, chunkType(type, dim, k), block);
   }
 
   /// The whole of `type` from its blocks.
@@ -232,18 +232,18 @@ struct Blocking {
                       llvm::ArrayRef<mlir::Value> blocks,
                       mlir::RankedTensorType type) const {
     if (!strided())
-      return b.create<d::ConcatOp>(loc, blocks, static_cast<int64_t>(dim));
+      return d::ConcatOp::create(b, loc, blocks, static_cast<int64_t>(dim));
     llvm::SmallVector<mlir::Value> grouped;
     for (mlir::Value block : blocks) {
       auto shape = split(type, k);
       shape[dim + 1] = 1;
-      grouped.push_back(b.create<d::ReshapeOp>(
-          loc, mlir::RankedTensorType::get(shape, type.getElementType()),
+      grouped.push_back(d::ReshapeOp::create(
+          b, loc, mlir::RankedTensorType::get(shape, type.getElementType()),
           block));
     }
     mlir::Value whole =
-        b.create<d::ConcatOp>(loc, grouped, static_cast<int64_t>(dim + 1));
-    return b.create<d::ReshapeOp>(loc, type, whole);
+        d::ConcatOp::create(b, loc, grouped, static_cast<int64_t>(dim + 1));
+    return d::ReshapeOp::create(b, loc, type, whole);
   }
 };
 
@@ -286,8 +286,8 @@ bool chunkReduction(mlir::OpBuilder &b, mlir::Operation *start, d::WaitOp wait,
       startChunks(b, start, wait, blocks, chunkType(outputType, dim, k));
   // Each rank's reduced blocks are contiguous parts of its result.
   replaceWhenNeeded(b, wait, [&] {
-    return b.create<d::ConcatOp>(wait.getLoc(), waited,
-                                 static_cast<int64_t>(dim));
+    return d::ConcatOp::create(b, wait.getLoc(), waited,
+                               static_cast<int64_t>(dim));
   });
   wait->erase();
   eraseDeadChain(start);
@@ -353,8 +353,8 @@ bool chunkGather(mlir::OpBuilder &b, d::AllGatherStartOp start, d::WaitOp wait,
                              ->getResult(0));
     mlir::Value product = blocking->combine(b, matmul.getLoc(), products, rows);
     if (rows != tensorType(matmul.getOutput()))
-      product = b.create<d::ReshapeOp>(matmul.getLoc(),
-                                       matmul.getOutput().getType(), product);
+      product = d::ReshapeOp::create(b, matmul.getLoc(),
+                                     matmul.getOutput().getType(), product);
     matmul.getOutput().replaceAllUsesWith(product);
     matmul->erase();
     if (consumer.reshape && consumer.reshape->use_empty())

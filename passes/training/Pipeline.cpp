@@ -148,8 +148,9 @@ mlir::func::FuncOp buildStage(mlir::ModuleOp into, mlir::func::FuncOp forward,
                                                  : b.getDictionaryAttr({}));
   }
   mlir::Value result = output ? output : body.getTerminator()->getOperand(0);
-  auto func = b.create<mlir::func::FuncOp>(
-      forward.getLoc(), name, b.getFunctionType(argTypes, {result.getType()}));
+  auto func = mlir::func::FuncOp::create(
+      b, forward.getLoc(), name,
+      b.getFunctionType(argTypes, {result.getType()}));
   mlir::Block *entry = func.addEntryBlock();
   func.setAllArgAttrs(argAttrs);
   mlir::IRMapping map;
@@ -167,7 +168,7 @@ mlir::func::FuncOp buildStage(mlir::ModuleOp into, mlir::func::FuncOp forward,
     if (!isFree(op))
       b.clone(*op, map);
   }
-  b.create<mlir::func::ReturnOp>(forward.getLoc(), map.lookup(result));
+  mlir::func::ReturnOp::create(b, forward.getLoc(), map.lookup(result));
   return func;
 }
 
@@ -323,8 +324,8 @@ mlir::func::FuncOp buildPassFunction(mlir::OpBuilder &b, const Chunk &chunk,
     resultTypes.push_back(v.getType());
   for (const GradientSum &g : grads)
     resultTypes.push_back(g.type);
-  auto fn = b.create<mlir::func::FuncOp>(
-      loc, name, b.getFunctionType(argTypes, resultTypes));
+  auto fn = mlir::func::FuncOp::create(
+      b, loc, name, b.getFunctionType(argTypes, resultTypes));
   if (mlir::Attribute mesh = source->getAttr("dtc.mesh"))
     fn->setAttr("dtc.mesh", mesh);
   mlir::Block *entry = fn.addEntryBlock();
@@ -364,10 +365,10 @@ mlir::func::FuncOp buildPassFunction(mlir::OpBuilder &b, const Chunk &chunk,
     fn.setArgAttr(argIndex, "dtc.state_of", b.getStringAttr(g.parameter));
     mlir::Value grad = map.lookup(sourceReturn->getOperand(g.index));
     results.push_back(
-        b.create<d::AddOp>(loc, entry->getArgument(argIndex), grad));
+        d::AddOp::create(b, loc, entry->getArgument(argIndex), grad));
     fn.setResultAttr(outputs.size() + j, "dtc.state", b.getStringAttr(state));
   }
-  b.create<mlir::func::ReturnOp>(loc, results);
+  mlir::func::ReturnOp::create(b, loc, results);
   return fn;
 }
 
@@ -479,9 +480,9 @@ llvm::Expected<Chunk> buildChunk(mlir::ModuleOp module,
     for (int64_t dim = 0; dim < type.getRank(); ++dim)
       all.push_back(dim);
     mlir::Value product =
-        b.create<d::MulOp>(objective.getLoc(), chunkOutput, dOutput);
-    mlir::Value sum = b.create<d::ReduceSumOp>(objective.getLoc(), product,
-                                               b.getDenseI64ArrayAttr(all));
+        d::MulOp::create(b, objective.getLoc(), chunkOutput, dOutput);
+    mlir::Value sum = d::ReduceSumOp::create(b, objective.getLoc(), product,
+                                             b.getDenseI64ArrayAttr(all));
     ret->setOperands(sum);
     objective.setFunctionType(b.getFunctionType(
         body.getArgumentTypes(), mlir::TypeRange{sum.getType()}));
@@ -769,8 +770,8 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
 
     // The mean loss, from the last stage to all.
     auto scalarType = mlir::RankedTensorType::get({}, b.getF32Type());
-    auto lossFn = b.create<mlir::func::FuncOp>(
-        loc, "pipeline_loss", b.getFunctionType({scalarType}, {scalarType}));
+    auto lossFn = mlir::func::FuncOp::create(
+        b, loc, "pipeline_loss", b.getFunctionType({scalarType}, {scalarType}));
     lossFn->setAttr("dtc.mesh", b.getStringAttr(options.mesh));
     {
       mlir::OpBuilder::InsertionGuard guard(b);
@@ -778,7 +779,7 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
       Collectives comm(b, loc);
       mlir::Value loss =
           comm.allReduce(lossFn.getArgument(0), {kPipelineAxis.str()});
-      b.create<mlir::func::ReturnOp>(loc, loss);
+      mlir::func::ReturnOp::create(b, loc, loss);
     }
     lossFn.setResultAttr(0, "dtc.name", b.getStringAttr("loss"));
 
@@ -790,8 +791,8 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
       llvm::append_range(shape, type.getShape());
       argTypes.push_back(type.clone(shape));
     }
-    auto step = b.create<mlir::func::FuncOp>(loc, "pipeline_step",
-                                             b.getFunctionType(argTypes, {}));
+    auto step = mlir::func::FuncOp::create(b, loc, "pipeline_step",
+                                           b.getFunctionType(argTypes, {}));
     mlir::Block *body = step.addEntryBlock();
     for (unsigned i = 0; i < numData; ++i) {
       for (llvm::StringRef name : {"dtc.feed", "dtc.name"})
@@ -825,7 +826,7 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
       order.push_back(name);
     step->setAttr("dtc.schedule", b.getStrArrayAttr(order));
     b.setInsertionPointToStart(body);
-    b.create<mlir::func::ReturnOp>(loc);
+    mlir::func::ReturnOp::create(b, loc);
 
     TrainingStepOptions applyOptions = options;
     std::vector<StageSharedGradient> sharedHere;

@@ -62,48 +62,48 @@ public:
   Collectives(mlir::OpBuilder &b, mlir::Location loc) : b(b), loc(loc) {}
 
   mlir::Value allReduce(mlir::Value v, llvm::ArrayRef<std::string> axes) {
-    return wait(b.create<d::AllReduceStartOp>(loc, handle(v.getType()), v,
-                                              names(axes), "sum"));
+    return wait(d::AllReduceStartOp::create(b, loc, handle(v.getType()), v,
+                                            names(axes), "sum"));
   }
   /// Started now, waited by the caller: lets independent reductions overlap.
   d::AllReduceStartOp startAllReduce(mlir::Value v,
                                      llvm::ArrayRef<std::string> axes) {
-    return b.create<d::AllReduceStartOp>(loc, handle(v.getType()), v,
-                                         names(axes), "sum");
+    return d::AllReduceStartOp::create(b, loc, handle(v.getType()), v,
+                                       names(axes), "sum");
   }
   mlir::Value wait(mlir::Operation *start) {
-    return b.create<d::WaitOp>(loc, start->getResult(0)).getOutput();
+    return d::WaitOp::create(b, loc, start->getResult(0)).getOutput();
   }
   /// This rank's contiguous part of a 1-d value over `axis`.
   mlir::Value slice(mlir::Value v, llvm::ArrayRef<std::string> axes,
                     int64_t parts) {
-    return b.create<d::ShardSliceOp>(loc, divided(v, parts), v, names(axes), 0,
-                                     0);
+    return d::ShardSliceOp::create(b, loc, divided(v, parts), v, names(axes), 0,
+                                   0);
   }
   mlir::Value reduceScatter(mlir::Value v, llvm::ArrayRef<std::string> axes,
                             int64_t parts) {
-    return wait(b.create<d::ReduceScatterStartOp>(
-        loc, handle(divided(v, parts)), v, names(axes), 0, 0, "sum"));
+    return wait(d::ReduceScatterStartOp::create(
+        b, loc, handle(divided(v, parts)), v, names(axes), 0, 0, "sum"));
   }
   /// `v` gathered along `dim` (in interleave blocks of `block`, 0: whole)
   /// into `whole`, or this rank's part of `v`.
   mlir::Value allGather(mlir::Value v, llvm::StringRef axis, int64_t dim,
                         int64_t block, mlir::RankedTensorType whole) {
-    return wait(b.create<d::AllGatherStartOp>(loc, handle(whole), v,
-                                              names({axis.str()}), dim, block));
+    return wait(d::AllGatherStartOp::create(b, loc, handle(whole), v,
+                                            names({axis.str()}), dim, block));
   }
   mlir::Value slice(mlir::Value v, llvm::StringRef axis, int64_t dim,
                     int64_t block, mlir::RankedTensorType part) {
-    return b.create<d::ShardSliceOp>(loc, part, v, names({axis.str()}), dim,
-                                     block);
+    return d::ShardSliceOp::create(b, loc, part, v, names({axis.str()}), dim,
+                                   block);
   }
   mlir::Value allGather(mlir::Value v, llvm::ArrayRef<std::string> axes,
                         int64_t parts) {
     auto type = tensorType(v);
     auto whole = mlir::RankedTensorType::get({type.getDimSize(0) * parts},
                                              type.getElementType());
-    return wait(b.create<d::AllGatherStartOp>(loc, handle(whole), v,
-                                              names(axes), 0, 0));
+    return wait(d::AllGatherStartOp::create(b, loc, handle(whole), v,
+                                            names(axes), 0, 0));
   }
   mlir::ArrayAttr names(llvm::ArrayRef<std::string> axes) {
     llvm::SmallVector<llvm::StringRef> refs(axes.begin(), axes.end());

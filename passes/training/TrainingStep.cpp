@@ -36,8 +36,8 @@ bool isTokenTensor(mlir::Type type) {
 
 mlir::Value scalar(mlir::OpBuilder &b, mlir::Location loc, float value) {
   auto type = mlir::RankedTensorType::get({}, b.getF32Type());
-  return b.create<d::ConstantOp>(loc,
-                                 mlir::DenseElementsAttr::get(type, value));
+  return d::ConstantOp::create(b, loc,
+                               mlir::DenseElementsAttr::get(type, value));
 }
 
 /// The rows of the embedding table that `tokens` index, or 0.
@@ -57,19 +57,21 @@ mlir::Value addAuxiliaryLosses(mlir::OpBuilder &b, mlir::Location loc,
     auto coeff = route->getAttrOfType<mlir::FloatAttr>("dtc.aux_loss_coeff");
     if (!coeff || coeff.getValueAsDouble() == 0)
       continue;
-    mlir::Value mean = b.create<d::ReduceMeanOp>(
-        loc, route.getAux(), llvm::ArrayRef<int64_t>{0}, false);
+    mlir::Value mean = d::ReduceMeanOp::create(
+        b, loc, route.getAux(), llvm::ArrayRef<int64_t>{0}, false);
     if (tensorType(mean).getElementType() != tensorType(loss).getElementType())
-      mean = b.create<d::CastOp>(
-          loc, mean, mlir::TypeAttr::get(tensorType(loss).getElementType()));
+      mean = d::CastOp::create(
+          b, loc, mean, mlir::TypeAttr::get(tensorType(loss).getElementType()));
     auto weight =
         mlir::RankedTensorType::get({}, tensorType(loss).getElementType());
-    mlir::Value scale = b.create<d::ConstantOp>(
-        loc, mlir::DenseElementsAttr::get(
-                 weight, b.getFloatAttr(weight.getElementType(),
-                                        coeff.getValueAsDouble())
-                             .getValue()));
-    loss = b.create<d::AddOp>(loc, loss, b.create<d::MulOp>(loc, mean, scale));
+    mlir::Value scale = d::ConstantOp::create(
+        b, loc,
+        mlir::DenseElementsAttr::get(
+            weight,
+            b.getFloatAttr(weight.getElementType(), coeff.getValueAsDouble())
+                .getValue()));
+    loss =
+        d::AddOp::create(b, loc, loss, d::MulOp::create(b, loc, mean, scale));
   }
   return loss;
 }
@@ -157,8 +159,8 @@ llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward) {
     mlir::Value labels = addLabels(tokensType.getShape());
     if (!labels)
       return failure("cannot add the labels argument");
-    loss = b.create<d::CrossEntropyOp>(loc, logits, labels,
-                                       static_cast<uint64_t>(-100));
+    loss = d::CrossEntropyOp::create(b, loc, logits, labels,
+                                     static_cast<uint64_t>(-100));
     info.vocab = logitsType.getDimSize(2);
     info.seqLen = tokensType.getDimSize(1);
   } else if (!args.empty() && firstOutput && firstOutput.getRank() >= 2 &&
@@ -177,8 +179,8 @@ llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward) {
     mlir::Value labels = addLabels(firstOutput.getShape().drop_back());
     if (!labels)
       return failure("cannot add the labels argument");
-    loss = b.create<d::CrossEntropyOp>(loc, logits, labels,
-                                       static_cast<uint64_t>(-100));
+    loss = d::CrossEntropyOp::create(b, loc, logits, labels,
+                                     static_cast<uint64_t>(-100));
     info.vocab = firstOutput.getShape().back();
     info.seqLen = 1; // a sample counts as one token in the throughput
   } else {
@@ -202,7 +204,7 @@ llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward) {
   }
   info.microBatch = tensorType(body.getArgument(0)).getDimSize(0);
 
-  b.create<mlir::func::ReturnOp>(loc, loss);
+  mlir::func::ReturnOp::create(b, loc, loss);
   ret.erase();
   forward.setFunctionType(b.getFunctionType(body.getArgumentTypes(),
                                             mlir::TypeRange{loss.getType()}));
@@ -308,11 +310,11 @@ ZeroLayout accumulateGradients(mlir::func::FuncOp grad,
         g = comm.allReduce(g, others);
       g = comm.reduceScatter(flatten(b, loc, g), zero.axes, zero.parts);
     }
-    results.push_back(b.create<d::AddOp>(loc, acc, g));
+    results.push_back(d::AddOp::create(b, loc, acc, g));
     resultAttrs.push_back(b.getDictionaryAttr(
         b.getNamedAttr("dtc.state", b.getStringAttr(state))));
   }
-  b.create<mlir::func::ReturnOp>(loc, results);
+  mlir::func::ReturnOp::create(b, loc, results);
   ret.erase();
   grad.setFunctionType(b.getFunctionType(body.getArgumentTypes(),
                                          mlir::ValueRange(results).getTypes()));
@@ -349,7 +351,7 @@ mlir::Value flatten(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v) {
   auto type = tensorType(v);
   auto flat = mlir::RankedTensorType::get({type.getNumElements()},
                                           type.getElementType());
-  return b.create<d::ReshapeOp>(loc, flat, v);
+  return d::ReshapeOp::create(b, loc, flat, v);
 }
 
 /// Builds `apply`: the data-parallel gradient sync, global-norm clipping of
@@ -397,8 +399,8 @@ void gatherParametersForUse(mlir::func::FuncOp step, const ZeroLayout &layout,
         if (position.lookup(use->getOwner()) < position.lookup(first))
           first = use->getOwner();
       b.setInsertionPoint(first);
-      mlir::Value whole = b.create<d::ReshapeOp>(
-          param.getLoc(), local,
+      mlir::Value whole = d::ReshapeOp::create(
+          b, param.getLoc(), local,
           comm.allGather(param, layout.axes, layout.parts));
       for (mlir::OpOperand *use : uses)
         use->set(whole);
@@ -661,7 +663,7 @@ llvm::StringSet<> buildSyncingMicroStep(mlir::func::FuncOp step,
       flat.push_back(flatten(b, loc, ret.getOperand(r.result)));
     mlir::Value joined = flat.size() == 1
                              ? flat.front()
-                             : b.create<d::ConcatOp>(loc, flat, 0).getResult();
+                             : d::ConcatOp::create(b, loc, flat, 0).getResult();
     started.push_back({comm.startAllReduce(
                            joined, params[bucket.front().result - 1].syncAxes),
                        bucket});
@@ -677,11 +679,11 @@ llvm::StringSet<> buildSyncingMicroStep(mlir::func::FuncOp step,
       int64_t n = type.getNumElements();
       mlir::Value part = reduced;
       if (bucket.size() > 1)
-        part = b.create<d::SliceOp>(
-            loc, mlir::RankedTensorType::get({n}, type.getElementType()),
+        part = d::SliceOp::create(
+            b, loc, mlir::RankedTensorType::get({n}, type.getElementType()),
             reduced, b.getDenseI64ArrayAttr({offset}),
             b.getDenseI64ArrayAttr({offset + n}), b.getDenseI64ArrayAttr({1}));
-      ret->setOperand(r.result, b.create<d::ReshapeOp>(loc, type, part));
+      ret->setOperand(r.result, d::ReshapeOp::create(b, loc, type, part));
       offset += n;
     }
   }
@@ -741,8 +743,8 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
   argTypes.push_back(f32Scalar);
   argAttrs.push_back(b.getDictionaryAttr(
       b.getNamedAttr("dtc.feed", b.getStringAttr("inverse_micro_batches"))));
-  auto apply = b.create<mlir::func::FuncOp>(loc, "apply",
-                                            b.getFunctionType(argTypes, {}));
+  auto apply = mlir::func::FuncOp::create(b, loc, "apply",
+                                          b.getFunctionType(argTypes, {}));
   mlir::Block *body = apply.addEntryBlock();
   b.setInsertionPointToStart(body);
   mlir::Value lr = body->getArgument(0), step = body->getArgument(1);
@@ -789,11 +791,12 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
   llvm::StringSet<> countedElsewhere;
   for (const StageSharedGradient &shared : sharedOverStages) {
     if (!shared.held) {
-      comm.allReduce(b.create<d::ConstantOp>(
-                         loc, mlir::DenseElementsAttr::get(
-                                  shared.type,
-                                  b.getZeroAttr(shared.type.getElementType()))),
-                     {shared.axis});
+      comm.allReduce(
+          d::ConstantOp::create(
+              b, loc,
+              mlir::DenseElementsAttr::get(
+                  shared.type, b.getZeroAttr(shared.type.getElementType()))),
+          {shared.axis});
       continue;
     }
     size_t i = llvm::find_if(params,
@@ -860,34 +863,35 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
     llvm::SmallVector<int64_t> all;
     for (int64_t dim = 0; dim < tensorType(g).getRank(); ++dim)
       all.push_back(dim);
-    mlir::Value squares = b.create<d::MulOp>(loc, g, g);
+    mlir::Value squares = d::MulOp::create(b, loc, g, g);
     mlir::Value s =
-        b.create<d::ReduceSumOp>(loc, squares, b.getDenseI64ArrayAttr(all));
+        d::ReduceSumOp::create(b, loc, squares, b.getDenseI64ArrayAttr(all));
     if (!p.type.getElementType().isF32())
-      s = b.create<d::CastOp>(loc, s, mlir::TypeAttr::get(b.getF32Type()));
+      s = d::CastOp::create(b, loc, s, mlir::TypeAttr::get(b.getF32Type()));
     mlir::Value &partial = sumSquaresByAxes[normAxes[i]];
-    partial = partial ? b.create<d::AddOp>(loc, partial, s) : s;
+    partial = partial ? d::AddOp::create(b, loc, partial, s) : s;
   }
   mlir::Value sumSquares;
   for (auto &[axes, partial] : sumSquaresByAxes) {
     mlir::Value s = axes.empty() ? partial : comm.allReduce(partial, axes);
-    sumSquares = sumSquares ? b.create<d::AddOp>(loc, sumSquares, s) : s;
+    sumSquares = sumSquares ? d::AddOp::create(b, loc, sumSquares, s) : s;
   }
   // Then over the pipeline stages, in one all-reduce of their totals: the
   // sets of split axes differ from stage to stage, and a collective over
   // both the stage axes and "pp" would wait for a peer stage that has none.
   if (!extraNormAxes.empty())
     sumSquares = comm.allReduce(sumSquares, extraNormAxes);
-  mlir::Value norm = b.create<d::MulOp>(
-      loc, b.create<d::SqrtOp>(loc, sumSquares), inverseAccum);
+  mlir::Value norm = d::MulOp::create(
+      b, loc, d::SqrtOp::create(b, loc, sumSquares), inverseAccum);
   mlir::Value gradScale = inverseAccum;
   if (options.optimizer.gradClip > 0) {
-    mlir::Value clip = b.create<d::MinOp>(
-        loc, scalar(b, loc, 1.0f),
-        b.create<d::DivOp>(
-            loc, scalar(b, loc, static_cast<float>(options.optimizer.gradClip)),
-            b.create<d::AddOp>(loc, norm, scalar(b, loc, 1e-6f))));
-    gradScale = b.create<d::MulOp>(loc, clip, gradScale);
+    mlir::Value clip = d::MinOp::create(
+        b, loc, scalar(b, loc, 1.0f),
+        d::DivOp::create(
+            b, loc,
+            scalar(b, loc, static_cast<float>(options.optimizer.gradClip)),
+            d::AddOp::create(b, loc, norm, scalar(b, loc, 1e-6f))));
+    gradScale = d::MulOp::create(b, loc, clip, gradScale);
   }
 
   llvm::SmallVector<mlir::Value> results{norm};
@@ -906,7 +910,7 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
     bool sharded = zeroLayout.shards(p.parameter);
     bool stage3 = sharded && options.zeroStage >= 3;
     mlir::Type storedType = stage3 ? tensorType(g) : mlir::Type(p.type);
-    auto parameterOp = b.create<d::ParameterOp>(loc, storedType, p.parameter);
+    auto parameterOp = d::ParameterOp::create(b, loc, storedType, p.parameter);
     for (const mlir::NamedAttribute &attr : p.shardAttrs)
       parameterOp->setAttr(attr.getName(), attr.getValue());
     if (stage3)
@@ -927,8 +931,8 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
     mlir::Operation *adamw = b.create(state);
     mlir::Value updated = adamw->getResult(0);
     if (sharded && !stage3)
-      updated = b.create<d::ReshapeOp>(loc, p.type,
-                                       comm.allGather(updated, dpAxes, dp));
+      updated = d::ReshapeOp::create(b, loc, p.type,
+                                     comm.allGather(updated, dpAxes, dp));
     writes(updated, p.parameter);
     writes(adamw->getResult(1), "exp_avg:" + p.parameter);
     writes(adamw->getResult(2), "exp_avg_sq:" + p.parameter);
@@ -936,9 +940,9 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
         body->getArgument(2 + 3 * i).getType());
     auto zero = mlir::DenseElementsAttr::get(
         accType, b.getZeroAttr(accType.getElementType()));
-    writes(b.create<d::ConstantOp>(loc, zero), "grad:" + p.parameter);
+    writes(d::ConstantOp::create(b, loc, zero), "grad:" + p.parameter);
   }
-  b.create<mlir::func::ReturnOp>(loc, results);
+  mlir::func::ReturnOp::create(b, loc, results);
   apply.setFunctionType(
       b.getFunctionType(argTypes, mlir::ValueRange(results).getTypes()));
   apply.setAllArgAttrs(argAttrs);

@@ -125,9 +125,9 @@ TEST(CapacityCases, EveryConfigurationThatRanFits) {
 
 TEST(CapacityCases, CapacityOomsDoNotFit) {
   // The OOMs a source blames on the bytes themselves. Three are missed
-  // (docs/cost-model.md): eager 2020 PyTorch BERT keeps about twice the
-  // fused activations the model counts, and NeMo Automodel's pp1 run keeps
-  // fp32 logits over the whole vocabulary; a change that misses more fails.
+  // (docs/cost-model.md): 2020 PyTorch BERT and NeMo Automodel's pp1 run
+  // used more than the tensors their scripts keep account for; a change
+  // that misses more fails.
   int ooms = 0, called = 0;
   for (const CapacityCase &c : capacityCases()) {
     if (!c.ranOutOfMemory || c.oomCause != "capacity")
