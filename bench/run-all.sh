@@ -38,6 +38,7 @@ run import "$build/bench/import/bench-import" llama-70b gpt-1t
 run compile bench/compile_speed.sh "$build"
 run train_step bench/train_step.sh "$build" 4
 run vs_pytorch bench/vs_pytorch.sh "$build" 6
+run threads bench/threads.sh "$build" 3
 run collectives bench/collectives.sh "$build" 16 5
 run overlap bench/overlap.sh "$build" 6
 run ckpt bench/ckpt.sh "$build"
@@ -92,6 +93,10 @@ for m in re.finditer(r"^(\w+ (?:1 rank|dp2 vs DDP\(gloo\)))\s+ratio\s+step ([\d.
     row(f"CPU training step vs PyTorch eager, {m.group(1)}",
         f"step {m.group(2)}, peak memory {m.group(3)}",
         "dtc / PyTorch (issue 31: <= 1.0, goal 0.8)")
+for m in re.finditer(r"^(\S+)\s+(default|2 threads)\s+([\d.]+ ms)\s+([\d.]+x)",
+                     text("threads"), re.M):
+    row(f"one-device step, {m.group(1)}, {m.group(2)}", m.group(3),
+        f"{m.group(4)} of 1 thread (issue 60: default <= 1.0)")
 row("async checkpoint stall",
     grab("ckpt", r"async ([\d.]+ s), sync ([\d.]+ s); async / sync = ([\d.]+)",
          "{0} (sync {1})"),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # dtc's CPU runtime against PyTorch on the same CPU, in one run (issue 31):
 # a GPT and a Llama-style model (RMSNorm, SwiGLU, GQA), 4 layers, hidden 512,
-# sequence 256, micro-batch 4, written in PyTorch (bench/vs_pytorch/models.py)
+# sequence 256, micro-batch 4, and the GPT at tiny-gpt's shape (issue 60),
+# written in PyTorch (bench/vs_pytorch/models.py)
 # and exported to ONNX for dtc. One rank against eager PyTorch with every
 # core, and a dp2 plan against DistributedDataParallel (gloo) with two
 # processes. Prints step time, tokens/s, peak memory and dtc / PyTorch.
@@ -14,12 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build}"
 steps="${2:-6}"
-venv="${DTC_BENCH_VENV:-$PWD/.venv-bench}"
-if [[ ! -x "$venv/bin/python" ]]; then
-  /usr/bin/python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --upgrade pip
-  "$venv/bin/python" -m pip install --quiet torch onnx onnxscript numpy
-fi
+source bench/vs_pytorch/venv.sh
 ninja -C "$build" dtc >/dev/null
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -28,7 +24,7 @@ trap 'rm -rf "$tmp"' EXIT
   "threads", torch.get_num_threads(), "blas", torch.__config__.show()
   .split("BLAS_INFO=")[1].split(",")[0])'
 # The exporter's chatter goes to a log, shown when a run fails.
-for model in gpt llama; do
+for model in tiny gpt llama; do
   for ranks in "" --dp2; do
     "$venv/bin/python" bench/vs_pytorch/run.py "$build/bin/dtc" "$tmp" \
       "$model" --steps "$steps" $ranks 2>"$tmp/log" || { cat "$tmp/log"; exit 1; }

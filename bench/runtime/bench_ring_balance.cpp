@@ -13,9 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cpu/Parallel.h"
 #include "runtime/cpu/RingAttention.h"
-
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -77,7 +76,7 @@ double rankSeconds(const RingAttentionDims &dims, RingAttentionChunks at,
 } // namespace
 
 int main(int argc, char **argv) {
-  omp_set_num_threads(1);
+  dtc::runtime::cpu::setThreadCount(1);
   const int64_t seq = argc > 1 ? std::atoll(argv[1]) : 2048;
   const int64_t heads = 8, headDim = 64;
   RingAttentionDims whole{1, heads, heads, seq, seq, headDim, headDim};

@@ -1,4 +1,4 @@
-"""The two models bench/vs_pytorch.sh trains in PyTorch and in dtc.
+"""The models bench/vs_pytorch.sh trains in PyTorch and in dtc.
 
 Both are written in plain PyTorch, as a user would, and exported to ONNX
 with torch's default (dynamo) exporter; dtc compiles that file, so the two
@@ -8,6 +8,8 @@ sides train the same weights on the same batches.
   MLP, tied embeddings).
 - ``llama``: Llama style (RMSNorm, rotary positions, grouped-query
   attention, SwiGLU MLP, untied output head).
+- ``tiny``: the GPT at test/models/tiny-gpt.onnx's shape (2 layers, hidden
+  64, vocab 256, sequence 32), where per-op overheads, not GEMMs, decide.
 """
 
 import math
@@ -19,6 +21,10 @@ import torch.nn.functional as F
 # The shapes of the issue's measurement: 4 layers, hidden 512, 8 heads,
 # sequence 256, micro-batch 4.
 SHAPES = {
+    # test/models/tiny-gpt.onnx's shape (the quick start's model): what
+    # tests, `dtc verify` references and newcomers run.
+    "tiny": dict(layers=2, hidden=64, heads=4, kv_heads=4, vocab=256,
+                 ffn=256, seq=32),
     "gpt": dict(layers=4, hidden=512, heads=8, kv_heads=8, vocab=50304,
                 ffn=2048, seq=256),
     "llama": dict(layers=4, hidden=512, heads=8, kv_heads=2, vocab=32000,
@@ -150,4 +156,4 @@ class Llama(nn.Module):
 def build(name):
     torch.manual_seed(0)
     s = SHAPES[name]
-    return (Gpt if name == "gpt" else Llama)(s), s
+    return (Llama if name == "llama" else Gpt)(s), s

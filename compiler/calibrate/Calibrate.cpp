@@ -17,7 +17,9 @@
 #include "frontends/modelgen/ModelGen.h"
 #include "runtime/core/Communicator.h"
 #include "runtime/core/Kernel.h"
+#include "runtime/cpu/Parallel.h"
 #include "runtime/support/Error.h"
+#include "runtime/support/Json.h"
 #ifdef DTC_HAVE_CUDA
 #include "runtime/cuda/CudaPlugin.h"
 #endif
@@ -31,7 +33,6 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
-#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -464,7 +465,7 @@ std::string loadAverage() {
 /// The machine's description: the CPU's, or the GPU the backend set up.
 void describeDevice(const Target &target, Measurements &m) {
   m.cuda = target.cuda();
-  m.threads = omp_get_max_threads();
+  m.threads = rt::cpu::threadCount();
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
   m.memoryBytes =
       pages > 0 && pageSize > 0 ? static_cast<double>(pages) * pageSize : 16e9;
@@ -520,7 +521,7 @@ llvm::Expected<double> predictedStepTime(llvm::StringRef bundle) {
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
     return failure("calibrate: cannot read {0}", path);
-  auto json = llvm::json::parse((*buffer)->getBuffer());
+  auto json = rt::parseJson((*buffer)->getBuffer());
   if (!json)
     return failure("calibrate: {0}: {1}", path,
                    llvm::toString(json.takeError()));
@@ -643,7 +644,7 @@ llvm::Error fitStep(const Options &options, bool cuda, Cluster cluster,
   for (llvm::StringRef line : lines.size() > 1
                                   ? llvm::ArrayRef(lines).drop_front()
                                   : llvm::ArrayRef(lines)) {
-    auto json = llvm::json::parse(line);
+    auto json = rt::parseJson(line);
     if (!json) {
       llvm::consumeError(json.takeError());
       continue;

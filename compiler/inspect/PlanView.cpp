@@ -3,6 +3,7 @@
 #include "compiler/inspect/PlanView.h"
 
 #include "runtime/support/Error.h"
+#include "runtime/support/Json.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -332,7 +333,7 @@ static std::optional<std::string> checkConsistency(PlanView &v) {
 
 llvm::Expected<PlanView> dtc::parsePlanView(llvm::StringRef text,
                                             llvm::StringRef path) {
-  llvm::Expected<json::Value> value = json::parse(text);
+  llvm::Expected<json::Value> value = runtime::parseJson(text);
   if (!value)
     return badInput("{0}: not valid JSON: {1}; recompile the bundle with 'dtc "
                     "compile'",

@@ -15,7 +15,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 
 namespace dtc {
 namespace {
@@ -81,10 +80,12 @@ llvm::Error launchRanks(const LaunchOptions &options) {
   if (options.command.empty())
     return failure("launch: no command to run on the ranks");
 
-  // Each rank gets an equal share of the cores for its OpenMP threads.
-  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  setDefaultEnv("OMP_NUM_THREADS",
-                std::to_string(std::max(1u, cores / options.ranks)));
+  // Each rank's threads take an equal share of this machine's cores: the
+  // CPU backend divides them by Open MPI's local rank count
+  // (runtime/cpu/Parallel.h). OpenBLAS's own threads are never used (each
+  // GEMM tile is one single-threaded call); one thread keeps it from
+  // starting idle ones in every rank.
+  setDefaultEnv("OPENBLAS_NUM_THREADS", "1");
   // Containers usually forbid the cross-process memory reads of Open MPI's
   // single-copy shared-memory path; copying through the shared segment
   // always works.

@@ -66,12 +66,33 @@ bool cpuRunsOpenBlasCore(llvm::StringRef core) {
 }
 
 std::string preferredOpenBlasCore(llvm::StringRef detected,
-                                  bool cpuRunsSkylakeX) {
+                                  llvm::StringRef widestCore) {
+  std::string lower = detected.lower();
   // Cooperlake's table adds bf16 kernels to SkylakeX's; its sgemm is the
   // slow one (the header's figures).
-  if (detected.equals_insensitive("cooperlake") && cpuRunsSkylakeX)
+  if (lower == "cooperlake" && widestCore == "SkylakeX")
     return "SkylakeX";
+  // Tables with AVX2 kernels were chosen for this CPU family: kept.
+  bool tuned =
+      llvm::StringSwitch<bool>(lower)
+          .Cases({"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"},
+                 true)
+          .Default(false);
+  // Anything else on a CPU with AVX2 or AVX-512 is OpenBLAS's fallback for
+  // a CPU it did not recognize (a VM's generic model name).
+  if (!tuned && (widestCore == "SkylakeX" || widestCore == "Haswell"))
+    return widestCore.str();
   return detected.str();
+}
+
+std::string widestOpenBlasCore() {
+  if (cpuRunsOpenBlasCore("SkylakeX"))
+    return "SkylakeX";
+  if (cpuRunsOpenBlasCore("Haswell"))
+    return "Haswell";
+  if (cpuRunsOpenBlasCore("Sandybridge"))
+    return "Sandybridge";
+  return "Prescott";
 }
 
 bool useOpenBlasCore(llvm::StringRef core) {
@@ -110,15 +131,16 @@ const BlasKernels &chooseBlasKernels() {
       kernels.reason = "OPENBLAS_CORETYPE is set";
       return;
     }
-    std::string preferred = preferredOpenBlasCore(
-        kernels.detected, cpuRunsOpenBlasCore("SkylakeX"));
+    std::string preferred =
+        preferredOpenBlasCore(kernels.detected, widestOpenBlasCore());
     if (preferred == kernels.detected) {
       kernels.reason = "OpenBLAS's own choice";
       return;
     }
     if (useOpenBlasCore(preferred)) {
       kernels.used = corename();
-      kernels.reason = "faster f32 GEMM than " + kernels.detected;
+      kernels.reason =
+          "faster f32 GEMM than OpenBLAS's own choice, " + kernels.detected;
     } else {
       kernels.reason =
           "OpenBLAS's own choice (cannot switch to " + preferred + ")";

@@ -33,10 +33,19 @@ struct BlasKernels {
 /// OPENBLAS_CORETYPE name, any case); false for names dtc does not know.
 bool cpuRunsOpenBlasCore(llvm::StringRef core);
 
-/// The core whose sgemm dtc prefers over `detected`, given whether the CPU
-/// runs the SkylakeX table; `detected` itself when none is known to beat it.
+/// The core whose sgemm dtc prefers over `detected`, given the widest table
+/// the CPU runs (widestOpenBlasCore): SkylakeX over Cooperlake, and the
+/// widest table over a generic one (Prescott, Nehalem, Sandybridge, ...),
+/// which OpenBLAS 0.3.21 falls back to for a CPU it does not recognize: a
+/// Sapphire Rapids VM reporting "Intel Xeon Processor" got Prescott's SSE3
+/// sgemm, 18 GFLOP/s on tiny-gpt's shapes where SkylakeX's reached 80-110
+/// (issue 60). `detected` itself when none is known to beat it.
 std::string preferredOpenBlasCore(llvm::StringRef detected,
-                                  bool cpuRunsSkylakeX);
+                                  llvm::StringRef widestCore);
+
+/// The widest of the SkylakeX, Haswell, Sandybridge and Prescott tables this
+/// CPU runs.
+std::string widestOpenBlasCore();
 
 /// Switches OpenBLAS to `core` now. False, with the library unchanged, when
 /// this OpenBLAS cannot switch (not DYNAMIC_ARCH) or the CPU cannot run it.

@@ -13,8 +13,7 @@
 #include "runtime/core/Window.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
-
-#include <omp.h>
+#include "runtime/cpu/Parallel.h"
 
 #include <cmath>
 #include <limits>
@@ -32,41 +31,42 @@ void im2col(const float *x, int64_t channels, const Window &w, float *col) {
   int64_t lastOut = w.out[k - 1];
   int64_t outerPositions = positions / std::max<int64_t>(lastOut, 1);
   int64_t rows = channels * taps;
-#pragma omp parallel for if (rows * positions >= kParallelElements)
-  for (int64_t row = 0; row < rows; ++row) {
-    int64_t c = row / taps, t = row % taps;
-    int64_t tap[8];
-    for (int64_t d = k - 1, rest = t; d >= 0; --d) {
-      tap[d] = rest % w.kernel[d];
-      rest /= w.kernel[d];
+  parallelFor(rows, positions, [&](int64_t rangeBegin, int64_t rangeEnd) {
+    for (int64_t row = rangeBegin; row < rangeEnd; ++row) {
+      int64_t c = row / taps, t = row % taps;
+      int64_t tap[8];
+      for (int64_t d = k - 1, rest = t; d >= 0; --d) {
+        tap[d] = rest % w.kernel[d];
+        rest /= w.kernel[d];
+      }
+      const float *plane = x + c * inPlane;
+      float *dst = col + row * positions;
+      for (int64_t op = 0; op < outerPositions; ++op) {
+        // Offset and validity from every spatial dim but the last.
+        int64_t off = 0;
+        bool inside = true;
+        for (int64_t d = k - 2, rest = op; d >= 0; --d) {
+          int64_t o = rest % w.out[d];
+          rest /= w.out[d];
+          int64_t pos =
+              o * w.strides[d] + tap[d] * w.dilations[d] - w.padBegin[d];
+          inside = inside && pos >= 0 && pos < w.in[d];
+          off += pos * inStrides[d];
+        }
+        float *line = dst + op * lastOut;
+        if (!inside) {
+          std::fill(line, line + lastOut, 0.0f);
+          continue;
+        }
+        int64_t d = k - 1;
+        int64_t start = tap[d] * w.dilations[d] - w.padBegin[d];
+        for (int64_t o = 0; o < lastOut; ++o) {
+          int64_t pos = start + o * w.strides[d];
+          line[o] = pos >= 0 && pos < w.in[d] ? plane[off + pos] : 0.0f;
+        }
+      }
     }
-    const float *plane = x + c * inPlane;
-    float *dst = col + row * positions;
-    for (int64_t op = 0; op < outerPositions; ++op) {
-      // Offset and validity from every spatial dim but the last.
-      int64_t off = 0;
-      bool inside = true;
-      for (int64_t d = k - 2, rest = op; d >= 0; --d) {
-        int64_t o = rest % w.out[d];
-        rest /= w.out[d];
-        int64_t pos =
-            o * w.strides[d] + tap[d] * w.dilations[d] - w.padBegin[d];
-        inside = inside && pos >= 0 && pos < w.in[d];
-        off += pos * inStrides[d];
-      }
-      float *line = dst + op * lastOut;
-      if (!inside) {
-        std::fill(line, line + lastOut, 0.0f);
-        continue;
-      }
-      int64_t d = k - 1;
-      int64_t start = tap[d] * w.dilations[d] - w.padBegin[d];
-      for (int64_t o = 0; o < lastOut; ++o) {
-        int64_t pos = start + o * w.strides[d];
-        line[o] = pos >= 0 && pos < w.in[d] ? plane[off + pos] : 0.0f;
-      }
-    }
-  }
+  });
 }
 
 llvm::Error convKernel(const KernelCall &call) {
@@ -98,35 +98,38 @@ llvm::Error convKernel(const KernelCall &call) {
   // buffer; otherwise each product is split into tiles. Either way every
   // product is computed tile by tile the same way.
   int64_t tasks = n * groups;
-  bool perThread = tasks >= omp_get_max_threads() &&
-                   tasks * fPerGroup * positions * kdim >= (1 << 18);
-#pragma omp parallel if (perThread)
-  {
-    std::vector<float> col(direct ? 0 : kdim * positions);
-#pragma omp for schedule(dynamic)
-    for (int64_t task = 0; task < tasks; ++task) {
-      int64_t b = task / groups, g = task % groups;
-      const float *src = x.data() + (b * c + g * cPerGroup) * inPlane;
-      const float *colData = src;
-      if (!direct) {
-        im2col(src, cPerGroup, w, col.data());
-        colData = col.data();
-      }
-      float *dst = y.data() + (b * f + g * fPerGroup) * positions;
-      parallelSgemm(false, false, fPerGroup, positions, kdim, 1.0f,
-                    wt.data() + g * fPerGroup * kdim, kdim, colData, positions,
-                    dst, positions);
+  auto product = [&](int64_t task, std::vector<float> &col) {
+    int64_t b = task / groups, g = task % groups;
+    const float *src = x.data() + (b * c + g * cPerGroup) * inPlane;
+    const float *colData = src;
+    if (!direct) {
+      col.resize(kdim * positions);
+      im2col(src, cPerGroup, w, col.data());
+      colData = col.data();
     }
+    float *dst = y.data() + (b * f + g * fPerGroup) * positions;
+    parallelSgemm(false, false, fPerGroup, positions, kdim, 1.0f,
+                  wt.data() + g * fPerGroup * kdim, kdim, colData, positions,
+                  dst, positions);
+  };
+  if (tasks >= threadCount()) {
+    parallelForTasksWithScratch<std::vector<float>>(
+        tasks, fPerGroup * positions * kdim / kMacsPerWork, product);
+  } else {
+    std::vector<float> col;
+    for (int64_t task = 0; task < tasks; ++task)
+      product(task, col);
   }
   if (bias) {
     F32In bv(*bias);
     float *dst = y.data();
-#pragma omp parallel for if (out.numElements() >= kParallelElements)
-    for (int64_t plane = 0; plane < n * f; ++plane) {
-      float v = bv[plane % f];
-      for (int64_t p = 0; p < positions; ++p)
-        dst[plane * positions + p] += v;
-    }
+    parallelFor(n * f, positions, [&](int64_t rangeBegin, int64_t rangeEnd) {
+      for (int64_t plane = rangeBegin; plane < rangeEnd; ++plane) {
+        float v = bv[plane % f];
+        for (int64_t p = 0; p < positions; ++p)
+          dst[plane * positions + p] += v;
+      }
+    });
   }
   y.commit();
   return llvm::Error::success();
@@ -152,43 +155,44 @@ template <PoolKind Kind> llvm::Error poolKernel(const KernelCall &call) {
   const float *src = x.data();
   float *dst = y.data();
   int64_t total = out.numElements();
-#pragma omp parallel for if (total >= kParallelElements / 8)
-  for (int64_t i = 0; i < total; ++i) {
-    int64_t plane = i / positions, p = i % positions;
-    int64_t o[8];
-    for (int64_t d = k - 1, rest = p; d >= 0; --d) {
-      o[d] = rest % w.out[d];
-      rest /= w.out[d];
-    }
-    const float *base = src + plane * inPlane;
-    float best = -std::numeric_limits<float>::infinity();
-    double sum = 0;
-    int64_t inside = 0;
-    for (int64_t t = 0; t < taps; ++t) {
-      int64_t off = 0;
-      bool ok = true;
-      for (int64_t d = k - 1, rest = t; d >= 0; --d) {
-        int64_t tap = rest % w.kernel[d];
-        rest /= w.kernel[d];
-        int64_t pos =
-            o[d] * w.strides[d] + tap * w.dilations[d] - w.padBegin[d];
-        ok = ok && pos >= 0 && pos < w.in[d];
-        off += pos * inStrides[d];
+  parallelFor(total, taps, [&](int64_t rangeBegin, int64_t rangeEnd) {
+    for (int64_t i = rangeBegin; i < rangeEnd; ++i) {
+      int64_t plane = i / positions, p = i % positions;
+      int64_t o[8];
+      for (int64_t d = k - 1, rest = p; d >= 0; --d) {
+        o[d] = rest % w.out[d];
+        rest /= w.out[d];
       }
-      if (!ok)
-        continue;
-      ++inside;
-      float v = base[off];
+      const float *base = src + plane * inPlane;
+      float best = -std::numeric_limits<float>::infinity();
+      double sum = 0;
+      int64_t inside = 0;
+      for (int64_t t = 0; t < taps; ++t) {
+        int64_t off = 0;
+        bool ok = true;
+        for (int64_t d = k - 1, rest = t; d >= 0; --d) {
+          int64_t tap = rest % w.kernel[d];
+          rest /= w.kernel[d];
+          int64_t pos =
+              o[d] * w.strides[d] + tap * w.dilations[d] - w.padBegin[d];
+          ok = ok && pos >= 0 && pos < w.in[d];
+          off += pos * inStrides[d];
+        }
+        if (!ok)
+          continue;
+        ++inside;
+        float v = base[off];
+        if constexpr (Kind == PoolKind::Max)
+          best = v > best || v != v ? v : best;
+        else
+          sum += v;
+      }
       if constexpr (Kind == PoolKind::Max)
-        best = v > best || v != v ? v : best;
+        dst[i] = best;
       else
-        sum += v;
+        dst[i] = static_cast<float>(sum / (includePad ? taps : inside));
     }
-    if constexpr (Kind == PoolKind::Max)
-      dst[i] = best;
-    else
-      dst[i] = static_cast<float>(sum / (includePad ? taps : inside));
-  }
+  });
   y.commit();
   return llvm::Error::success();
 }

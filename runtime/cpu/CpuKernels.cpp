@@ -11,7 +11,8 @@ namespace dtc::runtime::cpu {
 void registerCpuKernels(KernelRegistry &registry) {
   // OpenBLAS's own threads split GEMMs by the thread count, which changes
   // rounding between machines; kernels split work over fixed-size blocks
-  // with OpenMP instead, so results never depend on the thread count.
+  // on dtc's own threads instead (Parallel.h), so results never depend on
+  // the thread count.
   // The kernel table first (Blas.h): re-initializing OpenBLAS comes before
   // setting its thread count.
   chooseBlasKernels();

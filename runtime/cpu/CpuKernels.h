@@ -2,7 +2,7 @@
 //
 // The reference kernels: one per dtc op, fp32 compute (bf16/f16 tensors are
 // converted on load and rounded on store), GEMMs through OpenBLAS, threads
-// through OpenMP over independent outputs. Every other backend is checked
+// (Parallel.h) over independent outputs. Every other backend is checked
 // against these.
 //
 //===----------------------------------------------------------------------===//

@@ -10,6 +10,7 @@
 #include "runtime/core/Embedding.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/Parallel.h"
 
 #include <cstring>
 
@@ -35,28 +36,28 @@ void stridedCopy(const char *in, char *out, size_t elem,
   int64_t rank = shape.size();
   int64_t inner = shape[rank - 1], innerStride = inStrides[rank - 1];
   int64_t rows = numElements(shape) / inner;
-  int64_t total = rows * inner;
-#pragma omp parallel for if (total >= kParallelElements)
-  for (int64_t row = 0; row < rows; ++row) {
-    int64_t off = 0, rest = row;
-    for (int64_t d = rank - 2; d >= 0; --d) {
-      off += (rest % shape[d]) * inStrides[d];
-      rest /= shape[d];
+  parallelFor(rows, inner, [&](int64_t rangeBegin, int64_t rangeEnd) {
+    for (int64_t row = rangeBegin; row < rangeEnd; ++row) {
+      int64_t off = 0, rest = row;
+      for (int64_t d = rank - 2; d >= 0; --d) {
+        off += (rest % shape[d]) * inStrides[d];
+        rest /= shape[d];
+      }
+      const char *src = in + off * elem;
+      char *dst = out + row * inner * elem;
+      if (innerStride == 1) {
+        std::memcpy(dst, src, inner * elem);
+      } else if (elem == 4) {
+        const uint32_t *s = reinterpret_cast<const uint32_t *>(src);
+        uint32_t *o = reinterpret_cast<uint32_t *>(dst);
+        for (int64_t i = 0; i < inner; ++i)
+          o[i] = s[i * innerStride];
+      } else {
+        for (int64_t i = 0; i < inner; ++i)
+          std::memcpy(dst + i * elem, src + i * innerStride * elem, elem);
+      }
     }
-    const char *src = in + off * elem;
-    char *dst = out + row * inner * elem;
-    if (innerStride == 1) {
-      std::memcpy(dst, src, inner * elem);
-    } else if (elem == 4) {
-      const uint32_t *s = reinterpret_cast<const uint32_t *>(src);
-      uint32_t *o = reinterpret_cast<uint32_t *>(dst);
-      for (int64_t i = 0; i < inner; ++i)
-        o[i] = s[i * innerStride];
-    } else {
-      for (int64_t i = 0; i < inner; ++i)
-        std::memcpy(dst + i * elem, src + i * innerStride * elem, elem);
-    }
-  }
+  });
 }
 
 /// Copies the dense side of `view` from `in` (the strided side) to `out`.
@@ -88,12 +89,13 @@ llvm::Error concatKernel(const KernelCall &call) {
   for (size_t i = 0; i < call.numInputs(); ++i) {
     size_t chunk = rows->chunkBytes[i];
     const char *src = call.input(i).as<char>();
-    bool parallel =
-        static_cast<int64_t>(rows->outer * chunk) >= kParallelElements * 4;
-#pragma omp parallel for if (parallel)
-    for (int64_t o = 0; o < rows->outer; ++o)
-      if (chunk)
-        std::memcpy(dst + o * rows->rowBytes + offset, src + o * chunk, chunk);
+    parallelFor(rows->outer, static_cast<int64_t>(chunk) / 4 + 1,
+                [&](int64_t rangeBegin, int64_t rangeEnd) {
+                  for (int64_t o = rangeBegin; o < rangeEnd; ++o)
+                    if (chunk)
+                      std::memcpy(dst + o * rows->rowBytes + offset,
+                                  src + o * chunk, chunk);
+                });
     offset += chunk;
   }
   return llvm::Error::success();
@@ -123,14 +125,15 @@ llvm::Error embeddingKernel(const KernelCall &call) {
   size_t rowBytes = e->dim * dtypeSize(table.dtype);
   const char *src = static_cast<const char *>(table.data);
   char *dst = static_cast<char *>(call.output(0).data);
-#pragma omp parallel for if (e->count * e->dim >= kParallelElements)
-  for (int64_t i = 0; i < e->count; ++i) {
-    int64_t row = e->localRow((*id)[i]);
-    if (row < 0)
-      std::memset(dst + i * rowBytes, 0, rowBytes);
-    else
-      std::memcpy(dst + i * rowBytes, src + row * rowBytes, rowBytes);
-  }
+  parallelFor(e->count, e->dim, [&](int64_t rangeBegin, int64_t rangeEnd) {
+    for (int64_t i = rangeBegin; i < rangeEnd; ++i) {
+      int64_t row = e->localRow((*id)[i]);
+      if (row < 0)
+        std::memset(dst + i * rowBytes, 0, rowBytes);
+      else
+        std::memcpy(dst + i * rowBytes, src + row * rowBytes, rowBytes);
+    }
+  });
   return llvm::Error::success();
 }
 

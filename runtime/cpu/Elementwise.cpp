@@ -11,6 +11,7 @@
 #include "runtime/core/Elementwise.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/Parallel.h"
 
 #include <cmath>
 #include <cstring>
@@ -86,13 +87,14 @@ void castLoop(const TensorRef &src, const TensorRef &dst) {
   const auto *in = src.as<typename In::S>();
   auto *out = dst.as<typename Out::S>();
   int64_t n = src.numElements();
-#pragma omp parallel for if (n >= kParallelElements)
-  for (int64_t i = 0; i < n; ++i) {
-    if constexpr (In::kFloat)
-      out[i] = Out::fromDouble(In::load(in[i]));
-    else
-      out[i] = Out::fromInt(In::load(in[i]));
-  }
+  parallelFor(n, kWorkCopy, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      if constexpr (In::kFloat)
+        out[i] = Out::fromDouble(In::load(in[i]));
+      else
+        out[i] = Out::fromInt(In::load(in[i]));
+    }
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -101,30 +103,39 @@ void castLoop(const TensorRef &src, const TensorRef &dst) {
 
 // Each op is a generic functor so that f32 runs in float and f64 in double.
 struct Neg {
+  static constexpr int64_t kWork = kWorkCopy;
   template <typename T> T operator()(T x) const { return -x; }
 };
 struct Abs {
+  static constexpr int64_t kWork = kWorkCopy;
   template <typename T> T operator()(T x) const { return std::fabs(x); }
 };
 struct Exp {
+  static constexpr int64_t kWork = kWorkTranscendental;
   template <typename T> T operator()(T x) const { return std::exp(x); }
 };
 struct Log {
+  static constexpr int64_t kWork = kWorkTranscendental;
   template <typename T> T operator()(T x) const { return std::log(x); }
 };
 struct Sqrt {
+  static constexpr int64_t kWork = kWorkDivide;
   template <typename T> T operator()(T x) const { return std::sqrt(x); }
 };
 struct Rsqrt {
+  static constexpr int64_t kWork = kWorkDivide;
   template <typename T> T operator()(T x) const { return T(1) / std::sqrt(x); }
 };
 struct Reciprocal {
+  static constexpr int64_t kWork = kWorkDivide;
   template <typename T> T operator()(T x) const { return T(1) / x; }
 };
 struct Tanh {
+  static constexpr int64_t kWork = kWorkTranscendental;
   template <typename T> T operator()(T x) const { return std::tanh(x); }
 };
 struct Erf {
+  static constexpr int64_t kWork = kWorkTranscendental;
   template <typename T> T operator()(T x) const { return std::erf(x); }
 };
 /// exp for the fused activations: the vectorizable fastExp in f32.
@@ -132,37 +143,25 @@ inline float activationExp(float x) { return fastExp(x); }
 inline double activationExp(double x) { return std::exp(x); }
 
 struct Sigmoid {
+  static constexpr int64_t kWork = kWorkTranscendental;
   template <typename T> T operator()(T x) const {
     return T(1) / (T(1) + activationExp(-x));
   }
 };
 struct Relu {
+  static constexpr int64_t kWork = kWorkCopy;
   // NaN stays NaN, as in PyTorch.
   template <typename T> T operator()(T x) const { return x < T(0) ? T(0) : x; }
 };
 struct Silu {
+  static constexpr int64_t kWork = kWorkTranscendental;
   template <typename T> T operator()(T x) const {
     return x / (T(1) + activationExp(-x));
   }
 };
-/// erfc(z) for z >= 0 with relative error below 1.2e-7 (Numerical Recipes'
-/// Chebyshev fit), vectorizable through fastExp.
-inline float erfcNonNegative(float z) {
-  float t = 1.0f / (1.0f + 0.5f * z);
-  float p = 0.17087277f;
-  p = p * t - 0.82215223f;
-  p = p * t + 1.48851587f;
-  p = p * t - 1.13520398f;
-  p = p * t + 0.27886807f;
-  p = p * t - 0.18628806f;
-  p = p * t + 0.09678418f;
-  p = p * t + 0.37409196f;
-  p = p * t + 1.00002368f;
-  p = p * t - 1.26551223f;
-  return t * fastExp(-z * z + p);
-}
 
 struct GeluErf {
+  static constexpr int64_t kWork = kWorkTranscendental;
   // x Phi(x) = 0.5 x erfc(-x / sqrt 2): through erfc of |x| / sqrt 2 so
   // that both tails keep their relative accuracy.
   float operator()(float x) const {
@@ -174,6 +173,7 @@ struct GeluErf {
   }
 };
 struct GeluTanh {
+  static constexpr int64_t kWork = kWorkTranscendental;
   // 0.5 x (1 + tanh(u)) = x sigmoid(2u): the same function without tanh,
   // whose libm version is slow and does not vectorize.
   template <typename T> T operator()(T x) const {
@@ -184,9 +184,10 @@ struct GeluTanh {
 
 template <typename T, typename Op>
 void unaryLoop(const T *in, T *out, int64_t n, Op op) {
-#pragma omp parallel for if (n >= kParallelElements)
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = op(in[i]);
+  parallelFor(n, Op::kWork, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      out[i] = op(in[i]);
+  });
 }
 
 template <typename Op> llvm::Error runUnary(const KernelCall &call, Op op) {
@@ -227,15 +228,19 @@ llvm::Error castKernel(const KernelCall &call) {
 //===----------------------------------------------------------------------===//
 
 struct Add {
+  static constexpr int64_t kWork = kWorkCopy;
   template <typename T> T operator()(T a, T b) const { return a + b; }
 };
 struct Sub {
+  static constexpr int64_t kWork = kWorkCopy;
   template <typename T> T operator()(T a, T b) const { return a - b; }
 };
 struct Mul {
+  static constexpr int64_t kWork = kWorkCopy;
   template <typename T> T operator()(T a, T b) const { return a * b; }
 };
 struct Div {
+  static constexpr int64_t kWork = kWorkDivide;
   template <typename T> T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
       // Integer division truncates toward zero; x / 0 gives 0 instead of a
@@ -249,6 +254,7 @@ struct Div {
   }
 };
 struct Max {
+  static constexpr int64_t kWork = kWorkCopy;
   // NaN propagates (numpy/PyTorch maximum).
   template <typename T> T operator()(T a, T b) const {
     if constexpr (std::is_floating_point_v<T>)
@@ -258,6 +264,7 @@ struct Max {
   }
 };
 struct Min {
+  static constexpr int64_t kWork = kWorkCopy;
   template <typename T> T operator()(T a, T b) const {
     if constexpr (std::is_floating_point_v<T>)
       if (a != a)
@@ -266,6 +273,7 @@ struct Min {
   }
 };
 struct Pow {
+  static constexpr int64_t kWork = kWorkTranscendental;
   template <typename T> T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>)
       return static_cast<T>(
@@ -284,48 +292,48 @@ void binaryLoop(const T *a, const T *b, T *out, llvm::ArrayRef<int64_t> shape,
   int64_t inner = shape[rank - 1];
   int64_t ia = sa[rank - 1], ib = sb[rank - 1];
   int64_t rows = numElements(shape) / inner;
-  int64_t total = rows * inner;
   if (rows == 1) {
     // One long row (same-shape operands land here): split the row itself.
-    if (ia == 1 && ib == 1) {
-#pragma omp parallel for if (total >= kParallelElements)
-      for (int64_t i = 0; i < inner; ++i)
-        out[i] = op(a[i], b[i]);
-    } else {
-#pragma omp parallel for if (total >= kParallelElements)
-      for (int64_t i = 0; i < inner; ++i)
-        out[i] = op(a[i * ia], b[i * ib]);
-    }
+    parallelFor(inner, Op::kWork, [&](int64_t begin, int64_t end) {
+      if (ia == 1 && ib == 1) {
+        for (int64_t i = begin; i < end; ++i)
+          out[i] = op(a[i], b[i]);
+      } else {
+        for (int64_t i = begin; i < end; ++i)
+          out[i] = op(a[i * ia], b[i * ib]);
+      }
+    });
     return;
   }
-#pragma omp parallel for if (total >= kParallelElements)
-  for (int64_t row = 0; row < rows; ++row) {
-    int64_t offA = 0, offB = 0, rest = row;
-    for (int64_t d = rank - 2; d >= 0; --d) {
-      int64_t idx = rest % shape[d];
-      rest /= shape[d];
-      offA += idx * sa[d];
-      offB += idx * sb[d];
+  parallelFor(rows, inner * Op::kWork, [&](int64_t firstRow, int64_t endRow) {
+    for (int64_t row = firstRow; row < endRow; ++row) {
+      int64_t offA = 0, offB = 0, rest = row;
+      for (int64_t d = rank - 2; d >= 0; --d) {
+        int64_t idx = rest % shape[d];
+        rest /= shape[d];
+        offA += idx * sa[d];
+        offB += idx * sb[d];
+      }
+      const T *pa = a + offA;
+      const T *pb = b + offB;
+      T *po = out + row * inner;
+      if (ia == 1 && ib == 1) {
+        for (int64_t i = 0; i < inner; ++i)
+          po[i] = op(pa[i], pb[i]);
+      } else if (ia == 0 && ib == 1) {
+        T va = pa[0];
+        for (int64_t i = 0; i < inner; ++i)
+          po[i] = op(va, pb[i]);
+      } else if (ia == 1 && ib == 0) {
+        T vb = pb[0];
+        for (int64_t i = 0; i < inner; ++i)
+          po[i] = op(pa[i], vb);
+      } else {
+        for (int64_t i = 0; i < inner; ++i)
+          po[i] = op(pa[i * ia], pb[i * ib]);
+      }
     }
-    const T *pa = a + offA;
-    const T *pb = b + offB;
-    T *po = out + row * inner;
-    if (ia == 1 && ib == 1) {
-      for (int64_t i = 0; i < inner; ++i)
-        po[i] = op(pa[i], pb[i]);
-    } else if (ia == 0 && ib == 1) {
-      T va = pa[0];
-      for (int64_t i = 0; i < inner; ++i)
-        po[i] = op(va, pb[i]);
-    } else if (ia == 1 && ib == 0) {
-      T vb = pb[0];
-      for (int64_t i = 0; i < inner; ++i)
-        po[i] = op(pa[i], vb);
-    } else {
-      for (int64_t i = 0; i < inner; ++i)
-        po[i] = op(pa[i * ia], pb[i * ib]);
-    }
-  }
+  });
 }
 
 template <typename Op> llvm::Error binaryKernel(const KernelCall &call) {

@@ -1,9 +1,9 @@
 //===- KernelUtil.cpp - Helpers shared by the CPU kernels -----------------===//
 
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/Parallel.h"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -34,16 +34,18 @@ void loadF32(const TensorRef &t, std::vector<float> &out) {
     return;
   case DType::BF16: {
     const uint16_t *src = t.as<uint16_t>();
-#pragma omp parallel for if (n >= kParallelElements)
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = bf16ToFloat(src[i]);
+    parallelFor(n, kWorkCopy, [&](int64_t rangeBegin, int64_t rangeEnd) {
+      for (int64_t i = rangeBegin; i < rangeEnd; ++i)
+        dst[i] = bf16ToFloat(src[i]);
+    });
     return;
   }
   case DType::F16: {
     const uint16_t *src = t.as<uint16_t>();
-#pragma omp parallel for if (n >= kParallelElements)
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = halfToFloat(src[i]);
+    parallelFor(n, kWorkCopy, [&](int64_t rangeBegin, int64_t rangeEnd) {
+      for (int64_t i = rangeBegin; i < rangeEnd; ++i)
+        dst[i] = halfToFloat(src[i]);
+    });
     return;
   }
   case DType::F64: {
@@ -68,16 +70,18 @@ void storeF32(const float *values, const TensorRef &t) {
     return;
   case DType::BF16: {
     uint16_t *dst = t.as<uint16_t>();
-#pragma omp parallel for if (n >= kParallelElements)
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = floatToBF16(values[i]);
+    parallelFor(n, kWorkCopy, [&](int64_t rangeBegin, int64_t rangeEnd) {
+      for (int64_t i = rangeBegin; i < rangeEnd; ++i)
+        dst[i] = floatToBF16(values[i]);
+    });
     return;
   }
   case DType::F16: {
     uint16_t *dst = t.as<uint16_t>();
-#pragma omp parallel for if (n >= kParallelElements)
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = floatToHalf(values[i]);
+    parallelFor(n, kWorkCopy, [&](int64_t rangeBegin, int64_t rangeEnd) {
+      for (int64_t i = rangeBegin; i < rangeEnd; ++i)
+        dst[i] = floatToHalf(values[i]);
+    });
     return;
   }
   case DType::F64: {
@@ -113,19 +117,18 @@ void parallelSgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
     rowBlock /= 2;
   int64_t rowBlocks = (m + rowBlock - 1) / rowBlock;
   int64_t tasks = rowBlocks * colBlocks;
-  bool parallel = tasks > 1 && m * n * k >= (1 << 18) && !omp_in_parallel();
-#pragma omp parallel for schedule(dynamic) if (parallel)
-  for (int64_t task = 0; task < tasks; ++task) {
-    int64_t i0 = (task / colBlocks) * rowBlock;
-    int64_t j0 = (task % colBlocks) * kColBlock;
-    int64_t rows = std::min(rowBlock, m - i0);
-    int64_t cols = std::min(kColBlock, n - j0);
-    const float *aTile = transA ? a + i0 : a + i0 * lda;
-    const float *bTile = transB ? b + j0 * ldb : b + j0;
-    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-                transB ? CblasTrans : CblasNoTrans, rows, cols, k, alpha, aTile,
-                lda, bTile, ldb, 0.0f, c + i0 * ldc + j0, ldc);
-  }
+  parallelForTasks(
+      tasks, m * n * k / (kMacsPerWork * tasks), [&](int64_t task) {
+        int64_t i0 = (task / colBlocks) * rowBlock;
+        int64_t j0 = (task % colBlocks) * kColBlock;
+        int64_t rows = std::min(rowBlock, m - i0);
+        int64_t cols = std::min(kColBlock, n - j0);
+        const float *aTile = transA ? a + i0 : a + i0 * lda;
+        const float *bTile = transB ? b + j0 * ldb : b + j0;
+        cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                    transB ? CblasTrans : CblasNoTrans, rows, cols, k, alpha,
+                    aTile, lda, bTile, ldb, 0.0f, c + i0 * ldc + j0, ldc);
+      });
 }
 
 void collapseDims(

@@ -24,10 +24,6 @@
 
 namespace dtc::runtime::cpu {
 
-/// Tensors with at least this many elements are split across OpenMP
-/// threads; below it the fork costs more than it saves.
-constexpr int64_t kParallelElements = 1 << 15;
-
 // stridesOf and broadcastStrides are in runtime/core/Tensor.h.
 
 /// Reads any tensor as f32 values into `out` (resized).
@@ -136,10 +132,27 @@ inline float fastExp(float x) {
   return x == x ? result : x;
 }
 
+/// erfc(z) for z >= 0 with relative error below 1.2e-7 (Numerical Recipes'
+/// Chebyshev fit), vectorizable through fastExp.
+inline float erfcNonNegative(float z) {
+  float t = 1.0f / (1.0f + 0.5f * z);
+  float p = 0.17087277f;
+  p = p * t - 0.82215223f;
+  p = p * t + 1.48851587f;
+  p = p * t - 1.13520398f;
+  p = p * t + 0.27886807f;
+  p = p * t - 0.18628806f;
+  p = p * t + 0.09678418f;
+  p = p * t + 0.37409196f;
+  p = p * t + 1.00002368f;
+  p = p * t - 1.26551223f;
+  return t * fastExp(-z * z + p);
+}
+
 /// Row-major C[m, n] = alpha * op(A) op(B) (op: optional transpose) through
 /// single-threaded OpenBLAS calls on tiles of C (256 columns, 128-512 rows,
-/// chosen from the shape), the tiles split across OpenMP threads. The tiling
-/// does not depend on the thread count, so neither do the results.
+/// chosen from the shape), the tiles split across threads (Parallel.h). The
+/// tiling does not depend on the thread count, so neither do the results.
 void parallelSgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                    float alpha, const float *a, int64_t lda, const float *b,
                    int64_t ldb, float *c, int64_t ldc);

@@ -13,8 +13,7 @@
 #include "runtime/core/Matmul.h"
 #include "runtime/core/Reduce.h"
 #include "runtime/cpu/KernelUtil.h"
-
-#include <omp.h>
+#include "runtime/cpu/Parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -46,17 +45,20 @@ llvm::Error matmulKernel(const KernelCall &call) {
                   s.lda(), b.data(), s.ldb(), c.data(), n);
   } else {
     // Many small products run one per thread; otherwise each is split into
-    // tiles. Either way every product is computed tile by tile the same way.
-    bool perThread = s.batches >= omp_get_max_threads() &&
-                     s.batches * m * n * k >= (1 << 18);
-#pragma omp parallel for schedule(dynamic) if (perThread)
-    for (int64_t batch = 0; batch < s.batches; ++batch) {
+    // tiles (parallelSgemm, nested loops run serially). Either way every
+    // product is computed tile by tile the same way.
+    auto product = [&](int64_t batch) {
       auto [lhsProduct, rhsProduct] = s.operandProducts(batch);
       parallelSgemm(s.transposeLhs, s.transposeRhs, m, n, k, 1.0f,
                     a.data() + lhsProduct * m * k, s.lda(),
                     b.data() + rhsProduct * k * n, s.ldb(),
                     c.data() + batch * m * n, n);
-    }
+    };
+    if (s.batches >= threadCount())
+      parallelForTasks(s.batches, m * n * k / kMacsPerWork, product);
+    else
+      for (int64_t batch = 0; batch < s.batches; ++batch)
+        product(batch);
   }
   c.commit();
   return llvm::Error::success();
@@ -127,7 +129,7 @@ void reduceLoop(const T *in, T *out, const ReduceGroups &g) {
   using R = Reducer<T, Acc, Kind>;
   llvm::ArrayRef<int64_t> sizes = g.sizes;
   llvm::ArrayRef<bool> flags = g.reduced;
-  int64_t total = numElements(sizes), count = g.count, outCount = 1;
+  int64_t count = g.count, outCount = 1;
   for (size_t i = 0; i < sizes.size(); ++i)
     if (!flags[i])
       outCount *= sizes[i];
@@ -143,12 +145,15 @@ void reduceLoop(const T *in, T *out, const ReduceGroups &g) {
       constexpr int64_t kSpan = 1 << 15;
       int64_t spans = std::max<int64_t>(1, (count + kSpan - 1) / kSpan);
       std::vector<Acc> partial(outer * spans);
-#pragma omp parallel for if (total >= kParallelElements)
-      for (int64_t task = 0; task < outer * spans; ++task) {
-        int64_t o = task / spans, begin = (task % spans) * kSpan;
-        partial[task] = reduceContiguous<T, Acc, Kind>(
-            in + o * count + begin, std::min(kSpan, count - begin));
-      }
+      parallelFor(outer * spans, std::min(kSpan, count),
+                  [&](int64_t rangeBegin, int64_t rangeEnd) {
+                    for (int64_t task = rangeBegin; task < rangeEnd; ++task) {
+                      int64_t o = task / spans, begin = (task % spans) * kSpan;
+                      partial[task] = reduceContiguous<T, Acc, Kind>(
+                          in + o * count + begin,
+                          std::min(kSpan, count - begin));
+                    }
+                  });
       for (int64_t o = 0; o < outer; ++o) {
         Acc acc = partial[o * spans];
         for (int64_t span = 1; span < spans; ++span)
@@ -160,21 +165,24 @@ void reduceLoop(const T *in, T *out, const ReduceGroups &g) {
     // Accumulate whole inner rows: vectorizable, one block per task.
     constexpr int64_t kBlock = 512;
     int64_t blocks = (inner + kBlock - 1) / kBlock;
-#pragma omp parallel for if (total >= kParallelElements)
-    for (int64_t task = 0; task < outer * blocks; ++task) {
-      int64_t o = task / blocks, begin = (task % blocks) * kBlock;
-      int64_t end = std::min(inner, begin + kBlock);
-      Acc acc[kBlock];
-      for (int64_t i = begin; i < end; ++i)
-        acc[i - begin] = R::init();
-      for (int64_t r = 0; r < count; ++r) {
-        const T *row = in + (o * count + r) * inner;
-        for (int64_t i = begin; i < end; ++i)
-          acc[i - begin] = R::combine(acc[i - begin], static_cast<Acc>(row[i]));
-      }
-      for (int64_t i = begin; i < end; ++i)
-        out[o * inner + i] = R::finish(acc[i - begin], count);
-    }
+    parallelFor(outer * blocks, count * kBlock,
+                [&](int64_t rangeBegin, int64_t rangeEnd) {
+                  for (int64_t task = rangeBegin; task < rangeEnd; ++task) {
+                    int64_t o = task / blocks, begin = (task % blocks) * kBlock;
+                    int64_t end = std::min(inner, begin + kBlock);
+                    Acc acc[kBlock];
+                    for (int64_t i = begin; i < end; ++i)
+                      acc[i - begin] = R::init();
+                    for (int64_t r = 0; r < count; ++r) {
+                      const T *row = in + (o * count + r) * inner;
+                      for (int64_t i = begin; i < end; ++i)
+                        acc[i - begin] = R::combine(acc[i - begin],
+                                                    static_cast<Acc>(row[i]));
+                    }
+                    for (int64_t i = begin; i < end; ++i)
+                      out[o * inner + i] = R::finish(acc[i - begin], count);
+                  }
+                });
     return;
   }
 
@@ -185,24 +193,28 @@ void reduceLoop(const T *in, T *out, const ReduceGroups &g) {
     (flags[g] ? redSizes : keptSizes).push_back(sizes[g]);
     (flags[g] ? redStrides : keptStrides).push_back(strides[g]);
   }
-#pragma omp parallel for if (total >= kParallelElements)
-  for (int64_t o = 0; o < outCount; ++o) {
-    int64_t base = 0, rest = o;
-    for (int64_t d = static_cast<int64_t>(keptSizes.size()) - 1; d >= 0; --d) {
-      base += (rest % keptSizes[d]) * keptStrides[d];
-      rest /= keptSizes[d];
-    }
-    Acc acc = R::init();
-    for (int64_t r = 0; r < count; ++r) {
-      int64_t off = base, rr = r;
-      for (int64_t d = static_cast<int64_t>(redSizes.size()) - 1; d >= 0; --d) {
-        off += (rr % redSizes[d]) * redStrides[d];
-        rr /= redSizes[d];
-      }
-      acc = R::combine(acc, static_cast<Acc>(in[off]));
-    }
-    out[o] = R::finish(acc, count);
-  }
+  parallelFor(outCount, count * kWorkDivide,
+              [&](int64_t rangeBegin, int64_t rangeEnd) {
+                for (int64_t o = rangeBegin; o < rangeEnd; ++o) {
+                  int64_t base = 0, rest = o;
+                  for (int64_t d = static_cast<int64_t>(keptSizes.size()) - 1;
+                       d >= 0; --d) {
+                    base += (rest % keptSizes[d]) * keptStrides[d];
+                    rest /= keptSizes[d];
+                  }
+                  Acc acc = R::init();
+                  for (int64_t r = 0; r < count; ++r) {
+                    int64_t off = base, rr = r;
+                    for (int64_t d = static_cast<int64_t>(redSizes.size()) - 1;
+                         d >= 0; --d) {
+                      off += (rr % redSizes[d]) * redStrides[d];
+                      rr /= redSizes[d];
+                    }
+                    acc = R::combine(acc, static_cast<Acc>(in[off]));
+                  }
+                  out[o] = R::finish(acc, count);
+                }
+              });
 }
 
 template <ReduceKind Kind> llvm::Error reduceKernel(const KernelCall &call) {

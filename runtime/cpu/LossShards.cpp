@@ -10,6 +10,7 @@
 #include "runtime/core/LossShards.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/Parallel.h"
 
 #include <cmath>
 #include <limits>
@@ -53,21 +54,24 @@ llvm::Error crossEntropyStatsKernel(const KernelCall &call) {
   F32In logits(call.input(0));
   float *stats = call.output(0).as<float>();
   int64_t vocab = s->vocab, first = s->firstId();
-#pragma omp parallel for if (s->rows * vocab >= kParallelElements)
-  for (int64_t r = 0; r < s->rows; ++r) {
-    const float *row = logits.data() + r * vocab;
-    float max = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < vocab; ++j)
-      max = std::max(max, row[j]);
-    double sum = 0;
-    for (int64_t j = 0; j < vocab; ++j)
-      sum += std::exp(double(row[j]) - max);
-    int64_t label = (*labels)[r] - first;
-    bool here = (*labels)[r] != s->ignoreIndex && label >= 0 && label < vocab;
-    stats[3 * r] = max;
-    stats[3 * r + 1] = static_cast<float>(sum);
-    stats[3 * r + 2] = here ? row[label] : 0.0f;
-  }
+  parallelFor(s->rows, vocab * kWorkTranscendental,
+              [&](int64_t rangeBegin, int64_t rangeEnd) {
+                for (int64_t r = rangeBegin; r < rangeEnd; ++r) {
+                  const float *row = logits.data() + r * vocab;
+                  float max = -std::numeric_limits<float>::infinity();
+                  for (int64_t j = 0; j < vocab; ++j)
+                    max = std::max(max, row[j]);
+                  double sum = 0;
+                  for (int64_t j = 0; j < vocab; ++j)
+                    sum += std::exp(double(row[j]) - max);
+                  int64_t label = (*labels)[r] - first;
+                  bool here = (*labels)[r] != s->ignoreIndex && label >= 0 &&
+                              label < vocab;
+                  stats[3 * r] = max;
+                  stats[3 * r + 1] = static_cast<float>(sum);
+                  stats[3 * r + 2] = here ? row[label] : 0.0f;
+                }
+              });
   return llvm::Error::success();
 }
 
@@ -111,22 +115,24 @@ llvm::Error crossEntropyShardGradKernel(const KernelCall &call) {
   F32Out grad(call.output(0));
   const float *stats = call.input(2).as<float>();
   int64_t vocab = s->vocab, first = s->firstId();
-#pragma omp parallel for if (s->rows * vocab >= kParallelElements)
-  for (int64_t r = 0; r < s->rows; ++r) {
-    const float *row = logits.data() + r * vocab;
-    float *out = grad.data() + r * vocab;
-    if ((*labels)[r] == s->ignoreIndex || counted == 0) {
-      std::fill(out, out + vocab, 0.0f);
-      continue;
-    }
-    RowNorm norm = rowNorm(stats + r * 3 * s->shards, s->shards);
-    float scale = static_cast<float>(factor / norm.sum);
-    for (int64_t j = 0; j < vocab; ++j)
-      out[j] = std::exp(row[j] - norm.max) * scale;
-    int64_t label = (*labels)[r] - first;
-    if (label >= 0 && label < vocab)
-      out[label] -= factor;
-  }
+  parallelFor(s->rows, vocab * kWorkTranscendental,
+              [&](int64_t rangeBegin, int64_t rangeEnd) {
+                for (int64_t r = rangeBegin; r < rangeEnd; ++r) {
+                  const float *row = logits.data() + r * vocab;
+                  float *out = grad.data() + r * vocab;
+                  if ((*labels)[r] == s->ignoreIndex || counted == 0) {
+                    std::fill(out, out + vocab, 0.0f);
+                    continue;
+                  }
+                  RowNorm norm = rowNorm(stats + r * 3 * s->shards, s->shards);
+                  float scale = static_cast<float>(factor / norm.sum);
+                  for (int64_t j = 0; j < vocab; ++j)
+                    out[j] = std::exp(row[j] - norm.max) * scale;
+                  int64_t label = (*labels)[r] - first;
+                  if (label >= 0 && label < vocab)
+                    out[label] -= factor;
+                }
+              });
   grad.commit();
   return llvm::Error::success();
 }

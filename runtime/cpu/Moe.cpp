@@ -11,6 +11,7 @@
 
 #include "runtime/core/Moe.h"
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/Parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -112,41 +113,44 @@ llvm::Error routeKernel(const KernelCall &call) {
     stats = &context->moeRouting->layers[call.i64("layer")];
     stats->expertChoices.resize(e, 0.0);
   }
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < batch; ++b) {
-    SequenceRoute route(p, in.data() + b * s * e);
-    float *g = gates.data() + b * s * e;
-    std::fill(g, g + s * e, 0.0f);
-    for (int64_t t = 0; t < s; ++t) {
-      float norm = p.normalize ? route.chosenSum(p, t) : 1.0f;
-      for (int64_t j = 0; j < p.topK; ++j)
-        if (route.kept[t * p.topK + j]) {
-          int64_t x = route.chosen[t * p.topK + j];
-          g[t * e + x] = route.scores[t * e + x] / norm;
+  parallelFor(
+      batch, s * e * kWorkDivide, [&](int64_t rangeBegin, int64_t rangeEnd) {
+        for (int64_t b = rangeBegin; b < rangeEnd; ++b) {
+          SequenceRoute route(p, in.data() + b * s * e);
+          float *g = gates.data() + b * s * e;
+          std::fill(g, g + s * e, 0.0f);
+          for (int64_t t = 0; t < s; ++t) {
+            float norm = p.normalize ? route.chosenSum(p, t) : 1.0f;
+            for (int64_t j = 0; j < p.topK; ++j)
+              if (route.kept[t * p.topK + j]) {
+                int64_t x = route.chosen[t * p.topK + j];
+                g[t * e + x] = route.scores[t * e + x] / norm;
+              }
+          }
+          std::copy(route.slots.begin(), route.slots.end(),
+                    slots + b * e * p.capacity);
+          // E * sum_e f_e P_e: f_e the share of the choices, P_e the mean
+          // score; 0 for a sequence of no tokens.
+          double loss = 0;
+          for (int64_t x = 0; x < e && s > 0; ++x) {
+            double meanScore = 0;
+            for (int64_t t = 0; t < s; ++t)
+              meanScore += route.scores[t * e + x];
+            loss += double(route.picks[x]) / double(s * p.topK) * meanScore / s;
+          }
+          aux.data()[b] = static_cast<float>(e * loss);
+          if (stats) {
+            std::lock_guard<std::mutex> lock(statsMutex);
+            for (int64_t x = 0; x < e; ++x) {
+              stats->expertChoices[x] += route.picks[x];
+              stats->dropped +=
+                  std::max<int64_t>(0, route.picks[x] - p.capacity);
+            }
+            stats->auxSum += aux.data()[b];
+            stats->sequences += 1;
+          }
         }
-    }
-    std::copy(route.slots.begin(), route.slots.end(),
-              slots + b * e * p.capacity);
-    // E * sum_e f_e P_e: f_e the share of the choices, P_e the mean score;
-    // 0 for a sequence of no tokens.
-    double loss = 0;
-    for (int64_t x = 0; x < e && s > 0; ++x) {
-      double meanScore = 0;
-      for (int64_t t = 0; t < s; ++t)
-        meanScore += route.scores[t * e + x];
-      loss += double(route.picks[x]) / double(s * p.topK) * meanScore / s;
-    }
-    aux.data()[b] = static_cast<float>(e * loss);
-    if (stats) {
-      std::lock_guard<std::mutex> lock(statsMutex);
-      for (int64_t x = 0; x < e; ++x) {
-        stats->expertChoices[x] += route.picks[x];
-        stats->dropped += std::max<int64_t>(0, route.picks[x] - p.capacity);
-      }
-      stats->auxSum += aux.data()[b];
-      stats->sequences += 1;
-    }
-  }
+      });
   gates.commit();
   aux.commit();
   return llvm::Error::success();
@@ -161,54 +165,57 @@ llvm::Error routeGradKernel(const KernelCall &call) {
   int64_t batch = p.batch, s = p.positions, e = p.experts, k = p.topK;
   F32In in(logits), gatesGrad(call.input(1)), auxGrad(call.input(2));
   F32Out out(call.output(0));
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < batch; ++b) {
-    SequenceRoute route(p, in.data() + b * s * e);
-    const float *gg = gatesGrad.data() + b * s * e;
-    std::vector<float> dScores(s * e, 0.0f);
-    // Auxiliary loss: d/dp[t, e] of E * sum f_e mean_t p = E f_e / s.
-    float auxScale = auxGrad[b] * float(e) / float(s);
-    for (int64_t x = 0; x < e; ++x) {
-      float share = float(route.picks[x]) / float(s * k);
-      for (int64_t t = 0; t < s; ++t)
-        dScores[t * e + x] = auxScale * share;
-    }
-    for (int64_t t = 0; t < s; ++t) {
-      const int64_t *c = route.chosen.data() + t * k;
-      const char *kept = route.kept.data() + t * k;
-      float *d = dScores.data() + t * e;
-      if (!p.normalize) {
-        for (int64_t j = 0; j < k; ++j)
-          if (kept[j])
-            d[c[j]] += gg[t * e + c[j]];
-        continue;
-      }
-      // gate_j = p_j / S over the chosen: dp_i += G_i / S - sum G_j p_j / S^2
-      float sum = route.chosenSum(p, t), weighted = 0;
-      for (int64_t j = 0; j < k; ++j)
-        if (kept[j]) {
-          d[c[j]] += gg[t * e + c[j]] / sum;
-          weighted += gg[t * e + c[j]] * route.scores[t * e + c[j]];
+  parallelFor(
+      batch, s * e * kWorkDivide, [&](int64_t rangeBegin, int64_t rangeEnd) {
+        for (int64_t b = rangeBegin; b < rangeEnd; ++b) {
+          SequenceRoute route(p, in.data() + b * s * e);
+          const float *gg = gatesGrad.data() + b * s * e;
+          std::vector<float> dScores(s * e, 0.0f);
+          // Auxiliary loss: d/dp[t, e] of E * sum f_e mean_t p = E f_e / s.
+          float auxScale = auxGrad[b] * float(e) / float(s);
+          for (int64_t x = 0; x < e; ++x) {
+            float share = float(route.picks[x]) / float(s * k);
+            for (int64_t t = 0; t < s; ++t)
+              dScores[t * e + x] = auxScale * share;
+          }
+          for (int64_t t = 0; t < s; ++t) {
+            const int64_t *c = route.chosen.data() + t * k;
+            const char *kept = route.kept.data() + t * k;
+            float *d = dScores.data() + t * e;
+            if (!p.normalize) {
+              for (int64_t j = 0; j < k; ++j)
+                if (kept[j])
+                  d[c[j]] += gg[t * e + c[j]];
+              continue;
+            }
+            // gate_j = p_j / S over the chosen: dp_i += G_i / S - sum G_j p_j /
+            // S^2
+            float sum = route.chosenSum(p, t), weighted = 0;
+            for (int64_t j = 0; j < k; ++j)
+              if (kept[j]) {
+                d[c[j]] += gg[t * e + c[j]] / sum;
+                weighted += gg[t * e + c[j]] * route.scores[t * e + c[j]];
+              }
+            for (int64_t j = 0; j < k; ++j)
+              d[c[j]] -= weighted / (sum * sum);
+          }
+          float *dl = out.data() + b * s * e;
+          for (int64_t t = 0; t < s; ++t) {
+            const float *pr = route.scores.data() + t * e;
+            const float *d = dScores.data() + t * e;
+            if (p.sigmoid) {
+              for (int64_t x = 0; x < e; ++x)
+                dl[t * e + x] = d[x] * pr[x] * (1.0f - pr[x]);
+              continue;
+            }
+            float dot = 0;
+            for (int64_t x = 0; x < e; ++x)
+              dot += pr[x] * d[x];
+            for (int64_t x = 0; x < e; ++x)
+              dl[t * e + x] = pr[x] * (d[x] - dot);
+          }
         }
-      for (int64_t j = 0; j < k; ++j)
-        d[c[j]] -= weighted / (sum * sum);
-    }
-    float *dl = out.data() + b * s * e;
-    for (int64_t t = 0; t < s; ++t) {
-      const float *pr = route.scores.data() + t * e;
-      const float *d = dScores.data() + t * e;
-      if (p.sigmoid) {
-        for (int64_t x = 0; x < e; ++x)
-          dl[t * e + x] = d[x] * pr[x] * (1.0f - pr[x]);
-        continue;
-      }
-      float dot = 0;
-      for (int64_t x = 0; x < e; ++x)
-        dot += pr[x] * d[x];
-      for (int64_t x = 0; x < e; ++x)
-        dl[t * e + x] = pr[x] * (d[x] - dot);
-    }
-  }
+      });
   out.commit();
   return llvm::Error::success();
 }
@@ -237,15 +244,16 @@ llvm::Error dispatchKernel(const KernelCall &call) {
     return err;
   F32In in(x);
   F32Out out(call.output(0));
-#pragma omp parallel for schedule(static)
-  for (int64_t row = 0; row < batch * e * c; ++row) {
-    int64_t t = loadAsInt(slots, row), b = row / (e * c);
-    float *dst = out.data() + row * h;
-    if (t < 0)
-      std::fill(dst, dst + h, 0.0f);
-    else
-      std::copy_n(in.data() + (b * s + t) * h, h, dst);
-  }
+  parallelFor(batch * e * c, h, [&](int64_t rangeBegin, int64_t rangeEnd) {
+    for (int64_t row = rangeBegin; row < rangeEnd; ++row) {
+      int64_t t = loadAsInt(slots, row), b = row / (e * c);
+      float *dst = out.data() + row * h;
+      if (t < 0)
+        std::fill(dst, dst + h, 0.0f);
+      else
+        std::copy_n(in.data() + (b * s + t) * h, h, dst);
+    }
+  });
   out.commit();
   return llvm::Error::success();
 }
@@ -255,21 +263,22 @@ llvm::Error dispatchKernel(const KernelCall &call) {
 void gatherSum(const float *rows, const TensorRef &slots, const float *gates,
                int64_t batch, int64_t s, int64_t e, int64_t c, int64_t h,
                float *out) {
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < batch; ++b) {
-    float *y = out + b * s * h;
-    std::fill(y, y + s * h, 0.0f);
-    for (int64_t x = 0; x < e; ++x)
-      for (int64_t slot = 0; slot < c; ++slot) {
-        int64_t t = loadAsInt(slots, (b * e + x) * c + slot);
-        if (t < 0)
-          continue;
-        float w = gates ? gates[(b * s + t) * e + x] : 1.0f;
-        const float *r = rows + ((b * e + x) * c + slot) * h;
-        for (int64_t i = 0; i < h; ++i)
-          y[t * h + i] += w * r[i];
-      }
-  }
+  parallelFor(batch, e * c * h, [&](int64_t rangeBegin, int64_t rangeEnd) {
+    for (int64_t b = rangeBegin; b < rangeEnd; ++b) {
+      float *y = out + b * s * h;
+      std::fill(y, y + s * h, 0.0f);
+      for (int64_t x = 0; x < e; ++x)
+        for (int64_t slot = 0; slot < c; ++slot) {
+          int64_t t = loadAsInt(slots, (b * e + x) * c + slot);
+          if (t < 0)
+            continue;
+          float w = gates ? gates[(b * s + t) * e + x] : 1.0f;
+          const float *r = rows + ((b * e + x) * c + slot) * h;
+          for (int64_t i = 0; i < h; ++i)
+            y[t * h + i] += w * r[i];
+        }
+    }
+  });
 }
 
 llvm::Error combineKernel(const KernelCall &call) {
@@ -317,29 +326,30 @@ llvm::Error combineGradKernel(const KernelCall &call) {
     return err;
   F32In rows(experts), g(gates), dy(grad);
   F32Out dRows(call.output(0)), dGates(call.output(1));
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < batch; ++b) {
-    float *dg = dGates.data() + b * s * e;
-    std::fill(dg, dg + s * e, 0.0f);
-    for (int64_t x = 0; x < e; ++x)
-      for (int64_t slot = 0; slot < c; ++slot) {
-        int64_t row = (b * e + x) * c + slot;
-        int64_t t = loadAsInt(slots, row);
-        float *dr = dRows.data() + row * h;
-        if (t < 0) {
-          std::fill(dr, dr + h, 0.0f);
-          continue;
+  parallelFor(batch, 2 * e * c * h, [&](int64_t rangeBegin, int64_t rangeEnd) {
+    for (int64_t b = rangeBegin; b < rangeEnd; ++b) {
+      float *dg = dGates.data() + b * s * e;
+      std::fill(dg, dg + s * e, 0.0f);
+      for (int64_t x = 0; x < e; ++x)
+        for (int64_t slot = 0; slot < c; ++slot) {
+          int64_t row = (b * e + x) * c + slot;
+          int64_t t = loadAsInt(slots, row);
+          float *dr = dRows.data() + row * h;
+          if (t < 0) {
+            std::fill(dr, dr + h, 0.0f);
+            continue;
+          }
+          const float *r = rows.data() + row * h;
+          const float *d = dy.data() + (b * s + t) * h;
+          float w = g[(b * s + t) * e + x], dot = 0;
+          for (int64_t i = 0; i < h; ++i) {
+            dr[i] = w * d[i];
+            dot += r[i] * d[i];
+          }
+          dg[t * e + x] += dot;
         }
-        const float *r = rows.data() + row * h;
-        const float *d = dy.data() + (b * s + t) * h;
-        float w = g[(b * s + t) * e + x], dot = 0;
-        for (int64_t i = 0; i < h; ++i) {
-          dr[i] = w * d[i];
-          dot += r[i] * d[i];
-        }
-        dg[t * e + x] += dot;
-      }
-  }
+    }
+  });
   dRows.commit();
   dGates.commit();
   return llvm::Error::success();

@@ -10,6 +10,7 @@
 
 #include "runtime/core/Normalization.h"
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/Parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -65,12 +66,14 @@ llvm::Error softmaxKernel(const KernelCall &call) {
   F32Out y(out);
   const float *src = x.data();
   float *dst = y.data();
-#pragma omp parallel for if (total >= kParallelElements)
-  for (int64_t task = 0; task < outer * inner; ++task) {
-    int64_t o = task / inner, i = task % inner;
-    softmaxRow(src + o * size * inner + i, dst + o * size * inner + i, size,
-               inner);
-  }
+  parallelFor(outer * inner, size * kWorkTranscendental,
+              [&](int64_t begin, int64_t end) {
+                for (int64_t task = begin; task < end; ++task) {
+                  int64_t o = task / inner, i = task % inner;
+                  softmaxRow(src + o * size * inner + i,
+                             dst + o * size * inner + i, size, inner);
+                }
+              });
   y.commit();
   return llvm::Error::success();
 }
@@ -101,30 +104,32 @@ llvm::Error normKernel(const KernelCall &call, bool rms) {
   const float *src = x.data();
   const float *wp = w.data();
   float *dst = y.data();
-#pragma omp parallel for if (total >= kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *row = src + r * inner;
-    float *o = dst + r * inner;
-    // Two passes in f32 with vectorized (fixed lane order) sums.
-    float mean = 0;
-    if (!rms) {
+  // Two reduction passes and the scaling: about four operations an element.
+  parallelFor(rows, inner * 4, [&](int64_t firstRow, int64_t endRow) {
+    for (int64_t r = firstRow; r < endRow; ++r) {
+      const float *row = src + r * inner;
+      float *o = dst + r * inner;
+      // Two passes in f32 with vectorized (fixed lane order) sums.
+      float mean = 0;
+      if (!rms) {
 #pragma omp simd reduction(+ : mean)
-      for (int64_t i = 0; i < inner; ++i)
-        mean += row[i];
-      mean /= static_cast<float>(inner);
-    }
-    float var = 0;
+        for (int64_t i = 0; i < inner; ++i)
+          mean += row[i];
+        mean /= static_cast<float>(inner);
+      }
+      float var = 0;
 #pragma omp simd reduction(+ : var)
-    for (int64_t i = 0; i < inner; ++i) {
-      float c = row[i] - mean;
-      var += c * c;
+      for (int64_t i = 0; i < inner; ++i) {
+        float c = row[i] - mean;
+        var += c * c;
+      }
+      var /= static_cast<float>(inner);
+      float inv = static_cast<float>(1.0 / std::sqrt(double(var) + eps));
+      float m = mean;
+      for (int64_t i = 0; i < inner; ++i)
+        o[i] = (row[i] - m) * inv * wp[i] + bp[i];
     }
-    var /= static_cast<float>(inner);
-    float inv = static_cast<float>(1.0 / std::sqrt(double(var) + eps));
-    float m = mean;
-    for (int64_t i = 0; i < inner; ++i)
-      o[i] = (row[i] - m) * inv * wp[i] + bp[i];
-  }
+  });
   y.commit();
   return llvm::Error::success();
 }

@@ -11,6 +11,7 @@
 
 #include "runtime/core/Optimizer.h"
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/Parallel.h"
 
 #include <cmath>
 #include <string>
@@ -18,6 +19,9 @@
 namespace dtc::runtime::cpu {
 
 namespace {
+
+/// A square root, a division and about ten multiply-adds per element.
+constexpr int64_t kWorkAdamW = 16;
 
 /// Writes `value` at `index` of a float tensor of any float dtype.
 inline void storeFloat(const TensorRef &t, int64_t index, float value) {
@@ -77,25 +81,27 @@ llvm::Error adamwKernel(const KernelCall &call) {
     const float *pp = param.f32(), *gp = grad.f32(), *mp = expAvg.f32(),
                 *vp = expAvgSq.f32();
     float *po = newParam.f32(), *mo = newExpAvg.f32(), *vo = newExpAvgSq.f32();
-#pragma omp parallel for if (n >= kParallelElements)
-    for (int64_t i = 0; i < n; ++i) {
-      float p, m, v;
-      update(pp[i], gp[i], mp[i], vp[i], p, m, v);
-      po[i] = p;
-      mo[i] = m;
-      vo[i] = v;
-    }
+    parallelFor(n, kWorkAdamW, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        float p, m, v;
+        update(pp[i], gp[i], mp[i], vp[i], p, m, v);
+        po[i] = p;
+        mo[i] = m;
+        vo[i] = v;
+      }
+    });
     return llvm::Error::success();
   }
-#pragma omp parallel for if (n >= kParallelElements)
-  for (int64_t i = 0; i < n; ++i) {
-    float p, m, v;
-    update(loadAsFloat(param, i), loadAsFloat(grad, i), loadAsFloat(expAvg, i),
-           loadAsFloat(expAvgSq, i), p, m, v);
-    storeFloat(newParam, i, p);
-    storeFloat(newExpAvg, i, m);
-    storeFloat(newExpAvgSq, i, v);
-  }
+  parallelFor(n, kWorkAdamW, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float p, m, v;
+      update(loadAsFloat(param, i), loadAsFloat(grad, i),
+             loadAsFloat(expAvg, i), loadAsFloat(expAvgSq, i), p, m, v);
+      storeFloat(newParam, i, p);
+      storeFloat(newExpAvg, i, m);
+      storeFloat(newExpAvgSq, i, v);
+    }
+  });
   return llvm::Error::success();
 }
 

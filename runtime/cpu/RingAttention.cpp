@@ -23,6 +23,7 @@
 #include "runtime/core/CollectiveKernels.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/Parallel.h"
 
 #include "llvm/ADT/StringExtras.h"
 
@@ -58,12 +59,18 @@ int64_t firstQuery(const RingAttentionDims &dims,
                              dims.queries);
 }
 
-/// Below this much work the OpenMP fork costs more than it saves.
-bool worthThreads(const RingAttentionDims &dims) {
-  return dims.batch * dims.heads * dims.queries * dims.keys *
-             (dims.headDim + dims.valueDim) >=
-         (1 << 16);
-}
+/// The score blocks one attention-gradient task works in, kept by a thread
+/// across its tasks.
+struct ScoreBlocks {
+  std::vector<float> p, dp, sum;
+  float *probabilities(int64_t size) { return sized(p, size); }
+  float *gradients(int64_t size) { return sized(dp, size); }
+  float *partial(int64_t size) { return sized(sum, size); }
+  static float *sized(std::vector<float> &v, int64_t size) {
+    v.resize(size);
+    return v.data();
+  }
+};
 
 inline float dot(const float *a, const float *b, int64_t n) {
   float s = 0;
@@ -87,79 +94,80 @@ void attentionBlock(const RingAttentionDims &dims,
   int64_t group = H / G;
   int64_t rowBlocks = (S + kRowBlock - 1) / kRowBlock;
   int64_t tasks = B * H * rowBlocks;
-#pragma omp parallel if (tasks > 1 && worthThreads(dims))
-  {
-    std::vector<float> scores(std::min(S, kRowBlock) * T);
-    float *p = scores.data();
-#pragma omp for schedule(dynamic)
-    for (int64_t task = 0; task < tasks; ++task) {
-      int64_t bh = task / rowBlocks, r0 = (task % rowBlocks) * kRowBlock;
-      int64_t b = bh / H, h = bh % H, g = h / group;
-      int64_t rows = std::min(kRowBlock, S - r0);
-      // The block's last row sees the most keys.
-      int64_t keys = visibleKeys(dims, at, r0 + rows - 1);
-      const float *qh = query + ((b * H + h) * S + r0) * D;
-      const float *kh = key + (b * G + g) * T * D;
-      const float *vh = value + (b * G + g) * T * E;
-      float *oh = output ? output + ((b * H + h) * S + r0) * E : nullptr;
-      float *lh = lse + (b * H + h) * S + r0;
-      if (keys == 0) {
-        if (oh)
-          std::fill(oh, oh + rows * E, 0.0f);
-        std::fill(lh, lh + rows, kNegInf);
-        continue;
-      }
-      parallelSgemm(false, true, rows, keys, D, at.scale, qh, D, kh, D, p,
-                    keys);
-      for (int64_t row = 0; row < rows; ++row) {
-        float *r = p + row * keys;
-        int64_t visible = std::min(keys, visibleKeys(dims, at, r0 + row));
-        float mx = kNegInf;
-#pragma omp simd reduction(max : mx)
-        for (int64_t j = 0; j < visible; ++j)
-          mx = std::max(mx, r[j]);
-        float sum = 0;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < visible; ++j) {
-          r[j] = fastExp(r[j] - mx);
-          sum += r[j];
+  parallelForTasksWithScratch<std::vector<float>>(
+      tasks, std::min(S, kRowBlock) * T * (D + E) / kMacsPerWork,
+      [&](int64_t task, std::vector<float> &scratch) {
+        scratch.resize(std::min(S, kRowBlock) * T);
+        float *p = scratch.data();
+        int64_t bh = task / rowBlocks, r0 = (task % rowBlocks) * kRowBlock;
+        int64_t b = bh / H, h = bh % H, g = h / group;
+        int64_t rows = std::min(kRowBlock, S - r0);
+        // The block's last row sees the most keys.
+        int64_t keys = visibleKeys(dims, at, r0 + rows - 1);
+        const float *qh = query + ((b * H + h) * S + r0) * D;
+        const float *kh = key + (b * G + g) * T * D;
+        const float *vh = value + (b * G + g) * T * E;
+        float *oh = output ? output + ((b * H + h) * S + r0) * E : nullptr;
+        float *lh = lse + (b * H + h) * S + r0;
+        if (keys == 0) {
+          if (oh)
+            std::fill(oh, oh + rows * E, 0.0f);
+          std::fill(lh, lh + rows, kNegInf);
+          return;
         }
-        lh[row] = visible ? mx + std::log(sum) : kNegInf;
-        if (!oh)
-          continue;
-        float inv = visible ? 1.0f / sum : 0.0f;
-        for (int64_t j = 0; j < visible; ++j)
-          r[j] *= inv;
-        std::fill(r + visible, r + keys, 0.0f);
-      }
-      if (oh)
-        parallelSgemm(false, false, rows, E, keys, 1.0f, p, keys, vh, E, oh, E);
-    }
-  }
+        parallelSgemm(false, true, rows, keys, D, at.scale, qh, D, kh, D, p,
+                      keys);
+        for (int64_t row = 0; row < rows; ++row) {
+          float *r = p + row * keys;
+          int64_t visible = std::min(keys, visibleKeys(dims, at, r0 + row));
+          float mx = kNegInf;
+#pragma omp simd reduction(max : mx)
+          for (int64_t j = 0; j < visible; ++j)
+            mx = std::max(mx, r[j]);
+          float sum = 0;
+#pragma omp simd reduction(+ : sum)
+          for (int64_t j = 0; j < visible; ++j) {
+            r[j] = fastExp(r[j] - mx);
+            sum += r[j];
+          }
+          lh[row] = visible ? mx + std::log(sum) : kNegInf;
+          if (!oh)
+            continue;
+          float inv = visible ? 1.0f / sum : 0.0f;
+          for (int64_t j = 0; j < visible; ++j)
+            r[j] *= inv;
+          std::fill(r + visible, r + keys, 0.0f);
+        }
+        if (oh)
+          parallelSgemm(false, false, rows, E, keys, 1.0f, p, keys, vh, E, oh,
+                        E);
+      });
 }
 
 void attentionMerge(int64_t rows, int64_t width, const float *outputA,
                     const float *lseA, const float *outputB, const float *lseB,
                     float *output, float *lse) {
-#pragma omp parallel for if (rows * width >= kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
-    // Read both lse before writing: `lse` may alias either.
-    float la = lseA[r], lb = lseB[r];
-    float m = std::max(la, lb);
-    const float *a = outputA + r * width, *b = outputB + r * width;
-    float *o = output + r * width;
-    if (m == kNegInf) {
-      std::fill(o, o + width, 0.0f);
-      lse[r] = kNegInf;
-      continue;
+  parallelFor(rows, width, [&](int64_t rangeBegin, int64_t rangeEnd) {
+    for (int64_t r = rangeBegin; r < rangeEnd; ++r) {
+      // Read both lse before writing: `lse` may alias either.
+      float la = lseA[r], lb = lseB[r];
+      float m = std::max(la, lb);
+      const float *a = outputA + r * width, *b = outputB + r * width;
+      float *o = output + r * width;
+      if (m == kNegInf) {
+        std::fill(o, o + width, 0.0f);
+        lse[r] = kNegInf;
+        continue;
+      }
+      double wa = std::exp(double(la) - m), wb = std::exp(double(lb) - m);
+      double sum = wa + wb;
+      float fa = static_cast<float>(wa / sum),
+            fb = static_cast<float>(wb / sum);
+      for (int64_t i = 0; i < width; ++i)
+        o[i] = a[i] * fa + b[i] * fb;
+      lse[r] = static_cast<float>(m + std::log(sum));
     }
-    double wa = std::exp(double(la) - m), wb = std::exp(double(lb) - m);
-    double sum = wa + wb;
-    float fa = static_cast<float>(wa / sum), fb = static_cast<float>(wb / sum);
-    for (int64_t i = 0; i < width; ++i)
-      o[i] = a[i] * fa + b[i] * fb;
-    lse[r] = static_cast<float>(m + std::log(sum));
-  }
+  });
 }
 
 void attentionBlockGrad(const RingAttentionDims &dims,
@@ -172,15 +180,15 @@ void attentionBlockGrad(const RingAttentionDims &dims,
                 S = dims.queries, T = dims.keys, D = dims.headDim,
                 E = dims.valueDim;
   int64_t group = H / G;
-  bool threads = worthThreads(dims);
 
   // delta_i = grad_i . output_i, the softmax backward's row term; without
   // `output`, pass 1 sums it as sum_j P_ij dP_ij instead (below).
   std::vector<float> delta(B * H * S);
   if (output) {
-#pragma omp parallel for if (threads)
-    for (int64_t row = 0; row < B * H * S; ++row)
-      delta[row] = dot(grad + row * E, output + row * E, E);
+    parallelFor(B * H * S, E, [&](int64_t rangeBegin, int64_t rangeEnd) {
+      for (int64_t row = rangeBegin; row < rangeEnd; ++row)
+        delta[row] = dot(grad + row * E, output + row * E, E);
+    });
   }
 
   // A visible score's probability P = exp(score - lse); a row with lse -inf
@@ -197,106 +205,101 @@ void attentionBlockGrad(const RingAttentionDims &dims,
   // Pass 1: the query gradient, per (batch, head, block of query rows).
   int64_t rowBlocks = (S + kRowBlock - 1) / kRowBlock;
   int64_t queryTasks = B * H * rowBlocks;
-#pragma omp parallel if (queryTasks > 1 && threads)
-  {
-    std::vector<float> pBuf(std::min(S, kRowBlock) * T),
-        dpBuf(std::min(S, kRowBlock) * T);
-    float *p = pBuf.data(), *dp = dpBuf.data();
-#pragma omp for schedule(dynamic)
-    for (int64_t task = 0; task < queryTasks; ++task) {
-      int64_t bh = task / rowBlocks, r0 = (task % rowBlocks) * kRowBlock;
-      int64_t b = bh / H, h = bh % H, g = h / group;
-      int64_t rows = std::min(kRowBlock, S - r0);
-      int64_t keys = visibleKeys(dims, at, r0 + rows - 1);
-      int64_t row0 = (b * H + h) * S + r0;
-      const float *kh = key + (b * G + g) * T * D;
-      const float *vh = value + (b * G + g) * T * E;
-      float *dq = queryGrad + row0 * D;
-      if (keys == 0) {
-        std::fill(dq, dq + rows * D, 0.0f);
-        continue;
-      }
-      parallelSgemm(false, true, rows, keys, D, at.scale, query + row0 * D, D,
-                    kh, D, p, keys);
-      parallelSgemm(false, true, rows, keys, E, 1.0f, grad + row0 * E, E, vh, E,
-                    dp, keys);
-      for (int64_t row = 0; row < rows; ++row) {
-        int64_t visible = std::min(keys, visibleKeys(dims, at, r0 + row));
-        float l = lse[row0 + row];
-        float *pr = p + row * keys, *dpr = dp + row * keys;
-        for (int64_t j = 0; j < visible; ++j)
-          pr[j] = probability(pr[j], l);
-        if (!output) {
-          // From the very P and dP it is applied to, in double: the row's
-          // dS then sums to zero to rounding, as the math says (a bias on
-          // every key has no gradient; Adam would amplify any noise).
-          double sum = 0;
-          for (int64_t j = 0; j < visible; ++j)
-            sum += double(pr[j]) * dpr[j];
-          delta[row0 + row] = static_cast<float>(sum);
+  parallelForTasksWithScratch<ScoreBlocks>(
+      queryTasks, std::min(S, kRowBlock) * T * (2 * D + E) / kMacsPerWork,
+      [&](int64_t task, ScoreBlocks &scratch) {
+        float *p = scratch.probabilities(std::min(S, kRowBlock) * T);
+        float *dp = scratch.gradients(std::min(S, kRowBlock) * T);
+        int64_t bh = task / rowBlocks, r0 = (task % rowBlocks) * kRowBlock;
+        int64_t b = bh / H, h = bh % H, g = h / group;
+        int64_t rows = std::min(kRowBlock, S - r0);
+        int64_t keys = visibleKeys(dims, at, r0 + rows - 1);
+        int64_t row0 = (b * H + h) * S + r0;
+        const float *kh = key + (b * G + g) * T * D;
+        const float *vh = value + (b * G + g) * T * E;
+        float *dq = queryGrad + row0 * D;
+        if (keys == 0) {
+          std::fill(dq, dq + rows * D, 0.0f);
+          return;
         }
-        float d = delta[row0 + row];
-        for (int64_t j = 0; j < visible; ++j)
-          dpr[j] = pr[j] * (dpr[j] - d);
-        std::fill(dpr + visible, dpr + keys, 0.0f);
-      }
-      parallelSgemm(false, false, rows, D, keys, at.scale, dp, keys, kh, D, dq,
-                    D);
-    }
-  }
+        parallelSgemm(false, true, rows, keys, D, at.scale, query + row0 * D, D,
+                      kh, D, p, keys);
+        parallelSgemm(false, true, rows, keys, E, 1.0f, grad + row0 * E, E, vh,
+                      E, dp, keys);
+        for (int64_t row = 0; row < rows; ++row) {
+          int64_t visible = std::min(keys, visibleKeys(dims, at, r0 + row));
+          float l = lse[row0 + row];
+          float *pr = p + row * keys, *dpr = dp + row * keys;
+          for (int64_t j = 0; j < visible; ++j)
+            pr[j] = probability(pr[j], l);
+          if (!output) {
+            // From the very P and dP it is applied to, in double: the row's
+            // dS then sums to zero to rounding, as the math says (a bias on
+            // every key has no gradient; Adam would amplify any noise).
+            double sum = 0;
+            for (int64_t j = 0; j < visible; ++j)
+              sum += double(pr[j]) * dpr[j];
+            delta[row0 + row] = static_cast<float>(sum);
+          }
+          float d = delta[row0 + row];
+          for (int64_t j = 0; j < visible; ++j)
+            dpr[j] = pr[j] * (dpr[j] - d);
+          std::fill(dpr + visible, dpr + keys, 0.0f);
+        }
+        parallelSgemm(false, false, rows, D, keys, at.scale, dp, keys, kh, D,
+                      dq, D);
+      });
 
   // Pass 2: the key and value gradients, per (batch, kv head, block of key
   // rows), adding the group's query heads in order.
   int64_t keyBlocks = (T + kRowBlock - 1) / kRowBlock;
   int64_t keyTasks = B * G * keyBlocks;
-#pragma omp parallel if (keyTasks > 1 && threads)
-  {
-    int64_t blockRows = std::min(T, kRowBlock);
-    std::vector<float> pBuf(blockRows * S), dpBuf(blockRows * S),
-        partial(blockRows * std::max(D, E));
-    float *pt = pBuf.data(), *dpt = dpBuf.data(), *tmp = partial.data();
-#pragma omp for schedule(dynamic)
-    for (int64_t task = 0; task < keyTasks; ++task) {
-      int64_t bg = task / keyBlocks, j0 = (task % keyBlocks) * kRowBlock;
-      int64_t b = bg / G, g = bg % G;
-      int64_t rows = std::min(kRowBlock, T - j0);
-      // The block's first key is seen by the most queries.
-      int64_t first = firstQuery(dims, at, j0), queries = S - first;
-      const float *kb = key + ((b * G + g) * T + j0) * D;
-      const float *vb = value + ((b * G + g) * T + j0) * E;
-      float *dk = keyGrad + ((b * G + g) * T + j0) * D;
-      float *dv = valueGrad + ((b * G + g) * T + j0) * E;
-      std::fill(dk, dk + rows * D, 0.0f);
-      std::fill(dv, dv + rows * E, 0.0f);
-      if (queries == 0)
-        continue;
-      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-        int64_t row0 = (b * H + h) * S + first;
-        const float *qh = query + row0 * D, *gh = grad + row0 * E;
-        // Transposed blocks: [key row, query row].
-        parallelSgemm(false, true, rows, queries, D, at.scale, kb, D, qh, D, pt,
-                      queries);
-        parallelSgemm(false, true, rows, queries, E, 1.0f, vb, E, gh, E, dpt,
-                      queries);
-        for (int64_t j = 0; j < rows; ++j) {
-          int64_t hidden = firstQuery(dims, at, j0 + j) - first;
-          float *pr = pt + j * queries, *dpr = dpt + j * queries;
-          std::fill(pr, pr + hidden, 0.0f);
-          std::fill(dpr, dpr + hidden, 0.0f);
-          for (int64_t i = hidden; i < queries; ++i)
-            softmaxGrad(pr + i, dpr + i, lse[row0 + i], delta[row0 + i]);
+  parallelForTasksWithScratch<ScoreBlocks>(
+      keyTasks, group * std::min(T, kRowBlock) * S * 2 * (D + E) / kMacsPerWork,
+      [&](int64_t task, ScoreBlocks &scratch) {
+        int64_t blockRows = std::min(T, kRowBlock);
+        float *pt = scratch.probabilities(blockRows * S);
+        float *dpt = scratch.gradients(blockRows * S);
+        float *tmp = scratch.partial(blockRows * std::max(D, E));
+        int64_t bg = task / keyBlocks, j0 = (task % keyBlocks) * kRowBlock;
+        int64_t b = bg / G, g = bg % G;
+        int64_t rows = std::min(kRowBlock, T - j0);
+        // The block's first key is seen by the most queries.
+        int64_t first = firstQuery(dims, at, j0), queries = S - first;
+        const float *kb = key + ((b * G + g) * T + j0) * D;
+        const float *vb = value + ((b * G + g) * T + j0) * E;
+        float *dk = keyGrad + ((b * G + g) * T + j0) * D;
+        float *dv = valueGrad + ((b * G + g) * T + j0) * E;
+        std::fill(dk, dk + rows * D, 0.0f);
+        std::fill(dv, dv + rows * E, 0.0f);
+        if (queries == 0)
+          return;
+        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+          int64_t row0 = (b * H + h) * S + first;
+          const float *qh = query + row0 * D, *gh = grad + row0 * E;
+          // Transposed blocks: [key row, query row].
+          parallelSgemm(false, true, rows, queries, D, at.scale, kb, D, qh, D,
+                        pt, queries);
+          parallelSgemm(false, true, rows, queries, E, 1.0f, vb, E, gh, E, dpt,
+                        queries);
+          for (int64_t j = 0; j < rows; ++j) {
+            int64_t hidden = firstQuery(dims, at, j0 + j) - first;
+            float *pr = pt + j * queries, *dpr = dpt + j * queries;
+            std::fill(pr, pr + hidden, 0.0f);
+            std::fill(dpr, dpr + hidden, 0.0f);
+            for (int64_t i = hidden; i < queries; ++i)
+              softmaxGrad(pr + i, dpr + i, lse[row0 + i], delta[row0 + i]);
+          }
+          parallelSgemm(false, false, rows, E, queries, 1.0f, pt, queries, gh,
+                        E, tmp, E);
+          for (int64_t i = 0; i < rows * E; ++i)
+            dv[i] += tmp[i];
+          parallelSgemm(false, false, rows, D, queries, at.scale, dpt, queries,
+                        qh, D, tmp, D);
+          for (int64_t i = 0; i < rows * D; ++i)
+            dk[i] += tmp[i];
         }
-        parallelSgemm(false, false, rows, E, queries, 1.0f, pt, queries, gh, E,
-                      tmp, E);
-        for (int64_t i = 0; i < rows * E; ++i)
-          dv[i] += tmp[i];
-        parallelSgemm(false, false, rows, D, queries, at.scale, dpt, queries,
-                      qh, D, tmp, D);
-        for (int64_t i = 0; i < rows * D; ++i)
-          dk[i] += tmp[i];
-      }
-    }
-  }
+      });
 }
 
 namespace {
@@ -305,25 +308,27 @@ namespace {
 /// slabs of `src` into the packed [outer, rows, width] `dst`.
 void gatherRows(const float *src, int64_t outer, int64_t total, int64_t first,
                 int64_t rows, int64_t width, float *dst) {
-#pragma omp parallel for if (outer * rows * width >= kParallelElements)
-  for (int64_t o = 0; o < outer; ++o)
-    std::copy_n(src + (o * total + first) * width, rows * width,
-                dst + o * rows * width);
+  parallelFor(outer, rows * width, [&](int64_t rangeBegin, int64_t rangeEnd) {
+    for (int64_t o = rangeBegin; o < rangeEnd; ++o)
+      std::copy_n(src + (o * total + first) * width, rows * width,
+                  dst + o * rows * width);
+  });
 }
 
 /// The reverse of gatherRows, adding into `dst` when `add`.
 void scatterRows(const float *src, int64_t outer, int64_t total, int64_t first,
                  int64_t rows, int64_t width, float *dst, bool add) {
-#pragma omp parallel for if (outer * rows * width >= kParallelElements)
-  for (int64_t o = 0; o < outer; ++o) {
-    const float *s = src + o * rows * width;
-    float *d = dst + (o * total + first) * width;
-    if (add)
-      for (int64_t i = 0; i < rows * width; ++i)
-        d[i] += s[i];
-    else
-      std::copy_n(s, rows * width, d);
-  }
+  parallelFor(outer, rows * width, [&](int64_t rangeBegin, int64_t rangeEnd) {
+    for (int64_t o = rangeBegin; o < rangeEnd; ++o) {
+      const float *s = src + o * rows * width;
+      float *d = dst + (o * total + first) * width;
+      if (add)
+        for (int64_t i = 0; i < rows * width; ++i)
+          d[i] += s[i];
+      else
+        std::copy_n(s, rows * width, d);
+    }
+  });
 }
 
 /// Contiguous chunks: chunk k starts at k * rows.
@@ -548,15 +553,16 @@ llvm::Error zigzagOrderKernel(const KernelCall &call) {
     src = copy.data();
   }
   char *dst = static_cast<char *>(out.data);
-#pragma omp parallel for if (outer * pieces > 1 &&                             \
-                             in.numElements() >= kParallelElements)
-  for (int64_t task = 0; task < outer * pieces; ++task) {
-    int64_t o = task / pieces, p = task % pieces;
-    int64_t from = inverse ? p : zigzagPiece(p, parts);
-    int64_t to = inverse ? zigzagPiece(p, parts) : p;
-    std::memcpy(dst + (o * pieces + to) * piece,
-                src + (o * pieces + from) * piece, piece);
-  }
+  parallelFor(outer * pieces, static_cast<int64_t>(piece) / 4 + 1,
+              [&](int64_t rangeBegin, int64_t rangeEnd) {
+                for (int64_t task = rangeBegin; task < rangeEnd; ++task) {
+                  int64_t o = task / pieces, p = task % pieces;
+                  int64_t from = inverse ? p : zigzagPiece(p, parts);
+                  int64_t to = inverse ? zigzagPiece(p, parts) : p;
+                  std::memcpy(dst + (o * pieces + to) * piece,
+                              src + (o * pieces + from) * piece, piece);
+                }
+              });
   return llvm::Error::success();
 }
 

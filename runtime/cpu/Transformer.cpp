@@ -12,6 +12,7 @@
 #include "runtime/core/LossShards.h"
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/Parallel.h"
 #include "runtime/cpu/RingAttention.h"
 
 #include <cmath>
@@ -63,22 +64,24 @@ llvm::Error crossEntropyKernel(const KernelCall &call) {
     return checked.takeError();
   F32In x(logits);
   std::vector<double> losses(positions, 0.0);
-#pragma omp parallel for if (positions * vocab >= kParallelElements)
-  for (int64_t i = 0; i < positions; ++i) {
-    int64_t label = loadAsInt(labels, i);
-    if (label == ignore)
-      continue;
-    const float *row = x.data() + i * vocab;
-    float mx = -std::numeric_limits<float>::infinity();
+  parallelFor(
+      positions, vocab * kWorkTranscendental, [&](int64_t first, int64_t last) {
+        for (int64_t i = first; i < last; ++i) {
+          int64_t label = loadAsInt(labels, i);
+          if (label == ignore)
+            continue;
+          const float *row = x.data() + i * vocab;
+          float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < vocab; ++j)
-      mx = std::max(mx, row[j]);
-    float sum = 0;
+          for (int64_t j = 0; j < vocab; ++j)
+            mx = std::max(mx, row[j]);
+          float sum = 0;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < vocab; ++j)
-      sum += fastExp(row[j] - mx);
-    losses[i] = mx + std::log(static_cast<double>(sum)) - row[label];
-  }
+          for (int64_t j = 0; j < vocab; ++j)
+            sum += fastExp(row[j] - mx);
+          losses[i] = mx + std::log(static_cast<double>(sum)) - row[label];
+        }
+      });
   double total = 0;
   int64_t count = 0;
   for (int64_t i = 0; i < positions; ++i) {

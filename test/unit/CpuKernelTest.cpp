@@ -9,9 +9,9 @@
 #include "runtime/core/Kernel.h"
 #include "runtime/cpu/Blas.h"
 #include "runtime/cpu/CpuKernels.h"
+#include "runtime/cpu/Parallel.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -19,6 +19,8 @@
 #include <random>
 
 using namespace dtc::runtime;
+using dtc::runtime::cpu::setThreadCount;
+using dtc::runtime::cpu::threadCount;
 
 namespace {
 
@@ -378,11 +380,21 @@ TEST(CpuLinalg, Matmul2d) {
 /// switched table still computes the product (checked against a naive loop
 /// on a problem large enough for OpenBLAS's packed kernels).
 TEST(CpuBlas, PreferredCoreRule) {
-  EXPECT_EQ(cpu::preferredOpenBlasCore("Cooperlake", true), "SkylakeX");
-  EXPECT_EQ(cpu::preferredOpenBlasCore("COOPERLAKE", true), "SkylakeX");
-  EXPECT_EQ(cpu::preferredOpenBlasCore("Cooperlake", false), "Cooperlake");
-  EXPECT_EQ(cpu::preferredOpenBlasCore("Haswell", true), "Haswell");
-  EXPECT_EQ(cpu::preferredOpenBlasCore("Zen", false), "Zen");
+  EXPECT_EQ(cpu::preferredOpenBlasCore("Cooperlake", "SkylakeX"), "SkylakeX");
+  EXPECT_EQ(cpu::preferredOpenBlasCore("COOPERLAKE", "SkylakeX"), "SkylakeX");
+  EXPECT_EQ(cpu::preferredOpenBlasCore("Cooperlake", "Haswell"), "Cooperlake");
+  EXPECT_EQ(cpu::preferredOpenBlasCore("Haswell", "SkylakeX"), "Haswell");
+  EXPECT_EQ(cpu::preferredOpenBlasCore("Zen", "Haswell"), "Zen");
+  EXPECT_EQ(cpu::preferredOpenBlasCore("Zen", "SkylakeX"), "Zen");
+  // OpenBLAS's fallbacks for a CPU it does not recognize give way to the
+  // widest table the CPU runs; on an old CPU they stay.
+  EXPECT_EQ(cpu::preferredOpenBlasCore("Prescott", "SkylakeX"), "SkylakeX");
+  EXPECT_EQ(cpu::preferredOpenBlasCore("Nehalem", "Haswell"), "Haswell");
+  EXPECT_EQ(cpu::preferredOpenBlasCore("Sandybridge", "Haswell"), "Haswell");
+  EXPECT_EQ(cpu::preferredOpenBlasCore("Sandybridge", "Sandybridge"),
+            "Sandybridge");
+  EXPECT_EQ(cpu::preferredOpenBlasCore("Prescott", "Prescott"), "Prescott");
+  EXPECT_TRUE(cpu::cpuRunsOpenBlasCore(cpu::widestOpenBlasCore()));
   EXPECT_FALSE(cpu::cpuRunsOpenBlasCore("NoSuchCore"));
   EXPECT_TRUE(cpu::cpuRunsOpenBlasCore("Prescott"));
 }
@@ -891,12 +903,12 @@ TEST(CpuTransformer, CrossEntropyWithIgnoreIndex) {
       << err;
 }
 
-/// Raw output bytes of `call` run with `threads` OpenMP threads.
+/// Raw output bytes of `call` run with `threads` threads.
 std::vector<char> bytesWithThreads(Call &call, int threads) {
-  int saved = omp_get_max_threads();
-  omp_set_num_threads(threads);
+  int saved = threadCount();
+  setThreadCount(threads);
   std::string err = call.run();
-  omp_set_num_threads(saved);
+  setThreadCount(saved);
   EXPECT_EQ(err, "") << call.inst.op();
   const Tensor &out = call.outputs[0];
   const char *data = static_cast<const char *>(out.data());

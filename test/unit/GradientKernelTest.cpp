@@ -12,9 +12,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/CpuKernels.h"
+#include "runtime/cpu/Parallel.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -33,6 +33,8 @@ using dtc::runtime::KernelFn;
 using dtc::runtime::KernelRegistry;
 using dtc::runtime::Tensor;
 using dtc::runtime::TensorRef;
+using dtc::runtime::cpu::setThreadCount;
+using dtc::runtime::cpu::threadCount;
 using Vec = std::vector<double>;
 using Shape = std::vector<int64_t>;
 
@@ -933,11 +935,11 @@ TEST_F(GradientKernelTest, ResultsDoNotDependOnTheThreadCount) {
         f32({}, {1e-3}), f32({}, {2}), f32({}, {0.5})},
        {{DType::F32, act}, {DType::F32, act}, {DType::F32, act}}},
   };
-  int saved = omp_get_max_threads();
+  int saved = threadCount();
   for (Case &c : cases) {
-    omp_set_num_threads(1);
+    setThreadCount(1);
     auto serial = run(c.op, c.inputs, c.outputs);
-    omp_set_num_threads(4);
+    setThreadCount(4);
     auto threaded = run(c.op, c.inputs, c.outputs);
     for (size_t i = 0; i < serial.size(); ++i)
       EXPECT_EQ(
@@ -945,7 +947,7 @@ TEST_F(GradientKernelTest, ResultsDoNotDependOnTheThreadCount) {
           0)
           << c.op.inst.op() << " result " << i;
   }
-  omp_set_num_threads(saved);
+  setThreadCount(saved);
 }
 
 } // namespace

@@ -312,7 +312,8 @@ void addRun(CLI::App &app, dtc::RunOptions &o, dtc::VerifyOptions &v,
       ->capture_default_str();
   verify
       ->add_option("--param-tolerance", v.paramTolerance,
-                   "Final parameters, absolute")
+                   "Final parameters: the L2 norm of the difference from "
+                   "one device over that of the parameter's update")
       ->capture_default_str();
   verify->callback([&v, &o, &action] {
     v.executable = o.command.empty() ? "dtc" : o.command.front();
