@@ -23,6 +23,7 @@
 #include "passes/Pipelines.h"
 #include "runtime/core/LayoutFile.h"
 #include "runtime/support/Error.h"
+#include "runtime/support/OutputDir.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -362,41 +363,29 @@ static std::string defaultBundleDir(llvm::StringRef modelPath) {
   return std::string(dir);
 }
 
-/// Writes `files` (name -> contents) into `dir` so that `dir` either holds the
-/// complete bundle or is left as it was: everything goes to a sibling temp
-/// directory that is renamed into place last.
-static llvm::Error writeBundleAtomically(
-    llvm::StringRef dir,
-    llvm::ArrayRef<std::pair<std::string, std::string>> files) {
-  llvm::SmallString<256> tmp(dir);
-  tmp += ".partial";
-  llvm::sys::fs::remove_directories(tmp);
-  if (std::error_code ec = llvm::sys::fs::create_directories(tmp))
-    return failure("cannot create {0}: {1}", tmp, ec.message());
-  for (const auto &[name, contents] : files) {
-    llvm::SmallString<256> path(tmp);
-    llvm::sys::path::append(path, name);
-    std::error_code ec;
-    llvm::raw_fd_ostream os(path, ec);
-    if (!ec) {
-      os << contents;
-      os.close();
-      ec = os.error();
-    }
-    if (ec) {
-      llvm::sys::fs::remove_directories(tmp);
-      return failure("cannot write {0}: {1}", path, ec.message());
-    }
-  }
-  if (llvm::sys::fs::exists(dir)) {
-    if (!llvm::sys::fs::is_directory(dir))
-      return badInput("-o {0}: exists and is not a directory", dir);
-    if (std::error_code ec = llvm::sys::fs::remove_directories(dir))
-      return failure("cannot replace {0}: {1}", dir, ec.message());
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, dir))
-    return failure("cannot move the bundle into {0}: {1}", dir, ec.message());
-  return llvm::Error::success();
+/// Writes `files` (name -> contents) as the bundle `dir`
+/// (runtime/support/OutputDir.h: whole or not at all, nothing of the user's
+/// deleted).
+static llvm::Error
+writeBundle(llvm::StringRef dir, bool force,
+            llvm::ArrayRef<std::pair<std::string, std::string>> files) {
+  return writeOutputDirectory(
+      dir, OutputKind::Bundle, force, [&](llvm::StringRef tmp) -> llvm::Error {
+        for (const auto &[name, contents] : files) {
+          llvm::SmallString<256> path(tmp);
+          llvm::sys::path::append(path, name);
+          std::error_code ec;
+          llvm::raw_fd_ostream os(path, ec);
+          if (!ec) {
+            os << contents;
+            os.close();
+            ec = os.error();
+          }
+          if (ec)
+            return failure("cannot write {0}: {1}", path, ec.message());
+        }
+        return llvm::Error::success();
+      });
 }
 
 /// The summary figures, and under "spec" the whole cluster as a
@@ -508,6 +497,12 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
   auto start = std::chrono::steady_clock::now();
   if (llvm::Error err = validateOptions(o))
     return err;
+  // Before any work: the bundle directory must be new, empty or dtc's own.
+  if (o.emit.empty())
+    if (llvm::Error err = checkOutputDirectory(
+            o.outputDir.empty() ? defaultBundleDir(o.modelPath) : o.outputDir,
+            "-o", OutputKind::Bundle, o.force))
+      return err;
   auto cluster = loadCluster(o.cluster, o.gpus);
   if (!cluster)
     return cluster.takeError();
@@ -789,7 +784,7 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
   files.emplace_back("plan.json", planText);
   if (o.programMlir)
     files.emplace_back("program.mlir", program);
-  if (llvm::Error err = writeBundleAtomically(bundleDir, files))
+  if (llvm::Error err = writeBundle(bundleDir, o.force, files))
     return err;
   if (o.json) {
     out << planText;

@@ -47,6 +47,8 @@ struct CompileOptions {
   /// model's choice.
   std::optional<int64_t> tpCommChunks;
   std::string outputDir; ///< Empty: `<model>.dtc` next to the model.
+  /// Write into an `outputDir` that is not dtc's (runtime/support/OutputDir.h).
+  bool force = false;
   bool json = false;
   std::optional<int64_t> explain;
   std::string emit; ///< Empty, or a stage name to print and stop after.

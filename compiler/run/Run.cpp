@@ -14,6 +14,7 @@
 #include "runtime/mpi/MpiCommunicator.h"
 #include "runtime/support/Error.h"
 #include "runtime/support/Json.h"
+#include "runtime/support/OutputDir.h"
 #ifdef DTC_HAVE_CUDA
 #include "runtime/cuda/CudaPlugin.h"
 #endif
@@ -378,20 +379,18 @@ llvm::Error runInference(const program::Program &p, const RankContext &context,
   if (!context.reports())
     return llvm::Error::success();
   if (!o.outputs.empty()) {
-    // Written next to the target, then renamed: no half-written outputs.
-    std::string tmp = o.outputs + ".partial";
-    llvm::sys::fs::remove_directories(tmp);
-    if (std::error_code ec = llvm::sys::fs::create_directories(tmp))
-      return failure("cannot create {0}: {1}", tmp, ec.message());
-    for (auto [i, t] : llvm::enumerate(*results))
-      if (llvm::Error e =
-              writeTensorProto(t, fn->results(i).name(),
-                               tmp + "/output_" + std::to_string(i) + ".pb"))
-        return e;
-    llvm::sys::fs::remove_directories(o.outputs);
-    if (std::error_code ec = llvm::sys::fs::rename(tmp, o.outputs))
-      return failure("cannot move outputs into {0}: {1}", o.outputs,
-                     ec.message());
+    // Whole or not at all, nothing of the user's deleted (OutputDir.h).
+    if (llvm::Error e = writeOutputDirectory(
+            o.outputs, OutputKind::RunOutputs, o.force,
+            [&](llvm::StringRef dir) -> llvm::Error {
+              for (auto [i, t] : llvm::enumerate(*results))
+                if (llvm::Error e = writeTensorProto(
+                        t, fn->results(i).name(),
+                        (dir + "/output_" + llvm::Twine(i) + ".pb").str()))
+                  return e;
+              return llvm::Error::success();
+            }))
+      return e;
   }
   for (auto [i, t] : llvm::enumerate(*results)) {
     out << "output " << i;
@@ -435,6 +434,13 @@ llvm::Expected<TokenData> loadTokens(const RunOptions &o, int64_t seqLen,
                     "little-endian uint16 token ids, nanoGPT's train.bin)");
   if (o.dataDtype != "uint16" && o.dataDtype != "uint32")
     return badInput("--data-dtype {0}: use uint16 or uint32", o.dataDtype);
+  // A FIFO would block the read forever, a device never end.
+  llvm::sys::fs::file_status status;
+  if (std::error_code ec = llvm::sys::fs::status(o.data, status))
+    return badInput("--data {0}: {1}", o.data, ec.message());
+  if (status.type() != llvm::sys::fs::file_type::regular_file)
+    return badInput("--data {0}: not a regular file; name the token file",
+                    o.data);
   auto buffer = llvm::MemoryBuffer::getFile(o.data, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer)
@@ -1376,13 +1382,25 @@ llvm::Error runRank(const program::Program &p, const RankContext &context,
   return llvm::Error::success();
 }
 
-/// Checks what can be checked before ranks start, so that bad input is
-/// reported once, by the launcher.
-llvm::Error preflight(const program::Program &p, const RunOptions &o) {
+/// The flags a run needs, checked before its buffers are allocated.
+llvm::Error checkRunFlags(const program::Program &p, const RunOptions &o) {
   if (p.mode() != "train")
     return llvm::Error::success();
   if (!o.steps)
     return badInput("--steps N is required for training");
+  if (readsTokens(p) && o.data.empty())
+    return badInput("--data FILE is required for training (flat "
+                    "little-endian uint16 token ids, nanoGPT's train.bin)");
+  return llvm::Error::success();
+}
+
+/// Checks what can be checked before ranks start, so that bad input is
+/// reported once, by the launcher.
+llvm::Error preflight(const program::Program &p, const RunOptions &o) {
+  if (llvm::Error e = checkRunFlags(p, o))
+    return e;
+  if (p.mode() != "train")
+    return llvm::Error::success();
   return loadTrainingData(p, o).takeError();
 }
 
@@ -1513,6 +1531,11 @@ rt::Tensor toRuntimeTensor(const onnx::HostTensor &host, rt::DType dtype) {
 llvm::Error runBundle(const RunOptions &o, llvm::raw_ostream &out) {
   if (!o.backend.empty() && o.backend != "cpu" && o.backend != "cuda")
     return badInput("--backend {0}: use cpu or cuda", o.backend);
+  // Before any work: --outputs must be new, empty or dtc's own outputs.
+  if (!o.outputs.empty())
+    if (llvm::Error e = checkOutputDirectory(o.outputs, "--outputs",
+                                             OutputKind::RunOutputs, o.force))
+      return e;
   auto p = loadProgram(o.bundle);
   if (!p)
     return p.takeError();
@@ -1528,6 +1551,9 @@ llvm::Error runBundle(const RunOptions &o, llvm::raw_ostream &out) {
     launch.command = o.command;
     return launchRanks(launch);
   }
+  // The flags first: the program's buffers can be large.
+  if (llvm::Error e = checkRunFlags(*p, o))
+    return e;
   auto context = rankContext(*p, 0);
   if (!context)
     return context.takeError();

@@ -33,6 +33,8 @@ struct RunOptions {
   std::string data;
   std::string dataDtype = "uint16";
   std::string inputs, outputs;
+  /// Write --outputs into a directory that is not dtc's (OutputDir.h).
+  bool force = false;
   uint64_t seed = 0;
   bool init = false; ///< seeded random weights instead of the model's
   bool logJson = false;

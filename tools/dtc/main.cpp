@@ -85,6 +85,10 @@ void addCompile(CLI::App &app, dtc::CompileOptions &o, Action &action) {
   cmd->add_flag("--no-search", o.noSearch,
                 "All degrees are pinned; only predict");
   cmd->add_option("-o", o.outputDir, "Bundle directory (default <model>.dtc)");
+  cmd->add_flag("--force", o.force,
+                "Write the bundle into -o even if it is not empty and not a "
+                "dtc bundle, a symbolic link or the working directory "
+                "(nothing else in it is deleted)");
   cmd->add_flag("--json", o.json, "Print plan.json instead of the table");
   // `--explain` alone means 3 alternatives (set after parsing, below).
   CLI::Option *explain =
@@ -250,6 +254,9 @@ void addRun(CLI::App &app, dtc::RunOptions &o, dtc::VerifyOptions &v,
                   "Inference inputs: DIR/input_0.pb ... (ONNX TensorProto)");
   run->add_option("--outputs", o.outputs,
                   "Write inference outputs to DIR/output_0.pb ...");
+  run->add_flag("--force", o.force,
+                "Write --outputs into a directory that is not empty and not "
+                "dtc's outputs (nothing else in it is deleted)");
   run->add_option("--seed", o.seed, "Random seed (data order, --init)")
       ->capture_default_str();
   run->add_flag("--init", o.init,
