@@ -1382,6 +1382,25 @@ llvm::Error runRank(const program::Program &p, const RankContext &context,
   return llvm::Error::success();
 }
 
+/// Set in the environment of the ranks a `dtc run` starts, which holds the
+/// checkpoint root's lock for them.
+constexpr const char *kCheckpointLockHeld = "DTC_CKPT_LOCK_HELD";
+
+/// Whether this process takes the checkpoint root's lock: a run started by
+/// hand, or rank 0 of a job a user's mpirun/srun started; not the ranks of
+/// dtc's own launcher.
+bool takesCheckpointLock() {
+  if (std::getenv(kCheckpointLockHeld))
+    return false;
+  if (!rt::mpi::launchedByMpi())
+    return true;
+  for (const char *name :
+       {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+    if (const char *rank = std::getenv(name))
+      return llvm::StringRef(rank) == "0";
+  return false;
+}
+
 /// The flags a run needs, checked before its buffers are allocated.
 llvm::Error checkRunFlags(const program::Program &p, const RunOptions &o) {
   if (p.mode() != "train")
@@ -1539,6 +1558,17 @@ llvm::Error runBundle(const RunOptions &o, llvm::raw_ostream &out) {
   auto p = loadProgram(o.bundle);
   if (!p)
     return p.takeError();
+  // One writer per checkpoint root, held for the whole run.
+  std::optional<DirectoryLock> ckptLock;
+  if (!o.ckptDir.empty() && takesCheckpointLock()) {
+    auto lock = DirectoryLock::acquire(o.ckptDir, "--ckpt-dir",
+                                       /*exclusive=*/true);
+    if (!lock)
+      return lock.takeError();
+    ckptLock.emplace(std::move(*lock));
+    // The ranks this process starts run under its lock.
+    ::setenv(kCheckpointLockHeld, "1", 1);
+  }
   if (p->world_size() > 1 || rt::mpi::launchedByMpi()) {
     if (rt::mpi::launchedByMpi())
       return runMpiRank(*p, o, out);

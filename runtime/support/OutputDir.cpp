@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -219,6 +220,52 @@ writeOutputDirectory(llvm::StringRef path, OutputKind kind, bool force,
   std::string why = std::strerror(errno);
   llvm::sys::fs::remove_directories(*tmp);
   return failure("cannot move the new contents into {0}: {1}", path, why);
+}
+
+llvm::Expected<DirectoryLock> DirectoryLock::acquire(llvm::StringRef root,
+                                                     llvm::StringRef flag,
+                                                     bool exclusive) {
+  struct stat st;
+  if (::stat(root.str().c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    return badInput("{0} {1}: exists and is not a directory; name a "
+                    "checkpoint directory",
+                    flag, root);
+  if (std::error_code ec = llvm::sys::fs::create_directories(root))
+    return badInput("{0} {1}: cannot create: {2}", flag, root, ec.message());
+  std::string path = (root + "/.lock").str();
+  int fd = ::open(path.c_str(),
+                  O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
+  if (fd < 0)
+    return badInput("{0} {1}: cannot open its lock file .lock: {2}", flag, root,
+                    std::strerror(errno));
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return badInput("{0} {1}: .lock is not a regular file; remove it", flag,
+                    root);
+  }
+  if (::flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+    char holder[32] = {};
+    ssize_t n = ::pread(fd, holder, sizeof(holder) - 1, 0);
+    ::close(fd);
+    std::string pid = llvm::StringRef(holder, n > 0 ? n : 0).trim().str();
+    return badInput("{0} {1}: another dtc {2} this checkpoint root{3}; wait "
+                    "for it to end or name another directory",
+                    flag, root, exclusive ? "process uses" : "run writes",
+                    pid.empty() ? "" : " (pid " + pid + ")");
+  }
+  if (exclusive) {
+    std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) !=
+                                       static_cast<ssize_t>(pid.size())) {
+      // The lock holds without the pid; only the next error is vaguer.
+    }
+  }
+  return DirectoryLock(fd);
+}
+
+DirectoryLock::~DirectoryLock() {
+  if (fd_ >= 0)
+    ::close(fd_);
 }
 
 } // namespace dtc

@@ -40,6 +40,25 @@ llvm::Error
 writeOutputDirectory(llvm::StringRef path, OutputKind kind, bool force,
                      llvm::function_ref<llvm::Error(llvm::StringRef dir)> fill);
 
+/// An advisory lock (flock) on a checkpoint root, held while it lives: one
+/// writer per root. Taken through `<root>/.lock`, opened without following
+/// a link; the holder's pid is written into it for the next one's error.
+class DirectoryLock {
+public:
+  /// Creates `root` if needed and takes the lock, exclusive (a run that
+  /// writes) or shared (a reader). Bad input (exit 2) when `root` is not a
+  /// directory or another process holds the lock: the line names its pid.
+  static llvm::Expected<DirectoryLock>
+  acquire(llvm::StringRef root, llvm::StringRef flag, bool exclusive);
+  DirectoryLock(DirectoryLock &&other) : fd_(other.fd_) { other.fd_ = -1; }
+  DirectoryLock &operator=(DirectoryLock &&) = delete;
+  ~DirectoryLock();
+
+private:
+  explicit DirectoryLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
 } // namespace dtc
 
 #endif // DTC_RUNTIME_SUPPORT_OUTPUTDIR_H
