@@ -4,9 +4,11 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/support/Error.h"
+#include "runtime/support/OutputDir.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
@@ -173,6 +175,12 @@ llvm::Error inspectCheckpoint(llvm::StringRef dir, llvm::raw_ostream &out) {
 
 llvm::Error verifyCheckpoint(llvm::StringRef dir, llvm::raw_ostream &out) {
   dir = trimmed(dir);
+  // No run may write the checkpoint while it is verified.
+  auto lock = DirectoryLock::acquire(
+      rt::isCheckpointRoot(dir) ? dir : llvm::sys::path::parent_path(dir),
+      "ckpt verify", /*exclusive=*/false);
+  if (!lock)
+    return lock.takeError();
   auto verifyOne = [&](llvm::StringRef path, llvm::StringRef name,
                        rt::VerifyStats &total) -> llvm::Error {
     auto ckpt = rt::Checkpoint::open(path);
@@ -232,7 +240,26 @@ llvm::Error verifyCheckpoint(llvm::StringRef dir, llvm::raw_ostream &out) {
 }
 
 llvm::Error consolidateCheckpoint(llvm::StringRef dir, llvm::StringRef output,
-                                  llvm::raw_ostream &out) {
+                                  bool force, llvm::raw_ostream &out) {
+  dir = trimmed(dir);
+  // Before any work: the output is a new file, or --force replaces one.
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(output, status, /*follow=*/false)) {
+    if (status.type() == llvm::sys::fs::file_type::directory_file)
+      return badInput("-o {0}: is a directory; name the .safetensors file to "
+                      "write",
+                      output);
+    if (status.type() == llvm::sys::fs::file_type::symlink_file)
+      return badInput("-o {0}: is a symbolic link; name a new file", output);
+    if (!force)
+      return badInput("-o {0}: exists; pass --force to replace it", output);
+  }
+  // No run may write the checkpoint while it is read.
+  auto lock = DirectoryLock::acquire(
+      rt::isCheckpointRoot(dir) ? dir : llvm::sys::path::parent_path(dir),
+      "ckpt consolidate", /*exclusive=*/false);
+  if (!lock)
+    return lock.takeError();
   auto ckpt = rt::Checkpoint::open(dir);
   if (!ckpt)
     return toDtcError(ckpt.takeError());

@@ -26,9 +26,10 @@ llvm::Error verifyCheckpoint(llvm::StringRef dir, llvm::raw_ostream &out);
 
 /// `dtc ckpt consolidate`: the parameters (role "parameter") as whole
 /// tensors named by their initializer names, in one safetensors file
-/// written to a temporary and renamed onto `output`.
+/// written to a temporary and renamed onto `output`. An existing `output`
+/// is refused (exit 2) unless `force`; a directory or link always.
 llvm::Error consolidateCheckpoint(llvm::StringRef dir, llvm::StringRef output,
-                                  llvm::raw_ostream &out);
+                                  bool force, llvm::raw_ostream &out);
 
 /// A checkpoint library error as a DtcError: I/O failures (exit 1), bad or
 /// corrupt input otherwise (exit 2).

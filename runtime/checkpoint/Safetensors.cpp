@@ -2,6 +2,7 @@
 
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/support/Error.h"
+#include "runtime/support/OutputDir.h"
 
 #include "runtime/support/Json.h"
 
@@ -271,7 +272,7 @@ SafetensorsWriter::begin(llvm::StringRef path,
     return header.takeError();
   path_ = path.str();
   tmp_ = path_ + ".tmp";
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd_ = createFreshFile(tmp_);
   if (fd_ < 0)
     return ioError(tmp_ + ": cannot create: " + errnoText());
   expected_ = header->size();
@@ -352,7 +353,7 @@ llvm::Error preadAll(int fd, void *buffer, size_t bytes, uint64_t offset,
 
 llvm::Error writeFileAtomic(llvm::StringRef path, llvm::StringRef text) {
   std::string tmp = (path + ".tmp").str();
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = createFreshFile(tmp);
   if (fd < 0)
     return ioError(tmp + ": cannot create: " + errnoText());
   const char *p = text.data();

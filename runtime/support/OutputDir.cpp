@@ -222,6 +222,14 @@ writeOutputDirectory(llvm::StringRef path, OutputKind kind, bool force,
   return failure("cannot move the new contents into {0}: {1}", path, why);
 }
 
+int createFreshFile(llvm::StringRef path, unsigned mode) {
+  std::string name = path.str();
+  if (::unlink(name.c_str()) != 0 && errno != ENOENT)
+    return -1;
+  return ::open(name.c_str(),
+                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+}
+
 llvm::Expected<DirectoryLock> DirectoryLock::acquire(llvm::StringRef root,
                                                      llvm::StringRef flag,
                                                      bool exclusive) {
@@ -230,11 +238,17 @@ llvm::Expected<DirectoryLock> DirectoryLock::acquire(llvm::StringRef root,
     return badInput("{0} {1}: exists and is not a directory; name a "
                     "checkpoint directory",
                     flag, root);
+  // A reader of a root it cannot write (or that does not exist: its own
+  // error follows) goes on unlocked: no writer can hold it either.
+  if (!exclusive && !llvm::sys::fs::is_directory(root))
+    return DirectoryLock(-1);
   if (std::error_code ec = llvm::sys::fs::create_directories(root))
     return badInput("{0} {1}: cannot create: {2}", flag, root, ec.message());
   std::string path = (root + "/.lock").str();
   int fd = ::open(path.c_str(),
                   O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
+  if (fd < 0 && !exclusive && (errno == EACCES || errno == EROFS))
+    return DirectoryLock(-1);
   if (fd < 0)
     return badInput("{0} {1}: cannot open its lock file .lock: {2}", flag, root,
                     std::strerror(errno));

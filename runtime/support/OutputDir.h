@@ -40,6 +40,12 @@ llvm::Error
 writeOutputDirectory(llvm::StringRef path, OutputKind kind, bool force,
                      llvm::function_ref<llvm::Error(llvm::StringRef dir)> fill);
 
+/// Opens `path`, a temporary name dtc renames into place, as a new file for
+/// writing: whatever sits at that name (a stale file from a crash, a planted
+/// symbolic link) is unlinked first, never followed, and the file is created
+/// with O_CREAT | O_EXCL | O_NOFOLLOW. A descriptor, or -1 with errno set.
+int createFreshFile(llvm::StringRef path, unsigned mode = 0644);
+
 /// An advisory lock (flock) on a checkpoint root, held while it lives: one
 /// writer per root. Taken through `<root>/.lock`, opened without following
 /// a link; the holder's pid is written into it for the next one's error.

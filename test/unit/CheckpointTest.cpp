@@ -773,7 +773,9 @@ TEST(Checkpoint, ConsolidateWritesWholeParameters) {
   std::string file = root + "/model.safetensors";
   std::string text;
   llvm::raw_string_ostream os(text);
-  ASSERT_EQ(errorText(dtc::consolidateCheckpoint(root, file, os)), "");
+  ASSERT_EQ(
+      errorText(dtc::consolidateCheckpoint(root, file, /*force=*/false, os)),
+      "");
   EXPECT_NE(text.find("4 parameters"), std::string::npos) << text;
   auto st = rt::SafetensorsFile::open(file);
   ASSERT_TRUE(static_cast<bool>(st)) << llvm::toString(st.takeError());
@@ -795,8 +797,48 @@ TEST(Checkpoint, ConsolidateWritesWholeParameters) {
             std::string::npos)
       << listing;
   std::string bad = root + "/missing-dir/x.safetensors";
-  EXPECT_NE(errorText(dtc::consolidateCheckpoint(root, bad, os)), "");
+  EXPECT_NE(errorText(dtc::consolidateCheckpoint(root, bad, false, os)), "");
   EXPECT_FALSE(llvm::sys::fs::exists(bad));
+}
+
+// Nothing of the user's is lost (issue 61): an existing output is refused
+// unless --force, and a symbolic link planted at the temporary name is
+// replaced, never written through.
+TEST(Checkpoint, ConsolidateNeverOverwritesWhatItDidNotWrite) {
+  std::string root = tempDir();
+  saveModel(root);
+  std::string file = root + "/model.safetensors";
+  std::string victim = root + "/victim.txt";
+  auto writeText = [](const std::string &path, llvm::StringRef text) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    os << text;
+  };
+  auto readText = [](const std::string &path) {
+    auto buffer = llvm::MemoryBuffer::getFile(path);
+    return buffer ? (*buffer)->getBuffer().str() : std::string("<missing>");
+  };
+  writeText(file, "the user's file");
+  writeText(victim, "keep");
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  std::string err =
+      errorText(dtc::consolidateCheckpoint(root, file, /*force=*/false, os));
+  EXPECT_NE(err.find("exists; pass --force to replace it"), std::string::npos)
+      << err;
+  EXPECT_EQ(readText(file), "the user's file");
+  // --force replaces it, through a fresh temporary: the planted link at
+  // `<file>.tmp` is removed, its target untouched.
+  ASSERT_FALSE(llvm::sys::fs::create_link(victim, file + ".tmp"));
+  ASSERT_EQ(
+      errorText(dtc::consolidateCheckpoint(root, file, /*force=*/true, os)),
+      "");
+  EXPECT_EQ(readText(victim), "keep");
+  EXPECT_TRUE(static_cast<bool>(rt::SafetensorsFile::open(file)));
+  EXPECT_FALSE(llvm::sys::fs::exists(file + ".tmp"));
+  // A directory is never an output.
+  err = errorText(dtc::consolidateCheckpoint(root, root, /*force=*/true, os));
+  EXPECT_NE(err.find("is a directory"), std::string::npos) << err;
 }
 
 // Python's safetensors loads the consolidated file, run by the project's
@@ -807,7 +849,9 @@ TEST(Checkpoint, ConsolidatedFileLoadsInPython) {
   std::string file = root + "/model.safetensors";
   std::string text;
   llvm::raw_string_ostream os(text);
-  ASSERT_EQ(errorText(dtc::consolidateCheckpoint(root, file, os)), "");
+  ASSERT_EQ(
+      errorText(dtc::consolidateCheckpoint(root, file, /*force=*/false, os)),
+      "");
   // Python prints name, shape and the f32 sums; compare with ours.
   std::string script = root + "/check.py";
   // numpy has no bfloat16: the bf16 tensor is checked by its header.

@@ -131,6 +131,7 @@ struct ToolArgs {
   std::string bundle, other, output, ckptDir;
   int64_t rank = 0, k = 3;
   bool json = false;
+  bool force = false;
 };
 
 /// Loads `bundle`'s plan.json, then runs `body` on it.
@@ -357,9 +358,11 @@ void addCkpt(CLI::App &app, ToolArgs &a, Action &action) {
                    "Checkpoint root (its latest step) or step directory")
       ->required();
   consolidate->add_option("-o", a.output, "Output .safetensors")->required();
+  consolidate->add_flag("--force", a.force, "Replace an existing -o file");
   consolidate->callback([&a, &action] {
     action = [&a] {
-      return dtc::consolidateCheckpoint(a.ckptDir, a.output, llvm::outs());
+      return dtc::consolidateCheckpoint(a.ckptDir, a.output, a.force,
+                                        llvm::outs());
     };
   });
 }
