@@ -37,19 +37,37 @@
 #include "llvm/Support/Path.h"
 
 #include <chrono>
+#include <cmath>
 
 using namespace dtc;
 
+/// The largest GPU count (and parallel degree) dtc plans for: 64 times the
+/// largest published training runs; a compile there takes seconds.
+constexpr int64_t kMaxGpus = int64_t(1) << 20;
+/// The largest batch, sequence and micro-batch: far above any run, and
+/// small enough that products of a few of them cannot overflow int64.
+constexpr int64_t kMaxSize = int64_t(1) << 31;
+
 static llvm::Error checkPositive(const char *flag, std::optional<int64_t> value,
-                                 int64_t min = 1) {
+                                 int64_t min = 1, int64_t max = kMaxSize) {
   if (value && *value < min)
     return badInput("--{0}: must be >= {1}, got {2}", flag, min, *value);
+  if (value && *value > max)
+    return badInput("--{0}: must be <= {1}, got {2}", flag, max, *value);
+  return llvm::Error::success();
+}
+
+/// A float flag: finite and at least `min`.
+static llvm::Error checkFinite(const char *flag, double value, int64_t min) {
+  if (!std::isfinite(value) || value < min)
+    return badInput("--{0}: must be a finite number >= {1}, got {2}", flag,
+                    min, value);
   return llvm::Error::success();
 }
 
 static llvm::Error validateOptions(const CompileOptions &o) {
-  if (o.gpus < 1)
-    return badInput("--gpus: must be >= 1, got {0}", o.gpus);
+  if (llvm::Error err = checkPositive("gpus", o.gpus, 1, kMaxGpus))
+    return err;
   for (auto [flag, value] :
        {std::pair{"gpus-per-node", o.gpusPerNode},
         std::pair{"global-batch", o.globalBatch},
@@ -58,6 +76,17 @@ static llvm::Error validateOptions(const CompileOptions &o) {
         std::pair{"ep", o.ep}, std::pair{"vpp", o.vpp},
         std::pair{"micro-batch", o.microBatch}})
     if (llvm::Error err = checkPositive(flag, value))
+      return err;
+  for (auto [flag, value] :
+       {std::pair{"lr", o.optimizer.lr}, std::pair{"min-lr", o.optimizer.minLr},
+        std::pair{"weight-decay", o.optimizer.weightDecay},
+        std::pair{"grad-clip", o.optimizer.gradClip}})
+    if (llvm::Error err = checkFinite(flag, value, 0))
+      return err;
+  for (auto [flag, value] :
+       {std::pair{"warmup-steps", o.optimizer.warmupSteps},
+        std::pair{"lr-decay-steps", o.optimizer.decaySteps}})
+    if (llvm::Error err = checkPositive(flag, value, 0, int64_t(1) << 40))
       return err;
   if (o.zero && (*o.zero < 0 || *o.zero > 3))
     return badInput("--zero: must be 0, 1, 2 or 3, got {0}", *o.zero);

@@ -1403,6 +1403,10 @@ bool takesCheckpointLock() {
 
 /// The flags a run needs, checked before its buffers are allocated.
 llvm::Error checkRunFlags(const program::Program &p, const RunOptions &o) {
+  if (o.steps && (*o.steps < 1 || *o.steps > (int64_t(1) << 40)))
+    return badInput("--steps: must be between 1 and 2^40, got {0}", *o.steps);
+  if (o.saveEvery < 0)
+    return badInput("--save-every: must be >= 0, got {0}", o.saveEvery);
   if (p.mode() != "train")
     return llvm::Error::success();
   if (!o.steps)
