@@ -9,6 +9,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Endian.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -388,6 +389,25 @@ static std::optional<std::string> readExternal(const ::onnx::TensorProto &proto,
   }
   llvm::SmallString<256> path(baseDir);
   llvm::sys::path::append(path, location);
+  // Links are resolved before the check: a link inside the directory to a
+  // file elsewhere (or to /dev/zero) is outside it all the same. A FIFO or
+  // device would block or never end: only regular files are read.
+  llvm::SmallString<256> real, realBase;
+  if (!llvm::sys::fs::real_path(path, real) &&
+      !llvm::sys::fs::real_path(baseDir, realBase) &&
+      !llvm::StringRef(real).starts_with((realBase + "/").str())) {
+    error = "external data location '" + location +
+            "' resolves outside the model's directory (a symbolic link); copy "
+            "the file into it";
+    return std::nullopt;
+  }
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(path, status) &&
+      status.type() != llvm::sys::fs::file_type::regular_file) {
+    error =
+        "external data file " + std::string(path) + " is not a regular file";
+    return std::nullopt;
+  }
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer) {

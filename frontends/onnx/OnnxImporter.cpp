@@ -46,6 +46,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/bit.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -131,6 +132,11 @@ int32_t(::dtc::onnx::detail::dataTypeOf)(Type elementType) {
 //===----------------------------------------------------------------------===//
 
 Error ModelImporter::load() {
+  // A FIFO would block the read forever, a device never end.
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(path, status) &&
+      status.type() != llvm::sys::fs::file_type::regular_file)
+    return fileError("not a regular file; name the .onnx model file");
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer) {
