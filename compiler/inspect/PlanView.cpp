@@ -210,9 +210,15 @@ static bool fromJSON(const json::Value &value, StageView &stage,
                       stage.forwardPerMicroBatchS) &&
         o.mapOptional("memory_breakdown", stage.memory)))
     return false;
-  // One [first, last], or one per interleaved chunk.
-  const json::Array *layers = value.getAsObject()->getArray("layers");
-  json::Path layersPath = path.field("layers");
+  // One [first, last], or one per interleaved chunk; op ranges for a plan
+  // of the any-graph planner.
+  llvm::StringRef key = "layers";
+  if (!value.getAsObject()->get(key) && value.getAsObject()->get("ops")) {
+    key = "ops";
+    stage.unit = "ops";
+  }
+  const json::Array *layers = value.getAsObject()->getArray(key);
+  json::Path layersPath = path.field(key);
   if (!layers || layers->empty()) {
     layersPath.report("expected [first, last] layer ranges");
     return false;
@@ -232,7 +238,7 @@ static bool fromJSON(const json::Value &value, StageView &stage,
     return true;
   };
   if ((*layers)[0].getAsInteger())
-    return range(value.getAsObject()->find("layers")->second, layersPath);
+    return range(value.getAsObject()->find(key)->second, layersPath);
   for (auto [i, chunk] : llvm::enumerate(*layers))
     if (!range(chunk, layersPath.index(i)))
       return false;

@@ -47,7 +47,10 @@ struct MeshView {
 struct StageView {
   int64_t index = 0;
   /// [first, last] layer ranges: one, or one per chunk when interleaved.
+  /// A plan of the any-graph planner (compiler/GraphPlanner.h) splits ops,
+  /// not layers: `unit` says which the ranges count.
   std::vector<std::pair<int64_t, int64_t>> layers;
+  std::string unit = "layers";
   bool embedding = false, output = false;
   std::vector<int64_t> ranks;
   /// Written by dtc compile since the report landed; absent in older

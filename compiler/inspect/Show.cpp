@@ -56,8 +56,9 @@ static void printMesh(const PlanView &v, llvm::raw_ostream &out) {
 
 static void printStages(const PlanView &v, llvm::raw_ostream &out) {
   bool details = v.hasStageDetails();
-  std::string header =
-      llvm::formatv("{0,-6} {1,-26} {2,-24}", "stage", "layers", "ranks");
+  std::string header = llvm::formatv(
+      "{0,-6} {1,-26} {2,-24}", "stage",
+      v.stages.empty() ? "layers" : v.stages.front().unit, "ranks");
   if (details)
     header += llvm::formatv(" {0,-11} {1}", "fwd+bwd/mb", "memory/GPU").str();
   out << llvm::StringRef(header).rtrim() << "\n";
@@ -163,8 +164,8 @@ static void printRank(const PlanView &v, int64_t rank,
                            : llvm::formatv("ranks {0}-{1}", first, last).str(),
                        rank % perNode);
   const StageView &stage = v.stages[v.stageOf(rank)];
-  out << llvm::formatv("stage     {0} of {1}: layers {2}{3}{4}\n", stage.index,
-                       v.plan.pp, formatLayers(stage),
+  out << llvm::formatv("stage     {0} of {1}: {2} {3}{4}{5}\n", stage.index,
+                       v.plan.pp, stage.unit, formatLayers(stage),
                        stage.embedding ? ", embedding" : "",
                        stage.output ? ", output layer and loss" : "");
   for (llvm::StringRef axis : {"tp", "cp", "dp", "pp"}) {
