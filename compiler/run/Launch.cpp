@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 namespace dtc {
 namespace {
@@ -79,6 +80,15 @@ llvm::Error launchRanks(const LaunchOptions &options) {
                     options.ranks);
   if (options.command.empty())
     return failure("launch: no command to run on the ranks");
+  // Every rank becomes a process on this machine: far more than it can
+  // hold (a program.pb claiming 2^30 ranks) is refused before mpirun runs.
+  int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  int64_t most = std::max<int64_t>(256, 64 * cores);
+  if (options.ranks < 1 || options.ranks > most)
+    return badInput("a plan of {0} ranks cannot run as processes on this "
+                    "machine ({1} cores, at most {2}); start its ranks across "
+                    "nodes with srun or mpirun",
+                    options.ranks, cores, most);
 
   // Each rank's threads take an equal share of this machine's cores: the
   // CPU backend divides them by Open MPI's local rank count

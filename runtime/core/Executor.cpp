@@ -67,10 +67,17 @@ Executor::create(const program::RankProgram &program,
 
 llvm::Error Executor::prepare() {
   for (const program::Variable &v : program_.variables()) {
-    if (llvm::Expected<int64_t> bytes =
-            bytesOf(v.type(), "variable '" + v.name() + "'");
-        !bytes)
+    llvm::Expected<int64_t> bytes =
+        bytesOf(v.type(), "variable '" + v.name() + "'");
+    if (!bytes)
       return bytes.takeError();
+    // A size from the program file, not allocated blindly: an out-of-memory
+    // kill (or a failed allocation) is not an answer.
+    if (memory_.isHost() && *bytes > hostMemoryBytes())
+      return programError("variable '" + v.name() + "' needs " +
+                          llvm::Twine(*bytes) +
+                          " bytes, more than this machine's " +
+                          llvm::Twine(hostMemoryBytes()) + " bytes of memory");
     llvm::Expected<Tensor> t = Tensor::allocate(
         v.type().dtype(),
         llvm::ArrayRef<int64_t>(v.type().shape().data(), v.type().shape_size()),

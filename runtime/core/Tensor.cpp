@@ -4,10 +4,14 @@
 #include "runtime/support/Error.h"
 
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/ErrorHandling.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+
+#include <unistd.h>
 
 namespace dtc::runtime {
 
@@ -86,9 +90,20 @@ Tensor::Tensor(DType dtype, llvm::ArrayRef<int64_t> shape) {
   size_t bytes = std::max<size_t>(ref_.bytes(), 1);
   size_t rounded = (bytes + 63) / 64 * 64;
   void *p = std::aligned_alloc(64, rounded);
+  if (!p) // as operator new does: no tensor without its memory
+    llvm::report_bad_alloc_error("dtc: out of host memory for a tensor");
   std::memset(p, 0, rounded);
   storage_ = std::shared_ptr<void>(p, Free());
   ref_.data = p;
+}
+
+int64_t hostMemoryBytes() {
+  static const int64_t bytes = [] {
+    long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && size > 0 ? static_cast<int64_t>(pages) * size
+                                 : std::numeric_limits<int64_t>::max();
+  }();
+  return bytes;
 }
 
 llvm::Expected<Tensor> Tensor::allocate(DType dtype,

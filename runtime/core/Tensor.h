@@ -62,6 +62,10 @@ struct TensorRef {
 
 class MemorySpace;
 
+/// This machine's physical memory in bytes (int64 max when unknown): the
+/// bound on what a program file may ask the host to allocate.
+int64_t hostMemoryBytes();
+
 /// An owning tensor: host memory (zeroed, 64-byte aligned) from the
 /// constructor, or memory of a MemorySpace from allocate().
 class Tensor {

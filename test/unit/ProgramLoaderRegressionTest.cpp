@@ -127,6 +127,24 @@ TEST(ProgramLoaderRegression, PoolOnScalarsFails) {
             "dtc.max_pool: result [] does not match input []");
 }
 
+// A variable larger than this machine's memory is refused by name before
+// anything is allocated (a [2^40, 64] variable segfaulted, issue 61).
+TEST(ProgramLoaderRegression, VariableLargerThanMemoryIsRefused) {
+  dtc::program::RankProgram rank;
+  dtc::program::Variable *v = rank.add_variables();
+  v->set_name("huge");
+  v->mutable_type()->set_dtype(dtc::program::F32);
+  v->mutable_type()->add_shape(int64_t(1) << 40);
+  v->mutable_type()->add_shape(64);
+  auto executor = Executor::create(rank, cpuKernels());
+  ASSERT_FALSE(static_cast<bool>(executor));
+  std::string error = llvm::toString(executor.takeError());
+  EXPECT_NE(error.find("variable 'huge' needs 281474976710656 bytes, more "
+                       "than this machine's"),
+            std::string::npos)
+      << error;
+}
+
 // The stricter checks still accept what the compiler writes.
 TEST(ProgramLoaderSeeds, CompiledProgramsLoad) {
   for (const char *seed : {"gpt-train", "gpt-infer", "cnn-infer"}) {
