@@ -190,6 +190,9 @@ Expected<ModelConfig> dtc::hf::parseConfig(StringRef text, StringRef path) {
     return badInput("{0}: key '{1}' ({2}) does not divide '{3}' ({4}); set "
                     "'head_dim' or fix the head count",
                     path, headsKey, config.heads, hiddenKey, config.hidden);
+  if (object->get("num_key_value_heads") && config.kvHeads < 1)
+    return badInput("{0}: key 'num_key_value_heads' must be >= 1, got {1}",
+                    path, config.kvHeads);
   if (config.kvHeads > 0 && config.heads % config.kvHeads)
     return badInput("{0}: key 'num_key_value_heads' ({1}) does not divide "
                     "'{2}' ({3})",

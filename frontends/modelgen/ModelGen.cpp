@@ -25,6 +25,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 
 using namespace dtc;
 using namespace dtc::modelgen;
@@ -174,6 +175,23 @@ Error dtc::modelgen::validate(const ModelConfig &c, llvm::StringRef what) {
     if (value < 0)
       return bad(llvm::Twine("--") + flag + ": must be >= 1, got " +
                  llvm::Twine(value));
+  // Far above any model trained, small enough that products of a few
+  // sizes fit in int64 and a model's IR fits in memory (a config with 10^6
+  // layers or a head size of 2^40 was killed for memory).
+  for (auto [flag, value, most] :
+       {std::tuple{"vocab", c.vocab, int64_t(1) << 24},
+        std::tuple{"hidden", c.hidden, int64_t(1) << 20},
+        std::tuple{"layers", c.layers, int64_t(1024)},
+        std::tuple{"heads", c.heads, int64_t(1) << 16},
+        std::tuple{"kv-heads", c.kvHeads, int64_t(1) << 16},
+        std::tuple{"head-dim", c.headDim, int64_t(1) << 16},
+        std::tuple{"ffn", c.ffn, int64_t(1) << 22},
+        std::tuple{"seq-len", c.maxPositions, int64_t(1) << 24}})
+    if (value > most)
+      return bad(llvm::Twine("--") + flag + ": must be <= " +
+                 llvm::Twine(most) + ", got " + llvm::Twine(value));
+  if (!std::isfinite(c.normEps) || !std::isfinite(c.ropeTheta))
+    return bad("the norm epsilon and the rope theta must be finite numbers");
   if (!c.headDim && c.hidden % c.heads != 0)
     return bad("--heads: " + llvm::Twine(c.heads) +
                " heads do not divide --hidden " + llvm::Twine(c.hidden) +
