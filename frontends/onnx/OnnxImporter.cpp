@@ -175,6 +175,14 @@ Error ModelImporter::load() {
       model.opset_import_size() == 0)
     return fileError("not an ONNX model: it has no graph, graph outputs or "
                      "opset imports");
+  // ONNX requires unique graph output names; the program's results (and
+  // `dtc run --outputs`) are named by them.
+  llvm::StringSet<> outputNames;
+  for (const auto &output : model.graph().output())
+    if (!outputNames.insert(output.name()).second)
+      return fileError("graph output '{0}' is listed twice; ONNX requires "
+                       "unique output names (re-export the model)",
+                       output.name());
   fileLoc = FileLineColLoc::get(&ctx, path, 0, 0);
   if (Error err = inlineLocalFunctions())
     return err;
