@@ -93,11 +93,22 @@ resumeTraining(const program::RankProgram &program, const rt::Mesh &mesh,
   resumed.directory = ckpt->directory().str();
   const llvm::json::Object *position = ckpt->meta().getObject("position");
   resumed.position.step = ckpt->step();
+  // The saved position decides the data order from here on: read, never
+  // guessed (a step of 2^62 or a seed that is an object were accepted).
+  if (resumed.position.step < 0 || resumed.position.step > (int64_t(1) << 40))
+    return badInput("--resume: {0}: step {1} is not a step a run reaches "
+                    "(0 to 2^40); the checkpoint is damaged",
+                    resumed.directory, resumed.position.step);
   if (position) {
     resumed.position.globalBatch =
         position->getInteger("global_batch").value_or(0);
-    if (auto seed = position->getString("seed"))
-      (void)seed->getAsInteger(10, resumed.position.seed);
+    if (const llvm::json::Value *seed = position->get("seed")) {
+      std::optional<llvm::StringRef> text = seed->getAsString();
+      if (!text || text->getAsInteger(10, resumed.position.seed))
+        return badInput("--resume: {0}: the saved data seed is not a decimal "
+                        "string; the checkpoint is damaged",
+                        resumed.directory);
+    }
   }
   if (resumed.position.globalBatch != globalBatch)
     return badInput("--resume: {0} was trained with a global batch of {1} "
