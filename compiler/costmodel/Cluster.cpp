@@ -239,7 +239,10 @@ public:
     if (!value || !error.empty())
       return;
     std::optional<double> number = value->getAsNumber();
-    bool ok = number && *number >= 0;
+    // Every quantity of a cluster file (GB, TB/s, TFLOP/s, us, fractions)
+    // is far below 1e12 in its unit; 1e300 GB of HBM put inf and NaN into
+    // plan.json.
+    bool ok = number && *number >= 0 && *number <= 1e12;
     if (ok && range != Range::NonNegative)
       ok = *number > 0;
     if (ok && range == Range::Fraction)
@@ -247,8 +250,8 @@ public:
     if (!ok) {
       fail(key,
            range == Range::Fraction      ? "a number in (0, 1]"
-           : range == Range::NonNegative ? "a non-negative number"
-                                         : "a positive number",
+           : range == Range::NonNegative ? "a non-negative number up to 1e12"
+                                         : "a positive number up to 1e12",
            *value);
       return;
     }

@@ -104,8 +104,14 @@ TEST(ClusterFile, MalformedFilesSayWhatAndWhere) {
             std::string::npos);
   EXPECT_NE(errorOf(R"({"base": "h100",
                         "hbm": {"capacity_gbytes": "80"}})")
-                .find("hbm.capacity_gbytes must be a positive number, got "
-                      "\"80\""),
+                .find("hbm.capacity_gbytes must be a positive number up to "
+                      "1e12, got \"80\""),
+            std::string::npos);
+  // Absurd sizes put inf and NaN into plan.json (issue 61).
+  EXPECT_NE(errorOf(R"({"base": "h100",
+                        "hbm": {"capacity_gbytes": 1e300}})")
+                .find("hbm.capacity_gbytes must be a positive number up to "
+                      "1e12, got 1"),
             std::string::npos);
   EXPECT_NE(errorOf(R"({"base": "h100",
                         "inter_node": {"efficiency": 1.5}})")
@@ -211,8 +217,8 @@ TEST(ClusterFile, KernelOverheadIsOptionalAndNonNegative) {
   for (llvm::StringRef name : clusterPresetNames())
     EXPECT_EQ(lookupClusterPreset(name, 8)->kernelOverheadUs, 0) << name.str();
   EXPECT_NE(errorOf(R"({"base": "h100", "kernel_overhead_us": -1})")
-                .find("kernel_overhead_us must be a non-negative number, got "
-                      "-1"),
+                .find("kernel_overhead_us must be a non-negative number up "
+                      "to 1e12, got -1"),
             std::string::npos);
   EXPECT_NE(errorOf(R"({"base": "h100", "kernel_overhead_us": "1"})")
                 .find("kernel_overhead_us must be a non-negative number"),
