@@ -60,8 +60,8 @@ static llvm::Error checkPositive(const char *flag, std::optional<int64_t> value,
 /// A float flag: finite and at least `min`.
 static llvm::Error checkFinite(const char *flag, double value, int64_t min) {
   if (!std::isfinite(value) || value < min)
-    return badInput("--{0}: must be a finite number >= {1}, got {2}", flag,
-                    min, value);
+    return badInput("--{0}: must be a finite number >= {1}, got {2}", flag, min,
+                    value);
   return llvm::Error::success();
 }
 
