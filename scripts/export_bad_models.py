@@ -56,6 +56,18 @@ def main():
         "unbound-dim": model(
             [helper.make_node("MatMul", ["x", "w"], ["y"], name="proj")],
             [f32("x", [2, "width"])], [f32("y", [2, 3])], [w]),
+        # An input of 2^62 elements (over any cluster's memory).
+        "huge-input": model(
+            [helper.make_node("Relu", ["x"], ["y"], name="act")],
+            [f32("x", [1 << 31, 1 << 31])], [f32("y", [1 << 31, 1 << 31])]),
+        # A small input expanded to 2^52 elements by a constant shape.
+        "huge-expand": model(
+            [helper.make_node("Expand", ["x", "shape"], ["e"], name="grow"),
+             helper.make_node("ReduceSum", ["e"], ["y"], name="sum",
+                              keepdims=0)],
+            [f32("x", [1, 1])], [f32("y", [])],
+            [numpy_helper.from_array(
+                np.array([1 << 26, 1 << 26], np.int64), "shape")]),
     }
     for name, m in cases.items():
         with open(os.path.join(args.out, name + ".onnx"), "wb") as f:

@@ -5,6 +5,9 @@
 (data_location = EXTERNAL); `shape-only.onnx` is the same graph pointing at
 `shape-only.onnx.data`, which does not exist: dtc must import both without
 opening the data. An int64 shape initializer stays inline in both.
+`shape-external.onnx` keeps every initializer, the int64 shape too, in
+`shape-external.onnx.data`: the importer must read the shape from the model's
+own directory, whatever the working directory.
 
     python scripts/export_external_data.py --out-dir test/models/external
 """
@@ -48,14 +51,16 @@ def main():
     parser.add_argument("--out-dir", default="test/models/external")
     args = parser.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
-    for name, keep in (("weights", True), ("shape-only", False)):
+    for name, keep, threshold in (("weights", True, 64),
+                                  ("shape-only", False, 64),
+                                  ("shape-external", True, 0)):
         path = os.path.join(args.out_dir, name + ".onnx")
         data = name + ".onnx.data"
-        # Only float tensors of >= 64 bytes go external; the int64 shape
+        # With threshold 64 only float tensors go external; the int64 shape
         # (24 bytes) stays inline.
         onnx.save_model(build(), path, save_as_external_data=True,
                         all_tensors_to_one_file=True, location=data,
-                        size_threshold=64)
+                        size_threshold=threshold)
         if not keep:
             os.remove(os.path.join(args.out_dir, data))
 

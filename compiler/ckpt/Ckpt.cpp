@@ -263,6 +263,10 @@ llvm::Error consolidateCheckpoint(llvm::StringRef dir, llvm::StringRef output,
   auto ckpt = rt::Checkpoint::open(dir);
   if (!ckpt)
     return toDtcError(ckpt.takeError());
+  // The reads below check hashes and coverage; this, that each chunk is the
+  // rank file's own tensor.
+  if (llvm::Error err = ckpt->checkChunkLocations())
+    return toDtcError(std::move(err));
   std::vector<const rt::CheckpointTensor *> params;
   std::vector<rt::SafetensorsSpec> specs;
   for (const auto &[key, t] : ckpt->tensors()) {

@@ -346,10 +346,9 @@ static void decodeRawElement(HostTensor &t, int64_t i, const char *p) {
   }
 }
 
-/// Reads the bytes of an external-data tensor.
-static std::optional<std::string> readExternal(const ::onnx::TensorProto &proto,
-                                               llvm::StringRef baseDir,
-                                               std::string &error) {
+std::optional<std::string>
+dtc::onnx::readExternalData(const ::onnx::TensorProto &proto,
+                            llvm::StringRef baseDir, std::string &error) {
   std::string location;
   uint64_t offset = 0;
   std::optional<uint64_t> length;
@@ -452,7 +451,7 @@ dtc::onnx::decodeTensor(const ::onnx::TensorProto &proto,
 
   std::optional<std::string> external;
   if (proto.data_location() == ::onnx::TensorProto::EXTERNAL) {
-    external = readExternal(proto, baseDir, error);
+    external = readExternalData(proto, baseDir, error);
     if (!external)
       return std::nullopt;
   }

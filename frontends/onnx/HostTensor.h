@@ -112,6 +112,13 @@ struct HostTensor {
   std::vector<int64_t> toInts() const;
 };
 
+/// The bytes of an external-data TensorProto, from a regular file inside
+/// `baseDir` (never through a link out of it). On failure returns nullopt
+/// and sets `error`.
+std::optional<std::string> readExternalData(const ::onnx::TensorProto &proto,
+                                            llvm::StringRef baseDir,
+                                            std::string &error);
+
 /// Decodes a TensorProto (typed fields, raw_data or external data relative
 /// to `baseDir`). On failure returns nullopt and sets `error` to a message
 /// without context.

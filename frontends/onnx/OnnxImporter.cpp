@@ -85,6 +85,30 @@ std::string oneLine(llvm::StringRef text) {
   return out;
 }
 
+/// No tensor of a model trained or served on any cluster reaches 2^50 bytes
+/// (a PiB); a graph that states one is a mistake, and its sizes would
+/// overflow the int64 and double arithmetic of the planner and runtime.
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 50;
+
+/// Bytes of a tensor of `shape` with `elementBits`-bit elements, or nullopt
+/// when they exceed kMaxTensorBytes (or a dim is negative).
+std::optional<int64_t> boundedTensorBytes(llvm::ArrayRef<int64_t> shape,
+                                          int64_t elementBits) {
+  int64_t bytes = std::max<int64_t>(elementBits / 8, 1);
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(bytes, d, &bytes) ||
+        bytes > kMaxTensorBytes)
+      return std::nullopt;
+  return bytes;
+}
+
+std::string formatShape(llvm::ArrayRef<int64_t> shape) {
+  std::string out = "[";
+  for (auto [i, d] : llvm::enumerate(shape))
+    out += (i ? "x" : "") + std::to_string(d);
+  return out + "]";
+}
+
 } // namespace
 
 const LoweringTable & ::dtc::onnx::detail::loweringTable() {
@@ -144,7 +168,10 @@ Error ModelImporter::load() {
       return fileError("no such file");
     return fileError("cannot read the file: {0}", buffer.getError().message());
   }
+  // A model named without a directory lies in the working one.
   baseDir = llvm::sys::path::parent_path(path).str();
+  if (baseDir.empty())
+    baseDir = ".";
   llvm::StringRef bytes = (*buffer)->getBuffer();
 
   // The ONNX text format (onnx.printer / onnx.parser) for small hand-written
@@ -592,6 +619,17 @@ Error ModelImporter::bindInputs() {
           p.input, p.param.empty() ? std::string("NAME") : p.param);
     inputShapes[p.input][p.dim] = it->second;
   }
+  for (const auto &input : graph.input()) {
+    auto it = inputShapes.find(input.name());
+    if (it == inputShapes.end())
+      continue;
+    Type element = toElementType(input.type().tensor_type().elem_type(), ctx);
+    if (!boundedTensorBytes(it->second, element.getIntOrFloatBitWidth()))
+      return fileError("input '{0}' of shape {1} is over 2^50 bytes, more than "
+                       "any cluster holds; export it with its real shape or "
+                       "bind smaller dims",
+                       input.name(), formatShape(it->second));
+  }
 
   // Write the bindings into the model, for the ONNX checks.
   auto *mutableGraph = model.mutable_graph();
@@ -656,7 +694,20 @@ Error ModelImporter::runOnnxChecks() {
     for (const auto &init : initializers) {
       if (!isFloatType(init.data_type()) ||
           hostConstants.contains(init.name())) {
-        *graph->add_initializer() = init;
+        ::onnx::TensorProto *kept = graph->add_initializer();
+        *kept = init;
+        // The checker resolves external data against the working directory:
+        // it gets the bytes inline (shape inference reads them too).
+        if (init.data_location() == ::onnx::TensorProto::EXTERNAL) {
+          std::string error;
+          std::optional<std::string> bytes =
+              readExternalData(init, baseDir, error);
+          if (!bytes)
+            return fileError("initializer '{0}': {1}", init.name(), error);
+          kept->clear_external_data();
+          kept->set_data_location(::onnx::TensorProto::DEFAULT);
+          kept->set_raw_data(std::move(*bytes));
+        }
         continue;
       }
       if (inputNames.contains(init.name()))
@@ -840,8 +891,18 @@ Expected<Value> ModelImporter::finish(Operation *op) {
     }
     ok = ok && succeeded(verify(op, /*verifyRecursively=*/false));
   }
-  if (ok)
+  if (ok) {
+    for (Type type : op->getResultTypes()) {
+      auto shaped = dyn_cast<ShapedType>(type);
+      if (shaped && shaped.hasStaticShape() &&
+          !boundedTensorBytes(shaped.getShape(),
+                              shaped.getElementTypeBitWidth()))
+        return nodeError("its result {0} is over 2^50 bytes, more than any "
+                         "cluster holds; check the shapes the graph computes",
+                         formatShape(shaped.getShape()));
+    }
     return op->getResult(0);
+  }
   std::string name = op->getName().getStringRef().str();
   op->erase();
   return nodeError("cannot build {0}: {1}", name, message);

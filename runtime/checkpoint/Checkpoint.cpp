@@ -1047,10 +1047,7 @@ llvm::Expected<Tensor> Checkpoint::readWhole(llvm::StringRef key) const {
   return out;
 }
 
-llvm::Error Checkpoint::verify(VerifyStats *stats) const {
-  VerifyStats local;
-  if (!fs::exists(join(dir_, "COMMITTED")))
-    return corrupt(dir_ + ": not committed (interrupted save)");
+llvm::Error Checkpoint::checkChunkLocations() const {
   // Every rank file is a valid safetensors file whose tensors the index's
   // chunks are.
   std::map<std::string, SafetensorsFile> headers;
@@ -1060,13 +1057,7 @@ llvm::Error Checkpoint::verify(VerifyStats *stats) const {
       return file.takeError();
     headers.emplace(rankFileName(r), std::move(*file));
   }
-  FileSet files(dir_);
-  for (const auto &[key, t] : tensors_) {
-    // Coverage: a family of chunks cut the same way covers the tensor
-    // exactly once when it has each chunk id once; mixed cuts are counted
-    // element by element.
-    std::vector<Family> families = familiesOf(t.chunks);
-    int64_t elements = numElements(t.shape);
+  for (const auto &[key, t] : tensors_)
     for (const CheckpointChunk &c : t.chunks) {
       const SafetensorsEntry *e = headers.at(c.file).find(c.name);
       if (!e || e->begin != c.offset || e->bytes() != c.bytes ||
@@ -1076,6 +1067,22 @@ llvm::Error Checkpoint::verify(VerifyStats *stats) const {
                        llvm::Twine(c.offset) + ", " +
                        llvm::Twine(c.offset + c.bytes) + "))");
     }
+  return llvm::Error::success();
+}
+
+llvm::Error Checkpoint::verify(VerifyStats *stats) const {
+  VerifyStats local;
+  if (!fs::exists(join(dir_, "COMMITTED")))
+    return corrupt(dir_ + ": not committed (interrupted save)");
+  if (llvm::Error err = checkChunkLocations())
+    return err;
+  FileSet files(dir_);
+  for (const auto &[key, t] : tensors_) {
+    // Coverage: a family of chunks cut the same way covers the tensor
+    // exactly once when it has each chunk id once; mixed cuts are counted
+    // element by element.
+    std::vector<Family> families = familiesOf(t.chunks);
+    int64_t elements = numElements(t.shape);
     if (families.size() == 1 && elements > 0) {
       const ShardLayout &shape = *families[0].shape;
       int64_t total = shape.flatParts();

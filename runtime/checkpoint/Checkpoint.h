@@ -184,6 +184,11 @@ public:
   /// The whole tensor `key`.
   llvm::Expected<Tensor> readWhole(llvm::StringRef key) const;
 
+  /// Checks, from the rank files' headers only, that each chunk of index.json
+  /// is its rank file's tensor of that name at that place (valid
+  /// safetensors): read() trusts the index's offsets, so a chunk only
+  /// index.json lists would read other bytes.
+  llvm::Error checkChunkLocations() const;
   /// Checks every hash (blocks and whole chunks), that every tensor's chunks
   /// cover it exactly once, that each chunk is its rank file's tensor
   /// (valid safetensors), and that COMMITTED is present.
