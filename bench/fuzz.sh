@@ -5,6 +5,7 @@
 #   bench/fuzz.sh fuzz-program-loader 600
 #   bench/fuzz.sh fuzz-cluster-json 600 -jobs=2   # extra args go to libFuzzer
 #   bench/fuzz.sh fuzz-checkpoint 600
+#   bench/fuzz.sh fuzz-plan-json 600
 #   bench/fuzz.sh fuzz-onnx-importer 600
 #   bench/fuzz.sh fuzz-mlir-parser 600
 # Configures (once) a clang build in $DTC_FUZZ_BUILD_DIR (default build-fuzz)

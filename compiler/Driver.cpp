@@ -41,9 +41,6 @@
 
 using namespace dtc;
 
-/// The largest GPU count (and parallel degree) dtc plans for: 64 times the
-/// largest published training runs; a compile there takes seconds.
-constexpr int64_t kMaxGpus = int64_t(1) << 20;
 /// The largest batch, sequence and micro-batch: far above any run, and
 /// small enough that products of a few of them cannot overflow int64.
 constexpr int64_t kMaxSize = int64_t(1) << 31;
@@ -675,7 +672,6 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
     single.microBatch = o.microBatch.value_or(1);
     single.globalBatch = o.globalBatch.value_or(single.microBatch);
     const ParallelPlan &plan = planResult ? planResult->best.plan : single;
-    int64_t gradAccum = std::max<int64_t>(1, plan.microBatches());
     auto runModule =
         importAndSimplify(o, plan.microBatch * plan.dp, context, diagnostics);
     if (!runModule)

@@ -17,6 +17,7 @@ packages=(
   libmimalloc-dev  # dtc's allocator (docs/architecture.md)
   python3 python3-venv python3-pip
   chromium  # headless, for the plan report test (test/cli/check_report.py)
+  strace  # which files a command touched (test/cli/touched-paths.test)
 )
 
 missing=()

@@ -21,6 +21,10 @@
 
 namespace dtc {
 
+/// The largest GPU count (and parallel degree) dtc plans for: 64 times the
+/// largest published training runs; a compile there takes seconds.
+constexpr int64_t kMaxGpus = int64_t(1) << 20;
+
 /// Element type of the compute (matmul inputs, activations, weights).
 enum class DType { F32, BF16, F16, FP8 };
 

@@ -1,6 +1,7 @@
 //===- PlanView.cpp - A plan bundle's plan.json, read back ----------------===//
 
 #include "compiler/inspect/PlanView.h"
+#include "compiler/costmodel/Cluster.h"
 
 #include "runtime/support/Error.h"
 #include "runtime/support/Json.h"
@@ -302,17 +303,95 @@ static int64_t planDegree(const ParallelPlan &plan, llvm::StringRef axis) {
                         : plan.pp;
 }
 
+/// What any plan.json's cluster must hold; the first problem found.
+static std::optional<std::string> checkCluster(const ClusterView &c) {
+  if (c.gpus < 1 || c.gpus > kMaxGpus)
+    return llvm::formatv("cluster.gpus is {0}; expected 1 to {1}", c.gpus,
+                         kMaxGpus)
+        .str();
+  if (c.gpusPerNode < 1 || c.gpusPerNode > kMaxGpus)
+    return llvm::formatv("cluster.gpus_per_node is {0}; expected 1 to {1}",
+                         c.gpusPerNode, kMaxGpus)
+        .str();
+  for (auto [name, value] : {std::pair{"peak_tflops", c.peakTflops},
+                             std::pair{"hbm_bytes", c.hbmBytes}})
+    if (!(value > 0) || !std::isfinite(value))
+      return llvm::formatv("cluster.{0} is {1}; expected a finite number > 0",
+                           name, value)
+          .str();
+  return std::nullopt;
+}
+
+/// A prediction's quantities are finite, not negative and below 1e30 (in
+/// seconds, bytes, tokens or FLOP/s: no cluster comes near), so that every
+/// figure the commands derive stays finite; the first problem found.
+static std::optional<std::string> checkPrediction(const Prediction &p,
+                                                  int64_t stages) {
+  const std::pair<const char *, double> quantities[] = {
+      {"step_time_s", p.stepTimeS},
+      {"tokens_per_s", p.tokensPerS},
+      {"tflops_per_gpu", p.tflopsPerGpu},
+      {"hw_tflops_per_gpu", p.hwTflopsPerGpu},
+      {"mfu", p.mfu},
+      {"hfu", p.hfu},
+      {"bubble_fraction", p.bubbleFraction},
+      {"stage_imbalance", p.stageImbalance},
+      {"compute_time_s", p.computeTimeS},
+      {"optimizer_time_s", p.optimizerTimeS},
+      {"memory_per_gpu_bytes", p.memoryPerGpuBytes},
+      {"memory_breakdown.params", p.memory.params},
+      {"memory_breakdown.grads", p.memory.grads},
+      {"memory_breakdown.optimizer", p.memory.optimizer},
+      {"memory_breakdown.activations", p.memory.activations},
+      {"memory_breakdown.workspace", p.memory.workspace},
+      {"memory_breakdown.reserve", p.memory.reserve},
+      {"comm_time_s.dp", p.commTime.dp},
+      {"comm_time_s.tp", p.commTime.tp},
+      {"comm_time_s.pp", p.commTime.pp},
+      {"comm_time_s.cp", p.commTime.cp},
+      {"comm_time_s.ep", p.commTime.ep},
+      {"comm_exposed_s.dp", p.commExposed.dp},
+      {"comm_exposed_s.tp", p.commExposed.tp},
+      {"comm_exposed_s.pp", p.commExposed.pp},
+      {"comm_exposed_s.cp", p.commExposed.cp},
+      {"comm_exposed_s.ep", p.commExposed.ep}};
+  for (auto [name, value] : quantities)
+    if (!(value >= 0 && value < 1e30))
+      return llvm::formatv("predicted.{0} is {1}; expected a number from 0 to "
+                           "1e30",
+                           name, value)
+          .str();
+  if (p.peakMemoryStage < 0 || p.peakMemoryStage >= stages)
+    return llvm::formatv("predicted.peak_memory_stage is {0} of {1} stages",
+                         p.peakMemoryStage, stages)
+        .str();
+  return std::nullopt;
+}
+
 /// Consistency that the schema cannot express; the first problem found.
 static std::optional<std::string> checkConsistency(PlanView &v) {
   const ParallelPlan &p = v.plan;
+  // Degrees bounded first: their product (the world size) must not overflow.
   for (auto [name, value] :
        {std::pair{"dp", p.dp}, std::pair{"tp", p.tp}, std::pair{"pp", p.pp},
-        std::pair{"cp", p.cp}, std::pair{"ep", p.ep}, std::pair{"vpp", p.vpp},
-        std::pair{"micro_batch", p.microBatch},
-        std::pair{"global_batch", p.globalBatch}})
+        std::pair{"cp", p.cp}, std::pair{"ep", p.ep}, std::pair{"vpp", p.vpp}})
+    if (value < 1 || value > kMaxGpus)
+      return llvm::formatv("parallel.{0} is {1}; expected 1 to {2}", name,
+                           value, kMaxGpus)
+          .str();
+  for (auto [name, value] : {std::pair{"micro_batch", p.microBatch},
+                             std::pair{"global_batch", p.globalBatch}})
     if (value < 1)
       return llvm::formatv("parallel.{0} is {1}; expected >= 1", name, value)
           .str();
+  int64_t world = p.dp;
+  if (__builtin_mul_overflow(world, p.tp, &world) ||
+      __builtin_mul_overflow(world, p.pp, &world) ||
+      __builtin_mul_overflow(world, p.cp, &world) || world != v.cluster.gpus)
+    return llvm::formatv("parallel dp x tp x pp x cp is not cluster.gpus "
+                         "({0})",
+                         v.cluster.gpus)
+        .str();
   if (v.mesh.axes.size() != v.mesh.shape.size())
     return std::string("mesh.axes and mesh.shape differ in length");
   if (!setMeshOrder(v.plan, v.mesh))
@@ -332,8 +411,12 @@ static std::optional<std::string> checkConsistency(PlanView &v) {
         return llvm::formatv("stage {0} lists rank {1} of {2}", stage.index,
                              rank, p.gpus())
             .str();
-  if (v.cluster.hbmBytes <= 0)
-    return std::string("cluster.hbm_bytes must be > 0");
+  if (std::optional<std::string> problem = checkPrediction(v.predicted, p.pp))
+    return problem;
+  for (auto [i, alt] : llvm::enumerate(v.alternatives))
+    if (std::optional<std::string> problem =
+            checkPrediction(alt.predicted, std::max<int64_t>(alt.plan.pp, 1)))
+      return llvm::formatv("alternatives[{0}]: {1}", i, *problem).str();
   return std::nullopt;
 }
 
@@ -382,6 +465,8 @@ llvm::Expected<PlanView> dtc::parsePlanView(llvm::StringRef text,
     std::string message = llvm::toString(root.getError());
     return badInput("{0}: {1}", path, message);
   }
+  if (std::optional<std::string> problem = checkCluster(view.cluster))
+    return badInput("{0}: {1}", path, *problem);
   if (view.planned) {
     if (std::optional<std::string> problem = checkConsistency(view))
       return badInput("{0}: {1}", path, *problem);

@@ -10,6 +10,8 @@
 #include "compiler/inspect/Inspect.h"
 
 #include "llvm/Support/Error.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
 
@@ -172,3 +174,56 @@ TEST(InspectPlanView, ErrorsNameTheFileAndField) {
 }
 
 } // namespace
+
+// The seeds of fuzz-plan-json (test/fuzz/make_plan_seeds.py) through what
+// `dtc plan show | explain | diff | report` run: plan.json files dtc wrote
+// give their text; the hostile ones (issue 61) a bad-input error naming the
+// field, never a crash or a figure that is inf or NaN.
+TEST(PlanView, FuzzSeedsReadOrRefused) {
+  std::string dir = std::string(DTC_TEST_MODELS_DIR) + "/../fuzz/corpus/"
+                                                       "plan-json/";
+  auto read = [&](const char *name) {
+    auto buffer = llvm::MemoryBuffer::getFile(dir + name);
+    EXPECT_TRUE(static_cast<bool>(buffer)) << name;
+    return buffer ? (*buffer)->getBuffer().str() : std::string();
+  };
+  for (const char *name : {"tiny-gpt-1", "tiny-gpt-8-tp2-pp2",
+                           "tiny-gpt-infer", "cnn-any-graph",
+                           "llama-70b-64-tp4"}) {
+    auto view = parsePlanView(read(name), name);
+    ASSERT_TRUE(static_cast<bool>(view))
+        << name << ": " << llvm::toString(view.takeError());
+    std::string text;
+    llvm::raw_string_ostream out(text);
+    EXPECT_FALSE(static_cast<bool>(showPlan(*view, std::nullopt, out)));
+    EXPECT_FALSE(static_cast<bool>(explainPlan(*view, 3, out)));
+    EXPECT_FALSE(static_cast<bool>(diffPlans(*view, *view, out)));
+    std::string html = renderReport(*view);
+    for (const std::string *s : {&text, &html}) {
+      std::string lower = llvm::StringRef(*s).lower();
+      EXPECT_EQ(lower.find("inf%"), std::string::npos) << name;
+      EXPECT_EQ(lower.find(" nan"), std::string::npos) << name;
+      EXPECT_EQ(lower.find(" inf "), std::string::npos) << name;
+    }
+    EXPECT_NE(text.find("dp="), std::string::npos) << name;
+  }
+  // A bundle dtc could not plan reads, and says so.
+  auto pending = parsePlanView(read("cnn-8"), "cnn-8");
+  ASSERT_TRUE(static_cast<bool>(pending));
+  EXPECT_FALSE(pending->planned);
+  EXPECT_NE(llvm::toString(requirePlanned(*pending)).find("holds no plan"),
+            std::string::npos);
+  const std::pair<const char *, const char *> refused[] = {
+      {"huge-degrees", "parallel.dp is 4611686018427387904; expected 1 to "
+                       "1048576"},
+      {"negative-counts", "cluster.gpus is -1; expected 1 to 1048576"},
+      {"huge-numbers", "predicted.step_time_s is"},
+      {"nested-2000", "nested deeper than 256 levels"},
+      {"wrong-types", "expected object at plan.mesh"}};
+  for (auto [name, message] : refused) {
+    auto view = parsePlanView(read(name), name);
+    ASSERT_FALSE(static_cast<bool>(view)) << name;
+    std::string error = llvm::toString(view.takeError());
+    EXPECT_NE(error.find(message), std::string::npos) << name << ": " << error;
+  }
+}
