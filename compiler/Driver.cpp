@@ -195,6 +195,8 @@ importModel(const CompileOptions &o, int64_t batch,
     importOptions.dimParams[name.str()] = value;
   }
   importOptions.batch = batch;
+  importOptions.trainable = {o.trainable, o.frozen};
+  importOptions.training = o.mode == "train";
   if (ext == ".json")
     return importHfConfig(o.modelPath, importOptions, context);
   if (ext != ".onnx")
@@ -437,6 +439,9 @@ static llvm::json::Object modelJson(const ModelSummary &m) {
       {"name", m.name},
       {"params", m.params},
       {"parameter_tensors", m.parameterTensors},
+      {"trained_tensors", llvm::json::Array(m.trained)},
+      {"frozen_tensors", llvm::json::Array(m.frozen)},
+      {"frozen_params", m.frozenElements},
       {"tokens_per_forward", m.tokensPerStep},
       {"flops_per_token", m.flopsPerToken()},
       {"blocks", m.blocks},
@@ -480,6 +485,16 @@ static void printSummary(llvm::raw_ostream &out, const ModelSummary &m,
                   ? " (all alike)"
                   : " (" + std::to_string(m.distinctBlocks) + " distinct)");
   }
+  if (m.fixedBatch)
+    out << "; batch fixed at " << *m.fixedBatch << " (inputs' dim 0)";
+  if (!m.frozen.empty()) {
+    // What is read but never trained: PyTorch's buffers, --frozen.
+    constexpr size_t kNamed = 3;
+    out << "; frozen: " << m.frozen.size() << " tensor"
+        << (m.frozen.size() == 1 ? "" : "s") << " ("
+        << llvm::join(llvm::ArrayRef(m.frozen).take_front(kNamed), ", ")
+        << (m.frozen.size() > kNamed ? ", ..." : "") << ")";
+  }
   out << "\n";
   out << "cluster  " << c.gpus << " x " << c.gpu << " (" << c.name << ", "
       << c.gpusPerNode << " per node)\n";
@@ -519,8 +534,11 @@ static std::string unsupportedForPrograms(const ParallelPlan &plan) {
   return "";
 }
 
-llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
+llvm::Error dtc::runCompile(const CompileOptions &requested,
+                            llvm::raw_ostream &out) {
   auto start = std::chrono::steady_clock::now();
+  // What the model imposes (a fixed batch) is pinned below.
+  CompileOptions o = requested;
   if (llvm::Error err = validateOptions(o))
     return err;
   // Before any work: the bundle directory must be new, empty or dtc's own.
@@ -544,6 +562,19 @@ llvm::Error dtc::runCompile(const CompileOptions &o, llvm::raw_ostream &out) {
       importAndSimplify(o, o.microBatch.value_or(1), context, diagnostics);
   if (!module)
     return module.takeError();
+  // A graph exported with a fixed batch runs that batch in every call: the
+  // plan's micro-batch is it, never another.
+  if (auto fixed =
+          (**module)->getAttrOfType<mlir::IntegerAttr>("dtc.fixed_batch")) {
+    int64_t batch = fixed.getInt();
+    if (o.microBatch && *o.microBatch != batch)
+      return badInput("--micro-batch {0}: {1} has a fixed batch of {2} (its "
+                      "inputs' dim 0, as exported or bound by --dim), which "
+                      "every micro-batch runs; pass --micro-batch {2} or "
+                      "leave it out, or re-export with a dynamic batch dim",
+                      *o.microBatch, o.modelPath, batch);
+    o.microBatch = batch;
+  }
 
   if (o.emit == "imported") {
     (*module)->print(out);

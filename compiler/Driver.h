@@ -26,6 +26,9 @@ struct CompileOptions {
   std::optional<int64_t> seqLen;
   /// `NAME=SIZE` bindings of named dynamic dims (ONNX dim_param).
   std::vector<std::string> dims;
+  /// Full-match regular expressions choosing which float initializers are
+  /// trained (default: the exporter's PARAMETERs; docs/training.md).
+  std::optional<std::string> trainable, frozen;
   std::string mode = "train";
   std::string dtype = "bf16";
   std::optional<int64_t> tp, pp, dp, cp, ep, vpp, zero, microBatch;

@@ -47,14 +47,35 @@ ModelSummary summarizeModel(ModuleOp module, llvm::StringRef name) {
   main.walk([&](Operation *op) {
     if (auto param = dyn_cast<mlir::dtc::ParameterOp>(op)) {
       if (seen.insert(param.getName()).second) {
-        summary.params += param.getType().getNumElements();
-        ++summary.parameterTensors;
+        int64_t elements = param.getType().getNumElements();
+        if (param.getFrozen()) {
+          summary.frozen.push_back(param.getName().str());
+          summary.frozenElements += elements;
+        } else {
+          summary.trained.push_back(param.getName().str());
+          summary.params += elements;
+          ++summary.parameterTensors;
+        }
       }
     } else {
       // GEMMs and attention, priced as the cost model prices them.
       summary.forwardFlops += opWork(op).modelFlops();
     }
   });
+  if (auto fixed = module->getAttrOfType<IntegerAttr>("dtc.fixed_batch"))
+    summary.fixedBatch = fixed.getInt();
+  // State the computation folded at import (a causal mask, RoPE's
+  // inv_freq): kept and saved, never trained.
+  if (auto entries = module->getAttrOfType<ArrayAttr>("dtc.state_dict"))
+    for (Attribute attr : entries)
+      if (auto entry = dyn_cast<DictionaryAttr>(attr))
+        if (auto key = entry.getAs<StringAttr>("name");
+            key && seen.insert(key.getValue()).second) {
+          summary.frozen.push_back(key.getValue().str());
+          if (auto type = entry.getAs<TypeAttr>("type"))
+            if (auto tensor = dyn_cast<RankedTensorType>(type.getValue()))
+              summary.frozenElements += tensor.getNumElements();
+        }
   return summary;
 }
 

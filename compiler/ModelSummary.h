@@ -8,7 +8,9 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace dtc {
 
@@ -16,10 +18,16 @@ namespace dtc {
 /// model and planner never touch MLIR.
 struct ModelSummary {
   std::string name;
-  int64_t params = 0;           ///< Elements of all distinct parameters.
-  int64_t parameterTensors = 0; ///< Distinct dtc.parameter names.
-  int64_t tokensPerStep = 0;    ///< Tokens in one forward of @main.
-  double forwardFlops = 0;      ///< Matmul and attention FLOPs of @main.
+  int64_t params = 0;           ///< Elements of the distinct trained tensors.
+  int64_t parameterTensors = 0; ///< Distinct trained dtc.parameter names.
+  /// Names of the trained and of the frozen tensors (buffers, --frozen), in
+  /// order of first use.
+  std::vector<std::string> trained, frozen;
+  int64_t frozenElements = 0;
+  /// The batch the export fixed (`dtc.fixed_batch`): every micro-batch.
+  std::optional<int64_t> fixedBatch;
+  int64_t tokensPerStep = 0; ///< Tokens in one forward of @main.
+  double forwardFlops = 0;   ///< Matmul and attention FLOPs of @main.
   /// Transformer blocks of @main (passes/TransformerBlocks.h) and how many
   /// differ in structure; 0 when it is not a stack of blocks.
   int64_t blocks = 0, distinctBlocks = 0;

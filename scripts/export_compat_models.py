@@ -27,9 +27,9 @@ Rows, each `test/models/compat/<row>.onnx` plus
 `<row>/test_data_set_0/{input_0,output_0}.pb` (input_ids int64 [2, 8] from
 torch.Generator().manual_seed(1234); PyTorch's fp32 logits):
 
-  <family>-dynamo        torch.onnx.export(dynamo=True, opset 18), HF's
-                         default attention (sdpa; eager for the families
-                         without sdpa: bloom, gemma2)
+  <family>-dynamo        torch.onnx.export(dynamo=True, optimize=False,
+                         opset 18), HF's default attention (sdpa; eager
+                         for the families without sdpa: bloom, gemma2)
   <family>-ts            torch.onnx.export(dynamo=False, opset 17), the
                          same model
   llama-eager-dynamo,    the same with attn_implementation="eager"
@@ -38,15 +38,32 @@ torch.Generator().manual_seed(1234); PyTorch's fp32 logits):
     dynamo               experts_implementation="eager" (a loop over the
   <moe>-batched_mm-      experts) or "batched_mm" (expert weights gathered
     experts-dynamo       per token) instead of transformers 5's grouped_mm
-  gpt2-ort, llama-ort    the -ts export (the -dynamo one when -ts fails)
-                         through onnxruntime.transformers.optimizer
-                         (model_type gpt2, default opt_level, fp32)
+  llama-dynamo-opt,      the -dynamo export with the exporter's default
+  gpt2-dynamo-opt        optimize=True (OPT_ROWS): what dtc must refuse
+                         to train
+  gpt2-ort, llama-ort    the -ts export (the unoptimized -dynamo one when
+                         -ts fails) through
+                         onnxruntime.transformers.optimizer (model_type
+                         gpt2, default opt_level, fp32)
+
+Why optimize=False (issue 55, "train as PyTorch would"): the exporter's
+default, optimize=True, runs the ONNX optimizer, which folds weights into
+anonymous constants (`val_113` = q_proj.weight transposed), merges equal
+initializers (every layer's zero bias becomes one tensor, which training
+would tie), drops what folds away (zero biases, a 1e-8 epsilon) and folds
+buffers into float initializers: training that graph trains something
+other than the PyTorch model. With optimize=False every parameter and
+buffer stays an initializer under its state_dict name, tagged in its
+value_info metadata (pkg.torch.export.graph_signature.InputSpec.kind =
+PARAMETER | BUFFER | CONSTANT_TENSOR), which dtc reads (buffers frozen).
+The -dynamo-opt rows keep dtc's refusal of optimized exports tested.
 
 Both exporters get dynamic `batch` and `seq` axes on input_ids and logits.
 Files are self-contained (no external data); the dynamo exporter's per-node
-metadata (the export machine's Python stack traces) is dropped. Each row is
-checked with onnxruntime (CPU) against PyTorch: the max relative error is
-max|ort - torch| / max|torch|. Row status: `ok`; `export-failed` (the
+metadata (the export machine's Python stack traces) is dropped, the
+initializers' value_info metadata and the graph's (its graph signature)
+are kept. Each row is checked with onnxruntime (CPU) against PyTorch: the
+max relative error is max|ort - torch| / max|torch|. Row status: `ok`; `export-failed` (the
 exporter's, or the optimizer's, error is recorded and no file is written);
 `ort-mismatch` (above 1e-4, or onnxruntime cannot run the file);
 `build-failed` (a config this script got wrong).
@@ -82,6 +99,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from onnx import numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "lib"))
+import nanogpt  # noqa: E402  (karpathy/nanoGPT's model, shared)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "test", "models", "compat")
@@ -233,141 +254,19 @@ FAMILIES = {
 # under dynamo with experts_implementation "eager" (a loop over experts,
 # transformers 4's layout) and "batched_mm" (the routed experts' weights
 # gathered per token), besides transformers 5's default (grouped_mm);
-# onnxruntime's transformer optimizer.
+# onnxruntime's transformer optimizer; the dynamo exporter with its ONNX
+# optimizer (optimize=True).
 EAGER_ROWS = ("llama", "gpt2")
 MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "granitemoe",
                 "phimoe", "gpt_oss", "deepseek_v3")
 ORT_ROWS = ("gpt2", "llama")
+# The dynamo exporter's default, optimize=True, for two families: what dtc
+# must refuse to train (the ONNX optimizer folded and merged the weights).
+OPT_ROWS = ("llama", "gpt2")
 
 
 # --------------------------------------------------------------------------
 # nanoGPT (karpathy/nanoGPT model.py's structure, written here).
-
-@dataclasses.dataclass
-class GPTConfig:
-    block_size: int = POSITIONS
-    vocab_size: int = VOCAB
-    n_layer: int = LAYERS
-    n_head: int = HEADS
-    n_embd: int = HIDDEN
-    dropout: float = 0.0
-    bias: bool = True
-    flash: bool = True       # F.scaled_dot_product_attention, else manual
-
-
-class LayerNorm(nn.Module):
-    """nanoGPT's LayerNorm with an optional bias (nn.LayerNorm takes
-    bias=False only from torch 2.1 on)."""
-
-    def __init__(self, ndim, bias):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(ndim))
-        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
-
-    def forward(self, x):
-        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
-
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        assert config.n_embd % config.n_head == 0
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd,
-                                bias=config.bias)
-        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        self.attn_dropout = nn.Dropout(config.dropout)
-        self.resid_dropout = nn.Dropout(config.dropout)
-        self.n_head, self.n_embd = config.n_head, config.n_embd
-        self.dropout, self.flash = config.dropout, config.flash
-        if not self.flash:
-            self.register_buffer("bias", torch.tril(
-                torch.ones(config.block_size, config.block_size)).view(
-                    1, 1, config.block_size, config.block_size))
-
-    def forward(self, x):
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        if self.flash:
-            y = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=None,
-                dropout_p=self.dropout if self.training else 0, is_causal=True)
-        else:
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
-            att = F.softmax(att, dim=-1)
-            att = self.attn_dropout(att)
-            y = att @ v
-        y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.resid_dropout(self.c_proj(y))
-
-
-class MLP(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd,
-                              bias=config.bias)
-        self.gelu = nn.GELU()
-        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd,
-                                bias=config.bias)
-        self.dropout = nn.Dropout(config.dropout)
-
-    def forward(self, x):
-        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
-
-
-class Block(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.ln_1 = LayerNorm(config.n_embd, bias=config.bias)
-        self.attn = CausalSelfAttention(config)
-        self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
-        self.mlp = MLP(config)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class GPT(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.config = config
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(config.vocab_size, config.n_embd),
-            wpe=nn.Embedding(config.block_size, config.n_embd),
-            drop=nn.Dropout(config.dropout),
-            h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
-            ln_f=LayerNorm(config.n_embd, bias=config.bias)))
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
-        self.transformer.wte.weight = self.lm_head.weight  # weight tying
-        self.apply(self._init_weights)
-        for pn, p in self.named_parameters():
-            if pn.endswith("c_proj.weight"):
-                nn.init.normal_(p, mean=0.0,
-                                std=0.02 / math.sqrt(2 * config.n_layer))
-
-    @staticmethod
-    def _init_weights(module):
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-
-    def forward(self, idx):
-        _, t = idx.size()
-        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
-        x = self.transformer.drop(self.transformer.wte(idx)
-                                  + self.transformer.wpe(pos))
-        for block in self.transformer.h:
-            x = block(x)
-        return self.lm_head(self.transformer.ln_f(x))  # logits at every position
-
-
 # nanoGPT variants: name -> GPTConfig overrides (bias=True is nanoGPT's
 # default; the sdpa variant takes the bias=False option).
 NANOGPT = {
@@ -406,7 +305,10 @@ def build_hf(row, vocab):
 
 def build_nanogpt(row, vocab):
     flash = NANOGPT[row.family]["flash"]
-    return GPT(GPTConfig(vocab_size=vocab, **NANOGPT[row.family])), {
+    config = nanogpt.GPTConfig(block_size=POSITIONS, vocab_size=vocab,
+                               n_layer=LAYERS, n_head=HEADS, n_embd=HIDDEN,
+                               **NANOGPT[row.family])
+    return nanogpt.GPT(config), {
         "attn_implementation": "sdpa" if flash else "manual"}
 
 
@@ -448,17 +350,33 @@ def sample_ids(vocab):
 # --------------------------------------------------------------------------
 # Exporting.
 
-def export_dynamo(model, ids, path):
+def export_dynamo(model, ids, path, optimize=False):
+    """torch.onnx.export(dynamo=True). optimize=False (the `-dynamo` rows)
+    keeps the graph as torch.export traced it: every parameter and buffer
+    an initializer under its state_dict name, tagged in its value_info's
+    metadata (pkg.torch.export.graph_signature.InputSpec.kind = PARAMETER,
+    BUFFER or CONSTANT_TENSOR); the -ort rows start from it when the
+    TorchScript export fails. optimize=True (the exporter's default; the
+    `-dynamo-opt` rows) runs the ONNX optimizer, which folds weights into
+    anonymous constants (a transposed q_proj.weight becomes `val_113`),
+    merges equal initializers (every layer's zero bias becomes one tensor),
+    drops what folds away (gpt2's zero biases) and folds buffers into float
+    initializers: not the model PyTorch trains."""
     batch = torch.export.Dim("batch")
     seq = torch.export.Dim("seq", max=POSITIONS)
     program = torch.onnx.export(
         model, (ids,), dynamo=True, opset_version=DYNAMO_OPSET,
         input_names=["input_ids"], output_names=["logits"],
-        dynamic_shapes=({0: batch, 1: seq},))
+        dynamic_shapes=({0: batch, 1: seq},), optimize=optimize)
     proto = program.model_proto
     for node in proto.graph.node:   # stack traces of this machine
         del node.metadata_props[:]
+    # The value_info metadata (the initializers' InputSpec tags) stays.
     onnx.save(proto, path, save_as_external_data=False)
+
+
+def export_dynamo_opt(model, ids, path):
+    export_dynamo(model, ids, path, optimize=True)
 
 
 def export_torchscript(model, ids, path):
@@ -469,7 +387,8 @@ def export_torchscript(model, ids, path):
         dynamic_axes={"input_ids": axes, "logits": axes})
 
 
-EXPORTERS = {"dynamo": export_dynamo, "ts": export_torchscript}
+EXPORTERS = {"dynamo": export_dynamo, "dynamo-opt": export_dynamo_opt,
+             "ts": export_torchscript}
 
 
 def optimize_ort(src, dst):
@@ -486,7 +405,7 @@ def optimize_ort(src, dst):
 class Row:
     name: str
     family: str
-    exporter: str            # dynamo, ts, ort
+    exporter: str            # dynamo, dynamo-opt, ts, ort
     attn: str = None         # None: transformers' default (sdpa where
     experts: str = None      # the family has it, else eager)
 
@@ -499,6 +418,7 @@ def all_rows():
     rows += [Row(f"{f}-eager-dynamo", f, "dynamo", "eager") for f in EAGER_ROWS]
     rows += [Row(f"{f}-{e}-experts-dynamo", f, "dynamo", experts=e)
              for f in MOE_FAMILIES for e in ("eager", "batched_mm")]
+    rows += [Row(f"{f}-dynamo-opt", f, "dynamo-opt") for f in OPT_ROWS]
     rows += [Row(f"{f}-ort", f, "ort") for f in ORT_ROWS]
     return rows
 

@@ -8,6 +8,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -269,12 +270,23 @@ llvm::Error consolidateCheckpoint(llvm::StringRef dir, llvm::StringRef output,
     return toDtcError(std::move(err));
   std::vector<const rt::CheckpointTensor *> params;
   std::vector<rt::SafetensorsSpec> specs;
+  // The model's state_dict: its parameters and its buffers, each under
+  // its name and its tied aliases (load_state_dict(strict=True) wants all).
+  std::vector<const rt::CheckpointTensor *> writes;
+  llvm::StringSet<> names;
   for (const auto &[key, t] : ckpt->tensors()) {
-    if (t.role != "parameter")
+    if (t.role != "parameter" && t.role != "buffer")
       continue;
     params.push_back(&t);
-    specs.push_back(
-        {t.parameter.empty() ? key : t.parameter, t.dtype, t.shape});
+    std::vector<std::string> all = {t.parameter.empty() ? key : t.parameter};
+    llvm::append_range(all, t.aliases);
+    for (const std::string &name : all) {
+      if (!names.insert(name).second)
+        return badInput("{0}: '{1}' names two tensors of the checkpoint",
+                        ckpt->directory(), name);
+      specs.push_back({name, t.dtype, t.shape});
+      writes.push_back(&t);
+    }
   }
   if (params.empty())
     return badInput("{0}: no parameters in the checkpoint", ckpt->directory());
@@ -285,7 +297,7 @@ llvm::Error consolidateCheckpoint(llvm::StringRef dir, llvm::StringRef output,
           output, specs,
           {{"format", "pt"}, {"dtc.step", std::to_string(ckpt->step())}}))
     return toDtcError(std::move(err));
-  for (const rt::CheckpointTensor *t : params) {
+  for (const rt::CheckpointTensor *t : writes) {
     auto whole = ckpt->readWhole(t->key);
     if (!whole)
       return toDtcError(whole.takeError());
@@ -295,8 +307,16 @@ llvm::Error consolidateCheckpoint(llvm::StringRef dir, llvm::StringRef output,
   }
   if (llvm::Error err = writer.commit())
     return toDtcError(std::move(err));
-  out << llvm::formatv("wrote {0}: {1} parameters, {2} (step {3})\n", output,
-                       params.size(), humanBytes(bytes), ckpt->step());
+  size_t buffers = llvm::count_if(params, [](const rt::CheckpointTensor *t) {
+    return t->role == "buffer";
+  });
+  out << llvm::formatv("wrote {0}: {1} parameters{2}, {3} (step {4})\n", output,
+                       params.size() - buffers,
+                       buffers ? llvm::formatv(" and {0} buffer{1}", buffers,
+                                               buffers == 1 ? "" : "s")
+                                     .str()
+                               : std::string(),
+                       humanBytes(bytes), ckpt->step());
   return llvm::Error::success();
 }
 

@@ -232,7 +232,12 @@ llvm::Error TrainingSaver::save(rt::Executor &executor,
     if (llvm::Error e = executor.readVariable(v.name(), staged))
       return failure("checkpoint: {0}", llvm::toString(std::move(e)));
     // The item shares the buffer's storage.
-    items.push_back({*key, v.parameter(), v.role(), *layout, staged});
+    items.push_back({*key,
+                     v.parameter(),
+                     v.role(),
+                     *layout,
+                     staged,
+                     {v.aliases().begin(), v.aliases().end()}});
   }
   // The seed is a string: JSON numbers do not hold every uint64.
   llvm::json::Object meta{

@@ -58,27 +58,31 @@ def Dtc_ConstantOp : Dtc_Op<"constant", [ConstantLike, Pure,
 }
 
 def Dtc_ParameterOp : Dtc_Op<"parameter", [Pure]> {
-  let summary = "A trainable model weight, named by the model's initializer";
+  let summary = "A model weight or buffer, named by the model's initializer";
   let description = [{
-    The value of the named weight at the current step. Values live outside
+    The value of the named tensor at the current step. Values live outside
     the IR (in the model file or a checkpoint); the name is the key that
     checkpoints, layouts and `dtc ckpt consolidate` use.
 
     ```mlir
     %w = dtc.parameter "transformer.h.0.attn.c_attn.weight" : tensor<64x192xf32>
+    %f = dtc.parameter "rotary_emb.inv_freq" {frozen} : tensor<16xf32>
     ```
 
+    `frozen`: the tensor is read from the model (and saved with the
+    checkpoints) but never trained: no gradient, no optimizer state. A
+    PyTorch buffer, or a weight `--frozen` names.
     `stack`: the weight is the model's initializers of these names stacked
     along a new leading dim (the experts of an MoE layer exported one
     Linear per expert); `stack_transposed`: each is stored transposed.
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$stack,
-                       UnitAttr:$stack_transposed);
+                       UnitAttr:$stack_transposed, UnitAttr:$frozen);
   let results = (outs Dtc_Tensor:$output);
   let builders = [
     OpBuilder<(ins "Type":$type, "StringRef":$name), [{
       build($_builder, $_state, type, $_builder.getStringAttr(name),
-            ArrayAttr(), UnitAttr());
+            ArrayAttr(), UnitAttr(), UnitAttr());
     }]>];
   let assemblyFormat = "$name attr-dict `:` type($output)";
   let hasVerifier = 1;

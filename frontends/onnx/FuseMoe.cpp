@@ -40,10 +40,19 @@
 // that spell it differently still match. Everything the block computed is
 // then dead and removed.
 //
+// Along the data path the matcher follows single readers node by node, so
+// no-ops there would hide the block. An export without the ONNX optimizer
+// (dynamo, optimize=False) is full of them: identity Transposes of the
+// stacked weights, the choices expanded onto their own shape and concatenated
+// alone, chunk() as SplitToSequence + SequenceAt, the same Squeeze twice.
+// canonicalizeGraph (CanonicalizeGraph.h) rewrites those to the optimized
+// spelling first, which keeps this matcher to one form per meaning.
+//
 //===----------------------------------------------------------------------===//
 
 #include "frontends/onnx/FuseMoe.h"
 
+#include "frontends/onnx/CanonicalizeGraph.h"
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/OnnxUtils.h"
 #include "runtime/support/Error.h"
@@ -54,6 +63,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <optional>
@@ -308,10 +318,11 @@ std::optional<HostTensor> Fuser::constantTensor(std::string name) const {
         return std::nullopt;
       return decodeTensor(v->t(), "", error);
     }
-    // A reshaped or cast constant keeps its elements.
+    // A reshaped or cast constant keeps its elements (CastLike: cast like
+    // its second input, whose type only it reads).
     if (n->op_type() != "Reshape" && n->op_type() != "Squeeze" &&
         n->op_type() != "Unsqueeze" && n->op_type() != "Cast" &&
-        n->op_type() != "Identity")
+        n->op_type() != "CastLike" && n->op_type() != "Identity")
       return std::nullopt;
     name = n->input(0);
   }
@@ -789,24 +800,60 @@ llvm::Error Fuser::matchGatedUnit(BatchedBlock &block,
     gate = readers[0]->output(0);
     value = readers[0]->output(1);
   } else {
-    // Strided halves: x[:, 0::2] and x[:, 1::2].
+    // Two Slices of the last axis: the contiguous halves x[:, :f] and
+    // x[:, f:] (a Split spelled as Slices) or the strided x[:, 0::2] and
+    // x[:, 1::2] (GPT-OSS's interleaved gate and value).
+    const ::onnx::TensorProto &fc1 = *initializers.at(block.fc1.weight);
+    int64_t width = fc1.dims(block.fc1.storedInOut ? 2 : 1);
+    if (readers.size() != 2)
+      return notGlu("the first projection is read other than by a Split "
+                    "into halves or two strided Slices");
+    std::string halves[2], strided[2];
     for (const NodeProto *slice : readers) {
-      if (slice->op_type() != "Slice" || slice->input_size() < 5)
+      if (slice->op_type() != "Slice" || slice->input_size() < 4)
         return notGlu("the first projection is read other than by a Split "
                       "into halves or two strided Slices");
       auto start = constantInts(slice->input(1));
+      auto end = constantInts(slice->input(2));
       auto axes = constantInts(slice->input(3));
-      auto steps = constantInts(slice->input(4));
-      if (!start || !axes || !steps || start->size() != 1 ||
-          axes->size() != 1 || !isLastAxis((*axes)[0]) ||
-          *steps != std::vector<int64_t>{2} || (*start)[0] > 1)
-        return notGlu("a Slice of the first projection is not x[:, 0::2] "
-                      "or x[:, 1::2]");
-      ((*start)[0] == 0 ? gate : value) = slice->output(0);
+      auto steps =
+          slice->input_size() > 4 && !slice->input(4).empty()
+              ? constantInts(slice->input(4))
+              : std::optional<std::vector<int64_t>>(std::vector<int64_t>{1});
+      if (!start || !end || !axes || !steps || start->size() != 1 ||
+          end->size() != 1 || axes->size() != 1 || steps->size() != 1 ||
+          !isLastAxis((*axes)[0]))
+        return notGlu("a Slice of the first projection is not over its last "
+                      "axis with constant bounds");
+      // Python's bounds: negative from the end, clamped to the width.
+      auto bound = [&](int64_t b) {
+        return std::clamp(b < 0 ? b + width : b, int64_t(0), width);
+      };
+      int64_t from = bound((*start)[0]), to = bound((*end)[0]);
+      int64_t step = (*steps)[0];
+      // Strided: every other element from 0 or 1, width / 2 of them.
+      if (step == 2 && from <= 1 && width % 2 == 0 &&
+          (to - from + 1) / 2 == width / 2)
+        strided[from] = slice->output(0);
+      else if (step == 1 && width % 2 == 0 && from == 0 && to == width / 2)
+        halves[0] = slice->output(0);
+      else if (step == 1 && width % 2 == 0 && from == width / 2 && to == width)
+        halves[1] = slice->output(0);
+      else
+        return notGlu("a Slice of the first projection is not x[:, :f], "
+                      "x[:, f:], x[:, 0::2] or x[:, 1::2]");
     }
-    if (gate.empty() || value.empty())
+    if (!strided[0].empty() && !strided[1].empty()) {
+      block.fusion = 1;
+      gate = strided[0];
+      value = strided[1];
+    } else if (!halves[0].empty() && !halves[1].empty()) {
+      block.fusion = 2;
+      gate = halves[0];
+      value = halves[1];
+    } else {
       return notGlu("the first projection is not split into gate and value");
-    block.fusion = 1;
+    }
   }
   // GPT-OSS clamps the gate from above and the value on both sides.
   if (const NodeProto *clip = userOfType(gate, "Clip")) {
@@ -1116,5 +1163,8 @@ dtc::onnx::detail::fuseSparseMoeBlocks(::onnx::ModelProto &model,
   if (llvm::none_of(model.graph().node(),
                     [](const NodeProto &n) { return n.op_type() == "TopK"; }))
     return std::vector<StackedWeight>();
+  // The matcher knows the optimized spelling of each step; other exports
+  // are brought to it first (results unchanged).
+  canonicalizeGraph(model);
   return Fuser(model, path).run();
 }

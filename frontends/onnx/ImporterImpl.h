@@ -14,6 +14,7 @@
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "frontends/onnx/OnnxUtils.h"
+#include "frontends/onnx/TrainableSet.h"
 #include "runtime/support/Error.h"
 
 #include "onnx/onnx_pb.h"
@@ -92,6 +93,10 @@ public:
   bool hasCycle();
   Error bindInputs();
   Error runOnnxChecks();
+  /// Records the PyTorch state_dict the graph signature lists (module
+  /// attribute `dtc.state_dict`: name, type and tied aliases of each key
+  /// with a tensor), for checkpoints and `dtc ckpt consolidate`.
+  void recordStateDict(mlir::ModuleOp module, const StateDictInfo &stateDict);
   Error importGraph(ModuleOp module);
 
   std::optional<int64_t> deduceMaxPositions(std::string &source);
@@ -232,6 +237,11 @@ public:
 
   /// Shapes of the graph inputs after binding, by name.
   llvm::StringMap<llvm::SmallVector<int64_t, 4>> inputShapes;
+  /// The batch every graph input fixes in its dim 0, if they all do and
+  /// agree (module attribute `dtc.fixed_batch`): the compiled micro-batch
+  /// must be it.
+  std::optional<int64_t> fixedBatch;
+  bool sawInput = false;
   llvm::StringMap<int64_t> boundDims;
   /// Static shapes from ONNX shape inference, by value name.
   llvm::StringMap<llvm::SmallVector<int64_t, 4>> inferredShapes;

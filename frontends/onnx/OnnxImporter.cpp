@@ -25,6 +25,7 @@
 #include "frontends/onnx/ImporterImpl.h"
 #include "frontends/onnx/OnnxUtils.h"
 #include "frontends/onnx/Raise.h"
+#include "frontends/onnx/TrainableSet.h"
 #include "runtime/support/Error.h"
 
 #include "onnx/checker.h"
@@ -578,6 +579,22 @@ Error ModelImporter::bindInputs() {
                        "support",
                        input.name(), dataTypeName(dataType));
     auto &shape = inputShapes[input.name()];
+    // A batch the export (or --dim) fixed: every input's dim 0 a number,
+    // the same.
+    if (tensorType.shape().dim_size() > 0) {
+      const auto &first = tensorType.shape().dim(0);
+      std::optional<int64_t> batch;
+      if (first.has_dim_value() && first.dim_value() > 0)
+        batch = first.dim_value();
+      else if (auto it = options.dimParams.find(first.dim_param());
+               !first.dim_param().empty() && it != options.dimParams.end())
+        batch = it->second; // `--dim NAME=SIZE` fixes it as well
+      if (!batch || (sawInput && fixedBatch != batch))
+        fixedBatch.reset();
+      else if (!sawInput)
+        fixedBatch = batch;
+      sawInput = true;
+    }
     for (const auto &[i, dim] : llvm::enumerate(tensorType.shape().dim())) {
       if (dim.has_dim_value() && dim.dim_value() >= 0) {
         shape.push_back(dim.dim_value());
@@ -1143,6 +1160,42 @@ Error ModelImporter::lowerNode(llvm::ArrayRef<Entry *> ins) {
 // The graph
 //===----------------------------------------------------------------------===//
 
+void ModelImporter::recordStateDict(ModuleOp module,
+                                    const StateDictInfo &stateDict) {
+  if (stateDict.keys.empty())
+    return;
+  llvm::StringMap<const ::onnx::TensorProto *> initializers;
+  for (const auto &init : model.graph().initializer())
+    initializers[init.name()] = &init;
+  llvm::StringMap<llvm::SmallVector<Attribute>> aliases;
+  for (const auto &[alias, source] : stateDict.aliasOf)
+    aliases[source].push_back(StringAttr::get(&ctx, alias));
+  Builder b(&ctx);
+  llvm::SmallVector<Attribute> entries;
+  for (const std::string &key : stateDict.keys) {
+    auto it = initializers.find(key);
+    Type element = it == initializers.end()
+                       ? Type()
+                       : toElementType(it->second->data_type(), ctx);
+    if (!element)
+      continue; // an alias (listed with its tensor) or not in the export
+    llvm::SmallVector<int64_t> shape(it->second->dims().begin(),
+                                     it->second->dims().end());
+    llvm::SmallVector<NamedAttribute> fields = {
+        b.getNamedAttr("name", b.getStringAttr(key)),
+        b.getNamedAttr("type",
+                       TypeAttr::get(RankedTensorType::get(shape, element)))};
+    if (auto a = aliases.find(key); a != aliases.end()) {
+      llvm::sort(a->second, [](Attribute x, Attribute y) {
+        return cast<StringAttr>(x).getValue() < cast<StringAttr>(y).getValue();
+      });
+      fields.push_back(b.getNamedAttr("aliases", b.getArrayAttr(a->second)));
+    }
+    entries.push_back(b.getDictionaryAttr(fields));
+  }
+  module->setAttr("dtc.state_dict", b.getArrayAttr(entries));
+}
+
 Error ModelImporter::importGraph(ModuleOp module) {
   const auto &graph = model.graph();
   for (const auto &n : graph.node())
@@ -1181,8 +1234,43 @@ Error ModelImporter::importGraph(ModuleOp module) {
     values[name] = std::move(entry);
   }
 
-  // Floating-point initializers are the trainable weights; integer ones are
-  // constants known on the host.
+  // Floating-point initializers are the model's weights and buffers
+  // (which of them train: TrainableSet.h); integer ones are constants known
+  // on the host.
+  auto isWeight = [&](const ::onnx::TensorProto &init) {
+    return !values.contains(init.name()) && // not shadowed by a graph input
+           isFloatType(init.data_type()) &&
+           !hostConstants.contains(init.name()) &&
+           useCounts.lookup(init.name());
+  };
+  std::vector<std::string> weightNames;
+  for (const auto &init : graph.initializer())
+    if (isWeight(init))
+      weightNames.push_back(init.name());
+  llvm::StringMap<InitializerOrigin> origins = readInitializerOrigins(graph);
+  // A stack of expert weights (FuseMoe) is what its members are.
+  for (const auto &[name, stack] : stackedWeights) {
+    std::optional<std::string> kind;
+    for (const std::string &member : stack.members) {
+      auto it = origins.find(member);
+      std::string memberKind = it == origins.end() ? "" : it->second.kind;
+      if (!kind)
+        kind = memberKind;
+      else if (*kind != memberKind)
+        kind = ""; // mixed: decided as an untagged tensor
+    }
+    if (kind && !kind->empty())
+      origins[name].kind = *kind;
+  }
+  StateDictInfo stateDict = readStateDict(graph);
+  llvm::StringSet<> allInitializers;
+  for (const auto &init : graph.initializer())
+    allInitializers.insert(init.name());
+  auto decisions =
+      decideTrainable(weightNames, origins, stateDict, allInitializers,
+                      options.trainable, options.training);
+  if (!decisions)
+    return fileError("{0}", llvm::toString(decisions.takeError()));
   for (const auto &init : graph.initializer()) {
     if (values.contains(init.name()))
       continue; // shadowed by a graph input
@@ -1199,6 +1287,8 @@ Error ModelImporter::importGraph(ModuleOp module) {
                                       toElementType(init.data_type(), ctx));
     auto parameter =
         d::ParameterOp::create(builder, locFor(init.name()), type, init.name());
+    if (!decisions->lookup(init.name()).trained)
+      parameter.setFrozen(true);
     if (auto it = stackedWeights.find(init.name());
         it != stackedWeights.end()) {
       llvm::SmallVector<llvm::StringRef> members(it->second.members.begin(),
@@ -1209,6 +1299,7 @@ Error ModelImporter::importGraph(ModuleOp module) {
     entry.value = parameter;
     values[init.name()] = std::move(entry);
   }
+  recordStateDict(module, stateDict);
 
   for (const auto &n : graph.node()) {
     node = &n;
@@ -1276,6 +1367,9 @@ Expected<OwningOpRef<ModuleOp>> ModelImporter::run() {
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
   if (Error err = importGraph(*module))
     return std::move(err);
+  if (fixedBatch)
+    (*module)->setAttr("dtc.fixed_batch",
+                       Builder(&ctx).getI64IntegerAttr(*fixedBatch));
   if (options.raiseIdioms && failed(raiseIdioms(*module)))
     return ::dtc::failure("{0}: raising idioms did not converge", path);
 

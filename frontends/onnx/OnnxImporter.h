@@ -14,6 +14,12 @@
 
 namespace dtc::onnx {
 
+/// The user's choice of what trains: full-match regular expressions over
+/// initializer names (`--trainable`, `--frozen`; TrainableSet.h).
+struct TrainableOverrides {
+  std::optional<std::string> trainable, frozen;
+};
+
 /// How the dynamic dimensions of a model's inputs are bound.
 struct ImportOptions {
   /// Binds the dynamic batch dimension (dim 0 of each graph input).
@@ -25,6 +31,12 @@ struct ImportOptions {
   /// Raises exported idioms to dtc ops: the erf GELU expansion to dtc.gelu
   /// and the decomposed scaled-dot-product attention to dtc.attention.
   bool raiseIdioms = true;
+  /// Which float initializers are trained (TrainableSet.h); the others
+  /// import as frozen `dtc.parameter`s.
+  TrainableOverrides trainable;
+  /// The model is imported to be trained: an export whose weights the ONNX
+  /// optimizer folded is refused rather than trained.
+  bool training = false;
 };
 
 /// Imports an ONNX model file into a module with one `func.func @main` of

@@ -89,7 +89,8 @@ void ReverseSweep::analyze(Value loss) {
         varied.insert(arg);
   for (Operation &op : body.without_terminator()) {
     if (auto parameter = mlir::dyn_cast<d::ParameterOp>(op)) {
-      if (isFloatTensor(parameter)) {
+      // A frozen tensor (a buffer) is read, never differentiated.
+      if (isFloatTensor(parameter) && !parameter.getFrozen()) {
         varied.insert(parameter);
         parametersByName[parameter.getName()].push_back(parameter);
       }

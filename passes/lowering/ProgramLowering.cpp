@@ -12,6 +12,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
 #include <cstring>
@@ -394,7 +395,7 @@ llvm::Error FunctionLowering::addVariable(llvm::StringRef name, mlir::Type type,
   v->set_name(name.str());
   v->set_role(role.str());
   v->set_parameter(parameter.str());
-  v->set_init(role == "parameter" ? "model" : "zeros");
+  v->set_init(role == "parameter" || role == "buffer" ? "model" : "zeros");
   return setType(*v->mutable_type(), type, loc);
 }
 
@@ -471,8 +472,11 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
         return id.takeError();
       llvm::StringRef name = parameter.getName();
       bool isNew = !variableIndex_.count(name);
-      if (llvm::Error e = addVariable(name, parameter.getType(), "parameter",
-                                      name, op.getLoc()))
+      // A frozen tensor is the model's buffer: kept and checkpointed, never
+      // trained.
+      llvm::StringRef role = parameter.getFrozen() ? "buffer" : "parameter";
+      if (llvm::Error e =
+              addVariable(name, parameter.getType(), role, name, op.getLoc()))
         return e;
       if (isNew) {
         program::Variable &var =
@@ -753,6 +757,57 @@ llvm::Error FunctionLowering::lowerPipeline(mlir::DictionaryAttr attr,
 
 } // namespace
 
+/// The model's state_dict (the importer's `dtc.state_dict`, on the
+/// outermost module) onto the variables: a frozen tensor outside it is a
+/// "constant"; a key no function reads (a buffer the importer folded into
+/// constants) still becomes a variable, kept and saved; tied aliases are
+/// recorded on the tensor they name.
+static llvm::Error applyStateDict(mlir::ModuleOp module,
+                                  program::RankProgram &program,
+                                  llvm::StringMap<int> &variableIndex) {
+  mlir::ModuleOp root = module;
+  while (auto parent = root->getParentOfType<mlir::ModuleOp>())
+    root = parent;
+  auto entries = root->getAttrOfType<mlir::ArrayAttr>("dtc.state_dict");
+  if (!entries)
+    return llvm::Error::success();
+  // Tensors some function of the model reads (any pipeline stage's).
+  llvm::StringSet<> read;
+  root.walk([&](d::ParameterOp p) { read.insert(p.getName()); });
+  llvm::StringSet<> keys;
+  for (mlir::Attribute attr : entries) {
+    auto entry = llvm::dyn_cast<mlir::DictionaryAttr>(attr);
+    auto name = entry ? entry.getAs<mlir::StringAttr>("name") : nullptr;
+    auto type = entry ? entry.getAs<mlir::TypeAttr>("type") : nullptr;
+    if (!name || !type)
+      return failure("program lowering: malformed dtc.state_dict entry");
+    keys.insert(name.getValue());
+    auto it = variableIndex.find(name.getValue());
+    if (it == variableIndex.end() && read.contains(name.getValue()))
+      continue; // another stage's
+    if (it == variableIndex.end()) {
+      variableIndex[name.getValue()] = program.variables_size();
+      program::Variable *v = program.add_variables();
+      v->set_name(name.getValue().str());
+      v->set_role("buffer");
+      v->set_parameter(name.getValue().str());
+      v->set_init("model");
+      v->set_fallback_init("zeros");
+      if (llvm::Error e =
+              setType(*v->mutable_type(), type.getValue(), module.getLoc()))
+        return e;
+      it = variableIndex.find(name.getValue());
+    }
+    if (auto aliases = entry.getAs<mlir::ArrayAttr>("aliases"))
+      for (auto alias : aliases.getAsValueRange<mlir::StringAttr>())
+        program.mutable_variables(it->second)->add_aliases(alias.str());
+  }
+  for (program::Variable &v : *program.mutable_variables())
+    if (v.role() == "buffer" && !keys.contains(v.name()))
+      v.set_role("constant");
+  return llvm::Error::success();
+}
+
 llvm::Expected<program::RankProgram> lowerToRankProgram(mlir::ModuleOp module) {
   program::RankProgram program;
   llvm::StringMap<int> variableIndex;
@@ -787,6 +842,8 @@ llvm::Expected<program::RankProgram> lowerToRankProgram(mlir::ModuleOp module) {
       *var.mutable_flat_axes() = param.flat_axes();
     }
   }
+  if (llvm::Error e = applyStateDict(module, program, variableIndex))
+    return std::move(e);
   return program;
 }
 

@@ -85,6 +85,25 @@ public:
     return wait(d::ReduceScatterStartOp::create(
         b, loc, handle(divided(v, parts)), v, names(axes), 0, 0, "sum"));
   }
+  /// This rank's flat part (over `axes`, `parts` parts) of the flat
+  /// gradient `v`, summed over `axes`: a reduce-scatter over those of
+  /// `axes` it is a partial sum over (`partialAxes`), a plain slice where it
+  /// is already summed (the partitioner reduces some gradients early, e.g.
+  /// to cut a slice's gradient by rows): summing those again would count
+  /// every replica's contribution `parts` times.
+  mlir::Value scatterSum(mlir::Value v, llvm::ArrayRef<std::string> axes,
+                         int64_t parts,
+                         llvm::ArrayRef<std::string> partialAxes) {
+    llvm::SmallVector<std::string> partial;
+    for (const std::string &axis : axes)
+      if (llvm::is_contained(partialAxes, axis))
+        partial.push_back(axis);
+    if (partial.size() == axes.size())
+      return reduceScatter(v, axes, parts);
+    if (!partial.empty())
+      v = allReduce(v, partial);
+    return slice(v, axes, parts);
+  }
   /// `v` gathered along `dim` (in interleave blocks of `block`, 0: whole)
   /// into `whole`, or this rank's part of `v`.
   mlir::Value allGather(mlir::Value v, llvm::StringRef axis, int64_t dim,

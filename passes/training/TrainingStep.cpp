@@ -308,7 +308,8 @@ ZeroLayout accumulateGradients(mlir::func::FuncOp grad,
         llvm::erase(others, axis);
       if (!others.empty())
         g = comm.allReduce(g, others);
-      g = comm.reduceScatter(flatten(b, loc, g), zero.axes, zero.parts);
+      g = comm.scatterSum(flatten(b, loc, g), zero.axes, zero.parts,
+                          p.syncAxes);
     }
     results.push_back(d::AddOp::create(b, loc, acc, g));
     resultAttrs.push_back(b.getDictionaryAttr(
@@ -845,7 +846,7 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
       continue;
     if (options.zeroStage < 2 || !scatteredInStep) {
       mlir::Value flat = flatten(b, loc, grads[i]);
-      grads[i] = scatters(p) ? comm.reduceScatter(flat, dpAxes, dp)
+      grads[i] = scatters(p) ? comm.scatterSum(flat, dpAxes, dp, p.syncAxes)
                              : comm.slice(flat, dpAxes, dp);
     }
     llvm::append_range(normAxes.back(), dpAxes);

@@ -555,6 +555,8 @@ llvm::Error CheckpointWriter::save(int64_t step, std::vector<SaveItem> items,
           {"role", item.role},
           {"parameter", item.parameter},
           {"chunks", llvm::json::Array()}};
+    if (!item.aliases.empty())
+      (*slot.getAsObject())["aliases"] = llvm::json::Array(item.aliases);
     slot.getAsObject()->getArray("chunks")->push_back(std::move(chunk));
   }
   if (llvm::Error err = writer.commit())
@@ -895,6 +897,13 @@ llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef p) {
       return badTensor("invalid shape");
     t.role = entry->getString("role").value_or("").str();
     t.parameter = entry->getString("parameter").value_or("").str();
+    if (const llvm::json::Array *aliases = entry->getArray("aliases"))
+      for (const llvm::json::Value &alias : *aliases) {
+        std::optional<llvm::StringRef> name = alias.getAsString();
+        if (!name || name->empty())
+          return badTensor("an alias is not a name");
+        t.aliases.push_back(name->str());
+      }
     for (const llvm::json::Value &c : *chunks) {
       const llvm::json::Object *chunk = c.getAsObject();
       if (!chunk)

@@ -74,6 +74,8 @@ struct SaveItem {
   std::string role;      ///< "parameter", "exp_avg", ...
   ShardLayout layout;    ///< where `value` sits in the whole tensor
   Tensor value;          ///< host memory, layout.localShape() elements
+  /// Other state_dict names of the tensor (tied weights).
+  std::vector<std::string> aliases = {};
 };
 
 struct WriterOptions {
@@ -144,6 +146,7 @@ struct CheckpointChunk {
 
 struct CheckpointTensor {
   std::string key, role, parameter;
+  std::vector<std::string> aliases; ///< other state_dict names (tied)
   llvm::SmallVector<int64_t, 6> shape;
   DType dtype = DType::F32;
   std::vector<CheckpointChunk> chunks;

@@ -12,11 +12,13 @@
 #include "OnnxNodeTests.h"
 
 #include "dialects/dtc/DtcOps.h"
+#include "frontends/onnx/CanonicalizeGraph.h"
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/TransformerBlocks.h"
 #include "runtime/support/Error.h"
 
+#include "onnx/defs/parser.h"
 #include "onnx/onnx_pb.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -740,7 +742,13 @@ TEST(OnnxImporterMoe, UnmatchedExpertIsNamed) {
 const std::string kCompat = kModels + "/compat";
 
 TEST(OnnxImporterMoe, FusesTransformers5BatchedExperts) {
+  // Exported with optimize=False: the blocks are found through the no-ops
+  // the ONNX optimizer would have folded (CanonicalizeGraph.cpp).
   for (const char *row : {"mixtral-batched_mm-experts-dynamo",
+                          "qwen2_moe-batched_mm-experts-dynamo",
+                          "qwen3_moe-batched_mm-experts-dynamo",
+                          "olmoe-batched_mm-experts-dynamo",
+                          "granitemoe-batched_mm-experts-dynamo",
                           "gpt_oss-batched_mm-experts-dynamo"}) {
     SCOPED_TRACE(row);
     MLIRContext ctx;
@@ -777,9 +785,11 @@ TEST(OnnxImporterMoe, UnmatchedBatchedExpertIsNamed) {
   // weights, so this is an MoE block, but not a gated unit dtc knows.
   ::onnx::ModelProto model =
       readModel(kCompat + "/mixtral-batched_mm-experts-dynamo.onnx");
+  // The gate half: the first part of the gate-up projection's Split, or of
+  // its SplitToSequence (exported without the ONNX optimizer).
   const ::onnx::NodeProto *split = nullptr;
   for (const auto &n : model.graph().node())
-    if (!split && n.op_type() == "Split")
+    if (!split && (n.op_type() == "Split" || n.op_type() == "SequenceAt"))
       split = &n;
   ASSERT_TRUE(split);
   std::string gate = split->output(0);
@@ -796,6 +806,180 @@ TEST(OnnxImporterMoe, UnmatchedBatchedExpertIsNamed) {
                   "MoE block routed by node 'node_topk__1' (TopK)",
                   "the expert MLP is not a gated linear unit",
                   "no gate * sigmoid(alpha * gate)"});
+}
+
+TEST(OnnxImporterMoe, FusesBatchedExpertsWithoutRecordedShapes) {
+  // Without value_info the gate-up projection's width is not known before
+  // import, so its SplitToSequence becomes a Slice per half, which the
+  // matcher reads as the same split.
+  ::onnx::ModelProto model =
+      readModel(kCompat + "/mixtral-batched_mm-experts-dynamo.onnx");
+  model.mutable_graph()->clear_value_info();
+  std::string path = writeTemp(model);
+  MLIRContext ctx;
+  auto module = importOk(ctx, path, options(2, 8, /*raise=*/false));
+  ASSERT_TRUE(module);
+  EXPECT_EQ(histogram(*module)["dtc.moe_route"], 2);
+}
+
+/// The ONNX text `text` as a model.
+::onnx::ModelProto parseModel(const char *text) {
+  ::onnx::ModelProto model;
+  ::onnx::OnnxParser parser(text);
+  auto status = parser.Parse(model);
+  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
+  return model;
+}
+
+std::multiset<std::string> opTypes(const ::onnx::ModelProto &model) {
+  std::multiset<std::string> ops;
+  for (const auto &n : model.graph().node())
+    ops.insert(n.op_type());
+  return ops;
+}
+
+const ::onnx::NodeProto *producerOf(const ::onnx::ModelProto &model,
+                                    const std::string &name) {
+  for (const auto &n : model.graph().node())
+    if (llvm::is_contained(n.output(), name))
+      return &n;
+  return nullptr;
+}
+
+TEST(OnnxImporterMoe, CanonicalizesUnoptimizedExportSpellings) {
+  // What torch.onnx.export(dynamo=True, optimize=False) leaves in a graph,
+  // each spelled beside what must stay: identity Transpose, Max of one
+  // input, Expand onto its own Shape, Concat of one input (a graph output:
+  // its node stays), a Squeeze recorded twice, an Expand that broadcasting
+  // leaves unchanged, and chunk() as SplitToSequence + SequenceAt.
+  const char *text = R"(
+    <ir_version: 8, opset_import: ["" : 18]>
+    g (float[2, 3, 8] x) => (float[2, 3, 8] c, float[2, 3, 4] lo,
+                             float[2, 3, 4] hi, float[3, 2, 8] t,
+                             float[2, 3, 8] twice, float[2, 3, 1] wide)
+      <float[2, 3, 8] q1> {
+      id = Transpose<perm = [0, 1, 2]>(x)
+      m = Max(id)
+      s = Shape<start = 0>(m)
+      e = Expand(id, s)
+      c = Concat<axis = -1>(e)
+      ax = Constant<value = int64[1] {0}>()
+      u = Unsqueeze(c, ax)
+      q1 = Squeeze(u, ax)
+      q2 = Squeeze(u, ax)
+      four = Constant<value = int64 {4}>()
+      seq = SplitToSequence<axis = -1>(q1, four)
+      zero = Constant<value = int64 {0}>()
+      last = Constant<value = int64 {-1}>()
+      lo = SequenceAt(seq, zero)
+      hi = SequenceAt(seq, last)
+      t = Transpose<perm = [1, 0, 2]>(q2)
+      ones = Constant<value = int64[2] {1, 8}>()
+      b = Expand(q2, ones)
+      twice = Add(b, q1)
+      big = Constant<value = int64[3] {2, 3, 1}>()
+      one = Constant<value = float[1] {1}>()
+      wide = Expand(one, big)
+    }
+  )";
+  ::onnx::ModelProto before = parseModel(text);
+  ::onnx::ModelProto after = before;
+  EXPECT_GT(dx::detail::canonicalizeGraph(after), 0);
+  EXPECT_EQ(opTypes(after),
+            (std::multiset<std::string>{
+                "Add", "Concat", "Constant", "Constant", "Constant", "Constant",
+                "Expand", "Split", "Squeeze", "Transpose", "Unsqueeze"}));
+  // Readers read the value itself; the graph output 'c' keeps its node.
+  const ::onnx::NodeProto *concat = producerOf(after, "c");
+  ASSERT_TRUE(concat);
+  EXPECT_EQ(concat->input(0), "x");
+  EXPECT_EQ(producerOf(after, "u")->input(0), "x");
+  const ::onnx::NodeProto *add = producerOf(after, "twice");
+  EXPECT_EQ(add->input(0), "q1");
+  EXPECT_EQ(add->input(1), "q1");
+  EXPECT_EQ(producerOf(after, "t")->input(0), "q1");
+  // The chunks: one Split into [4, 4] whose parts keep their names.
+  const ::onnx::NodeProto *split = producerOf(after, "lo");
+  ASSERT_TRUE(split);
+  EXPECT_EQ(split->op_type(), "Split");
+  EXPECT_EQ(split, producerOf(after, "hi"));
+  ASSERT_EQ(split->output_size(), 2);
+  EXPECT_EQ(split->output(1), "hi");
+  const ::onnx::NodeProto *sizes = producerOf(after, split->input(1));
+  ASSERT_TRUE(sizes);
+  EXPECT_EQ(sizes->op_type(), "Constant");
+  const auto &sizesTensor = sizes->attribute(0).t();
+  EXPECT_EQ(std::vector<int64_t>(sizesTensor.int64_data().begin(),
+                                 sizesTensor.int64_data().end()),
+            (std::vector<int64_t>{4, 4}));
+  // A second run finds nothing left to rewrite.
+  ::onnx::ModelProto again = after;
+  EXPECT_EQ(dx::detail::canonicalizeGraph(again), 0);
+
+  // The same results, bit for bit (no TopK: the importer itself does not
+  // canonicalize these).
+  std::vector<RefTensor> inputs(1);
+  inputs[0].shape = {2, 3, 8};
+  for (int i = 0; i < 48; ++i)
+    inputs[0].data.push_back(std::sin(0.37 * i) * 3);
+  std::vector<std::vector<RefTensor>> results;
+  for (const ::onnx::ModelProto *model : {&before, &after}) {
+    MLIRContext ctx;
+    auto module = importOk(ctx, writeTemp(*model), {});
+    ASSERT_TRUE(module);
+    auto outputs = ::dtc::test::interpret(mainOf(*module), inputs, {});
+    ASSERT_TRUE(static_cast<bool>(outputs))
+        << llvm::toString(outputs.takeError());
+    results.push_back(std::move(*outputs));
+  }
+  ASSERT_EQ(results[0].size(), 6u);
+  for (size_t i = 0; i < results[0].size(); ++i) {
+    EXPECT_EQ(results[0][i].shape, results[1][i].shape) << "output " << i;
+    EXPECT_EQ(results[0][i].data, results[1][i].data) << "output " << i;
+  }
+}
+
+TEST(OnnxImporterMoe, CanonicalizationKeepsWhatItCannotProve) {
+  // Without the split dim's size the chunks are Slices; a sequence that
+  // another op reads, a position out of range, a real permutation and an
+  // Expand that broadcasts stay as written.
+  const char *text = R"(
+    <ir_version: 8, opset_import: ["" : 18]>
+    g (float[2, N] x, float[2, 6] y) => (float[2, 4] lo, float[2, 4] far,
+                                         float[2, 4] first, int64 n,
+                                         float[2, 6] yt, float[2, 2, 6] yb,
+                                         float[2, 6] mid) {
+      four = Constant<value = int64 {4}>()
+      seq = SplitToSequence<axis = 1>(x, four)
+      zero = Constant<value = int64 {0}>()
+      lo = SequenceAt(seq, zero)
+      three = Constant<value = int64 {3}>()
+      seq2 = SplitToSequence<axis = 1>(y, four)
+      far = SequenceAt(seq2, three)
+      seq3 = SplitToSequence<axis = -1>(y, four)
+      first = SequenceAt(seq3, zero)
+      n = SequenceLength(seq3)
+      yt = Transpose<perm = [0, 1]>(y)
+      shape = Constant<value = int64[3] {2, 1, 1}>()
+      yb = Expand(yt, shape)
+      mid = Identity(y)
+    }
+  )";
+  ::onnx::ModelProto model = parseModel(text);
+  EXPECT_GT(dx::detail::canonicalizeGraph(model), 0);
+  const ::onnx::NodeProto *slice = producerOf(model, "lo");
+  ASSERT_TRUE(slice);
+  EXPECT_EQ(slice->op_type(), "Slice");
+  EXPECT_EQ(slice->input(0), "x");
+  EXPECT_EQ(producerOf(model, "far")->op_type(), "SequenceAt");
+  EXPECT_EQ(producerOf(model, "seq2")->op_type(), "SplitToSequence");
+  EXPECT_EQ(producerOf(model, "first")->op_type(), "SequenceAt");
+  EXPECT_EQ(producerOf(model, "seq3")->op_type(), "SplitToSequence");
+  // 'yt' is a graph output: its node stays, its reader reads 'y'.
+  EXPECT_EQ(producerOf(model, "yt")->op_type(), "Transpose");
+  EXPECT_EQ(producerOf(model, "yb")->op_type(), "Expand");
+  EXPECT_EQ(producerOf(model, "yb")->input(0), "y");
+  EXPECT_EQ(producerOf(model, "mid")->op_type(), "Identity");
 }
 
 //===----------------------------------------------------------------------===//

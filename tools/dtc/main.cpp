@@ -51,6 +51,12 @@ void addCompile(CLI::App &app, dtc::CompileOptions &o, Action &action) {
   cmd->add_option("--dim", o.dims,
                   "Bind a named dynamic dim: NAME=SIZE (repeatable)");
   cmd->add_option("--seq-len", o.seqLen, "Binds a dynamic sequence dimension");
+  cmd->add_option("--trainable", o.trainable,
+                  "Train only the initializers whose names match this regex "
+                  "(default: the exporter's PARAMETERs, not its BUFFERs)");
+  cmd->add_option("--frozen", o.frozen,
+                  "Never train the initializers whose names match this "
+                  "regex (read from the model, kept in checkpoints)");
   cmd->add_option("--mode", o.mode, "train or infer")->capture_default_str();
   cmd->add_option("--dtype", o.dtype, "bf16, fp16 or fp32")
       ->capture_default_str();

@@ -1,0 +1,269 @@
+//===- TrainableSet.cpp - Which initializers a training step trains -------===//
+
+#include "frontends/onnx/TrainableSet.h"
+
+#include "runtime/support/Error.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Regex.h"
+
+#include <google/protobuf/unknown_field_set.h>
+
+using namespace dtc::onnx;
+
+namespace {
+
+constexpr llvm::StringLiteral kKindKey =
+    "pkg.torch.export.graph_signature.InputSpec.kind";
+constexpr llvm::StringLiteral kFoldedKey =
+    "pkg.onnxscript.optimizer.folded_from";
+constexpr llvm::StringLiteral kPersistentKey =
+    "pkg.torch.export.graph_signature.InputSpec.persistent";
+constexpr llvm::StringLiteral kSignatureKey =
+    "pkg.torch.export.ExportedProgram.graph_signature";
+constexpr llvm::StringLiteral kScopesKey = "pkg.torch.onnx.name_scopes";
+/// The metadata_props fields of ONNX IR 10, newer than this ONNX library.
+constexpr int kValueInfoMetadataField = 4, kNodeMetadataField = 9,
+              kGraphMetadataField = 16;
+
+/// The names in a Python list literal: "['a.weight', 'b']" -> a.weight, b.
+std::vector<std::string> parseNameList(llvm::StringRef text) {
+  std::vector<std::string> names;
+  while (true) {
+    size_t open = text.find_first_of("'\"");
+    if (open == llvm::StringRef::npos)
+      break;
+    char quote = text[open];
+    size_t close = text.find(quote, open + 1);
+    if (close == llvm::StringRef::npos)
+      break;
+    names.push_back(text.slice(open + 1, close).str());
+    text = text.drop_front(close + 1);
+  }
+  return names;
+}
+
+void addEntry(InitializerOrigin &origin, llvm::StringRef key,
+              llvm::StringRef value) {
+  if (key == kKindKey)
+    origin.kind = value.str();
+  else if (key == kFoldedKey)
+    origin.foldedFrom = parseNameList(value);
+  else if (key == kPersistentKey)
+    origin.nonPersistent = value == "False";
+}
+
+/// The metadata entries of `message` (its metadata_props, field `field`),
+/// read from the unknown fields: this ONNX library predates them.
+std::vector<std::pair<std::string, std::string>>
+metadataOf(const google::protobuf::Message &message, int fieldNumber) {
+  std::vector<std::pair<std::string, std::string>> entries;
+  const google::protobuf::UnknownFieldSet &unknown =
+      message.GetReflection()->GetUnknownFields(message);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField &field = unknown.field(i);
+    if (field.number() != fieldNumber ||
+        field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    ::onnx::StringStringEntryProto entry;
+    if (entry.ParseFromString(field.length_delimited()))
+      entries.emplace_back(entry.key(), entry.value());
+  }
+  return entries;
+}
+
+} // namespace
+
+llvm::StringMap<InitializerOrigin>
+dtc::onnx::readInitializerOrigins(const ::onnx::GraphProto &graph) {
+  // Every tagged value, initializer or not: FuseMoe replaces expert
+  // initializers by their stack, whose members keep their tags here.
+  llvm::StringMap<InitializerOrigin> origins;
+  auto read = [&](const ::onnx::ValueInfoProto &info) {
+    for (const auto &[key, value] : metadataOf(info, kValueInfoMetadataField))
+      addEntry(origins[info.name()], key, value);
+  };
+  for (const auto &info : graph.value_info())
+    read(info);
+  for (const auto &info : graph.input())
+    read(info);
+  return origins;
+}
+
+StateDictInfo dtc::onnx::readStateDict(const ::onnx::GraphProto &graph) {
+  StateDictInfo info;
+  std::string signature;
+  for (const auto &[key, value] : metadataOf(graph, kGraphMetadataField))
+    if (key == kSignatureKey)
+      signature = value;
+  // Lines "p_wte_weight: PARAMETER target='wte.weight'" and
+  // "b_mask: BUFFER target='mask' persistent=True", up to "# outputs".
+  llvm::SmallVector<llvm::StringRef> lines;
+  llvm::StringRef(signature).split(lines, '\n');
+  llvm::StringSet<> parameters;
+  for (llvm::StringRef line : lines) {
+    if (line.starts_with("# outputs"))
+      break;
+    bool parameter = line.contains(": PARAMETER ");
+    if (!parameter && !line.contains(": BUFFER "))
+      continue;
+    if (line.contains("persistent=False"))
+      continue;
+    size_t at = line.find("target='");
+    if (at == llvm::StringRef::npos)
+      continue;
+    llvm::StringRef target = line.drop_front(at + 8);
+    target = target.take_until([](char c) { return c == '\''; });
+    info.keys.push_back(target.str());
+    if (parameter) {
+      parameters.insert(target);
+      info.parameters.push_back(target.str());
+    }
+  }
+  if (info.keys.empty())
+    return info;
+  // Tied aliases: a node of module M reading initializer I as its own
+  // parameter "M.<leaf of I>" that has no initializer.
+  llvm::StringSet<> initializers;
+  for (const auto &init : graph.initializer())
+    initializers.insert(init.name());
+  for (const auto &node : graph.node()) {
+    std::vector<std::string> scopes;
+    for (const auto &[key, value] : metadataOf(node, kNodeMetadataField))
+      if (key == kScopesKey)
+        scopes = parseNameList(value);
+    if (scopes.size() < 2)
+      continue;
+    // The first scope is the root module (''), the last the op itself.
+    llvm::SmallVector<llvm::StringRef> path;
+    for (size_t i = 1; i + 1 < scopes.size(); ++i)
+      if (!scopes[i].empty())
+        path.push_back(scopes[i]);
+    for (const std::string &input : node.input()) {
+      if (!initializers.contains(input) || !parameters.contains(input))
+        continue;
+      llvm::StringRef leaf = llvm::StringRef(input).rsplit('.').second;
+      if (leaf.empty())
+        leaf = input;
+      std::string own =
+          path.empty() ? leaf.str() : llvm::join(path, ".") + "." + leaf.str();
+      if (own != input && parameters.contains(own) &&
+          !initializers.contains(own))
+        info.aliasOf[own] = input;
+    }
+  }
+  return info;
+}
+
+/// What the ONNX optimizer visibly did to the model's parameters, worst
+/// first: a parameter folded into an anonymous constant, a parameter of the
+/// signature with no tensor (merged into another or dropped), else any
+/// fold; nullopt when it left no mark.
+static std::optional<std::string>
+optimizerHazard(const llvm::StringMap<InitializerOrigin> &origins,
+                const StateDictInfo &stateDict,
+                const llvm::StringSet<> &initializers) {
+  auto kindOf = [&](llvm::StringRef name) -> llvm::StringRef {
+    auto it = origins.find(name);
+    return it == origins.end() ? llvm::StringRef() : it->second.kind;
+  };
+  std::string anyFold;
+  // In name order: the message does not depend on hash order.
+  std::vector<std::string> names;
+  for (const auto &entry : origins)
+    names.push_back(entry.getKey().str());
+  llvm::sort(names);
+  for (const std::string &name : names) {
+    const InitializerOrigin &origin = origins.find(name)->second;
+    if (origin.foldedFrom.empty())
+      continue;
+    std::string what =
+        llvm::formatv("it folded '{0}' into '{1}'",
+                      llvm::join(origin.foldedFrom, "', '"), name)
+            .str();
+    if (llvm::any_of(origin.foldedFrom, [&](const std::string &source) {
+          return kindOf(source) == "PARAMETER";
+        }))
+      return what;
+    if (anyFold.empty())
+      anyFold = what;
+  }
+  if (anyFold.empty())
+    return std::nullopt;
+  for (const std::string &parameter : stateDict.parameters)
+    if (!initializers.contains(parameter) &&
+        !stateDict.aliasOf.contains(parameter))
+      return llvm::formatv("the graph signature's parameter '{0}' has no "
+                           "tensor in the graph (merged into another, or "
+                           "dropped)",
+                           parameter)
+          .str();
+  return anyFold;
+}
+
+llvm::Expected<llvm::StringMap<TrainableDecision>>
+dtc::onnx::decideTrainable(llvm::ArrayRef<std::string> names,
+                           const llvm::StringMap<InitializerOrigin> &origins,
+                           const StateDictInfo &stateDict,
+                           const llvm::StringSet<> &initializers,
+                           const TrainableOverrides &overrides, bool training) {
+  auto compile =
+      [](const std::optional<std::string> &pattern,
+         llvm::StringRef flag) -> llvm::Expected<std::optional<llvm::Regex>> {
+    if (!pattern)
+      return std::nullopt;
+    llvm::Regex regex("^(" + *pattern + ")$");
+    std::string error;
+    if (!regex.isValid(error))
+      return badInput("{0} '{1}': not a regular expression: {2}", flag,
+                      *pattern, error);
+    return std::optional<llvm::Regex>(std::move(regex));
+  };
+  auto trainable = compile(overrides.trainable, "--trainable");
+  if (!trainable)
+    return trainable.takeError();
+  auto frozen = compile(overrides.frozen, "--frozen");
+  if (!frozen)
+    return frozen.takeError();
+
+  auto kindOf = [&](llvm::StringRef name) -> llvm::StringRef {
+    auto it = origins.find(name);
+    return it == origins.end() ? llvm::StringRef() : it->second.kind;
+  };
+  bool hasSignature = llvm::any_of(
+      origins, [](const auto &entry) { return !entry.second.kind.empty(); });
+  if (training && !*trainable)
+    if (std::optional<std::string> hazard =
+            optimizerHazard(origins, stateDict, initializers))
+      return badInput(
+          "the ONNX optimizer rewrote this export (torch.onnx.export's "
+          "default optimize=True): {0}; it folds weights into anonymous "
+          "constants and merges identical initializers into one tensor, so "
+          "training it would not train the PyTorch model's parameters; "
+          "re-export with torch.onnx.export(..., dynamo=True, "
+          "optimize=False), or pass --trainable REGEX to choose what dtc "
+          "trains",
+          *hazard);
+
+  llvm::StringMap<TrainableDecision> decisions;
+  for (const std::string &name : names) {
+    TrainableDecision &d = decisions[name];
+    if (*frozen && (*frozen)->match(name)) {
+      d = {false, "--frozen"};
+    } else if (*trainable) {
+      bool match = (*trainable)->match(name);
+      d = {match, match ? "--trainable" : "not matched by --trainable"};
+    } else if (!hasSignature) {
+      d = {true, "float initializer"};
+    } else if (llvm::StringRef kind = kindOf(name); kind == "PARAMETER") {
+      d = {true, "parameter"};
+    } else if (!kind.empty()) {
+      d = {false, kind.lower()};
+    } else {
+      d = {false, "exporter constant"};
+    }
+  }
+  return decisions;
+}

@@ -1,0 +1,90 @@
+//===- TrainableSet.h - Which initializers a training step trains -*- C++
+//-*-===//
+//
+// PyTorch trains its parameters, not its buffers or the constants an
+// exporter makes. torch.onnx.export (dynamo) records which is which in the
+// value_info metadata of each initializer
+// (`pkg.torch.export.graph_signature.InputSpec.kind` = PARAMETER or
+// BUFFER), and its ONNX optimizer records what it folded
+// (`pkg.onnxscript.optimizer.folded_from`). This reads that evidence and
+// decides, per float initializer, whether dtc trains it (docs/training.md,
+// "What is trained").
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_FRONTENDS_ONNX_TRAINABLESET_H
+#define DTC_FRONTENDS_ONNX_TRAINABLESET_H
+
+#include "frontends/onnx/OnnxImporter.h"
+
+#include "onnx/onnx_pb.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Error.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtc::onnx {
+
+/// What the exporter says about one initializer.
+struct InitializerOrigin {
+  /// The graph signature's kind: "PARAMETER", "BUFFER", "CONSTANT_TENSOR"
+  /// ...; empty when the exporter did not tag it.
+  std::string kind;
+  /// The initializers the ONNX optimizer folded into this one.
+  std::vector<std::string> foldedFrom;
+  /// A BUFFER registered with persistent=False: not in the state_dict.
+  bool nonPersistent = false;
+};
+
+/// The PyTorch state_dict the export came from, as far as the graph
+/// signature (graph metadata `pkg.torch.export.ExportedProgram.
+/// graph_signature`) tells it: every PARAMETER and persistent BUFFER target
+/// in order. A target without an initializer of its own is a tied alias the
+/// exporter folded into another (nanoGPT's `transformer.wte.weight` into
+/// `lm_head.weight`); `aliasOf` maps it to that initializer where a node's
+/// module scope (`pkg.torch.onnx.name_scopes`) shows which.
+struct StateDictInfo {
+  std::vector<std::string> keys;
+  /// The keys that are PARAMETERs, in order.
+  std::vector<std::string> parameters;
+  llvm::StringMap<std::string> aliasOf;
+};
+
+/// Empty when the export carries no graph signature.
+StateDictInfo readStateDict(const ::onnx::GraphProto &graph);
+
+/// The origins recorded in `graph`'s value_info metadata, by initializer
+/// name. The metadata_props of a ValueInfoProto (ONNX IR 10) are read from
+/// the protobuf's unknown fields when the ONNX library predates them.
+llvm::StringMap<InitializerOrigin>
+readInitializerOrigins(const ::onnx::GraphProto &graph);
+
+/// Why an initializer is or is not trained.
+struct TrainableDecision {
+  bool trained = true;
+  /// "parameter", "buffer", "exporter constant", "--frozen", ...
+  std::string reason;
+};
+
+/// Decides every float initializer in `names`. A model whose ONNX graph
+/// the exporter's optimizer rewrote (weights folded into anonymous
+/// constants, identical initializers merged or dropped; it marks what it
+/// folded) cannot be trained as PyTorch would: with `training`, that is a
+/// bad-input error naming what it did to a parameter, unless `--trainable`
+/// says what to train. `initializers` are every initializer's name, the
+/// state dict is readStateDict's. Bad regular expressions are bad-input
+/// errors too.
+llvm::Expected<llvm::StringMap<TrainableDecision>>
+decideTrainable(llvm::ArrayRef<std::string> names,
+                const llvm::StringMap<InitializerOrigin> &origins,
+                const StateDictInfo &stateDict,
+                const llvm::StringSet<> &initializers,
+                const TrainableOverrides &overrides, bool training);
+
+} // namespace dtc::onnx
+
+#endif // DTC_FRONTENDS_ONNX_TRAINABLESET_H

@@ -1,0 +1,469 @@
+#!/usr/bin/env python3
+"""PyTorch oracle for dtc's one-device training step (issue 55, "train as
+PyTorch would").
+
+PyTorch's own training step on the same model and the same batch is the
+judge: this script writes two tiny models, written in plain PyTorch, as
+ONNX (torch.onnx.export(dynamo=True, optimize=False), which records the
+graph signature: each initializer tagged PARAMETER or BUFFER), a token
+file, and what PyTorch computes for two AdamW steps on the batches
+`dtc run --data tokens.bin --seed 0` reads. test/cli/train-oracle.test
+trains the ONNX files with dtc and test/cli/Inputs/check_oracle.py
+compares dtc's loss, gradients and parameters with these references.
+
+Regenerate (from the repository root; needs torch, onnx, onnxscript and
+numpy; .venv-bench has them):
+
+    .venv-bench/bin/python scripts/export_training_oracle.py
+
+Outputs, in test/models/oracle/:
+
+  nanogpt.onnx            karpathy/nanoGPT's model.py layout: wte, wpe,
+                          LayerNorm with bias, fused c_attn, manual causal
+                          attention (masked_fill on the tril BUFFER
+                          `transformer.h.N.attn.bias`), GELU MLP, lm_head
+                          tied to wte
+  llama.onnx              LLaMA layout: RMSNorm, RoPE (persistent BUFFER
+                          `model.rotary_emb.inv_freq`), SwiGLU MLP, untied
+                          lm_head
+  nanogpt-optimized.onnx  nanogpt exported with optimize=True (the
+                          exporter's optimizer folds and renames; kept for a
+                          hazard test, no reference)
+  tokens.bin              TOKENS little-endian uint16 ids < VOCAB
+  <name>.reference.safetensors
+                          F32 tensors: param:<key> (initial state_dict
+                          values of parameters), buffer:<key>, grad:<key>
+                          (step-1 gradients, raw: before clipping),
+                          clipped_grad:<key> (what AdamW used at step 1),
+                          step1:<key>, step2:<key> (parameters after each
+                          step); <key> is the state_dict key
+  <name>.reference.json   losses, gradient norms, clip factors, the
+                          state_dict keys with shapes, parameters,
+                          buffers, tied keys, the batch and its rows,
+                          hyperparameters, versions
+
+Models: vocab 64, 2 layers, hidden 32, 4 heads, 16 positions; norm
+weights perturbed (1 + 0.1 randn) so they matter. Exported with dynamic
+batch and seq axes on the input (seq <= 16).
+
+The batch is dtc's (compiler/run/Run.cpp, `fillData`): sample g of step s
+(1-based, global batch B) is g = (s - 1) * B + row; its window starts at
+mix(mix(seed) ^ g) % (len(tokens) - seq) with mix = splitmix64; tokens are
+file[begin : begin + seq], labels file[begin + 1 : begin + seq + 1].
+
+PyTorch's step: loss = F.cross_entropy(logits.view(-1, V), labels.view(-1))
+(mean); backward; clip_grad_norm_(params, 1.0); AdamW(lr 1e-3, betas (0.9,
+0.95), eps 1e-8), weight decay 0.1 on parameters with dim >= 2 only (two
+param groups, as nanoGPT's configure_optimizers). All in fp32 on the CPU,
+deterministic (torch.manual_seed(0), torch.use_deterministic_algorithms).
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import struct
+import sys
+
+import numpy as np
+import onnx
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "lib"))
+import nanogpt  # noqa: E402  (karpathy/nanoGPT's model, shared)
+
+VOCAB = 64
+LAYERS = 2
+HIDDEN = 32
+HEADS = 4
+POSITIONS = 16       # nanoGPT block_size / RoPE's maximum position
+LLAMA_FFN = 64
+BATCH = 4
+SEQ = 8
+SEED = 0             # dtc run --seed
+TOKENS = 200
+TOKEN_SEED = 55      # the token file's generator
+
+HYPER = {
+    "lr": 1e-3, "lr_schedule": "constant", "warmup_steps": 0,
+    "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1,
+    "weight_decay_on": "parameters with dim >= 2",
+    "grad_clip": 1.0, "grad_clip_rule": "torch.nn.utils.clip_grad_norm_ "
+    "(max_norm 1.0, L2): grads *= min(1, 1 / (norm + 1e-6))",
+    "loss": "F.cross_entropy(logits.view(-1, V), labels.view(-1)), mean",
+}
+
+
+# --------------------------------------------------------------------------
+# nanoGPT (karpathy/nanoGPT model.py, dropout 0, manual attention).
+
+def NanoGPT():
+    """nanoGPT at the oracle's size, its manual attention path: the causal
+    mask is the persistent buffer transformer.h.N.attn.bias."""
+    return nanogpt.GPT(nanogpt.GPTConfig(
+        block_size=POSITIONS, vocab_size=VOCAB, n_layer=LAYERS, n_head=HEADS,
+        n_embd=HIDDEN, bias=True, flash=False))
+
+
+# --------------------------------------------------------------------------
+# LLaMA (RMSNorm, RoPE, SwiGLU, untied lm_head).
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(variance + self.eps))
+
+
+class RotaryEmbedding(nn.Module):
+    def __init__(self, dim, base=10000.0):
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=True)
+
+    def forward(self, t):
+        pos = torch.arange(0, t, dtype=torch.float32)
+        freqs = torch.outer(pos, self.inv_freq)         # [T, D/2]
+        emb = torch.cat((freqs, freqs), dim=-1)          # [T, D]
+        return emb.cos(), emb.sin()
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head_dim = HIDDEN // HEADS
+        self.q_proj = nn.Linear(HIDDEN, HIDDEN, bias=False)
+        self.k_proj = nn.Linear(HIDDEN, HIDDEN, bias=False)
+        self.v_proj = nn.Linear(HIDDEN, HIDDEN, bias=False)
+        self.o_proj = nn.Linear(HIDDEN, HIDDEN, bias=False)
+
+    def forward(self, x, cos, sin):
+        B, T, C = x.size()
+        shape = (B, T, HEADS, self.head_dim)
+        q = self.q_proj(x).view(shape).transpose(1, 2)
+        k = self.k_proj(x).view(shape).transpose(1, 2)
+        v = self.v_proj(x).view(shape).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.o_proj(y)
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gate_proj = nn.Linear(HIDDEN, LLAMA_FFN, bias=False)
+        self.up_proj = nn.Linear(HIDDEN, LLAMA_FFN, bias=False)
+        self.down_proj = nn.Linear(LLAMA_FFN, HIDDEN, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.input_layernorm = RMSNorm(HIDDEN)
+        self.self_attn = LlamaAttention()
+        self.post_attention_layernorm = RMSNorm(HIDDEN)
+        self.mlp = LlamaMLP()
+
+    def forward(self, x, cos, sin):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaBody(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(VOCAB, HIDDEN)
+        self.layers = nn.ModuleList([LlamaLayer() for _ in range(LAYERS)])
+        self.norm = RMSNorm(HIDDEN)
+        self.rotary_emb = RotaryEmbedding(HIDDEN // HEADS)
+
+
+class Llama(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = LlamaBody()
+        self.lm_head = nn.Linear(HIDDEN, VOCAB, bias=False)
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def forward(self, idx):
+        _, t = idx.size()
+        cos, sin = self.model.rotary_emb(t)
+        x = self.model.embed_tokens(idx)
+        for layer in self.model.layers:
+            x = layer(x, cos, sin)
+        return self.lm_head(self.model.norm(x))  # [B, T, V]
+
+
+MODELS = {"nanogpt": NanoGPT, "llama": Llama}
+
+
+def perturb_norms(model):
+    """Norm weights start at 1: perturb them (1 + 0.1 randn) so that the
+    affine parameters matter."""
+    g = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (nanogpt.LayerNorm, RMSNorm)):
+                module.weight.copy_(
+                    1 + 0.1 * torch.randn(module.weight.shape, generator=g))
+                if getattr(module, "bias", None) is not None:
+                    module.bias.copy_(
+                        0.1 * torch.randn(module.bias.shape, generator=g))
+
+
+def build(name):
+    torch.manual_seed(0)
+    model = MODELS[name]()
+    perturb_norms(model)
+    return model
+
+
+# --------------------------------------------------------------------------
+# dtc's data order (compiler/run/Run.cpp: mix, fillData).
+
+MASK = (1 << 64) - 1
+
+
+def mix(x):
+    """splitmix64, as Run.cpp's mix()."""
+    x = (x + 0x9E3779B97F4A7C15) & MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK
+    return x ^ (x >> 31)
+
+
+def window_start(seed, sample, windows):
+    return mix(mix(seed & MASK) ^ sample) % windows
+
+
+def batch_of_step(tokens, step, batch, seq, seed):
+    """The rows dtc feeds at optimizer step `step` (1-based): global sample
+    g = (step - 1) * batch + row (a pure function of the global index, so
+    every split of the batch reads the same rows)."""
+    windows = len(tokens) - seq
+    starts = [window_start(seed, (step - 1) * batch + row, windows)
+              for row in range(batch)]
+    x = np.stack([tokens[b:b + seq] for b in starts]).astype(np.int64)
+    y = np.stack([tokens[b + 1:b + seq + 1] for b in starts]).astype(np.int64)
+    return starts, torch.from_numpy(x), torch.from_numpy(y)
+
+
+def make_tokens(path):
+    g = torch.Generator().manual_seed(TOKEN_SEED)
+    ids = torch.randint(0, VOCAB, (TOKENS,), generator=g).numpy()
+    ids.astype("<u2").tofile(path)
+    return ids.astype(np.int64)
+
+
+# --------------------------------------------------------------------------
+# safetensors, written by hand (no safetensors package in .venv-bench).
+
+def write_safetensors(path, tensors, metadata=None):
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        a = np.ascontiguousarray(t.detach().cpu().numpy().astype("<f4"))
+        data = a.tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    if metadata:
+        header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for data in blobs:
+            f.write(data)
+
+
+# --------------------------------------------------------------------------
+# Export.
+
+def export(model, path, optimize):
+    model.eval()    # no dropout anyway; silences the exporter's warning
+    ids = torch.zeros(BATCH, SEQ, dtype=torch.int64)
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    seq = torch.export.Dim("seq", min=2, max=POSITIONS)
+    program = torch.onnx.export(
+        model, (ids,), dynamo=True, optimize=optimize,
+        input_names=["input_ids"], output_names=["logits"],
+        dynamic_shapes=({0: batch, 1: seq},))
+    proto = program.model_proto
+    # The per-node metadata is mostly this machine's Python stack traces;
+    # the module scope of each node (pkg.torch.onnx.name_scopes: which
+    # module's parameter a node reads, how dtc finds a tied weight's other
+    # name) and the initializers' value_info metadata (the graph signature:
+    # pkg.torch.export.graph_signature.InputSpec.kind PARAMETER / BUFFER)
+    # are kept.
+    for node in proto.graph.node:
+        kept = [(p.key, p.value) for p in node.metadata_props
+                if p.key == "pkg.torch.onnx.name_scopes"]
+        del node.metadata_props[:]
+        for key, value in kept:
+            entry = node.metadata_props.add()
+            entry.key, entry.value = key, value
+    onnx.save(proto, path, save_as_external_data=False)
+    return proto
+
+
+def signature(proto):
+    kinds = {}
+    for vi in proto.graph.value_info:
+        for prop in vi.metadata_props:
+            if prop.key == "pkg.torch.export.graph_signature.InputSpec.kind":
+                kinds[vi.name] = prop.value
+    return kinds
+
+
+# --------------------------------------------------------------------------
+# PyTorch's training step.
+
+def configure_optimizer(model):
+    params = list(model.parameters())          # tied weights appear once
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    beta1, beta2 = HYPER["betas"]
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": HYPER["weight_decay"]},
+         {"params": no_decay, "weight_decay": 0.0}],
+        lr=HYPER["lr"], betas=(beta1, beta2), eps=HYPER["eps"],
+        foreach=False, fused=False)
+
+
+def train_reference(name, model, tokens, outdir):
+    model.train()
+    sd_keys = list(model.state_dict().keys())
+    named = dict(model.named_parameters())     # deduplicated
+    pkey = {id(p): k for k, p in named.items()}
+    buffers = [k for k, _ in model.named_buffers()]
+    # Keys of the state_dict that alias another parameter (tied weights).
+    tied = []
+    for key, value in model.state_dict(keep_vars=True).items():
+        if isinstance(value, nn.Parameter) and pkey[id(value)] != key:
+            tied.append([key, pkey[id(value)]])
+    # state_dict key -> the (deduplicated) parameter it names.
+    param_of = {}
+    for key, value in model.state_dict(keep_vars=True).items():
+        if isinstance(value, nn.Parameter):
+            param_of[key] = pkey[id(value)]
+
+    opt = configure_optimizer(model)
+    tensors = {}
+    for key in named:
+        tensors["param:" + key] = named[key].detach().clone()
+    for key, value in model.named_buffers():
+        tensors["buffer:" + key] = value.detach().clone()
+
+    losses, norms, clips, rows = [], [], [], []
+    for step in (1, 2):
+        starts, x, y = batch_of_step(tokens, step, BATCH, SEQ, SEED)
+        rows.append({"step": step, "window_starts": starts,
+                     "tokens": x.tolist(), "labels": y.tolist()})
+        opt.zero_grad(set_to_none=True)
+        logits = model(x)
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+        loss.backward()
+        if step == 1:
+            for key, p in named.items():
+                tensors["grad:" + key] = p.grad.detach().clone()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(),
+                                              HYPER["grad_clip"])
+        clip = min(1.0, HYPER["grad_clip"] / (float(norm) + 1e-6))
+        if step == 1:
+            for key, p in named.items():
+                tensors["clipped_grad:" + key] = p.grad.detach().clone()
+        opt.step()
+        for key, p in named.items():
+            tensors[f"step{step}:" + key] = p.detach().clone()
+        losses.append(loss.item())
+        norms.append(float(norm))
+        clips.append(clip)
+
+    prefix = os.path.join(outdir, name + ".reference")
+    write_safetensors(prefix + ".safetensors", tensors,
+                      {"format": "pt", "model": name})
+    state = model.state_dict()
+    info = {
+        "model": name,
+        "losses": losses,
+        "grad_norms": norms,
+        "clip_factors": clips,
+        "state_dict_keys": [{"key": k, "shape": list(state[k].shape),
+                             "kind": "buffer" if k in buffers else
+                             "parameter"} for k in sd_keys],
+        "parameters": list(named),
+        "buffers": buffers,
+        "tied": tied,
+        "parameter_of_key": param_of,
+        "batch": BATCH, "seq": SEQ, "seed": SEED,
+        "vocab": VOCAB,
+        "tokens_file": "tokens.bin",
+        "rows": rows,
+        "hyperparameters": HYPER,
+        "versions": versions(),
+    }
+    with open(prefix + ".json", "w") as f:
+        json.dump(info, f, indent=1)
+        f.write("\n")
+    return info
+
+
+def versions():
+    import onnxscript
+    return {"torch": torch.__version__, "onnx": onnx.__version__,
+            "onnxscript": onnxscript.__version__, "numpy": np.__version__,
+            "python": platform.python_version()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "test", "models",
+        "oracle"))
+    args = ap.parse_args()
+    out = os.path.normpath(args.out)
+    os.makedirs(out, exist_ok=True)
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+
+    tokens = make_tokens(os.path.join(out, "tokens.bin"))
+    for name in MODELS:
+        # The export traces the model; the reference trains a fresh copy
+        # with the same weights, so the exported file holds the initial
+        # values.
+        path = os.path.join(out, name + ".onnx")
+        proto = export(build(name), path, optimize=False)
+        kinds = signature(proto)
+        info = train_reference(name, build(name), tokens, out)
+        print(f"{name}: {os.path.getsize(path)} bytes; signature "
+              f"{sum(v == 'PARAMETER' for v in kinds.values())} PARAMETER, "
+              f"{sum(v == 'BUFFER' for v in kinds.values())} BUFFER; "
+              f"losses {info['losses']}; grad norms {info['grad_norms']}")
+    path = os.path.join(out, "nanogpt-optimized.onnx")
+    export(build("nanogpt"), path, optimize=True)
+    print(f"nanogpt-optimized: {os.path.getsize(path)} bytes")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

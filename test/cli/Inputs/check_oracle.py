@@ -1,0 +1,368 @@
+#!/usr/bin/env python3
+"""Compares a dtc training run with PyTorch's own training step (issue 55).
+
+    check_oracle.py REFERENCE_PREFIX CKPT LOG_JSON [--steps N]
+                    [--consolidated FILE]
+
+REFERENCE_PREFIX names `<prefix>.json` and `<prefix>.safetensors`, written
+by scripts/export_training_oracle.py (PyTorch's losses, raw step-1
+gradients, parameters after steps 1 and 2, buffers, state_dict keys). CKPT
+is dtc's checkpoint root (`--ckpt-dir` of a run with `--save-every 1`,
+holding step-00000001 ... ) or one step directory (then only that step's
+tensors are checked). LOG_JSON is `dtc run --log-json`'s output. --steps N
+(1 or 2, default 2): the steps to check. --consolidated FILE: `dtc ckpt
+consolidate` of step N.
+
+Checks (one line each, "ok ..." or "FAIL ..."; exit 1 on any failure):
+
+  trained set   every tensor dtc trains (has exp_avg: moments) is a
+                PyTorch parameter, under a state_dict key ("dtc trained
+                buffer X" otherwise), and every PyTorch parameter is
+                trained, once (a tied pair is one parameter)
+  loss          each step's loss: relative error <= 1e-5
+  grad_norm     each step's global gradient norm (before clipping):
+                relative error <= 1e-4
+  grads         step 1: dtc's exp_avg after step 1 is (1 - beta1) times
+                the clipped averaged gradient (the clip factor min(1,
+                clip / (norm + 1e-6)) is folded into AdamW's gradient,
+                docs/training.md), so the raw gradient is exp_avg /
+                (1 - beta1) / clip(dtc's logged grad_norm); per parameter
+                ||g_dtc - g_torch|| / ||g_torch|| <= 1e-4
+  params        after each step, per parameter
+                ||p_dtc - p_torch|| / ||p_torch - p_torch_before|| <= 1e-2
+                (relative to the step's own update, as dtc verify)
+  consolidated  its keys are PyTorch's state_dict keys (what
+                load_state_dict(strict=True) needs: tied aliases and
+                persistent buffers included), shapes equal, parameters
+                within the update tolerance, buffers exact
+
+Needs numpy and safetensors (the project venv); no torch.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+import numpy as np
+from safetensors import safe_open
+
+LOSS_TOL = 1e-5
+NORM_TOL = 1e-4
+GRAD_TOL = 1e-4
+PARAM_TOL = 1e-2
+
+
+class Report:
+    def __init__(self):
+        self.checks = 0
+        self.failed = 0
+
+    def ok(self, text):
+        self.checks += 1
+        print("ok " + text)
+
+    def fail(self, text):
+        self.checks += 1
+        self.failed += 1
+        print("FAIL " + text)
+
+    def check(self, good, text):
+        (self.ok if good else self.fail)(text)
+
+
+def load_safetensors(path):
+    out = {}
+    with safe_open(path, "np") as f:
+        for key in f.keys():
+            out[key] = f.get_tensor(key)
+    return out
+
+
+def dim_indices(size, part):
+    """The global indices along one dim of size `size` that a chunk with
+    {"parts", "index", "block"} holds (runtime/core/Shard.h)."""
+    parts, index = part["parts"], part["index"]
+    block = part.get("block", 0) or size
+    piece = block // parts
+    runs = size // block
+    return np.concatenate([np.arange(r * block + index * piece,
+                                     r * block + (index + 1) * piece)
+                           for r in range(runs)])
+
+
+class Checkpoint:
+    """One committed step directory of dtc's checkpoint, read whole."""
+
+    def __init__(self, step_dir):
+        self.dir = step_dir
+        with open(os.path.join(step_dir, "index.json")) as f:
+            self.index = json.load(f)
+        self.tensors = self.index["tensors"]
+        self._files = {}
+
+    def _raw(self, file, name):
+        if file not in self._files:
+            self._files[file] = safe_open(os.path.join(self.dir, file), "np")
+        return self._files[file].get_tensor(name)
+
+    def read(self, key):
+        """The whole tensor `key`, assembled from its chunks (dims cut, then
+        ZeRO's flat split of the cut shard)."""
+        info = self.tensors[key]
+        shape = tuple(info["shape"])
+        whole = np.full(shape, np.nan, dtype=np.float64)
+        groups = {}
+        for chunk in info["chunks"]:
+            dims = chunk.get("dims") or [{"parts": 1, "index": 0,
+                                          "block": 0}] * len(shape)
+            groups.setdefault(json.dumps(dims, sort_keys=True),
+                              (dims, []))[1].append(chunk)
+        for dims, chunks in groups.values():
+            idx = [dim_indices(s, d) for s, d in zip(shape, dims)]
+            local = tuple(len(i) for i in idx)
+            flat = np.full(int(np.prod(local, dtype=np.int64)), np.nan)
+            for chunk in chunks:
+                data = self._raw(chunk["file"], chunk["name"]).reshape(-1)
+                fl = chunk.get("flat", {"parts": 1, "index": 0})
+                n = flat.size // fl["parts"]
+                flat[fl["index"] * n:(fl["index"] + 1) * n] = data
+            part = flat.reshape(local)
+            if shape:
+                whole[np.ix_(*idx)] = part
+            else:
+                whole = part
+        return whole
+
+
+def rel(a, b, denom):
+    d = float(np.linalg.norm((np.asarray(a, np.float64)
+                              - np.asarray(b, np.float64)).ravel()))
+    return d / max(denom, 1e-30) if denom > 0 else (0.0 if d == 0 else
+                                                      math.inf)
+
+
+def norm(a):
+    return float(np.linalg.norm(np.asarray(a, np.float64).ravel()))
+
+
+def read_log(path):
+    steps = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if "step" in obj and "loss" in obj:
+                steps[int(obj["step"])] = obj
+    return steps
+
+
+def step_dirs(ckpt, steps):
+    """{step: directory} to check."""
+    own = os.path.join(ckpt, "index.json")
+    if os.path.exists(own):
+        with open(own) as f:
+            return {int(json.load(f)["step"]): ckpt}
+    found = {}
+    for s in range(1, steps + 1):
+        d = os.path.join(ckpt, "step-%08d" % s)
+        if os.path.isdir(d):
+            found[s] = d
+    return found
+
+
+def worst_line(kind, results, tol):
+    name, value = max(results, key=lambda r: r[1])
+    return (f"{kind}: {len(results)} parameters, worst {value:.2e} in "
+            f"'{name}' (tolerance {tol:.0e})")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("reference")
+    ap.add_argument("ckpt")
+    ap.add_argument("log")
+    ap.add_argument("--steps", type=int, default=2, choices=(1, 2))
+    ap.add_argument("--consolidated")
+    args = ap.parse_args()
+
+    with open(args.reference + ".json") as f:
+        ref = json.load(f)
+    tensors = load_safetensors(args.reference + ".safetensors")
+    beta1 = ref["hyperparameters"]["betas"][0]
+    clip_at = ref["hyperparameters"]["grad_clip"]
+    parameters = ref["parameters"]              # deduplicated torch names
+    buffers = set(ref["buffers"])
+    param_of = ref["parameter_of_key"]          # state_dict key -> parameter
+    state_keys = {e["key"]: tuple(e["shape"]) for e in ref["state_dict_keys"]}
+    report = Report()
+
+    def torch_param(step, p):
+        return tensors[("param:" if step == 0 else f"step{step}:") + p]
+
+    # Losses and gradient norms from the log.
+    log = read_log(args.log)
+    for s in range(1, args.steps + 1):
+        want = ref["losses"][s - 1]
+        if s not in log:
+            report.fail(f"loss step {s}: no {{\"step\": {s}, \"loss\": ...}} "
+                        f"line in {args.log}")
+            continue
+        got = float(log[s]["loss"])
+        e = abs(got - want) / abs(want)
+        report.check(e <= LOSS_TOL,
+                     f"loss step {s}: dtc {got:.8f} torch {want:.8f} "
+                     f"(relative error {e:.2e}, tolerance {LOSS_TOL:.0e})")
+        if "grad_norm" in log[s]:
+            got = float(log[s]["grad_norm"])
+            want = ref["grad_norms"][s - 1]
+            e = abs(got - want) / abs(want)
+            report.check(e <= NORM_TOL,
+                         f"grad_norm step {s}: dtc {got:.8f} torch "
+                         f"{want:.8f} (relative error {e:.2e}, tolerance "
+                         f"{NORM_TOL:.0e})")
+
+    dirs = step_dirs(args.ckpt, args.steps)
+    if not dirs:
+        report.fail(f"no checkpoint step directory in {args.ckpt}")
+    for step in sorted(dirs):
+        if step > args.steps:
+            report.fail(f"{dirs[step]} is step {step}, past --steps "
+                        f"{args.steps}")
+            continue
+        ck = Checkpoint(dirs[step])
+        keys = ck.tensors
+        trained = sorted(k for k in keys
+                         if keys[k].get("role") == "parameter"
+                         and "exp_avg:" + k in keys)
+        # The trained set: PyTorch parameters, each once.
+        problems, dtc_name = [], {}
+        for k in trained:
+            if k in buffers:
+                problems.append(f"dtc trained buffer {k}")
+            elif k not in param_of:
+                problems.append(f"dtc trained {k}, which is not a key of "
+                                f"PyTorch's state_dict")
+            elif param_of[k] in dtc_name:
+                problems.append(f"dtc trains tied {dtc_name[param_of[k]]} "
+                                f"and {k} as two tensors")
+            else:
+                dtc_name[param_of[k]] = k
+        for p in parameters:
+            if p not in dtc_name:
+                aliases = sorted(k for k, v in param_of.items() if v == p)
+                problems.append(f"PyTorch parameter {' = '.join(aliases)} "
+                                f"is not trained by dtc")
+        for k in sorted(keys):
+            if keys[k].get("role") == "parameter" and k in buffers \
+                    and k not in trained:
+                got = ck.read(k)
+                if not np.array_equal(got, tensors["buffer:" + k]):
+                    problems.append(f"buffer {k} changed (max abs "
+                                    f"{np.max(np.abs(got - tensors['buffer:' + k])):.2e})")
+        for text in problems:
+            report.fail(f"trained set step {step}: {text}")
+        if not problems:
+            report.ok(f"trained set step {step}: {len(trained)} tensors, "
+                      f"exactly PyTorch's {len(parameters)} parameters"
+                      + (f" (tied: {', '.join('='.join(t) for t in ref['tied'])})"
+                         if ref["tied"] else ""))
+
+        # Gradients (step 1): exp_avg = (1 - beta1) * clip * g.
+        if step == 1:
+            clip = None
+            if 1 in log and "grad_norm" in log[1]:
+                n = float(log[1]["grad_norm"])
+                clip = min(1.0, clip_at / (n + 1e-6)) if clip_at > 0 else 1.0
+            results = []
+            for p, k in sorted(dtc_name.items()):
+                m = ck.read("exp_avg:" + k)
+                if clip is not None:
+                    got, want = m / (1 - beta1) / clip, tensors["grad:" + p]
+                else:   # no logged norm: compare the clipped gradients
+                    got, want = m / (1 - beta1), tensors["clipped_grad:" + p]
+                if got.shape != want.shape:
+                    report.fail(f"grads step 1: '{k}' shape {got.shape}, "
+                                f"PyTorch {want.shape}")
+                    continue
+                e = rel(got, want, norm(want))
+                results.append((k, e))
+                if not e <= GRAD_TOL:
+                    report.fail(f"grads step 1: '{k}' relative error "
+                                f"{e:.2e} (||g_dtc|| {norm(got):.6g}, "
+                                f"||g_torch|| {norm(want):.6g}; tolerance "
+                                f"{GRAD_TOL:.0e})")
+            if results and all(e <= GRAD_TOL for _, e in results):
+                report.ok(worst_line("grads step 1", results, GRAD_TOL))
+
+        # Parameters after the step, relative to the step's update.
+        results = []
+        for p, k in sorted(dtc_name.items()):
+            got = ck.read(k)
+            want, before = torch_param(step, p), torch_param(step - 1, p)
+            if got.shape != want.shape:
+                report.fail(f"params step {step}: '{k}' shape {got.shape}, "
+                            f"PyTorch {want.shape}")
+                continue
+            e = rel(got, want, norm(want - before))
+            results.append((k, e))
+            if not e <= PARAM_TOL:
+                report.fail(f"params step {step}: '{k}' error {e:.2e} of "
+                            f"the update (||p_dtc - p_torch|| "
+                            f"{norm(got - want):.3e}, update "
+                            f"{norm(want - before):.3e}; tolerance "
+                            f"{PARAM_TOL:.0e})")
+        if results and all(e <= PARAM_TOL for _, e in results):
+            report.ok(worst_line(f"params step {step}", results, PARAM_TOL))
+
+    if args.consolidated:
+        step = args.steps
+        got = load_safetensors(args.consolidated)
+        missing = sorted(set(state_keys) - set(got))
+        extra = sorted(set(got) - set(state_keys))
+        if missing or extra:
+            report.fail(
+                "consolidated keys: load_state_dict(strict=True) would "
+                "fail: " + "; ".join(
+                    x for x in [
+                        f"missing {len(missing)}: {', '.join(missing)}"
+                        if missing else "",
+                        f"unexpected {len(extra)}: {', '.join(extra)}"
+                        if extra else ""] if x))
+        else:
+            report.ok(f"consolidated keys: the {len(state_keys)} keys of "
+                      f"PyTorch's state_dict")
+        bad = []
+        results = []
+        for k in sorted(set(state_keys) & set(got)):
+            if tuple(got[k].shape) != state_keys[k]:
+                bad.append(f"'{k}' shape {list(got[k].shape)}, PyTorch "
+                           f"{list(state_keys[k])}")
+                continue
+            if k in buffers:
+                if not np.array_equal(got[k], tensors["buffer:" + k]):
+                    bad.append(f"buffer '{k}' differs from PyTorch's")
+                continue
+            p = param_of[k]
+            want, before = torch_param(step, p), torch_param(step - 1, p)
+            e = rel(got[k], want, norm(want - before))
+            results.append((k, e))
+            if not e <= PARAM_TOL:
+                bad.append(f"'{k}' error {e:.2e} of the step-{step} update")
+        for text in bad:
+            report.fail(f"consolidated values: {text}")
+        if not bad and results:
+            report.ok("consolidated values: " + worst_line(
+                f"step {step}", results, PARAM_TOL) + "; buffers exact")
+
+    print(f"oracle: {report.checks} checks, {report.failed} failed")
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+//===- TrainableSetTest.cpp - which initializers train -------------------===//
+//
+// The rules of frontends/onnx/TrainableSet.h on hand-written evidence, as
+// torch.onnx.export writes it (value_info metadata_props, ONNX IR 10: read
+// from the unknown fields of this ONNX library's protobuf). The expected
+// decisions are PyTorch's: parameters train, buffers and exporter
+// constants do not.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontends/onnx/TrainableSet.h"
+
+#include "llvm/Support/Error.h"
+
+#include <gtest/gtest.h>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+using namespace dtc::onnx;
+
+namespace {
+
+/// Appends a metadata_props entry (field `field`) to `message`'s unknown
+/// fields, as a newer ONNX writes it.
+void addMetadata(google::protobuf::Message &message, int field,
+                 const std::string &key, const std::string &value) {
+  ::onnx::StringStringEntryProto entry;
+  entry.set_key(key);
+  entry.set_value(value);
+  message.GetReflection()->MutableUnknownFields(&message)->AddLengthDelimited(
+      field, entry.SerializeAsString());
+}
+
+const char *kKind = "pkg.torch.export.graph_signature.InputSpec.kind";
+
+::onnx::GraphProto
+graphWith(std::vector<std::pair<std::string, std::string>> tagged,
+          std::vector<std::pair<std::string, std::string>> folded = {}) {
+  ::onnx::GraphProto graph;
+  for (const auto &[name, kind] : tagged) {
+    graph.add_initializer()->set_name(name);
+    auto *info = graph.add_value_info();
+    info->set_name(name);
+    addMetadata(*info, 4, kKind, kind);
+  }
+  for (const auto &[name, from] : folded) {
+    graph.add_initializer()->set_name(name);
+    auto *info = graph.add_value_info();
+    info->set_name(name);
+    addMetadata(*info, 4, "pkg.onnxscript.optimizer.folded_from", from);
+  }
+  return graph;
+}
+
+llvm::StringSet<> initializersOf(const ::onnx::GraphProto &graph) {
+  llvm::StringSet<> names;
+  for (const auto &init : graph.initializer())
+    names.insert(init.name());
+  return names;
+}
+
+} // namespace
+
+TEST(TrainableSet, ParametersTrainBuffersDoNot) {
+  auto graph =
+      graphWith({{"fc.weight", "PARAMETER"}, {"rope.inv_freq", "BUFFER"}}, {});
+  graph.add_initializer()->set_name("val_3"); // an exporter constant
+  auto origins = readInitializerOrigins(graph);
+  EXPECT_EQ(origins.lookup("fc.weight").kind, "PARAMETER");
+  EXPECT_EQ(origins.lookup("rope.inv_freq").kind, "BUFFER");
+  auto decisions =
+      decideTrainable({"fc.weight", "rope.inv_freq", "val_3"}, origins,
+                      StateDictInfo(), initializersOf(graph), {}, true);
+  ASSERT_TRUE(static_cast<bool>(decisions))
+      << llvm::toString(decisions.takeError());
+  EXPECT_TRUE(decisions->lookup("fc.weight").trained);
+  EXPECT_FALSE(decisions->lookup("rope.inv_freq").trained);
+  EXPECT_EQ(decisions->lookup("rope.inv_freq").reason, "buffer");
+  EXPECT_FALSE(decisions->lookup("val_3").trained);
+}
+
+TEST(TrainableSet, WithoutSignatureEveryFloatInitializerTrains) {
+  ::onnx::GraphProto graph;
+  graph.add_initializer()->set_name("w");
+  auto decisions =
+      decideTrainable({"w"}, readInitializerOrigins(graph), StateDictInfo(),
+                      initializersOf(graph), {}, true);
+  ASSERT_TRUE(static_cast<bool>(decisions));
+  EXPECT_TRUE(decisions->lookup("w").trained);
+}
+
+TEST(TrainableSet, OptimizedExportIsRefusedForTrainingOnly) {
+  auto graph =
+      graphWith({{"ln.weight", "PARAMETER"}}, {{"val_2", "['fc.weight']"}});
+  addMetadata(*graph.mutable_value_info(0), 4, kKind, "PARAMETER");
+  auto origins = readInitializerOrigins(graph);
+  origins["fc.weight"].kind = "PARAMETER"; // its tag, folded away
+  EXPECT_EQ(origins.lookup("val_2").foldedFrom,
+            std::vector<std::string>{"fc.weight"});
+  auto refused = decideTrainable({"ln.weight", "val_2"}, origins,
+                                 StateDictInfo(), initializersOf(graph), {},
+                                 /*training=*/true);
+  ASSERT_FALSE(static_cast<bool>(refused));
+  std::string message = llvm::toString(refused.takeError());
+  EXPECT_NE(message.find("it folded 'fc.weight' into 'val_2'"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("optimize=False"), std::string::npos) << message;
+  // Inference does not train: the same graph is accepted.
+  auto serving = decideTrainable({"ln.weight", "val_2"}, origins,
+                                 StateDictInfo(), initializersOf(graph), {},
+                                 /*training=*/false);
+  EXPECT_TRUE(static_cast<bool>(serving));
+  // --trainable names what trains: the user's choice, not a guess.
+  TrainableOverrides overrides;
+  overrides.trainable = "ln\\..*";
+  auto chosen =
+      decideTrainable({"ln.weight", "val_2"}, origins, StateDictInfo(),
+                      initializersOf(graph), overrides, true);
+  ASSERT_TRUE(static_cast<bool>(chosen));
+  EXPECT_TRUE(chosen->lookup("ln.weight").trained);
+  EXPECT_FALSE(chosen->lookup("val_2").trained);
+}
+
+TEST(TrainableSet, FrozenWinsAndPatternsMatchWholeNames) {
+  auto graph = graphWith({{"h.0.w", "PARAMETER"}, {"h.10.w", "PARAMETER"}});
+  TrainableOverrides overrides;
+  overrides.frozen = "h\\.1.*"; // matches h.10.w whole, not h.0.w
+  auto decisions =
+      decideTrainable({"h.0.w", "h.10.w"}, readInitializerOrigins(graph),
+                      StateDictInfo(), initializersOf(graph), overrides, true);
+  ASSERT_TRUE(static_cast<bool>(decisions));
+  EXPECT_TRUE(decisions->lookup("h.0.w").trained);
+  EXPECT_FALSE(decisions->lookup("h.10.w").trained);
+  overrides.frozen = "w"; // a part of a name is not the name
+  decisions =
+      decideTrainable({"h.0.w"}, readInitializerOrigins(graph), StateDictInfo(),
+                      initializersOf(graph), overrides, true);
+  ASSERT_TRUE(static_cast<bool>(decisions));
+  EXPECT_TRUE(decisions->lookup("h.0.w").trained);
+}
+
+TEST(TrainableSet, StateDictAndTiedAliasFromTheSignature) {
+  ::onnx::GraphProto graph;
+  graph.add_initializer()->set_name("lm_head.weight");
+  graph.add_initializer()->set_name("mask");
+  addMetadata(graph, 16, "pkg.torch.export.ExportedProgram.graph_signature",
+              "\n# inputs\n"
+              "p_wte_weight: PARAMETER target='wte.weight'\n"
+              "p_lm_head_weight: PARAMETER target='lm_head.weight'\n"
+              "b_mask: BUFFER target='mask' persistent=True\n"
+              "b_cache: BUFFER target='cache' persistent=False\n"
+              "idx: USER_INPUT\n\n# outputs\nlinear: USER_OUTPUT\n");
+  // The embedding lookup of module `wte` reads lm_head.weight: the tie.
+  auto *gather = graph.add_node();
+  gather->set_op_type("Gather");
+  gather->add_input("lm_head.weight");
+  gather->add_input("idx");
+  addMetadata(*gather, 9, "pkg.torch.onnx.name_scopes",
+              "['', 'wte', 'embedding']");
+  StateDictInfo info = readStateDict(graph);
+  EXPECT_EQ(info.keys,
+            (std::vector<std::string>{"wte.weight", "lm_head.weight", "mask"}));
+  EXPECT_EQ(info.parameters,
+            (std::vector<std::string>{"wte.weight", "lm_head.weight"}));
+  EXPECT_EQ(info.aliasOf.lookup("wte.weight"), "lm_head.weight");
+  EXPECT_EQ(info.aliasOf.size(), 1u);
+}
