@@ -1423,8 +1423,49 @@ llvm::Error checkRunFlags(const program::Program &p, const RunOptions &o) {
 
 /// Checks what can be checked before ranks start, so that bad input is
 /// reported once, by the launcher.
+/// Bytes the ranks of `p` hold at once on one host: each rank program's
+/// variables and its largest function's arena, times the ranks running it
+/// (double: the sizes come from the file and may be absurd).
+double hostBytesOfRanks(const program::Program &p) {
+  double total = 0;
+  for (const program::RankProgram &rank : p.ranks()) {
+    double bytes = 0, arena = 0;
+    for (const program::Variable &v : rank.variables()) {
+      double elements = 1;
+      for (int64_t d : v.type().shape())
+        elements *= static_cast<double>(std::max<int64_t>(d, 0));
+      bytes += elements * static_cast<double>(rt::dtypeSize(v.type().dtype()));
+    }
+    for (const program::Function &f : rank.functions())
+      arena = std::max(arena, static_cast<double>(f.arena_bytes()));
+    total += (bytes + arena) * std::max(1, rank.ranks_size());
+  }
+  return total;
+}
+
+/// Every rank of a local CPU run is a process on this machine: a plan sized
+/// for GPUs (a micro-batch of thousands) would be killed for memory part
+/// way; it is refused first, saying what to change.
+llvm::Error checkHostMemory(const program::Program &p, const RunOptions &o) {
+  if (o.backend == "cuda")
+    return llvm::Error::success();
+  double need = hostBytesOfRanks(p);
+  double have = static_cast<double>(rt::hostMemoryBytes());
+  if (need <= have)
+    return llvm::Error::success();
+  return badInput("{0}: its {1} rank{2} need about {3:f1} GB of memory on "
+                  "this machine (variables and the largest step's buffers), "
+                  "more than its {4:f1} GB; compile it for this machine with "
+                  "a smaller --micro-batch (or --global-batch), or run the "
+                  "ranks across machines",
+                  o.bundle, p.world_size(), p.world_size() == 1 ? "" : "s",
+                  need / 1e9, have / 1e9);
+}
+
 llvm::Error preflight(const program::Program &p, const RunOptions &o) {
   if (llvm::Error e = checkRunFlags(p, o))
+    return e;
+  if (llvm::Error e = checkHostMemory(p, o))
     return e;
   if (p.mode() != "train")
     return llvm::Error::success();
@@ -1591,6 +1632,8 @@ llvm::Error runBundle(const RunOptions &o, llvm::raw_ostream &out) {
   }
   // The flags first: the program's buffers can be large.
   if (llvm::Error e = checkRunFlags(*p, o))
+    return e;
+  if (llvm::Error e = checkHostMemory(*p, o))
     return e;
   auto context = rankContext(*p, 0);
   if (!context)
