@@ -103,6 +103,7 @@ from onnx import numpy_helper
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "lib"))
 import nanogpt  # noqa: E402  (karpathy/nanoGPT's model, shared)
+import onnx_export  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "test", "models", "compat")
@@ -369,9 +370,7 @@ def export_dynamo(model, ids, path, optimize=False):
         input_names=["input_ids"], output_names=["logits"],
         dynamic_shapes=({0: batch, 1: seq},), optimize=optimize)
     proto = program.model_proto
-    for node in proto.graph.node:   # stack traces of this machine
-        del node.metadata_props[:]
-    # The value_info metadata (the initializers' InputSpec tags) stays.
+    onnx_export.strip_node_metadata(proto)
     onnx.save(proto, path, save_as_external_data=False)
 
 

@@ -74,6 +74,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "lib"))
 import nanogpt  # noqa: E402  (karpathy/nanoGPT's model, shared)
+import onnx_export  # noqa: E402
 
 VOCAB = 64
 LAYERS = 2
@@ -310,19 +311,7 @@ def export(model, path, optimize):
         input_names=["input_ids"], output_names=["logits"],
         dynamic_shapes=({0: batch, 1: seq},))
     proto = program.model_proto
-    # The per-node metadata is mostly this machine's Python stack traces;
-    # the module scope of each node (pkg.torch.onnx.name_scopes: which
-    # module's parameter a node reads, how dtc finds a tied weight's other
-    # name) and the initializers' value_info metadata (the graph signature:
-    # pkg.torch.export.graph_signature.InputSpec.kind PARAMETER / BUFFER)
-    # are kept.
-    for node in proto.graph.node:
-        kept = [(p.key, p.value) for p in node.metadata_props
-                if p.key == "pkg.torch.onnx.name_scopes"]
-        del node.metadata_props[:]
-        for key, value in kept:
-            entry = node.metadata_props.add()
-            entry.key, entry.value = key, value
+    onnx_export.strip_node_metadata(proto)
     onnx.save(proto, path, save_as_external_data=False)
     return proto
 
