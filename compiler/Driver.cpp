@@ -534,6 +534,16 @@ static std::string unsupportedForPrograms(const ParallelPlan &plan) {
   return "";
 }
 
+/// A plan is a promise that its program runs: a compile that cannot build
+/// the program is refused (exit 2) unless --no-program asked for the plan
+/// alone.
+static llvm::Error programRefused(const CompileOptions &o,
+                                  llvm::StringRef why) {
+  return badInput("{0}: no program for this plan: {1}; pass --no-program to "
+                  "keep the plan without one",
+                  o.modelPath, why);
+}
+
 llvm::Error dtc::runCompile(const CompileOptions &requested,
                             llvm::raw_ostream &out) {
   auto start = std::chrono::steady_clock::now();
@@ -733,9 +743,9 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
     // bundle says why it has no program. One device must always run.
     if (buildError && (o.gpus == 1 || o.emit == "program"))
       return buildError;
-    if (buildError) {
-      programLine = "none: " + llvm::toString(std::move(buildError));
-    } else {
+    if (buildError)
+      return programRefused(o, llvm::toString(std::move(buildError)));
+    {
       if (o.emit == "program") {
         printProgram(*built, out);
         return llvm::Error::success();
@@ -789,6 +799,8 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
     }
   } else if (o.emit == "program") {
     return badInput("--emit program: {0}", programMissing);
+  } else if (!o.noProgram) {
+    return programRefused(o, programMissing);
   } else {
     programLine = "none: " + programMissing;
   }
