@@ -1871,6 +1871,13 @@ llvm::Error verifyBundle(const VerifyOptions &v, llvm::raw_ostream &out) {
   auto reference = loadProgram(v.bundle, "reference.pb");
   if (!reference)
     return reference.takeError();
+  // Both runs happen here: the plan's ranks, then one device (in this
+  // process) on the whole global micro-batch.
+  RunOptions here;
+  here.bundle = v.bundle;
+  for (const program::Program *each : {&*p, &*reference})
+    if (llvm::Error e = checkHostMemory(*each, here))
+      return e;
 
   llvm::SmallString<128> dir;
   if (std::error_code ec =
