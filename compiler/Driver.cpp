@@ -701,7 +701,7 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
   // bound to the micro-batch of the whole data-parallel group, partitioned
   // over the plan's mesh when it has more than one rank.
   std::vector<std::pair<std::string, std::string>> files;
-  std::string programMissing, programLine;
+  std::string programMissing, programLine, objective;
   if (o.noProgram && o.emit != "program")
     programMissing = "--no-program";
   else if (o.gpus > 1 && !planResult)
@@ -762,12 +762,14 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
         return bytes.takeError();
       files.emplace_back("program.pb", std::move(*bytes));
       files.emplace_back("layout.json", runtime::writeLayoutFile(*built));
+      objective = built->training().objective();
       programLine =
           llvm::formatv("{0} rank{1}{2}", built->world_size(),
                         built->world_size() > 1 ? "s" : "",
                         built->mesh().empty() ? std::string()
                                               : " over mesh " + built->mesh())
               .str();
+
       // `dtc verify` compares a multi-rank plan with one device running the
       // same global micro-batch: the bundle carries that program too, for
       // models small enough to run on a CPU.
@@ -804,16 +806,17 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
   } else {
     programLine = "none: " + programMissing;
   }
+  // What training minimizes, stated (docs/training.md "Data binding").
+  if (!objective.empty())
+    programLine += "; objective " + objective;
 
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
   llvm::json::Object plan{
-      {"schema", "dtc.plan/1"},
-      {"model", modelJson(summary)},
-      {"cluster", clusterJson(*cluster)},
-      {"mode", o.mode},
-      {"dtype", o.dtype},
+      {"schema", "dtc.plan/1"},           {"model", modelJson(summary)},
+      {"cluster", clusterJson(*cluster)}, {"mode", o.mode},
+      {"objective", objective},           {"dtype", o.dtype},
       {"compile_time_s", seconds},
   };
   if (planResult) {

@@ -33,6 +33,7 @@ static void setTraining(program::Program &p, const TrainingStepInfo &info,
   t->set_vocab(info.vocab);
   t->set_moe_layers(info.moeLayers);
   t->set_moe_experts(info.moeExperts);
+  t->set_objective(info.objective);
   const OptimizerConfig &c = options.optimizer;
   program::Optimizer *opt = t->mutable_optimizer();
   opt->set_name("adamw");

@@ -140,6 +140,7 @@ llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward) {
     feed(0, "tokens");
     feed(1, "labels");
     loss = ret.getOperand(lossIndex);
+    info.objective = "model-loss";
     info.vocab = vocabOfTokens(args[0]);
     info.seqLen = tensorType(args[0]).getDimSize(1);
   } else if (args.size() == 1 && isTokenTensor(args[0].getType()) &&
@@ -163,6 +164,7 @@ llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward) {
                                      static_cast<uint64_t>(-100));
     info.vocab = logitsType.getDimSize(2);
     info.seqLen = tokensType.getDimSize(1);
+    info.objective = "next-token";
   } else if (!args.empty() && firstOutput && firstOutput.getRank() >= 2 &&
              llvm::isa<mlir::FloatType>(firstOutput.getElementType()) &&
              firstOutput.getDimSize(0) == batch &&
@@ -183,6 +185,7 @@ llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward) {
                                      static_cast<uint64_t>(-100));
     info.vocab = firstOutput.getShape().back();
     info.seqLen = 1; // a sample counts as one token in the throughput
+    info.objective = "classify";
   } else {
     std::string inputs, output = firstOutput ? describeType(firstOutput) : "";
     for (mlir::Type t : forward.getArgumentTypes())
@@ -963,6 +966,9 @@ void writeStepInfo(mlir::ModuleOp module, const TrainingStepInfo &info) {
       i64("micro_batch", info.microBatch), i64("seq_len", info.seqLen),
       i64("vocab", info.vocab), i64("moe_layers", info.moeLayers),
       i64("moe_experts", info.moeExperts)};
+  if (!info.objective.empty())
+    fields.push_back(
+        b.getNamedAttr("objective", b.getStringAttr(info.objective)));
   // A pipeline step's (dtc-pipeline-split): all micro-batches per call.
   if (info.stackedMicroBatches) {
     fields.push_back(i64("micro_batches_per_call", info.microBatchesPerCall));
@@ -987,6 +993,8 @@ llvm::Expected<TrainingStepInfo> readStepInfo(mlir::ModuleOp module) {
   info.vocab = get("vocab");
   info.moeLayers = get("moe_layers");
   info.moeExperts = get("moe_experts");
+  if (auto objective = dict.getAs<mlir::StringAttr>("objective"))
+    info.objective = objective.getValue().str();
   if (dict.get("stacked")) {
     info.stackedMicroBatches = true;
     info.microBatchesPerCall = get("micro_batches_per_call");

@@ -93,6 +93,12 @@ struct TrainingStepInfo {
   bool stackedMicroBatches = false;
   /// MoE layers (dtc.moe_route ops) and experts per layer; 0 without MoE.
   int64_t moeLayers = 0, moeExperts = 0;
+  /// What the step minimizes, as `dtc compile` states it: "next-token"
+  /// (cross-entropy of the logits against the tokens shifted by one),
+  /// "model-loss" (the graph's own scalar loss, fed tokens and labels),
+  /// "classify" (cross-entropy of [batch, classes] logits, or one label per
+  /// position of [batch, ..., classes]).
+  std::string objective;
 };
 
 /// The training step as passes (dtc-bind-loss, sharding, dtc-step-gradient,

@@ -6,7 +6,7 @@
 
 // Logits over a vocabulary from token ids: next-token cross-entropy against
 // a new labels argument is appended.
-// CHECK: module attributes {dtc.step_info = {micro_batch = 2 : i64, moe_experts = 0 : i64, moe_layers = 0 : i64, seq_len = 8 : i64, vocab = 32 : i64}}
+// CHECK: module attributes {dtc.step_info = {micro_batch = 2 : i64, moe_experts = 0 : i64, moe_layers = 0 : i64, objective = "next-token", seq_len = 8 : i64, vocab = 32 : i64}}
 // CHECK-LABEL: func.func @lm
 // CHECK-SAME: (%[[IDS:.*]]: tensor<2x8xi64> {dtc.feed = "tokens"}, %[[LABELS:.*]]: tensor<2x8xi64> {dtc.feed = "labels", dtc.name = "labels"})
 // CHECK-SAME: -> (tensor<f32> {dtc.name = "loss"})
@@ -24,6 +24,7 @@ func.func @lm(%ids: tensor<2x8xi64>) -> tensor<2x8x32xf32> {
 // -----
 
 // A scalar loss from two token tensors: tokens and labels, as they are.
+// CHECK: module attributes {dtc.step_info = {{{.*}}objective = "model-loss"
 // CHECK-LABEL: func.func @own_loss
 // CHECK-SAME: (%{{.*}}: tensor<2x8xi64> {dtc.feed = "tokens"}, %{{.*}}: tensor<2x8xi64> {dtc.feed = "labels"})
 // CHECK-SAME: -> (tensor<f32> {dtc.name = "loss"})
@@ -42,7 +43,7 @@ func.func @own_loss(%ids: tensor<2x8xi64>, %labels: tensor<2x8xi64>) -> tensor<f
 
 // A classifier: logits [batch, classes] from float inputs get cross-entropy
 // against labels [batch]; a sample counts as one token.
-// CHECK: module attributes {dtc.step_info = {micro_batch = 4 : i64, moe_experts = 0 : i64, moe_layers = 0 : i64, seq_len = 1 : i64, vocab = 3 : i64}}
+// CHECK: module attributes {dtc.step_info = {micro_batch = 4 : i64, moe_experts = 0 : i64, moe_layers = 0 : i64, objective = "classify", seq_len = 1 : i64, vocab = 3 : i64}}
 // CHECK-LABEL: func.func @classifier
 // CHECK-SAME: (%{{.*}}: tensor<4x8xf32> {dtc.feed = "input"}, %[[LABELS:.*]]: tensor<4xi64> {dtc.feed = "labels", dtc.name = "labels"})
 // CHECK: dtc.cross_entropy %{{.*}}, %[[LABELS]] : (tensor<4x3xf32>, tensor<4xi64>) -> tensor<f32>
