@@ -187,9 +187,8 @@ TEST(PlanView, FuzzSeedsReadOrRefused) {
     EXPECT_TRUE(static_cast<bool>(buffer)) << name;
     return buffer ? (*buffer)->getBuffer().str() : std::string();
   };
-  for (const char *name : {"tiny-gpt-1", "tiny-gpt-8-tp2-pp2",
-                           "tiny-gpt-infer", "cnn-any-graph",
-                           "llama-70b-64-tp4"}) {
+  for (const char *name : {"tiny-gpt-1", "tiny-gpt-8-tp2-pp2", "tiny-gpt-infer",
+                           "cnn-any-graph", "llama-70b-64-tp4"}) {
     auto view = parsePlanView(read(name), name);
     ASSERT_TRUE(static_cast<bool>(view))
         << name << ": " << llvm::toString(view.takeError());
