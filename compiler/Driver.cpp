@@ -62,6 +62,34 @@ static llvm::Error checkFinite(const char *flag, double value, int64_t min) {
   return llvm::Error::success();
 }
 
+/// `--loss OBJECTIVE` or `--loss model:OUTPUT` into o.loss, and the
+/// objective's numbers checked.
+static llvm::Error parseLossSpec(CompileOptions &o) {
+  LossRequest &loss = o.loss;
+  if (!o.lossSpec.empty()) {
+    auto [objective, output] = llvm::StringRef(o.lossSpec).split(':');
+    if (!llvm::is_contained(
+            {"next-token", "masked-lm", "seq2seq", "classify", "model"},
+            objective) ||
+        (objective != "model" && o.lossSpec.find(':') != std::string::npos))
+      return badInput("--loss {0}: expected next-token, masked-lm, seq2seq, "
+                      "classify, model or model:OUTPUT",
+                      o.lossSpec);
+    loss.objective = objective.str();
+    loss.lossOutput = output.str();
+  }
+  if (!(loss.maskProbability > 0 && loss.maskProbability < 1))
+    return badInput("--mask-probability {0}: expected a fraction in (0, 1)",
+                    loss.maskProbability);
+  for (auto [flag, value] :
+       {std::pair{"mask-token-id", loss.maskTokenId},
+        std::pair{"decoder-start-token-id", loss.decoderStartTokenId}})
+    if (value < -1 || value > (int64_t(1) << 31))
+      return badInput("--{0} {1}: expected a token id in [0, 2^31]", flag,
+                      value);
+  return llvm::Error::success();
+}
+
 static llvm::Error validateOptions(const CompileOptions &o) {
   if (llvm::Error err = checkPositive("gpus", o.gpus, 1, kMaxGpus))
     return err;
@@ -329,6 +357,7 @@ trainingStepOptionsFor(const CompileOptions &o, const ParallelPlan &plan,
                        bool searched, const Cluster &cluster,
                        const TransformerSpec *spec, bool pipeline) {
   TrainingStepOptions t;
+  t.loss = o.loss;
   t.gradAccum = std::max<int64_t>(1, plan.microBatches());
   t.optimizer = o.optimizer;
   if (plan.gpus() > 1) {
@@ -550,6 +579,8 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
   // What the model imposes (a fixed batch) is pinned below.
   CompileOptions o = requested;
   if (llvm::Error err = validateOptions(o))
+    return err;
+  if (llvm::Error err = parseLossSpec(o))
     return err;
   // Before any work: the bundle directory must be new, empty or dtc's own.
   if (o.emit.empty())

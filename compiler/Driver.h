@@ -57,6 +57,10 @@ struct CompileOptions {
   std::string emit; ///< Empty, or a stage name to print and stop after.
   /// The optimizer the training program carries (AdamW, lr schedule).
   OptimizerConfig optimizer;
+  /// `--loss` as given (OBJECTIVE or model:OUTPUT), parsed into `loss`.
+  std::string lossSpec;
+  /// The training objective and the inputs' data roles (--feed, ...).
+  LossRequest loss;
 };
 
 /// Runs the compiler; the summary (or the requested IR) goes to `out`.

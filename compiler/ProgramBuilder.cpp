@@ -34,6 +34,11 @@ static void setTraining(program::Program &p, const TrainingStepInfo &info,
   t->set_moe_layers(info.moeLayers);
   t->set_moe_experts(info.moeExperts);
   t->set_objective(info.objective);
+  if (info.maskTokenId >= 0)
+    t->set_mask_token_id(info.maskTokenId);
+  t->set_mask_probability(info.maskProbability);
+  if (info.decoderStartTokenId >= 0)
+    t->set_decoder_start_token_id(info.decoderStartTokenId);
   const OptimizerConfig &c = options.optimizer;
   program::Optimizer *opt = t->mutable_optimizer();
   opt->set_name("adamw");

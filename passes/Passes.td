@@ -190,8 +190,24 @@ def DtcBindLoss : Pass<"dtc-bind-loss", "::mlir::ModuleOp"> {
     load-balancing loss. The result is named `loss`. What the runtime needs
     to feed the step is written on the module as `dtc.step_info` (micro
     batch, sequence length, vocabulary, MoE layers and experts). A graph
-    whose inputs and outputs fit no binding is an error naming them.
+    whose inputs and outputs fit no binding is an error naming them. The
+    options are dtc::LossRequest's (`dtc compile --loss`, `--feed`).
   }];
+  let options = [
+    Option<"objective", "objective", "std::string", /*default=*/"\"\"",
+           "next-token, masked-lm, seq2seq, classify or model; empty: "
+           "from the graph">,
+    Option<"lossOutput", "loss-output", "std::string", /*default=*/"\"\"",
+           "model: the output holding the loss">,
+    ListOption<"feeds", "feeds", "std::string",
+               "NAME=ROLE bindings of graph inputs to data roles">,
+    Option<"maskTokenId", "mask-token-id", "int64_t", /*default=*/"-1",
+           "masked-lm: the [MASK] id">,
+    Option<"maskProbability", "mask-probability", "double",
+           /*default=*/"0.15", "masked-lm: the fraction of tokens masked">,
+    Option<"decoderStartTokenId", "decoder-start-token-id", "int64_t",
+           /*default=*/"-1", "seq2seq: the decoder's first input id">
+  ];
   let dependentDialects = ["::mlir::dtc::DtcDialect",
                            "::mlir::func::FuncDialect"];
 }

@@ -149,9 +149,10 @@ mlir::Value scalar(mlir::OpBuilder &b, mlir::Location loc, float value);
 /// `v` as a 1-d tensor.
 mlir::Value flatten(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v);
 
-/// Makes `forward` return only its training loss, binding the data
-/// arguments (`dtc.feed`).
-llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward);
+/// Makes `forward` return only its training loss for `request`, binding
+/// the data arguments (`dtc.feed`).
+llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward,
+                                          const LossRequest &request);
 /// An integer [batch, seq] tensor (token ids).
 bool isTokenTensor(mlir::Type type);
 /// "[8, 3, 16, 16] f32", for error messages.

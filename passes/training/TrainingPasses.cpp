@@ -104,7 +104,14 @@ struct DtcBindLossPass : mlir::dtc::impl::DtcBindLossBase<DtcBindLossPass> {
                                           funcs.size()));
       return signalPassFailure();
     }
-    auto info = t::bindLoss(funcs.front());
+    ::dtc::LossRequest request;
+    request.objective = objective;
+    request.lossOutput = lossOutput;
+    request.feeds.assign(feeds.begin(), feeds.end());
+    request.maskTokenId = maskTokenId;
+    request.maskProbability = maskProbability;
+    request.decoderStartTokenId = decoderStartTokenId;
+    auto info = t::bindLoss(funcs.front(), request);
     if (!info) {
       emitIfError(funcs.front(), info.takeError());
       return signalPassFailure();

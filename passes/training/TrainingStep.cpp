@@ -40,183 +40,6 @@ mlir::Value scalar(mlir::OpBuilder &b, mlir::Location loc, float value) {
                                mlir::DenseElementsAttr::get(type, value));
 }
 
-/// The rows of the embedding table that `tokens` index, or 0.
-int64_t vocabOfTokens(mlir::Value tokens) {
-  for (mlir::Operation *user : tokens.getUsers())
-    if (auto embedding = llvm::dyn_cast<d::EmbeddingOp>(user))
-      return tensorType(embedding.getTable()).getDimSize(0);
-  return 0;
-}
-
-/// The loss plus each MoE layer's load-balancing loss (its mean over the
-/// sequences) times the layer's `dtc.aux_loss_coeff`, summed over layers as
-/// Megatron-Core does.
-mlir::Value addAuxiliaryLosses(mlir::OpBuilder &b, mlir::Location loc,
-                               mlir::Block &body, mlir::Value loss) {
-  for (auto route : body.getOps<d::MoeRouteOp>()) {
-    auto coeff = route->getAttrOfType<mlir::FloatAttr>("dtc.aux_loss_coeff");
-    if (!coeff || coeff.getValueAsDouble() == 0)
-      continue;
-    mlir::Value mean = d::ReduceMeanOp::create(
-        b, loc, route.getAux(), llvm::ArrayRef<int64_t>{0}, false);
-    if (tensorType(mean).getElementType() != tensorType(loss).getElementType())
-      mean = d::CastOp::create(
-          b, loc, mean, mlir::TypeAttr::get(tensorType(loss).getElementType()));
-    auto weight =
-        mlir::RankedTensorType::get({}, tensorType(loss).getElementType());
-    mlir::Value scale = d::ConstantOp::create(
-        b, loc,
-        mlir::DenseElementsAttr::get(
-            weight,
-            b.getFloatAttr(weight.getElementType(), coeff.getValueAsDouble())
-                .getValue()));
-    loss =
-        d::AddOp::create(b, loc, loss, d::MulOp::create(b, loc, mean, scale));
-  }
-  return loss;
-}
-
-/// "[8, 3, 16, 16] f32" for error messages.
-std::string describeType(mlir::Type type) {
-  auto t = llvm::dyn_cast<mlir::RankedTensorType>(type);
-  if (!t)
-    return "?";
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << "[";
-  llvm::interleaveComma(t.getShape(), os);
-  os << "] " << t.getElementType();
-  return text;
-}
-
-/// A classifier's inputs: every one a float tensor of `batch` rows.
-bool isClassifierInput(mlir::Type type, int64_t batch) {
-  auto t = llvm::dyn_cast<mlir::RankedTensorType>(type);
-  return t && t.getRank() >= 1 && t.getDimSize(0) == batch &&
-         llvm::isa<mlir::FloatType>(t.getElementType());
-}
-
-/// Binds the training data to the forward function's arguments (their
-/// `dtc.feed`) and makes it return the loss: the model's own, or
-/// cross-entropy appended to its logits.
-llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward) {
-  mlir::Block &body = forward.getBody().front();
-  auto ret = llvm::cast<mlir::func::ReturnOp>(body.getTerminator());
-  mlir::OpBuilder b(ret);
-  mlir::Location loc = forward.getLoc();
-  TrainingStepInfo info;
-  auto args = body.getArguments();
-  auto feed = [&](unsigned i, llvm::StringRef what) {
-    forward.setArgAttr(i, "dtc.feed", b.getStringAttr(what));
-  };
-  // Appends the labels argument the appended cross-entropy reads.
-  auto addLabels = [&](llvm::ArrayRef<int64_t> shape) -> mlir::Value {
-    unsigned at = forward.getNumArguments();
-    auto labelsType = mlir::RankedTensorType::get(shape, b.getI64Type());
-    if (mlir::failed(forward.insertArgument(at, labelsType, {}, loc)))
-      return nullptr;
-    feed(at, "labels");
-    forward.setArgAttr(at, "dtc.name", b.getStringAttr("labels"));
-    return body.getArgument(at);
-  };
-
-  int lossIndex = -1;
-  for (auto [i, v] : llvm::enumerate(ret.getOperands()))
-    if (tensorType(v).getRank() == 0 &&
-        llvm::isa<mlir::FloatType>(tensorType(v).getElementType()))
-      lossIndex = lossIndex < 0 ? static_cast<int>(i) : lossIndex;
-  mlir::RankedTensorType firstOutput =
-      ret.getNumOperands() ? tensorType(ret.getOperand(0)) : nullptr;
-  // The micro-batch: the rows of the first input.
-  auto firstInput =
-      args.empty() ? nullptr
-                   : llvm::dyn_cast<mlir::RankedTensorType>(args[0].getType());
-  int64_t batch =
-      firstInput && firstInput.getRank() ? firstInput.getDimSize(0) : -1;
-
-  mlir::Value loss;
-  if (lossIndex >= 0 && args.size() == 2 && isTokenTensor(args[0].getType()) &&
-      args[0].getType() == args[1].getType()) {
-    feed(0, "tokens");
-    feed(1, "labels");
-    loss = ret.getOperand(lossIndex);
-    info.objective = "model-loss";
-    info.vocab = vocabOfTokens(args[0]);
-    info.seqLen = tensorType(args[0]).getDimSize(1);
-  } else if (args.size() == 1 && isTokenTensor(args[0].getType()) &&
-             firstOutput && firstOutput.getRank() == 3) {
-    mlir::Value logits = ret.getOperand(0);
-    auto tokensType = tensorType(args[0]);
-    auto logitsType = tensorType(logits);
-    if (logitsType.getDimSize(0) != tokensType.getDimSize(0) ||
-        logitsType.getDimSize(1) != tokensType.getDimSize(1))
-      return badInput("the model's output [{0}, {1}, {2}] is not logits over "
-                      "its token input [{3}, {4}]; bind the data with "
-                      "--bind NAME=tokens|labels (not supported yet)",
-                      logitsType.getDimSize(0), logitsType.getDimSize(1),
-                      logitsType.getDimSize(2), tokensType.getDimSize(0),
-                      tokensType.getDimSize(1));
-    feed(0, "tokens");
-    mlir::Value labels = addLabels(tokensType.getShape());
-    if (!labels)
-      return failure("cannot add the labels argument");
-    loss = d::CrossEntropyOp::create(b, loc, logits, labels,
-                                     static_cast<uint64_t>(-100));
-    info.vocab = logitsType.getDimSize(2);
-    info.seqLen = tokensType.getDimSize(1);
-    info.objective = "next-token";
-  } else if (!args.empty() && firstOutput && firstOutput.getRank() >= 2 &&
-             llvm::isa<mlir::FloatType>(firstOutput.getElementType()) &&
-             firstOutput.getDimSize(0) == batch &&
-             llvm::all_of(forward.getArgumentTypes(), [&](mlir::Type t) {
-               return isClassifierInput(t, batch);
-             })) {
-    // A classifier: float inputs (images, features) and logits [batch,
-    // classes], or [batch, ..., classes] with one label per position (the
-    // mean over every position, as for tokens). Each input is fed the
-    // samples' data ("input"), the labels their classes.
-    for (unsigned i = 0; i < args.size(); ++i)
-      feed(i, "input");
-    mlir::Value logits = ret.getOperand(0);
-    mlir::Value labels = addLabels(firstOutput.getShape().drop_back());
-    if (!labels)
-      return failure("cannot add the labels argument");
-    loss = d::CrossEntropyOp::create(b, loc, logits, labels,
-                                     static_cast<uint64_t>(-100));
-    info.vocab = firstOutput.getShape().back();
-    info.seqLen = 1; // a sample counts as one token in the throughput
-    info.objective = "classify";
-  } else {
-    std::string inputs, output = firstOutput ? describeType(firstOutput) : "";
-    for (mlir::Type t : forward.getArgumentTypes())
-      inputs += (inputs.empty() ? "" : ", ") + describeType(t);
-    return badInput("cannot bind training data: the graph must output a "
-                    "scalar loss from two integer [batch, seq] inputs "
-                    "(tokens, labels), logits [batch, seq, vocab] from one "
-                    "integer input, or logits [batch, classes] from float "
-                    "[batch, ...] inputs (a classifier); it has inputs ({0}) "
-                    "and first output {1}; --bind NAME=tokens|labels is not "
-                    "supported yet",
-                    inputs, output.empty() ? "none" : output);
-  }
-  loss = addAuxiliaryLosses(b, loc, body, loss);
-  for (auto route : body.getOps<d::MoeRouteOp>()) {
-    info.moeLayers =
-        std::max<int64_t>(info.moeLayers, route.getLayer().value_or(0) + 1);
-    info.moeExperts = tensorType(route.getLogits()).getDimSize(2);
-  }
-  info.microBatch = tensorType(body.getArgument(0)).getDimSize(0);
-
-  mlir::func::ReturnOp::create(b, loc, loss);
-  ret.erase();
-  forward.setFunctionType(b.getFunctionType(body.getArgumentTypes(),
-                                            mlir::TypeRange{loss.getType()}));
-  forward.setAllResultAttrs(
-      llvm::ArrayRef<mlir::DictionaryAttr>{b.getDictionaryAttr(
-          b.getNamedAttr("dtc.name", b.getStringAttr("loss")))});
-  return info;
-}
-
 GradientResult describeGradient(mlir::func::FuncOp grad, unsigned index) {
   auto ret =
       llvm::cast<mlir::func::ReturnOp>(grad.getBody().front().getTerminator());
@@ -969,6 +792,14 @@ void writeStepInfo(mlir::ModuleOp module, const TrainingStepInfo &info) {
   if (!info.objective.empty())
     fields.push_back(
         b.getNamedAttr("objective", b.getStringAttr(info.objective)));
+  // What the runtime needs to make the objective's data.
+  if (info.objective == "masked-lm") {
+    fields.push_back(i64("mask_token_id", info.maskTokenId));
+    fields.push_back(b.getNamedAttr("mask_probability",
+                                    b.getF64FloatAttr(info.maskProbability)));
+  }
+  if (info.objective == "seq2seq")
+    fields.push_back(i64("decoder_start_token_id", info.decoderStartTokenId));
   // A pipeline step's (dtc-pipeline-split): all micro-batches per call.
   if (info.stackedMicroBatches) {
     fields.push_back(i64("micro_batches_per_call", info.microBatchesPerCall));
@@ -995,6 +826,12 @@ llvm::Expected<TrainingStepInfo> readStepInfo(mlir::ModuleOp module) {
   info.moeExperts = get("moe_experts");
   if (auto objective = dict.getAs<mlir::StringAttr>("objective"))
     info.objective = objective.getValue().str();
+  if (auto v = dict.getAs<mlir::IntegerAttr>("mask_token_id"))
+    info.maskTokenId = v.getInt();
+  if (auto v = dict.getAs<mlir::FloatAttr>("mask_probability"))
+    info.maskProbability = v.getValueAsDouble();
+  if (auto v = dict.getAs<mlir::IntegerAttr>("decoder_start_token_id"))
+    info.decoderStartTokenId = v.getInt();
   if (dict.get("stacked")) {
     info.stackedMicroBatches = true;
     info.microBatchesPerCall = get("micro_batches_per_call");
@@ -1177,7 +1014,14 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   propagate.flopsPerByte = options.flopsPerByte;
   bool sharded = !options.mesh.empty();
 
-  pm.addPass(md::createDtcBindLoss());
+  md::DtcBindLossOptions bind;
+  bind.objective = options.loss.objective;
+  bind.lossOutput = options.loss.lossOutput;
+  bind.feeds = llvm::to_vector(options.loss.feeds);
+  bind.maskTokenId = options.loss.maskTokenId;
+  bind.maskProbability = options.loss.maskProbability;
+  bind.decoderStartTokenId = options.loss.decoderStartTokenId;
+  pm.addPass(md::createDtcBindLoss(bind));
   if (options.pipelineStages > 1) {
     md::DtcPipelineSplitOptions split;
     split.mesh = options.mesh;

@@ -39,7 +39,33 @@ struct OptimizerConfig {
   double gradClip = 1.0;    ///< global gradient norm; 0 disables
 };
 
+/// What the training step minimizes and how the data reaches the graph's
+/// inputs (`dtc compile --loss`, `--feed`; docs/training.md, "Objectives").
+/// Left empty, both are chosen from what the graph is (bindLoss).
+struct LossRequest {
+  /// "", "next-token", "masked-lm", "seq2seq", "classify" or "model".
+  std::string objective;
+  /// "model": the output (its ONNX name) that holds the loss; empty: the
+  /// first scalar float output.
+  std::string lossOutput;
+  /// `NAME=ROLE` bindings of graph inputs to data roles (kDataRoles).
+  llvm::SmallVector<std::string> feeds;
+  /// masked-lm from unlabelled data: the [MASK] id and the fraction of
+  /// tokens masked. -1: unknown (the data must bring its labels).
+  int64_t maskTokenId = -1;
+  double maskProbability = 0.15;
+  /// seq2seq: the decoder's first input id; -1: unknown (the data must
+  /// bring the decoder's input).
+  int64_t decoderStartTokenId = -1;
+};
+
+/// The data roles of the step function's arguments (program.proto,
+/// Argument.feed).
+inline constexpr const char *kDataRoles[] = {
+    "tokens", "labels", "decoder_tokens", "attention_mask", "input"};
+
 struct TrainingStepOptions {
+  LossRequest loss;
   int64_t gradAccum = 1;
   OptimizerConfig optimizer;
   // Recompute hook (docs/recompute.md): activation recompute applied to
@@ -95,10 +121,16 @@ struct TrainingStepInfo {
   int64_t moeLayers = 0, moeExperts = 0;
   /// What the step minimizes, as `dtc compile` states it: "next-token"
   /// (cross-entropy of the logits against the tokens shifted by one),
-  /// "model-loss" (the graph's own scalar loss, fed tokens and labels),
-  /// "classify" (cross-entropy of [batch, classes] logits, or one label per
-  /// position of [batch, ..., classes]).
+  /// "masked-lm" (cross-entropy at the masked positions of the tokens),
+  /// "seq2seq" (cross-entropy of the decoder's logits against the labels
+  /// its input is shifted from), "classify" (cross-entropy of [batch,
+  /// classes] logits, or one label per position of [batch, ..., classes]),
+  /// "model-loss" (the graph's own scalar loss).
   std::string objective;
+  /// LossRequest's, for the runtime's data (-1: not given).
+  int64_t maskTokenId = -1;
+  double maskProbability = 0.15;
+  int64_t decoderStartTokenId = -1;
 };
 
 /// The training step as passes (dtc-bind-loss, sharding, dtc-step-gradient,
@@ -115,12 +147,10 @@ void registerTrainingPipeline();
 /// Replaces the functions of `module` (one forward function, `main`) by
 /// `micro_step` and `apply`, or with pipeline stages by one nested module
 /// per stage (dtc-pipeline-split): runs buildTrainingPipeline. Data binding
-/// (SPEC "dtc run"): a scalar loss output with two integer [batch, seq] inputs
-/// (tokens, labels), logits [batch, seq, vocab] from one integer input
-/// (next-token cross-entropy is appended), or logits [batch, classes] (or
-/// [batch, ..., classes]) from float [batch, ...] inputs, a classifier
-/// (cross-entropy against a new labels argument [batch] is appended). Anything
-/// else is a bad-input error.
+/// (options.loss; docs/training.md, "Objectives"): each graph input gets a
+/// data role, and the loss is the graph's own scalar output or
+/// cross-entropy appended to its logits. A request the graph cannot meet
+/// is a bad-input error naming what to pass.
 llvm::Expected<TrainingStepInfo>
 buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options);
 

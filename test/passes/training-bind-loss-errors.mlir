@@ -1,8 +1,8 @@
 // RUN: dtc-opt %s -split-input-file -verify-diagnostics -dtc-bind-loss
 
 // A regressor (one value per sample) is neither a token model nor a
-// classifier: refused in one line that names its inputs and output.
-// expected-error @+1 {{cannot bind training data: the graph must output a scalar loss from two integer [batch, seq] inputs (tokens, labels), logits [batch, seq, vocab] from one integer input, or logits [batch, classes] from float [batch, ...] inputs (a classifier); it has inputs ([4, 8] f32) and first output [4] f32}}
+// classifier: refused in one line that names its inputs and outputs.
+// expected-error @+1 {{objective classify (read off the graph; --loss picks another): no output is logits over classes ([4, ..., classes]); the graph's inputs are #0 [4, 8] f32 and its outputs #0 [4] f32}}
 func.func @regressor(%x: tensor<4x8xf32>) -> tensor<4xf32> {
   %w = dtc.parameter "w" : tensor<8x1xf32>
   %y = dtc.matmul %x, %w : (tensor<4x8xf32>, tensor<8x1xf32>) -> tensor<4x1xf32>
@@ -24,3 +24,4 @@ module {
     return %x : tensor<4x8xf32>
   }
 }
+

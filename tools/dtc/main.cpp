@@ -122,6 +122,23 @@ void addCompile(CLI::App &app, dtc::CompileOptions &o, Action &action) {
   cmd->add_option("--grad-clip", o.optimizer.gradClip,
                   "Clip the global gradient norm (0: off)")
       ->capture_default_str();
+  // The training objective and how the data reaches the graph's inputs.
+  cmd->add_option("--loss", o.lossSpec,
+                  "next-token, masked-lm, seq2seq, classify or "
+                  "model[:OUTPUT] (default: from the graph)");
+  cmd->add_option("--feed", o.loss.feeds,
+                  "Bind a graph input to a data role: NAME=ROLE, ROLE one "
+                  "of tokens, labels, decoder_tokens, attention_mask, input "
+                  "(repeatable)");
+  cmd->add_option("--mask-token-id", o.loss.maskTokenId,
+                  "masked-lm: the [MASK] id that replaces masked tokens "
+                  "when the data has no labels");
+  cmd->add_option("--mask-probability", o.loss.maskProbability,
+                  "masked-lm: the fraction of tokens masked")
+      ->capture_default_str();
+  cmd->add_option("--decoder-start-token-id", o.loss.decoderStartTokenId,
+                  "seq2seq: the decoder's first input id, when the data "
+                  "has labels but no decoder input");
   cmd->add_option("--emit", o.emit,
                   "Print one stage's IR and stop: imported, sharded, "
                   "partitioned or program");

@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""PyTorch oracle for dtc's training objectives beyond next-token (issue
+55): masked-lm, seq2seq, classify and the model's own loss, each fed from
+safetensors shards (`dtc run --data DIR`).
+
+Tiny random-weight Hugging Face models, exported for training
+(torch.onnx.export(dynamo=True, optimize=False): parameters keep their
+state_dict names, the graph signature tags PARAMETER / BUFFER), a shard
+directory holding exactly one global batch, and what PyTorch computes for
+two AdamW steps on that batch (test/cli/Inputs/check_oracle.py compares dtc
+with it, as for scripts/export_training_oracle.py's models).
+
+The shard holds one global batch of BATCH samples, so every epoch of dtc's
+shard order is that batch (in some order): the mean loss and its gradients
+do not depend on the order, and both steps train on the same samples.
+
+Regenerate (from the repository root; .venv-bench has torch,
+transformers, onnx, onnxscript):
+
+    .venv-bench/bin/python scripts/export_family_oracle.py
+
+Outputs, in test/models/oracle/, per model NAME:
+  NAME.onnx, NAME.reference.{json,safetensors} (export_training_oracle's
+  format) and NAME.data/batch.safetensors (the graph inputs by name, and
+  `labels`).
+
+Models (vocab 64, hidden 32, 2 layers, 4 heads):
+  distilbert-mlm  DistilBertForMaskedLM(input_ids) -> logits; labels: the
+                  original ids at 15% of positions (80% of them replaced by
+                  [MASK] = 4, 10% by a random id, 10% kept), -100 elsewhere
+                  (DataCollatorForLanguageModeling's rule, drawn here)
+  bart-seq2seq    BartForConditionalGeneration(input_ids, decoder_input_ids)
+                  -> logits (shared embedding tied to both stacks and
+                  lm_head); labels with -100 padding at the end of two rows;
+                  decoder_input_ids = labels shifted right (start id 2,
+                  -100 -> pad 1, transformers' shift_tokens_right). T5 does
+                  not export (torch 2.15: its attention reshape fails to
+                  decompose)
+  vit-classify    ViTForImageClassification(pixel_values) -> logits
+                  [batch, 10]; labels the classes
+  vit-loss        the same model exported with labels: forward(pixel_values,
+                  labels) returns its own loss first (HF's loss_function)
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "lib"))
+import export_training_oracle as oracle  # noqa: E402
+import onnx_export  # noqa: E402
+
+VOCAB = 64
+HIDDEN = 32
+LAYERS = 2
+HEADS = 4
+BATCH = 4
+SEQ = 8
+DEC_SEQ = 6
+MASK_ID = 4
+PAD_ID = 1
+DECODER_START = 2
+CLASSES = 10
+IMAGE = 16
+PATCH = 4
+DATA_SEED = 123
+
+
+def distilbert():
+    from transformers import DistilBertConfig, DistilBertForMaskedLM
+    return DistilBertForMaskedLM(DistilBertConfig(
+        vocab_size=VOCAB, dim=HIDDEN, n_layers=LAYERS, n_heads=HEADS,
+        hidden_dim=2 * HIDDEN, max_position_embeddings=16, dropout=0.0,
+        attention_dropout=0.0, pad_token_id=0))
+
+
+def bart():
+    from transformers import BartConfig, BartForConditionalGeneration
+    return BartForConditionalGeneration(BartConfig(
+        vocab_size=VOCAB, d_model=HIDDEN, encoder_layers=LAYERS,
+        decoder_layers=LAYERS, encoder_attention_heads=HEADS,
+        decoder_attention_heads=HEADS, encoder_ffn_dim=2 * HIDDEN,
+        decoder_ffn_dim=2 * HIDDEN, max_position_embeddings=16,
+        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+        pad_token_id=PAD_ID, bos_token_id=0, eos_token_id=2,
+        decoder_start_token_id=DECODER_START))
+
+
+def vit():
+    from transformers import ViTConfig, ViTForImageClassification
+    return ViTForImageClassification(ViTConfig(
+        hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS, intermediate_size=2 * HIDDEN,
+        image_size=IMAGE, patch_size=PATCH, num_channels=3,
+        num_labels=CLASSES, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0))
+
+
+def mlm_batch(g):
+    ids = torch.randint(5, VOCAB, (BATCH, SEQ), generator=g)
+    labels = ids.clone()
+    chosen = torch.rand(BATCH, SEQ, generator=g) < 0.15
+    chosen[:, 0] = True                      # every row has a target
+    labels[~chosen] = -100
+    replace = chosen & (torch.rand(BATCH, SEQ, generator=g) < 0.8)
+    ids[replace] = MASK_ID
+    rand = chosen & ~replace & (torch.rand(BATCH, SEQ, generator=g) < 0.5)
+    ids[rand] = torch.randint(5, VOCAB, (int(rand.sum()),), generator=g)
+    return {"input_ids": ids, "labels": labels}
+
+
+def seq2seq_batch(g):
+    ids = torch.randint(3, VOCAB, (BATCH, SEQ), generator=g)
+    labels = torch.randint(3, VOCAB, (BATCH, DEC_SEQ), generator=g)
+    labels[1, -2:] = -100                    # padding, as a collator pads
+    labels[3, -1:] = -100
+    # transformers' shift_tokens_right: start id first, -100 -> pad.
+    start = torch.full((BATCH, 1), DECODER_START, dtype=torch.int64)
+    dec = torch.cat([start, labels[:, :-1]], dim=1)
+    dec[dec == -100] = PAD_ID
+    return {"input_ids": ids, "decoder_input_ids": dec, "labels": labels}
+
+
+def image_batch(g):
+    pixels = torch.randn(BATCH, 3, IMAGE, IMAGE, generator=g)
+    labels = torch.randint(0, CLASSES, (BATCH,), generator=g)
+    return {"pixel_values": pixels, "labels": labels}
+
+
+def ce(logits, labels):
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)),
+                           labels.reshape(-1), ignore_index=-100)
+
+
+# name -> (model, batch maker, graph inputs, loss from (model, batch))
+MODELS = {
+    "distilbert-mlm": (distilbert, mlm_batch, ["input_ids"],
+                       lambda m, b: ce(m(input_ids=b["input_ids"]).logits,
+                                       b["labels"])),
+    "bart-seq2seq": (bart, seq2seq_batch, ["input_ids", "decoder_input_ids"],
+                   lambda m, b: ce(m(input_ids=b["input_ids"],
+                                     decoder_input_ids=b["decoder_input_ids"]
+                                     ).logits, b["labels"])),
+    "vit-classify": (vit, image_batch, ["pixel_values"],
+                     lambda m, b: ce(m(pixel_values=b["pixel_values"]).logits,
+                                     b["labels"])),
+    "vit-loss": (vit, image_batch, ["pixel_values", "labels"],
+                 lambda m, b: m(pixel_values=b["pixel_values"],
+                                labels=b["labels"]).loss),
+}
+FIXED_BATCH = set()
+LOSS_TEXT = {
+    "distilbert-mlm": "F.cross_entropy(logits, labels, ignore_index=-100)",
+    "bart-seq2seq": "F.cross_entropy(logits, labels, ignore_index=-100)",
+    "vit-classify": "F.cross_entropy(logits, labels)",
+    "vit-loss": "the model's own loss (forward(pixel_values, labels).loss)",
+}
+
+
+class Forward(torch.nn.Module):
+    """The model as a function of its graph inputs, in order, returning
+    the loss first when the model computes it, else the logits."""
+
+    def __init__(self, model, inputs):
+        super().__init__()
+        self.model, self.inputs = model, inputs
+
+    def forward(self, *args):
+        out = self.model(**dict(zip(self.inputs, args)))
+        if "labels" in self.inputs:
+            return out.loss, out.logits
+        return out.logits
+
+
+def build(name):
+    torch.manual_seed(0)
+    model = MODELS[name][0]()
+    model.train()
+    return model
+
+
+def export(name, batch, path):
+    _, _, inputs, _ = MODELS[name]
+    args = tuple(batch[k] for k in inputs)
+    dim = torch.export.Dim("batch", min=1, max=1024)
+    shapes = None if name in FIXED_BATCH else (
+        tuple({0: dim} for _ in inputs),)
+    # Exported in eval mode: dropout is 0 and there is no batch norm, so
+    # the computation is the training one.
+    program = torch.onnx.export(
+        Forward(build(name).eval(), inputs), args, dynamo=True, optimize=False,
+        dynamic_shapes=shapes, input_names=inputs,
+        output_names=["loss", "logits"] if "labels" in inputs else
+        ["logits"])
+    proto = program.model_proto
+    onnx_export.strip_node_metadata(proto)
+    import onnx
+    onnx.save(proto, path)
+
+
+def train_reference(name, batch, out):
+    """PyTorch's two AdamW steps on `batch`, in export_training_oracle's
+    reference format."""
+    model = build(name)
+    loss_of = MODELS[name][3]
+    named = dict(model.named_parameters())
+    pkey = {id(p): k for k, p in named.items()}
+    buffers = [k for k, _ in model.named_buffers()]
+    tied, param_of = [], {}
+    for key, value in model.state_dict(keep_vars=True).items():
+        if isinstance(value, torch.nn.Parameter):
+            param_of[key] = pkey[id(value)]
+            if pkey[id(value)] != key:
+                tied.append([key, pkey[id(value)]])
+    opt = oracle.configure_optimizer(model)
+    hyper = oracle.HYPER
+    tensors = {"param:" + k: p.detach().clone() for k, p in named.items()}
+    for key, value in model.named_buffers():
+        tensors["buffer:" + key] = value.detach().clone()
+    losses, norms, clips = [], [], []
+    for step in (1, 2):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_of(model, batch)
+        loss.backward()
+        # A parameter the loss does not reach (ViT's pooler) has no
+        # gradient in PyTorch; dtc's is zero.
+        for p in named.values():
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        if step == 1:
+            for key, p in named.items():
+                tensors["grad:" + key] = p.grad.detach().clone()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(),
+                                              hyper["grad_clip"])
+        if step == 1:
+            for key, p in named.items():
+                tensors["clipped_grad:" + key] = p.grad.detach().clone()
+        opt.step()
+        for key, p in named.items():
+            tensors[f"step{step}:" + key] = p.detach().clone()
+        losses.append(loss.item())
+        norms.append(float(norm))
+        clips.append(min(1.0, hyper["grad_clip"] / (float(norm) + 1e-6)))
+    prefix = os.path.join(out, name + ".reference")
+    oracle.write_safetensors(prefix + ".safetensors", tensors,
+                             {"format": "pt", "model": name})
+    state = model.state_dict()
+    info = {
+        "model": name, "losses": losses, "grad_norms": norms,
+        "clip_factors": clips,
+        "state_dict_keys": [{"key": k, "shape": list(v.shape),
+                             "kind": "buffer" if k in buffers else
+                             "parameter"} for k, v in state.items()],
+        "parameters": list(named), "buffers": buffers, "tied": tied,
+        "parameter_of_key": param_of, "batch": BATCH,
+        "data": name + ".data",
+        "hyperparameters": dict(hyper, loss=LOSS_TEXT[name]),
+        "versions": dict(oracle.versions(),
+                         transformers=__import__("transformers").__version__),
+    }
+    with open(prefix + ".json", "w") as f:
+        json.dump(info, f, indent=1)
+        f.write("\n")
+    return info
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "test", "models",
+        "oracle"))
+    ap.add_argument("models", nargs="*", default=list(MODELS))
+    args = ap.parse_args()
+    out = os.path.normpath(args.out)
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    for name in args.models:
+        g = torch.Generator().manual_seed(DATA_SEED)
+        batch = MODELS[name][1](g)
+        data = os.path.join(out, name + ".data")
+        os.makedirs(data, exist_ok=True)
+        oracle.write_safetensors(
+            os.path.join(data, "batch.safetensors"),
+            {k: v.contiguous() for k, v in batch.items()})
+        path = os.path.join(out, name + ".onnx")
+        export(name, batch, path)
+        info = train_reference(name, batch, out)
+        print(f"{name}: {os.path.getsize(path)} bytes; losses "
+              f"{info['losses']}; grad norms {info['grad_norms']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
