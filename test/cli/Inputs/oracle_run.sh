@@ -13,7 +13,11 @@ oracle="$here/../../models/oracle"
 rm -rf "$work" && mkdir -p "$work"
 "$dtc" compile "$oracle/$name.onnx" --seq-len 8 --global-batch 4 --lr 1e-3 \
   --lr-schedule constant --warmup-steps 0 -o "$work/b.dtc" "$@" > /dev/null
-"$dtc" run "$work/b.dtc" --steps 2 --data "$oracle/tokens.bin" --seed 0 \
+# A model with its own batch (NAME.data, safetensors shards) trains on it;
+# the token models on the oracle's token file.
+data="$oracle/tokens.bin"
+[[ -d "$oracle/$name.data" ]] && data="$oracle/$name.data"
+"$dtc" run "$work/b.dtc" --steps 2 --data "$data" --seed 0 \
   --ckpt-dir "$work/ck" --save-every 1 --log-json > "$work/log"
 "$dtc" ckpt consolidate "$work/ck" -o "$work/model.safetensors" > /dev/null
 "$python" "$here/check_oracle.py" "$oracle/$name.reference" "$work/ck" \
