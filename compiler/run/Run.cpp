@@ -939,8 +939,8 @@ llvm::Expected<TrainingData> loadTrainingData(const program::Program &p,
                       o.data, p.training().vocab());
     return data;
   }
-  if (!o.data.empty() && (p.training().objective() == "seq2seq" ||
-                          hasFeed(p, "decoder_tokens")))
+  if (!o.data.empty() &&
+      (p.training().objective() == "seq2seq" || hasFeed(p, "decoder_tokens")))
     return badInput("--data {0}: a token file cannot feed a seq2seq model; "
                     "seq2seq needs --data DIR shards with input_ids and "
                     "labels",
@@ -1026,9 +1026,8 @@ llvm::Expected<rt::Tensor> fillData(const DataPart &part, int64_t firstMicro,
         // A window of the token file: labels are the window shifted by
         // one, or for masked-lm the masked window's labels.
         const int64_t columns = perRow;
-        int64_t begin = static_cast<int64_t>(mix(mix(seed) ^ sample) %
-                                             static_cast<uint64_t>(
-                                                 source.windows));
+        int64_t begin = static_cast<int64_t>(
+            mix(mix(seed) ^ sample) % static_cast<uint64_t>(source.windows));
         bool labels = part.feed == "labels";
         int64_t shift = labels && !source.masking ? 1 : 0;
         for (int64_t j = 0; j < columns; ++j) {
@@ -1134,9 +1133,9 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
   TrainingPosition position{0, microPerStep * mb, o.seed, shardIdentity};
   if (o.resume) {
     auto loadStart = std::chrono::steady_clock::now();
-    auto resumed = resumeTraining(*context.program, context.mesh, context.rank,
-                                  executor, o.ckptDir, position.globalBatch,
-                                  shardIdentity);
+    auto resumed =
+        resumeTraining(*context.program, context.mesh, context.rank, executor,
+                       o.ckptDir, position.globalBatch, shardIdentity);
     if (!resumed)
       return resumed.takeError();
     if (*resumed) {

@@ -112,9 +112,9 @@ MaskedLm MaskedLm::of(const program::Training &training, uint64_t seed) {
 
 MaskedLm::Token MaskedLm::at(uint64_t sample, int64_t position,
                              int64_t id) const {
-  uint64_t h = splitMix64(splitMix64(splitMix64(seed ^ 0x6d61736b65646c6dull) ^
-                                     sample) ^
-                          static_cast<uint64_t>(position));
+  uint64_t h =
+      splitMix64(splitMix64(splitMix64(seed ^ 0x6d61736b65646c6dull) ^ sample) ^
+                 static_cast<uint64_t>(position));
   if (unitOf(h) >= probability)
     return {id, -100};
   double action = unitOf(h ^ 0x1);
@@ -209,8 +209,7 @@ llvm::Expected<std::shared_ptr<ShardSet>> ShardSet::open(llvm::StringRef dir) {
     if (!file)
       return badInput("--data {0}: {1}", dir, messageOf(file.takeError()));
     if (file->entries().empty())
-      return badInput("--data {0}: {1} holds no tensors; remove it", dir,
-                      name);
+      return badInput("--data {0}: {1} holds no tensors; remove it", dir, name);
     Shard shard;
     shard.file = name;
     shard.firstRow = set->rows_;
@@ -436,8 +435,8 @@ int ShardFeeder::indexOf(llvm::StringRef name, llvm::StringRef feed) const {
   return -1;
 }
 
-llvm::Error ShardFeeder::checkId(const Binding &b, int64_t row,
-                                 int64_t element, int64_t id) const {
+llvm::Error ShardFeeder::checkId(const Binding &b, int64_t row, int64_t element,
+                                 int64_t id) const {
   llvm::StringRef feed = b.argument.feed;
   bool ids = feed == "tokens" || feed == "labels" || feed == "decoder_tokens";
   bool ok = true;

@@ -43,8 +43,8 @@ TEST(ShardOrder, EveryEpochIsAPermutationOfTheRows) {
         ++seen[row];
       }
       for (int64_t r = 0; r < rows; ++r)
-        ASSERT_EQ(seen[r], 1) << "rows " << rows << " epoch " << epoch
-                              << " row " << r;
+        ASSERT_EQ(seen[r], 1)
+            << "rows " << rows << " epoch " << epoch << " row " << r;
     }
   }
 }
@@ -245,27 +245,25 @@ TEST_F(Shards, FeedsEveryArgumentItsRow) {
   for (uint64_t sample = 0; sample < 15; ++sample) {
     const int64_t row = shardRowOf(5, 5, sample);
     rt::Tensor out(rt::DType::I64, {4}), dec(rt::DType::I32, {4});
-    ASSERT_FALSE(static_cast<bool>(
-        feeder->fill(feeder->indexOf("input_ids", "tokens"), 5, sample,
-                     out.ref())));
+    ASSERT_FALSE(static_cast<bool>(feeder->fill(
+        feeder->indexOf("input_ids", "tokens"), 5, sample, out.ref())));
     for (int64_t c = 0; c < 4; ++c)
       EXPECT_EQ(out.as<int64_t>()[c], 10 * row + c);
-    ASSERT_FALSE(static_cast<bool>(
-        feeder->fill(feeder->indexOf("labels", "labels"), 5, sample,
-                     out.ref())));
+    ASSERT_FALSE(static_cast<bool>(feeder->fill(
+        feeder->indexOf("labels", "labels"), 5, sample, out.ref())));
     for (int64_t c = 0; c < 4; ++c)
       EXPECT_EQ(out.as<int64_t>()[c],
                 c == 3 && row % 2 ? -100 : 10 * row + c + 1);
-    ASSERT_FALSE(static_cast<bool>(feeder->fill(
-        feeder->indexOf("attention_mask", "attention_mask"), 5, sample,
-        out.ref())));
+    ASSERT_FALSE(static_cast<bool>(
+        feeder->fill(feeder->indexOf("attention_mask", "attention_mask"), 5,
+                     sample, out.ref())));
     for (int64_t c = 0; c < 4; ++c)
       EXPECT_EQ(out.as<int64_t>()[c], 1);
     // shift_tokens_right: [start, labels[0..2]]; -100 only ever in the
     // last label column, which the shift drops.
-    ASSERT_FALSE(static_cast<bool>(feeder->fill(
-        feeder->indexOf("decoder_input_ids", "decoder_tokens"), 5, sample,
-        dec.ref())));
+    ASSERT_FALSE(static_cast<bool>(
+        feeder->fill(feeder->indexOf("decoder_input_ids", "decoder_tokens"), 5,
+                     sample, dec.ref())));
     EXPECT_EQ(dec.as<int32_t>()[0], 7);
     for (int64_t c = 1; c < 4; ++c)
       EXPECT_EQ(dec.as<int32_t>()[c], 10 * row + c);
@@ -283,9 +281,8 @@ TEST_F(Shards, DecoderTokensReplaceIgnoredLabelsByPad) {
   program::Training training;
   training.set_vocab(10);
   training.set_decoder_start_token_id(2);
-  std::vector<DataArgument> args{
-      {"labels", "labels", rt::DType::I64, {4}},
-      {"", "decoder_tokens", rt::DType::I64, {4}}};
+  std::vector<DataArgument> args{{"labels", "labels", rt::DType::I64, {4}},
+                                 {"", "decoder_tokens", rt::DType::I64, {4}}};
   auto feeder = ShardFeeder::bind(*set, args, training);
   ASSERT_TRUE(static_cast<bool>(feeder)) << errorOf(feeder.takeError());
   rt::Tensor out(rt::DType::I64, {4});
@@ -337,8 +334,9 @@ TEST_F(Shards, MaskedLmWithoutLabelsMasksTheTokens) {
 }
 
 TEST_F(Shards, Refusals) {
-  EXPECT_NE(errorOf(ShardSet::open(dir)).find("no *.safetensors shards in "
-                                              "the directory"),
+  EXPECT_NE(errorOf(ShardSet::open(dir))
+                .find("no *.safetensors shards in "
+                      "the directory"),
             std::string::npos);
   writeShard("a.safetensors", 0, 2);
   auto set = ShardSet::open(dir);
@@ -410,8 +408,8 @@ TEST_F(Shards, RefusesBadFiles) {
   llvm::sys::fs::remove_directories(outside);
   llvm::sys::fs::remove(at("d.safetensors"));
   // A link inside the directory is a shard like any other.
-  ASSERT_FALSE(llvm::sys::fs::create_link(at("a.safetensors"),
-                                          at("e.safetensors")));
+  ASSERT_FALSE(
+      llvm::sys::fs::create_link(at("a.safetensors"), at("e.safetensors")));
   auto set = ShardSet::open(dir);
   ASSERT_TRUE(static_cast<bool>(set)) << errorOf(set.takeError());
   EXPECT_EQ((*set)->rows(), 4);
