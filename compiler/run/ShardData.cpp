@@ -493,7 +493,7 @@ llvm::Error ShardFeeder::fill(int argument, uint64_t seed, uint64_t sample,
     // shift_tokens_right; the pad id, which program.pb does not carry, is
     // taken as 0).
     if (b.source == Source::DecoderFromLabels && e == 0) {
-      storeInt(out, 0, decoderStart_);
+      storeInt(out, 0, decoderIdOf(decoderStart_));
       continue;
     }
     int64_t at = b.source == Source::DecoderFromLabels ? e - 1 : e;
