@@ -1,6 +1,7 @@
 //===- Checkpointing.cpp - dtc run's saves and resumes --------------------===//
 
 #include "compiler/run/Checkpointing.h"
+#include "compiler/run/ShardData.h"
 
 #include "runtime/support/Error.h"
 #include "runtime/support/Json.h"
@@ -63,12 +64,33 @@ std::string planText(const llvm::json::Object *plan) {
   return text.empty() ? "an unrecorded plan" : text;
 }
 
+/// A run on shards continues only on the same shard set: the order of
+/// its samples follows from the set's row count, and which row is which
+/// from its files.
+llvm::Error checkSameShards(const rt::Checkpoint &ckpt,
+                            const std::optional<llvm::json::Array> &shards) {
+  const llvm::json::Object *data = ckpt.meta().getObject("data");
+  const llvm::json::Array *saved = data ? data->getArray("shards") : nullptr;
+  if (!saved && !shards)
+    return llvm::Error::success();
+  if (saved && shards && *saved == *shards)
+    return llvm::Error::success();
+  std::string before = saved ? "the shards " + describeShards(*saved)
+                             : std::string("a token file or synthetic data");
+  std::string now = shards ? "the shards " + describeShards(*shards)
+                           : std::string("a token file or synthetic data");
+  return badInput("--resume: {0} was trained on {1}, this run reads {2}; "
+                  "resume with the same --data",
+                  ckpt.directory(), before, now);
+}
+
 } // namespace
 
 llvm::Expected<std::optional<Resumed>>
 resumeTraining(const program::RankProgram &program, const rt::Mesh &mesh,
                int rank, rt::Executor &executor, llvm::StringRef root,
-               int64_t globalBatch) {
+               int64_t globalBatch,
+               const std::optional<llvm::json::Array> &shards) {
   // A run resumed before its first save starts from the beginning.
   if (!llvm::sys::fs::is_directory(root) || !rt::isCheckpointRoot(root))
     return std::nullopt;
@@ -116,6 +138,9 @@ resumeTraining(const program::RankProgram &program, const rt::Mesh &mesh,
                     "--global-batch {1} so the run continues the same way",
                     resumed.directory, resumed.position.globalBatch,
                     globalBatch);
+  if (llvm::Error e = checkSameShards(*ckpt, shards))
+    return std::move(e);
+  resumed.position.shards = shards;
   resumed.savedPlan = planText(ckpt->meta().getObject("plan"));
   // Steps after the one resumed belong to a timeline this run abandons
   // (`latest` was set back past a damaged step, or a run died before
@@ -247,6 +272,9 @@ llvm::Error TrainingSaver::save(rt::Executor &executor,
                           {"global_batch", position.globalBatch},
                           {"samples", position.step * position.globalBatch},
                           {"seed", std::to_string(position.seed)}}}};
+  if (position.shards)
+    meta["data"] =
+        llvm::json::Object{{"shards", llvm::json::Array(*position.shards)}};
   if (llvm::Error e =
           writer_->startSave(position.step, std::move(items), std::move(meta)))
     return saveFailed(std::move(e));

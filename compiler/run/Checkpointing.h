@@ -27,6 +27,9 @@ struct TrainingPosition {
   int64_t step = 0;        ///< optimizer steps done
   int64_t globalBatch = 0; ///< sequences per step
   uint64_t seed = 0;       ///< the data-order seed
+  /// --data DIR: the shard set's files and row counts (the order of its
+  /// samples depends on them); none for a token file or synthetic data.
+  std::optional<llvm::json::Array> shards;
 };
 
 /// A checkpoint was loaded: training continues after `position.step`.
@@ -40,11 +43,13 @@ struct Resumed {
 /// variables (parameters and optimizer moments; gradient accumulators
 /// start at zero), resharding from whatever plan saved it. None when
 /// `root` holds no checkpoint yet. Bad input (exit 2): a corrupt or
-/// incomplete checkpoint, another model, another global batch.
+/// incomplete checkpoint, another model, another global batch, another
+/// shard set than `shards` (this run's, if it reads shards).
 llvm::Expected<std::optional<Resumed>>
 resumeTraining(const program::RankProgram &program, const runtime::Mesh &mesh,
                int rank, runtime::Executor &executor, llvm::StringRef root,
-               int64_t globalBatch);
+               int64_t globalBatch,
+               const std::optional<llvm::json::Array> &shards = std::nullopt);
 
 /// This rank's side of the run's saves.
 class TrainingSaver {

@@ -4,6 +4,7 @@
 
 #include "compiler/run/Checkpointing.h"
 #include "compiler/run/Launch.h"
+#include "compiler/run/ShardData.h"
 #include "compiler/run/Telemetry.h"
 #include "compiler/support/ProgramFile.h"
 #include "frontends/onnx/HostTensor.h"
@@ -434,8 +435,9 @@ struct TokenData {
 llvm::Expected<TokenData> loadTokens(const RunOptions &o, int64_t seqLen,
                                      int64_t vocab) {
   if (o.data.empty())
-    return badInput("--data FILE is required for training (flat "
-                    "little-endian uint16 token ids, nanoGPT's train.bin)");
+    return badInput("--data FILE|DIR is required for training (a token "
+                    "file of flat little-endian uint16 ids, nanoGPT's "
+                    "train.bin, or a directory of safetensors shards)");
   if (o.dataDtype != "uint16" && o.dataDtype != "uint32")
     return badInput("--data-dtype {0}: use uint16 or uint32", o.dataDtype);
   // A FIFO would block the read forever, a device never end.
@@ -499,6 +501,7 @@ rt::Tensor scalarF32(float value) {
 /// says so); a classifier's sample dims are whole unless the plan splits
 /// them.
 struct DataPart {
+  std::string name; ///< the graph input's, if any
   std::string feed;
   int64_t input = 0; ///< of the "input" arguments, which
   rt::DType dtype = rt::DType::F32;
@@ -547,7 +550,8 @@ struct DataPart {
 };
 
 bool isDataFeed(llvm::StringRef feed) {
-  return feed == "tokens" || feed == "labels" || feed == "input";
+  return feed == "tokens" || feed == "labels" || feed == "input" ||
+         feed == "decoder_tokens" || feed == "attention_mask";
 }
 
 /// The data arguments of the step function, in argument order, each with
@@ -568,6 +572,7 @@ localDataParts(const program::Program &p, const RankContext &context) {
       continue;
     const program::TensorType &type = step->values(a.value()).type();
     DataPart part;
+    part.name = a.name();
     part.feed = a.feed();
     part.input = llvm::count_if(
         parts, [](const DataPart &other) { return other.feed == "input"; });
@@ -695,29 +700,6 @@ struct SyntheticSamples {
     return mean + normal(mix(stream ^ sample) ^ static_cast<uint64_t>(e));
   }
 };
-
-void storeInt(rt::Tensor &t, int64_t i, int64_t v) {
-  if (t.dtype() == rt::DType::I32)
-    t.as<int32_t>()[i] = static_cast<int32_t>(v);
-  else
-    t.as<int64_t>()[i] = v;
-}
-
-void storeFloat(rt::Tensor &t, int64_t i, float v) {
-  switch (t.dtype()) {
-  case rt::DType::F64:
-    t.as<double>()[i] = v;
-    break;
-  case rt::DType::BF16:
-    t.as<uint16_t>()[i] = rt::floatToBF16(v);
-    break;
-  case rt::DType::F16:
-    t.as<uint16_t>()[i] = rt::floatToHalf(v);
-    break;
-  default:
-    t.as<float>()[i] = v;
-  }
-}
 
 /// What the metrics need from the bundle's plan.json: the model's training
 /// FLOPs per token and the cluster's peak per GPU (0 when absent).
@@ -885,73 +867,196 @@ llvm::Error checkDivergence(const program::Program &p,
                  step, where);
 }
 
-/// The training data of `p`: the token file of a token model (--data);
-/// nothing for a model without token inputs, which trains on synthetic
-/// samples.
-llvm::Expected<std::optional<TokenData>>
-loadTrainingData(const program::Program &p, const RunOptions &o) {
+/// Whether the step function of `p` has a data argument of role `feed`.
+bool hasFeed(const program::Program &p, llvm::StringRef feed) {
+  for (const program::RankProgram &rank : p.ranks())
+    for (const program::Function &f : rank.functions())
+      if (f.name() == p.training().micro_step())
+        for (const program::Argument &a : f.arguments())
+          if (a.feed() == feed)
+            return true;
+  return false;
+}
+
+/// The training data: a token file (--data FILE), safetensors shards
+/// (--data DIR) with the binding of every data argument to them, or
+/// neither (a model without token inputs trains on synthetic samples).
+struct TrainingData {
+  std::optional<TokenData> tokens;
+  std::shared_ptr<const ShardSet> shards;
+  std::optional<ShardFeeder> feeder;
+};
+
+/// Binds the data arguments of every rank's step (deduplicated) to
+/// `shards`, so that bad shards are refused before any rank starts.
+llvm::Expected<ShardFeeder> bindShards(const program::Program &p,
+                                       std::shared_ptr<const ShardSet> shards) {
+  std::vector<DataArgument> arguments;
+  std::vector<const program::RankProgram *> seen;
+  for (int rank = 0; rank < p.world_size(); ++rank) {
+    const program::RankProgram *program = rt::rankProgramOf(p, rank);
+    if (!program || llvm::is_contained(seen, program))
+      continue;
+    seen.push_back(program);
+    auto context = rankContext(p, rank);
+    if (!context)
+      return context.takeError();
+    auto parts = localDataParts(p, *context);
+    if (!parts)
+      return parts.takeError();
+    for (const DataPart &part : *parts) {
+      if (llvm::any_of(arguments, [&](const DataArgument &a) {
+            return a.name == part.name && a.feed == part.feed;
+          }))
+        continue;
+      arguments.push_back(
+          {part.name, part.feed, part.dtype, part.wholeRowShape()});
+    }
+  }
+  return ShardFeeder::bind(std::move(shards), arguments, p.training());
+}
+
+llvm::Expected<TrainingData> loadTrainingData(const program::Program &p,
+                                              const RunOptions &o) {
+  TrainingData data;
+  if (!o.data.empty() && llvm::sys::fs::is_directory(o.data)) {
+    auto shards = ShardSet::open(o.data);
+    if (!shards)
+      return shards.takeError();
+    data.shards = std::move(*shards);
+    auto feeder = bindShards(p, data.shards);
+    if (!feeder)
+      return feeder.takeError();
+    data.feeder = std::move(*feeder);
+    return data;
+  }
   if (!readsTokens(p)) {
     if (!o.data.empty())
       return badInput("--data {0}: this model has no token input (a "
-                      "classifier, labels in [0, {1})); it trains on "
-                      "synthetic samples drawn from --seed: leave --data out",
+                      "classifier, labels in [0, {1})); pass a directory of "
+                      "safetensors shards, or leave --data out to train on "
+                      "synthetic samples drawn from --seed",
                       o.data, p.training().vocab());
-    return std::nullopt;
+    return data;
   }
+  if (!o.data.empty() &&
+      (p.training().objective() == "seq2seq" || hasFeed(p, "decoder_tokens")))
+    return badInput("--data {0}: a token file cannot feed a seq2seq model; "
+                    "seq2seq needs --data DIR shards with input_ids and "
+                    "labels",
+                    o.data);
   auto tokens = loadTokens(o, p.training().seq_len(), p.training().vocab());
   if (!tokens)
     return tokens.takeError();
-  return std::optional<TokenData>(std::move(*tokens));
+  data.tokens = std::move(*tokens);
+  return data;
+}
+
+/// Where the samples of a run come from, for fillData.
+struct SampleSource {
+  const TrainingData *data = nullptr;
+  int64_t windows = 0; ///< valid window starts of the token file
+  SyntheticSamples synthetic;
+  /// masked-lm from a token file: the masking of its windows.
+  std::optional<MaskedLm> masking;
+};
+
+/// Copies this rank's part of one sample's whole row `whole` into `t` at
+/// element `at`: the plan's cut of a classifier input's sample dims, the
+/// context-parallel columns (zigzag chunks) of a sequence, or all of it.
+void copyLocalRow(const DataPart &part, const rt::Tensor &whole,
+                  const rt::Tensor &t, int64_t at) {
+  const size_t width = rt::dtypeSize(part.dtype);
+  char *dst = static_cast<char *>(t.data()) + at * width;
+  llvm::ArrayRef<int64_t> micro = part.microShape();
+  if (part.rowLayout) {
+    rt::TensorRef local = t.ref();
+    local.data = dst;
+    local.shape.assign(micro.begin() + 1, micro.end());
+    part.rowLayout->extract(whole.ref(), local);
+    return;
+  }
+  const int64_t perRow = part.rowElements();
+  if (micro.size() < 2 || part.dims[1].parts == 1) {
+    std::memcpy(dst, whole.data(), perRow * width);
+    return;
+  }
+  const int64_t columns = micro[1], inner = perRow / columns;
+  const char *src = static_cast<const char *>(whole.data());
+  for (int64_t j = 0; j < columns; ++j)
+    std::memcpy(dst + j * inner * width,
+                src + part.column(j, columns) * inner * width, inner * width);
 }
 
 /// This rank's part of data argument `part` for one call of the step
 /// function, whose first micro-batch is the run's `firstMicro`-th (of `mb`
-/// rows). The global sample index decides the window (or the synthetic
-/// sample), so the samples do not depend on how the batch is split. Token
-/// windows come from `tokens` (`windows` valid starts), a classifier's
-/// samples from `synthetic`.
-rt::Tensor fillData(const DataPart &part, int64_t firstMicro, int64_t mb,
-                    const TokenData *tokens, int64_t windows,
-                    const SyntheticSamples &synthetic) {
+/// rows). The global sample index decides the shard row, the window or the
+/// synthetic sample, so the samples do not depend on how the batch is
+/// split. Shard rows are read whole and cut here.
+llvm::Expected<rt::Tensor> fillData(const DataPart &part, int64_t firstMicro,
+                                    int64_t mb, const SampleSource &source) {
   rt::Tensor t(part.dtype, part.shape);
   const int64_t rows = part.rows(), perRow = part.rowElements();
   const llvm::SmallVector<int64_t, 6> wholeRow = part.wholeRowShape();
-  // A classifier's input row, whole, when the plan splits its sample dims.
+  const TokenData *tokens =
+      source.data && source.data->tokens ? &*source.data->tokens : nullptr;
+  const ShardFeeder *feeder =
+      source.data && source.data->feeder ? &*source.data->feeder : nullptr;
+  const int shardArgument = feeder ? feeder->indexOf(part.name, part.feed) : -1;
+  if (feeder && shardArgument < 0)
+    return failure("--data: the {0} argument '{1}' was not bound to the "
+                   "shards",
+                   part.feed, part.name);
+  const uint64_t seed = source.synthetic.seed;
+  // One sample's whole row, when this rank holds only part of it.
   rt::Tensor whole;
-  if (part.rowLayout)
+  if (part.rowLayout || feeder)
     whole = rt::Tensor(part.dtype, wholeRow);
   for (int64_t k = 0; k < part.calls(); ++k) {
     for (int64_t row = 0; row < rows; ++row) {
       const uint64_t sample =
           static_cast<uint64_t>((firstMicro + k) * mb + part.firstRow() + row);
       const int64_t at = (k * rows + row) * perRow;
-      if (tokens) {
-        // A window of the token file; labels are the window shifted by one.
+      if (feeder) {
+        if (llvm::Error e =
+                feeder->fill(shardArgument, seed, sample, whole.ref()))
+          return std::move(e);
+        copyLocalRow(part, whole, t, at);
+      } else if (tokens) {
+        // A window of the token file: labels are the window shifted by
+        // one, or for masked-lm the masked window's labels.
         const int64_t columns = perRow;
-        int64_t begin = static_cast<int64_t>(mix(mix(synthetic.seed) ^ sample) %
-                                             static_cast<uint64_t>(windows));
-        int64_t shift = part.feed == "labels" ? 1 : 0;
-        for (int64_t j = 0; j < columns; ++j)
-          storeInt(t, at + j,
-                   tokens->at(begin + part.column(j, columns) + shift));
+        int64_t begin = static_cast<int64_t>(
+            mix(mix(seed) ^ sample) % static_cast<uint64_t>(source.windows));
+        bool labels = part.feed == "labels";
+        int64_t shift = labels && !source.masking ? 1 : 0;
+        for (int64_t j = 0; j < columns; ++j) {
+          int64_t position = part.column(j, columns);
+          int64_t id = tokens->at(begin + position + shift);
+          if (part.feed == "attention_mask")
+            id = 1;
+          else if (source.masking) {
+            MaskedLm::Token m = source.masking->at(sample, position, id);
+            id = labels ? m.label : m.input;
+          }
+          if (rt::isFloat(part.dtype))
+            storeFloat(t.ref(), at + j, static_cast<float>(id));
+          else
+            storeInt(t.ref(), at + j, id);
+        }
       } else if (part.feed == "labels") {
-        int64_t label = synthetic.classOf(sample);
+        int64_t label = source.synthetic.classOf(sample);
         for (int64_t j = 0; j < perRow; ++j)
-          storeInt(t, at + j, label);
+          storeInt(t.ref(), at + j, label);
       } else if (part.rowLayout) {
         for (int64_t e = 0; e < whole.numElements(); ++e)
-          storeFloat(whole, e,
-                     synthetic.value(sample, part.input, wholeRow, e));
-        rt::TensorRef local = t.ref();
-        local.data = static_cast<char *>(t.data()) +
-                     at * static_cast<int64_t>(rt::dtypeSize(part.dtype));
-        local.shape.assign(part.microShape().begin() + 1,
-                           part.microShape().end());
-        part.rowLayout->extract(whole.ref(), local);
+          storeFloat(whole.ref(), e,
+                     source.synthetic.value(sample, part.input, wholeRow, e));
+        copyLocalRow(part, whole, t, at);
       } else {
         for (int64_t e = 0; e < perRow; ++e)
-          storeFloat(t, at + e,
-                     synthetic.value(sample, part.input, wholeRow, e));
+          storeFloat(t.ref(), at + e,
+                     source.synthetic.value(sample, part.input, wholeRow, e));
       }
     }
   }
@@ -1003,11 +1108,14 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
   auto parts = localDataParts(p, context);
   if (!parts)
     return parts.takeError();
-  // Token models read windows of --data; other models (classifiers) train
-  // on synthetic samples.
-  std::optional<TokenData> data;
+  // Token models read windows of --data FILE, any model rows of --data
+  // DIR; without --data, classifiers train on synthetic samples.
+  TrainingData data;
   if (llvm::Error e = loadTrainingData(p, o).moveInto(data))
     return e;
+  std::optional<llvm::json::Array> shardIdentity;
+  if (data.shards)
+    shardIdentity = data.shards->identity();
   // `mb` rows of the global micro-batch, of which each data argument holds
   // rows [firstRow, firstRow + rows) on this rank.
   const int64_t mb = train.micro_batch(), seq = train.seq_len();
@@ -1018,16 +1126,16 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
       return e;
   const int64_t perCall = parts->front().calls();
   const int64_t microPerStep = accum * perCall;
-  const int64_t windows = data ? data->count - seq : 0; // valid window starts
   bool reports = context.reports();
   bool terminal = reports && o.progress.value_or(
                                  llvm::sys::Process::StandardErrIsDisplayed() &&
                                  !o.logJson);
-  TrainingPosition position{0, microPerStep * mb, o.seed};
+  TrainingPosition position{0, microPerStep * mb, o.seed, shardIdentity};
   if (o.resume) {
     auto loadStart = std::chrono::steady_clock::now();
-    auto resumed = resumeTraining(*context.program, context.mesh, context.rank,
-                                  executor, o.ckptDir, position.globalBatch);
+    auto resumed =
+        resumeTraining(*context.program, context.mesh, context.rank, executor,
+                       o.ckptDir, position.globalBatch, shardIdentity);
     if (!resumed)
       return resumed.takeError();
     if (*resumed) {
@@ -1046,7 +1154,14 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
   }
   const int64_t firstStep = position.step + 1;
   const uint64_t seed = position.seed;
-  const SyntheticSamples synthetic{seed, std::max<int64_t>(1, train.vocab())};
+  SampleSource source;
+  source.data = &data;
+  source.synthetic = {seed, std::max<int64_t>(1, train.vocab())};
+  if (data.tokens) {
+    source.windows = data.tokens->count - seq;
+    if (train.objective() == "masked-lm")
+      source.masking = MaskedLm::of(train, seed);
+  }
   if (firstStep > *o.steps) {
     if (reports)
       out << llvm::formatv("already at step {0}: nothing to train up to "
@@ -1115,9 +1230,12 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
     for (int64_t call = 0; call < accum; ++call) {
       std::vector<rt::Tensor> inputs;
       const int64_t firstMicro = (step - 1) * microPerStep + call * perCall;
-      for (const DataPart &part : *parts)
-        inputs.push_back(fillData(part, firstMicro, mb, data ? &*data : nullptr,
-                                  windows, synthetic));
+      for (const DataPart &part : *parts) {
+        auto filled = fillData(part, firstMicro, mb, source);
+        if (!filled)
+          return filled.takeError();
+        inputs.push_back(std::move(*filled));
+      }
       const std::string &function =
           call + 1 == accum && !train.last_micro_step().empty()
               ? train.last_micro_step()
@@ -1236,7 +1354,7 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
                       "comm {8:f0}%  ETA {9:f0} s",
                       step, *o.steps, loss, gradNorm, lr, tokensPerS, m.tflops,
                       100 * m.mfu, 100 * m.exposedCommFraction, eta,
-                      data ? "tokens" : "samples")
+                      readsTokens(p) ? "tokens" : "samples")
             .str();
     if (moe)
       progress += llvm::formatv("  MoE imbalance {0:f0}% drops {1:f1}%",
@@ -1416,8 +1534,9 @@ llvm::Error checkRunFlags(const program::Program &p, const RunOptions &o) {
   if (!o.steps)
     return badInput("--steps N is required for training");
   if (readsTokens(p) && o.data.empty())
-    return badInput("--data FILE is required for training (flat "
-                    "little-endian uint16 token ids, nanoGPT's train.bin)");
+    return badInput("--data FILE|DIR is required for training (a token "
+                    "file of flat little-endian uint16 ids, nanoGPT's "
+                    "train.bin, or a directory of safetensors shards)");
   return llvm::Error::success();
 }
 

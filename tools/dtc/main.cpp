@@ -271,7 +271,9 @@ void addRun(CLI::App &app, dtc::RunOptions &o, dtc::VerifyOptions &v,
   run->add_option("--steps", o.steps, "Train until this global step");
   run->add_option("--data", o.data,
                   "Token file (flat little-endian uint16 ids, nanoGPT "
-                  "train.bin)");
+                  "train.bin), or a directory of *.safetensors shards "
+                  "(tensors named by graph input or role, dim 0 the "
+                  "sample)");
   run->add_option("--data-dtype", o.dataDtype, "uint16 or uint32")
       ->capture_default_str();
   run->add_option("--inputs", o.inputs,
@@ -329,7 +331,8 @@ void addRun(CLI::App &app, dtc::RunOptions &o, dtc::VerifyOptions &v,
   verify->add_option("--steps", v.steps, "Training steps to compare")
       ->capture_default_str();
   verify->add_option("--data", v.data,
-                     "Token file (default: synthetic tokens from --seed)");
+                     "Token file or shard directory (default: synthetic "
+                     "tokens from --seed)");
   verify->add_option("--inputs", v.inputs,
                      "Inference bundles: input_<i>.pb files (default: "
                      "synthetic inputs from --seed)");
