@@ -163,21 +163,6 @@ LOSS_TEXT = {
 }
 
 
-class Forward(torch.nn.Module):
-    """The model as a function of its graph inputs, in order, returning
-    the loss first when the model computes it, else the logits."""
-
-    def __init__(self, model, inputs):
-        super().__init__()
-        self.model, self.inputs = model, inputs
-
-    def forward(self, *args):
-        out = self.model(**dict(zip(self.inputs, args)))
-        if "labels" in self.inputs:
-            return out.loss, out.logits
-        return out.logits
-
-
 def build(name):
     torch.manual_seed(0)
     model = MODELS[name][0]()
@@ -186,21 +171,40 @@ def build(name):
 
 
 def export(name, batch, path):
+    """The Hugging Face model itself (its parameters keep their state_dict
+    names), called with its graph inputs as keyword arguments; the outputs
+    are the loss first when it takes labels, then the logits."""
     _, _, inputs, _ = MODELS[name]
-    args = tuple(batch[k] for k in inputs)
+    kwargs = {k: batch[k] for k in inputs}
+    kwargs["return_dict"] = False
+    if name == "bart-seq2seq":
+        kwargs["use_cache"] = False          # no past key/values outputs
     dim = torch.export.Dim("batch", min=1, max=1024)
-    shapes = None if name in FIXED_BATCH else (
-        tuple({0: dim} for _ in inputs),)
+    shapes = {k: {0: dim} for k in inputs}
+    shapes.update({k: None for k in kwargs if k not in inputs})
     # Exported in eval mode: dropout is 0 and there is no batch norm, so
     # the computation is the training one.
     program = torch.onnx.export(
-        Forward(build(name).eval(), inputs), args, dynamo=True, optimize=False,
-        dynamic_shapes=shapes, input_names=inputs,
-        output_names=["loss", "logits"] if "labels" in inputs else
-        ["logits"])
+        build(name).eval(), (), kwargs=kwargs, dynamo=True, optimize=False,
+        dynamic_shapes=None if name in FIXED_BATCH else shapes,
+        input_names=inputs)
     proto = program.model_proto
     onnx_export.strip_node_metadata(proto)
+    # Name the outputs as the model does (the exporter numbers them).
+    names = ["loss", "logits"] if "labels" in inputs else ["logits"]
     import onnx
+    renames = {}
+    for out, new in zip(proto.graph.output, names):
+        renames[out.name] = new
+        out.name = new
+    for node in proto.graph.node:
+        for i, o in enumerate(node.output):
+            if o in renames:
+                node.output[i] = renames[o]
+        for i, x in enumerate(node.input):
+            if x in renames:
+                node.input[i] = renames[x]
+    del proto.graph.output[len(names):]
     onnx.save(proto, path)
 
 
@@ -285,9 +289,10 @@ def main():
         batch = MODELS[name][1](g)
         data = os.path.join(out, name + ".data")
         os.makedirs(data, exist_ok=True)
-        oracle.write_safetensors(
-            os.path.join(data, "batch.safetensors"),
-            {k: v.contiguous() for k, v in batch.items()})
+        # The graph's dtypes: int64 ids and labels, float32 pixels.
+        from safetensors.torch import save_file
+        save_file({k: v.contiguous() for k, v in batch.items()},
+                  os.path.join(data, "batch.safetensors"))
         path = os.path.join(out, name + ".onnx")
         export(name, batch, path)
         info = train_reference(name, batch, out)

@@ -1159,8 +1159,12 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
   source.synthetic = {seed, std::max<int64_t>(1, train.vocab())};
   if (data.tokens) {
     source.windows = data.tokens->count - seq;
-    if (train.objective() == "masked-lm")
-      source.masking = MaskedLm::of(train, seed);
+    if (train.objective() == "masked-lm") {
+      auto masking = MaskedLm::of(train, seed);
+      if (!masking)
+        return masking.takeError();
+      source.masking = *masking;
+    }
   }
   if (firstStep > *o.steps) {
     if (reports)

@@ -100,7 +100,14 @@ int64_t shardRowOf(uint64_t seed, int64_t rows, uint64_t sample) {
   return static_cast<int64_t>(x);
 }
 
-MaskedLm MaskedLm::of(const program::Training &training, uint64_t seed) {
+llvm::Expected<MaskedLm> MaskedLm::of(const program::Training &training,
+                                      uint64_t seed) {
+  if (!training.has_mask_token_id())
+    return badInput("masked-lm: the data has no labels, so dtc masks the "
+                    "tokens itself, and the bundle has no [MASK] id: "
+                    "recompile with --mask-token-id ID, or give the data a "
+                    "'labels' tensor (original ids at masked positions, "
+                    "-100 elsewhere)");
   MaskedLm m;
   m.seed = seed;
   m.maskTokenId = training.mask_token_id();
@@ -386,8 +393,12 @@ ShardFeeder::bind(std::shared_ptr<const ShardSet> shards,
   feeder.decoderStart_ = training.decoder_start_token_id();
   // masked-lm without labels in the shards: dtc masks the tokens.
   const int labels = tensorOfRole("labels");
-  if (training.objective() == "masked-lm" && labels < 0)
-    feeder.masking_ = MaskedLm::of(training, 0);
+  if (training.objective() == "masked-lm" && labels < 0) {
+    auto masking = MaskedLm::of(training, 0);
+    if (!masking)
+      return masking.takeError();
+    feeder.masking_ = *masking;
+  }
   for (const DataArgument &a : arguments) {
     Binding b;
     b.argument = a;
@@ -399,6 +410,12 @@ ShardFeeder::bind(std::shared_ptr<const ShardSet> shards,
     } else if (a.feed == "attention_mask") {
       b.source = Source::Ones;
     } else if (a.feed == "decoder_tokens" && labels >= 0) {
+      if (!training.has_decoder_start_token_id())
+        return badInput("--data {0}: no '{1}' tensor, and the bundle has no "
+                        "decoder start id to shift the labels with: "
+                        "recompile with --decoder-start-token-id ID or "
+                        "write the decoder's input",
+                        set.dir(), a.name.empty() ? a.feed : a.name);
       b.source = Source::DecoderFromLabels;
       b.tensor = labels;
       if (a.rowShape.size() != 1)

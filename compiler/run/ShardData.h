@@ -55,7 +55,10 @@ struct MaskedLm {
   int64_t vocab = 1;
 
   /// Training's fields (a probability of 0 means HF's default 0.15).
-  static MaskedLm of(const program::Training &training, uint64_t seed);
+  /// Refused when the bundle has no mask id (compiled without
+  /// --mask-token-id): the data must then bring its labels.
+  static llvm::Expected<MaskedLm> of(const program::Training &training,
+                                     uint64_t seed);
 
   struct Token {
     int64_t input, label;

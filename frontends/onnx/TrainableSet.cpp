@@ -136,11 +136,11 @@ StateDictInfo dtc::onnx::readStateDict(const ::onnx::GraphProto &graph) {
         scopes = parseNameList(value);
     if (scopes.size() < 2)
       continue;
-    // The first scope is the root module (''), the last the op itself.
-    llvm::SmallVector<llvm::StringRef> path;
-    for (size_t i = 1; i + 1 < scopes.size(); ++i)
-      if (!scopes[i].empty())
-        path.push_back(scopes[i]);
+    // The first scope is the root module (''), the last the op itself;
+    // each between is the qualified name of a module on the call stack
+    // ('distilbert', 'distilbert.embeddings', ...), so the innermost is the
+    // module whose parameter the node reads.
+    llvm::StringRef module = scopes[scopes.size() - 2];
     for (const std::string &input : node.input()) {
       if (!initializers.contains(input) || !parameters.contains(input))
         continue;
@@ -148,7 +148,7 @@ StateDictInfo dtc::onnx::readStateDict(const ::onnx::GraphProto &graph) {
       if (leaf.empty())
         leaf = input;
       std::string own =
-          path.empty() ? leaf.str() : llvm::join(path, ".") + "." + leaf.str();
+          module.empty() ? leaf.str() : module.str() + "." + leaf.str();
       if (own != input && parameters.contains(own) &&
           !initializers.contains(own))
         info.aliasOf[own] = input;

@@ -139,11 +139,11 @@ TEST(MaskedLm, PureFunctionOfSeedSampleAndPosition) {
   program::Training training;
   training.set_vocab(100);
   training.set_mask_token_id(99);
-  MaskedLm a = MaskedLm::of(training, 1);
+  MaskedLm a = llvm::cantFail(MaskedLm::of(training, 1));
   EXPECT_EQ(a.probability, 0.15); // 0 in program.pb: HF's default
   EXPECT_EQ(a.maskTokenId, 99);
   training.set_mask_probability(0.5);
-  EXPECT_EQ(MaskedLm::of(training, 1).probability, 0.5);
+  EXPECT_EQ(llvm::cantFail(MaskedLm::of(training, 1)).probability, 0.5);
   MaskedLm b = a, c = a;
   c.seed = 2;
   int differ = 0;
@@ -314,7 +314,7 @@ TEST_F(Shards, MaskedLmWithoutLabelsMasksTheTokens) {
                                  {"labels", "labels", rt::DType::I64, {64}}};
   auto feeder = ShardFeeder::bind(*set, args, training);
   ASSERT_TRUE(static_cast<bool>(feeder)) << errorOf(feeder.takeError());
-  MaskedLm m = MaskedLm::of(training, 9);
+  MaskedLm m = llvm::cantFail(MaskedLm::of(training, 9));
   int chosen = 0;
   for (uint64_t sample = 0; sample < 10; ++sample) {
     const int64_t row = shardRowOf(9, 5, sample);

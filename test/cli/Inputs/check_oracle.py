@@ -31,6 +31,13 @@ Checks (one line each, "ok ..." or "FAIL ..."; exit 1 on any failure):
   params        after each step, per parameter
                 ||p_dtc - p_torch|| / ||p_torch - p_torch_before|| <= 1e-2
                 (relative to the step's own update, as dtc verify)
+  roundoff      a parameter whose PyTorch step-1 gradient is at rounding
+                level (per-element RMS below 1e-4 of the model's, as dtc
+                verify's floor: a key bias before softmax has gradient 0
+                in exact arithmetic) has no direction to compare: dtc's
+                gradient must be at that level too, and AdamW, which
+                turns any nonzero gradient into a step of about lr, moves
+                it by no more than 4 * lr * steps from PyTorch's value
   consolidated  its keys are PyTorch's state_dict keys (what
                 load_state_dict(strict=True) needs: tied aliases and
                 persistent buffers included), shapes equal, parameters
@@ -47,6 +54,7 @@ import sys
 import numpy as np
 from safetensors import safe_open
 
+ROUNDOFF_FLOOR = 1e-4   # of the model's per-element RMS gradient
 LOSS_TOL = 1e-5
 NORM_TOL = 1e-4
 GRAD_TOL = 1e-4
@@ -176,6 +184,14 @@ def step_dirs(ckpt, steps):
     return found
 
 
+def roundoff_note(dtc_name, at_roundoff):
+    names = sorted(k for p, k in dtc_name.items() if p in at_roundoff)
+    if not names:
+        return ""
+    return (f"; {len(names)} at rounding level ("
+            f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''})")
+
+
 def worst_line(kind, results, tol):
     name, value = max(results, key=lambda r: r[1])
     return (f"{kind}: {len(results)} parameters, worst {value:.2e} in "
@@ -198,6 +214,17 @@ def main():
     clip_at = ref["hyperparameters"]["grad_clip"]
     parameters = ref["parameters"]              # deduplicated torch names
     buffers = set(ref["buffers"])
+    lr = ref["hyperparameters"]["lr"]
+    # Parameters whose gradient is rounding noise (see "roundoff" above).
+    grads = {p: tensors["grad:" + p] for p in parameters}
+    model_rms = math.sqrt(sum(float(np.sum(g.astype(np.float64) ** 2))
+                              for g in grads.values())
+                          / max(1, sum(g.size for g in grads.values())))
+    floor = ROUNDOFF_FLOOR * model_rms
+
+    def rms(a):
+        return math.sqrt(float(np.mean(a.astype(np.float64) ** 2)))
+    at_roundoff = {p for p, g in grads.items() if rms(g) < floor}
     param_of = ref["parameter_of_key"]          # state_dict key -> parameter
     state_keys = {e["key"]: tuple(e["shape"]) for e in ref["state_dict_keys"]}
     report = Report()
@@ -290,6 +317,13 @@ def main():
                     report.fail(f"grads step 1: '{k}' shape {got.shape}, "
                                 f"PyTorch {want.shape}")
                     continue
+                if p in at_roundoff:
+                    if not rms(got) < floor:
+                        report.fail(f"grads step 1: '{k}' has PyTorch "
+                                    f"gradient at rounding level (RMS "
+                                    f"{rms(want):.3g} < {floor:.3g}), dtc's "
+                                    f"is not ({rms(got):.3g})")
+                    continue
                 e = rel(got, want, norm(want))
                 results.append((k, e))
                 if not e <= GRAD_TOL:
@@ -298,7 +332,8 @@ def main():
                                 f"||g_torch|| {norm(want):.6g}; tolerance "
                                 f"{GRAD_TOL:.0e})")
             if results and all(e <= GRAD_TOL for _, e in results):
-                report.ok(worst_line("grads step 1", results, GRAD_TOL))
+                report.ok(worst_line("grads step 1", results, GRAD_TOL)
+                          + roundoff_note(dtc_name, at_roundoff))
 
         # Parameters after the step, relative to the step's update.
         results = []
@@ -309,6 +344,14 @@ def main():
                 report.fail(f"params step {step}: '{k}' shape {got.shape}, "
                             f"PyTorch {want.shape}")
                 continue
+            if p in at_roundoff:
+                drift = float(np.max(np.abs(got - want)))
+                if not drift <= 4 * lr * step:
+                    report.fail(f"params step {step}: '{k}' (gradient at "
+                                f"rounding level) is {drift:.3g} from "
+                                f"PyTorch's, more than 4 * lr * steps = "
+                                f"{4 * lr * step:.3g}")
+                continue
             e = rel(got, want, norm(want - before))
             results.append((k, e))
             if not e <= PARAM_TOL:
@@ -318,7 +361,8 @@ def main():
                             f"{norm(want - before):.3e}; tolerance "
                             f"{PARAM_TOL:.0e})")
         if results and all(e <= PARAM_TOL for _, e in results):
-            report.ok(worst_line(f"params step {step}", results, PARAM_TOL))
+            report.ok(worst_line(f"params step {step}", results, PARAM_TOL)
+                      + roundoff_note(dtc_name, at_roundoff))
 
     if args.consolidated:
         step = args.steps
@@ -350,6 +394,11 @@ def main():
                 continue
             p = param_of[k]
             want, before = torch_param(step, p), torch_param(step - 1, p)
+            if p in at_roundoff:
+                if not float(np.max(np.abs(got[k] - want))) <= 4 * lr * step:
+                    bad.append(f"'{k}' (gradient at rounding level) past "
+                               f"4 * lr * steps")
+                continue
             e = rel(got[k], want, norm(want - before))
             results.append((k, e))
             if not e <= PARAM_TOL:
