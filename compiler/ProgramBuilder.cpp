@@ -34,6 +34,7 @@ static void setTraining(program::Program &p, const TrainingStepInfo &info,
   t->set_moe_layers(info.moeLayers);
   t->set_moe_experts(info.moeExperts);
   t->set_objective(info.objective);
+  t->set_loss_sums_counted_labels(info.lossSumsCountedLabels);
   if (info.maskTokenId >= 0)
     t->set_mask_token_id(info.maskTokenId);
   t->set_mask_probability(info.maskProbability);

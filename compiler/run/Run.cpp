@@ -1063,6 +1063,57 @@ llvm::Expected<rt::Tensor> fillData(const DataPart &part, int64_t firstMicro,
   return t;
 }
 
+/// One whole global micro-batch of the labels (every row and position,
+/// however the plan splits them), described from the first rank whose step
+/// function reads labels: with it every rank counts the labels of a step,
+/// pipeline stages without labels included (countedLabels).
+llvm::Expected<DataPart> wholeLabelsPart(const program::Program &p,
+                                         int64_t mb) {
+  for (int r = 0; r < p.world_size(); ++r) {
+    auto context = rankContext(p, r);
+    if (!context)
+      return context.takeError();
+    auto parts = localDataParts(p, *context);
+    if (!parts)
+      return parts.takeError();
+    for (const DataPart &part : *parts) {
+      if (part.feed != "labels")
+        continue;
+      DataPart whole = part;
+      whole.stacked = false;
+      whole.zigzag = false;
+      whole.rowLayout.reset();
+      whole.shape.assign({mb});
+      llvm::append_range(whole.shape, part.wholeRowShape());
+      for (rt::ShardLayout::DimPart &cut : whole.dims)
+        cut = {};
+      return whole;
+    }
+  }
+  return badInput("program.pb: the loss sums over counted labels, but no "
+                  "rank reads labels; recompile the bundle");
+}
+
+/// The labels of step `step` that count (not -100): what the step's summed
+/// loss and gradients are divided by (Training.loss_sums_counted_labels).
+llvm::Expected<int64_t> countedLabels(const DataPart &whole, int64_t step,
+                                      int64_t microPerStep, int64_t mb,
+                                      const SampleSource &source) {
+  int64_t counted = 0;
+  for (int64_t m = 0; m < microPerStep; ++m) {
+    auto labels = fillData(whole, (step - 1) * microPerStep + m, mb, source);
+    if (!labels)
+      return labels.takeError();
+    for (int64_t i = 0; i < labels->numElements(); ++i)
+      counted += loadInt(labels->ref(), i) != -100;
+  }
+  if (counted == 0)
+    return badInput("step {0}: every label of the step is -100 (ignored): "
+                    "there is nothing to learn from; check the data",
+                    step);
+  return counted;
+}
+
 /// `dtc run --global-batch`: `globalBatch` sequences per step instead of
 /// the compiled count, as more or fewer calls of the micro-step
 /// (`accum`), or as more or fewer micro-batches stacked into each call of
@@ -1126,6 +1177,13 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
       return e;
   const int64_t perCall = parts->front().calls();
   const int64_t microPerStep = accum * perCall;
+  std::optional<DataPart> wholeLabels;
+  if (train.loss_sums_counted_labels()) {
+    auto whole = wholeLabelsPart(p, mb);
+    if (!whole)
+      return whole.takeError();
+    wholeLabels = std::move(*whole);
+  }
   bool reports = context.reports();
   bool terminal = reports && o.progress.value_or(
                                  llvm::sys::Process::StandardErrIsDisplayed() &&
@@ -1231,6 +1289,16 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
     calls.clear();
     faults.poison(executor, step, /*parameters=*/true);
     double lossSum = 0;
+    // What the step's loss and gradients are divided by: its micro-batches
+    // (each returns a mean), or the labels it counts (each returns a sum).
+    double divisor = static_cast<double>(microPerStep);
+    if (wholeLabels) {
+      auto counted =
+          countedLabels(*wholeLabels, step, microPerStep, mb, source);
+      if (!counted)
+        return counted.takeError();
+      divisor = static_cast<double>(*counted);
+    }
     for (int64_t call = 0; call < accum; ++call) {
       std::vector<rt::Tensor> inputs;
       const int64_t firstMicro = (step - 1) * microPerStep + call * perCall;
@@ -1252,19 +1320,20 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
       if (!loss)
         return failure("step {0}: {1}", step, llvm::toString(loss.takeError()));
       calls.push_back({firstEvent, events.size(), call, call * perCall});
-      lossSum += (*loss)[0].as<float>()[0];
+      // A pipeline call returns the mean over its micro-batches.
+      lossSum += (*loss)[0].as<float>()[0] * static_cast<double>(perCall);
     }
-    double loss = lossSum / static_cast<double>(accum);
+    double loss = lossSum / divisor;
     faults.poison(executor, step, /*parameters=*/false);
     if (llvm::Error e =
             checkDivergence(p, context, executor, communicator, step, loss))
       return e;
     double lr = learningRate(train.optimizer(), step);
     size_t firstEvent = events.size();
-    auto applied = executor.run(
-        train.apply(),
-        {scalarF32(static_cast<float>(lr)), scalarF32(static_cast<float>(step)),
-         scalarF32(1.0f / static_cast<float>(microPerStep))});
+    auto applied = executor.run(train.apply(),
+                                {scalarF32(static_cast<float>(lr)),
+                                 scalarF32(static_cast<float>(step)),
+                                 scalarF32(static_cast<float>(1.0 / divisor))});
     if (!applied)
       return failure("step {0}: {1}", step,
                      llvm::toString(applied.takeError()));

@@ -134,6 +134,19 @@ MaskedLm::Token MaskedLm::at(uint64_t sample, int64_t position,
   return {id, id};
 }
 
+int64_t loadInt(const rt::TensorRef &t, int64_t i) {
+  switch (t.dtype) {
+  case rt::DType::I32:
+    return t.as<int32_t>()[i];
+  case rt::DType::I8:
+    return t.as<int8_t>()[i];
+  case rt::DType::BOOL:
+    return t.as<uint8_t>()[i];
+  default:
+    return t.as<int64_t>()[i];
+  }
+}
+
 void storeInt(const rt::TensorRef &t, int64_t i, int64_t v) {
   switch (t.dtype) {
   case rt::DType::I32:

@@ -73,6 +73,8 @@ inline int64_t decoderIdOf(int64_t label) { return label == -100 ? 0 : label; }
 /// Writes `v` into element `i` of an integer (i64/i32/i8/bool) or float
 /// tensor.
 void storeInt(const runtime::TensorRef &t, int64_t i, int64_t v);
+/// Element `i` of an integer tensor (any width), as int64.
+int64_t loadInt(const runtime::TensorRef &t, int64_t i);
 void storeFloat(const runtime::TensorRef &t, int64_t i, float v);
 
 /// One tensor of every shard: its name, dtype and per-sample shape.

@@ -130,6 +130,15 @@ private:
   LogicalResult copyOp(Operation *op, ArrayRef<Layout> operandLayouts,
                        ArrayRef<Layout> results);
   void scaleResult(Operation *newOp, unsigned index, int64_t divisor);
+  void weighByCountedLabels(Operation *newOp, Value labels, int64_t ignore,
+                            ArrayRef<Attribute> axes);
+  struct LabelShare {
+    Value share, counted;
+  };
+  LabelShare countLabelShare(Value labels, int64_t ignore,
+                             ArrayRef<Attribute> axes, Location loc);
+  /// By local labels: the loss and its gradient share one count exchange.
+  DenseMap<Value, LabelShare> labelShares;
   bool isAddOfPartialSums(Operation *op, const Layout &result);
   LogicalResult addPartialSums(Operation *op);
 };
@@ -689,6 +698,10 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
   // lookups into table rows split over the vocabulary (the table is the
   // lookup's last loop).
   bool lookup = op->hasTrait<traits::RowLookup>();
+  // The local labels, before a vocabulary-parallel loss replaces the copy.
+  Value localLabels = isa<CrossEntropyOp, CrossEntropyGradOp>(copy)
+                          ? copy->getOperand(1)
+                          : Value();
   SmallVector<Attribute> vocabAxes;
   int64_t shards = 1;
   for (size_t a = 0; a < numAxes(); ++a)
@@ -720,14 +733,88 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
       return failure();
   }
 
-  // Means over split loops: the copy divided by its local extent.
+  // Means over split loops: the copy divided by its local extent; a loss
+  // over labels, by its share of the labels counted (ignored labels make
+  // the ranks' counts differ).
   int64_t divisor = 1;
+  SmallVector<Attribute> meanAxes;
   for (size_t a = 0; a < numAxes(); ++a)
-    if (loopOf[a] >= 0 && rule.isMeanLoop(loopOf[a]))
+    if (loopOf[a] >= 0 && rule.isMeanLoop(loopOf[a])) {
       divisor *= axisSize(a);
-  if (divisor > 1)
+      meanAxes.push_back(axisName(a));
+    }
+  if (divisor > 1 && localLabels)
+    weighByCountedLabels(copy, localLabels,
+                         copy->getAttrOfType<IntegerAttr>("ignore_index")
+                             .getValue()
+                             .getSExtValue(),
+                         meanAxes);
+  else if (divisor > 1)
     scaleResult(copy, 0, divisor);
   return success();
+}
+
+// The cross-entropy over positions split across `axes` (data or context
+// parallel) is the mean over the labels that count (not `ignore`): each
+// rank's local mean times its share of the group's count sums to the
+// global mean, where dividing by the group size would weigh a rank with
+// fewer counted labels as much as one with more. A rank counting none
+// holds NaN (0/0) locally and contributes 0.
+void Partitioner::weighByCountedLabels(Operation *newOp, Value labels,
+                                       int64_t ignore,
+                                       ArrayRef<Attribute> axes) {
+  Location loc = newOp->getLoc();
+  auto labelsType = cast<RankedTensorType>(labels.getType());
+  Type f32 = builder.getF32Type();
+  auto scalar = RankedTensorType::get({}, f32);
+  auto constant = [&](float v) -> Value {
+    return ConstantOp::create(builder, loc, DenseElementsAttr::get(scalar, v));
+  };
+  // The loss and its gradient read the same labels: one count exchange.
+  LabelShare &cached = labelShares[labels];
+  if (!cached.share)
+    cached = countLabelShare(labels, ignore, axes, loc);
+  Value result = newOp->getResult(0);
+  Value weighed = MulOp::create(builder, loc, result, cached.share);
+  weighed =
+      SelectOp::create(builder, loc, cached.counted, weighed, constant(0));
+  for (auto &[original, entry] : current)
+    if (entry.first == result)
+      entry.first = weighed;
+}
+
+// This rank's share of the labels that count (not `ignore`) over the group
+// of `axes`, and whether it counts any.
+Partitioner::LabelShare Partitioner::countLabelShare(Value labels,
+                                                     int64_t ignore,
+                                                     ArrayRef<Attribute> axes,
+                                                     Location loc) {
+  auto labelsType = cast<RankedTensorType>(labels.getType());
+  Type f32 = builder.getF32Type();
+  auto scalar = RankedTensorType::get({}, f32);
+  auto constant = [&](float v) -> Value {
+    return ConstantOp::create(builder, loc, DenseElementsAttr::get(scalar, v));
+  };
+  Value ignored = ConstantOp::create(
+      builder, loc,
+      DenseElementsAttr::get(
+          RankedTensorType::get({}, labelsType.getElementType()),
+          builder.getIntegerAttr(labelsType.getElementType(), ignore)));
+  Value counts =
+      CompareOp::create(builder, loc, labelsType.clone(builder.getI1Type()),
+                        labels, ignored, "ne");
+  Value ones = CastOp::create(builder, loc, counts, TypeAttr::get(f32));
+  auto all = llvm::to_vector(llvm::seq<int64_t>(0, labelsType.getRank()));
+  Value local = ReduceSumOp::create(builder, loc, ones, all, false);
+  Value total = startAndWait(AllReduceStartOp::create(
+      builder, loc, AsyncType::get(builder.getContext(), scalar), local,
+      builder.getArrayAttr(axes), "sum"));
+  Value share = DivOp::create(builder, loc, local,
+                              MaxOp::create(builder, loc, total, constant(1)));
+  Value counted = CompareOp::create(
+      builder, loc, RankedTensorType::get({}, builder.getI1Type()), local,
+      constant(0), "gt");
+  return {share, counted};
 }
 
 // The vocabulary-parallel loss (Megatron's vocab_parallel_cross_entropy):

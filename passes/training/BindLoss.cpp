@@ -188,6 +188,27 @@ assignRoles(const Signature &sig, const LossRequest &request,
   return roles;
 }
 
+/// `mean` (cross-entropy over `labels`) times the labels it counts (not
+/// -100): the loss summed over them.
+mlir::Value sumOverCountedLabels(mlir::OpBuilder &b, mlir::Location loc,
+                                 mlir::Value mean, mlir::Value labels) {
+  auto labelsType = tensorType(labels);
+  auto ignoreType =
+      mlir::RankedTensorType::get({}, labelsType.getElementType());
+  mlir::Value ignore = d::ConstantOp::create(
+      b, loc,
+      mlir::DenseElementsAttr::get(
+          ignoreType, b.getIntegerAttr(labelsType.getElementType(), -100)));
+  mlir::Value counted =
+      d::CompareOp::create(b, loc, labelsType.clone(b.getI1Type()), labels,
+                           ignore, b.getStringAttr("ne"));
+  mlir::Value ones =
+      d::CastOp::create(b, loc, counted, mlir::TypeAttr::get(b.getF32Type()));
+  auto all = llvm::to_vector(llvm::seq<int64_t>(0, labelsType.getRank()));
+  mlir::Value count = d::ReduceSumOp::create(b, loc, ones, all, false);
+  return d::MulOp::create(b, loc, mean, count);
+}
+
 /// Whether the logits at a position can see later tokens: some attention
 /// is not causal. A graph without raised attention is taken as causal (a
 /// recurrent or state-space model; pass --loss masked-lm otherwise).
@@ -375,6 +396,13 @@ llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward,
     loss = d::CrossEntropyOp::create(b, loc, logits, labels,
                                      static_cast<uint64_t>(-100));
     info.vocab = logitsType.getShape().back();
+    // Masked tokens and padded targets: micro-batches count different
+    // numbers of labels, so the step sums the loss over them and the
+    // runtime divides by the step's count (PyTorch's mean over one batch).
+    if (objective == "masked-lm" || objective == "seq2seq") {
+      loss = sumOverCountedLabels(b, loc, loss, labels);
+      info.lossSumsCountedLabels = true;
+    }
   }
   for (auto [i, role] : llvm::enumerate(*roles))
     forward.setArgAttr(i, "dtc.feed", b.getStringAttr(role));

@@ -792,6 +792,9 @@ void writeStepInfo(mlir::ModuleOp module, const TrainingStepInfo &info) {
   if (!info.objective.empty())
     fields.push_back(
         b.getNamedAttr("objective", b.getStringAttr(info.objective)));
+  if (info.lossSumsCountedLabels)
+    fields.push_back(
+        b.getNamedAttr("loss_sums_counted_labels", b.getUnitAttr()));
   // What the runtime needs to make the objective's data.
   if (info.objective == "masked-lm") {
     fields.push_back(i64("mask_token_id", info.maskTokenId));
@@ -826,6 +829,8 @@ llvm::Expected<TrainingStepInfo> readStepInfo(mlir::ModuleOp module) {
   info.moeExperts = get("moe_experts");
   if (auto objective = dict.getAs<mlir::StringAttr>("objective"))
     info.objective = objective.getValue().str();
+  info.lossSumsCountedLabels =
+      static_cast<bool>(dict.get("loss_sums_counted_labels"));
   if (auto v = dict.getAs<mlir::IntegerAttr>("mask_token_id"))
     info.maskTokenId = v.getInt();
   if (auto v = dict.getAs<mlir::FloatAttr>("mask_probability"))

@@ -127,6 +127,9 @@ struct TrainingStepInfo {
   /// classes] logits, or one label per position of [batch, ..., classes]),
   /// "model-loss" (the graph's own scalar loss).
   std::string objective;
+  /// The loss is the sum over the counted labels (Training.
+  /// loss_sums_counted_labels): objectives whose labels skip positions.
+  bool lossSumsCountedLabels = false;
   /// LossRequest's, for the runtime's data (-1: not given).
   int64_t maskTokenId = -1;
   double maskProbability = 0.15;

@@ -17,18 +17,26 @@
 // CHECK-SAME: tensor<16x16xf32> {dtc.grad_of = "head.weight", dtc.sharding = #dtc.sharding<{{\[\[}}], ["tp"{{\]\]}}>}
 // The loss over the vocabulary halves: each rank's row statistics, one
 // all-gather of them over tp. The local loss is the mean over this rank's
-// positions: halved, so the sum over dp is the global mean; its gradient
-// (this rank's vocabulary half, from the same statistics) likewise.
+// positions, weighed by its share of the labels counted over dp (one
+// exchange of a count: ignored labels make the shares unequal), so the sum
+// over dp is the global mean; its gradient (this rank's vocabulary half,
+// from the same statistics) by the same share.
 // CHECK: %[[LOGITS:.*]] = dtc.matmul {{.*}}tensor<16x16xf32>) -> tensor<2x8x16xf32>
 // CHECK-NEXT: %[[STATS:.*]] = dtc.cross_entropy_stats %[[LOGITS]], %arg1 {mesh_axes = ["tp"]} : {{.*}} -> tensor<2x8x3xf32>
 // CHECK-NEXT: %[[GATHER:.*]] = dtc.all_gather_start %[[STATS]] {dim = 2 : i64, mesh_axes = ["tp"]}
 // CHECK-NEXT: %[[ALL:.*]] = dtc.wait %[[GATHER]]
 // CHECK-NEXT: %[[L:.*]] = dtc.cross_entropy_from_stats %[[ALL]], %arg1 : {{.*}} -> tensor<f32>
-// CHECK-NEXT: %[[HALF:.*]] = dtc.constant dense<5.000000e-01> : tensor<f32>
-// CHECK-NEXT: %[[LOSS:.*]] = dtc.mul %[[L]], %[[HALF]]
+// CHECK-NEXT: %[[IGNORED:.*]] = dtc.constant dense<-100> : tensor<i64>
+// CHECK-NEXT: %[[COUNTS:.*]] = dtc.compare %arg1, %[[IGNORED]] {predicate = "ne"}
+// CHECK-NEXT: %[[ONES:.*]] = dtc.cast %[[COUNTS]]
+// CHECK-NEXT: %[[LOCAL:.*]] = dtc.reduce_sum %[[ONES]]
+// CHECK-NEXT: %[[EXCHANGE:.*]] = dtc.all_reduce_start %[[LOCAL]] {mesh_axes = ["dp"]} : tensor<f32>
+// CHECK-NEXT: %[[TOTAL:.*]] = dtc.wait %[[EXCHANGE]]
+// CHECK: %[[SHARE:.*]] = dtc.div %[[LOCAL]],
+// CHECK: %[[W:.*]] = dtc.mul %[[L]], %[[SHARE]]
+// CHECK: %[[LOSS:.*]] = dtc.select %{{.*}}, %[[W]],
 // CHECK: dtc.cross_entropy_shard_grad %[[LOGITS]], %arg1, %[[ALL]], {{.*}} -> tensor<2x8x16xf32>
-// CHECK-NEXT: dtc.constant dense<5.000000e-01> : tensor<f32>
-// CHECK-NEXT: dtc.mul
+// CHECK-NEXT: dtc.mul %{{.*}}, %[[SHARE]]
 // CHECK: dtc.embedding_grad {{.*}} -> tensor<32x8xf32>
 // CHECK-NEXT: dtc.all_reduce_start %[[LOSS]] {mesh_axes = ["dp"]} : tensor<f32>
 // CHECK: dtc.all_reduce_start {{.*}}{mesh_axes = ["dp"]} : tensor<32x8xf32>
@@ -39,7 +47,7 @@
 // CHECK: return
 
 // COUNT-LABEL: func.func @loss_grad
-// COUNT-COUNT-5: mesh_axes = ["dp"]
+// COUNT-COUNT-6: mesh_axes = ["dp"]
 // COUNT-NOT: mesh_axes = ["dp"]
 // COUNT: return
 
