@@ -57,6 +57,10 @@ struct CompileOptions {
   std::string emit; ///< Empty, or a stage name to print and stop after.
   /// The optimizer the training program carries (AdamW, lr schedule).
   OptimizerConfig optimizer;
+  /// Set by the compiler, not a flag: the model's exported fixed batch
+  /// re-binds to any micro-batch, so every import must (never falls back
+  /// to the exported batch).
+  bool fixedBatchRebinds = false;
 };
 
 /// Runs the compiler; the summary (or the requested IR) goes to `out`.
