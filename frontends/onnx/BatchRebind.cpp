@@ -689,6 +689,25 @@ void BatchRebinder::recordUniformAxes(ModelImporter &importer,
     uniformAxes[node.output(0)] = std::move(uniform);
 }
 
+llvm::Error BatchRebinder::classifySequence(ModelImporter &importer,
+                                            const ::onnx::NodeProto &node) {
+  std::optional<BatchAxis> at = batchAxisOf(node.input(0));
+  if (!at)
+    return importer.nodeError("the batch cannot be followed through it: its "
+                              "split sizes carry the batch");
+  std::string error;
+  auto axis = normalizeAxis(getIntAttr(node, "axis", 0),
+                            importer.values[node.input(0)].shape.size(), error);
+  if (!axis || *axis == at->axis)
+    return importer.nodeError("it splits the batch ({0})",
+                              axisText(node.input(0), *at));
+  bool squeezed = node.input_size() < 2 &&
+                  getIntAttr(node, "keepdims", 1) == 0 && *axis < at->axis;
+  batchAxes[node.output(0)] =
+      BatchAxis{at->axis - (squeezed ? 1 : 0), at->inner};
+  return llvm::Error::success();
+}
+
 llvm::Error BatchRebinder::classifyOutputs(ModelImporter &importer,
                                            const ::onnx::NodeProto &node) {
   bool anyBatch = llvm::any_of(node.input(), [&](const std::string &in) {
@@ -697,27 +716,8 @@ llvm::Error BatchRebinder::classifyOutputs(ModelImporter &importer,
   bool anyReduced = llvm::any_of(node.input(), [&](const std::string &in) {
     return !in.empty() && batchReduced.contains(in);
   });
-  if (node.op_type() == "SplitToSequence") {
-    // A sequence has no shape: its parts carry the batch where the input
-    // does, if the split is along another dim.
-    if (!anyBatch)
-      return llvm::Error::success();
-    auto expected = expectedOutputAxis(importer, node, 0);
-    BatchAxis at = batchAxes.lookup(node.input(0));
-    std::string error;
-    auto axis =
-        normalizeAxis(getIntAttr(node, "axis", 0),
-                      importer.values[node.input(0)].shape.size(), error);
-    if (!axis || *axis == at.axis)
-      return importer.nodeError("it splits the batch ({0})",
-                                axisText(node.input(0), at));
-    bool squeezed = node.input_size() < 2 &&
-                    getIntAttr(node, "keepdims", 1) == 0 && *axis < at.axis;
-    llvm::consumeError(expected.takeError());
-    batchAxes[node.output(0)] =
-        BatchAxis{at.axis - (squeezed ? 1 : 0), at.inner};
-    return llvm::Error::success();
-  }
+  if (node.op_type() == "SplitToSequence")
+    return anyBatch ? classifySequence(importer, node) : llvm::Error::success();
   for (int index = 0; index < node.output_size(); ++index) {
     const std::string &name = node.output(index);
     auto entry = importer.values.find(name);

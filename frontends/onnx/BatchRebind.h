@@ -116,6 +116,10 @@ private:
   llvm::Expected<std::optional<BatchAxis>>
   expectedOutputAxis(ModelImporter &importer, const ::onnx::NodeProto &node,
                      int index);
+  /// A SplitToSequence has no shape: its parts carry the batch where its
+  /// input does, when it splits another dim.
+  llvm::Error classifySequence(ModelImporter &importer,
+                               const ::onnx::NodeProto &node);
   /// Which dims of a batch-free dtc value are the same along their length,
   /// by the op that made it (Expand from size 1, elementwise ops of such).
   void recordUniformAxes(ModelImporter &importer,
