@@ -19,6 +19,10 @@ with .venv-bench/bin/python scripts/export_fixed_batch.py):
   mixing.onnx a tiny MLP whose logits are centred over the batch
               (logits - logits.mean(0)): its samples are not independent,
               so its batch cannot be re-bound (the pinned case)
+  unprovable/*.onnx
+              hand-built graphs at batch 8 whose batch cannot be re-bound:
+              slice-batch (x[:4]), reshape-batch ([8, 6] viewed as [6, 8]),
+              per-sample-weight (x + a [8, 4] parameter)
   <name>/test_data_set_0/{input_0,output_0}.pb
               8 (cnn: 4) samples and the ORIGINAL model's outputs from
               onnxruntime (checked against PyTorch)
@@ -192,6 +196,41 @@ def mixing(out):
     write_data(out, "mixing", path, x.numpy(), expected)
 
 
+def unprovable(out):
+    """Graphs whose batch does not flow: each must stay pinned."""
+    from onnx import TensorProto, helper
+    folder = os.path.join(out, "unprovable")
+    os.makedirs(folder, exist_ok=True)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [BATCH, 4])
+
+    def ints(name, values):
+        return numpy_helper.from_array(np.array(values, np.int64), name)
+
+    graphs = {
+        "slice-batch": ([helper.make_node("Slice", ["x", "s", "e", "a"],
+                                          ["y"], name="first_half")],
+                        [ints("s", [0]), ints("e", [4]), ints("a", [0])],
+                        [4, 4]),
+        "reshape-batch": ([helper.make_node("Reshape", ["x", "shape"], ["y"],
+                                            name="transposing_view")],
+                          [ints("shape", [4, BATCH])], [4, BATCH]),
+        "per-sample-weight": ([helper.make_node("Add", ["x", "w"], ["y"],
+                                                name="add_weight")],
+                              [numpy_helper.from_array(
+                                  np.arange(BATCH * 4, dtype=np.float32)
+                                  .reshape(BATCH, 4), "w")],
+                              [BATCH, 4]),
+    }
+    for name, (nodes, inits, shape) in graphs.items():
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)
+        graph = helper.make_graph(nodes, name, [x], [y], inits)
+        model = helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 18)])
+        model.ir_version = 9
+        onnx.checker.check_model(model)
+        onnx.save(model, os.path.join(folder, name + ".onnx"))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="test/models/fixed-batch")
@@ -203,6 +242,7 @@ def main():
     gpt2(args.out, os.path.join(models, "oracle", "tokens.bin"))
     cnn(args.out, os.path.join(models, "cnn", "cnn.onnx"))
     mixing(args.out)
+    unprovable(args.out)
 
 
 if __name__ == "__main__":

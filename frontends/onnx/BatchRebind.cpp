@@ -218,6 +218,12 @@ BatchRebinder::prepare(ModelImporter &importer) {
           "the batch",
           in);
 
+  // Integer initializers are decoded when first read: read them now.
+  for (const std::string &in : original.input())
+    if (!in.empty())
+      if (auto entry = importer.lookup(in); !entry)
+        llvm::consumeError(entry.takeError()); // importNode reports it
+
   ::onnx::NodeProto copy = original;
   bool changed = false;
   llvm::Error err = llvm::Error::success();
