@@ -747,8 +747,9 @@ llvm::Error BatchRebinder::classifyOutputs(ModelImporter &importer,
           return importer.nodeError("output '{0}' carries the batch in dim {1} "
                                     "where dtc expects none",
                                     name, c.axis->axis);
+        // Shape arithmetic and a CastLike's type read no samples.
         if (node.op_type() != "Shape" && node.op_type() != "Size" &&
-            !(node.op_type() == "CastLike"))
+            node.op_type() != "CastLike")
           batchReduced.insert(name);
         continue;
       }

@@ -72,7 +72,7 @@ public:
       : exportedBatch(exportedBatch), batch(batch),
         atExported(std::move(atExportedBatch)) {}
 
-  /// A graph input: it carries the batch in dim 0.
+  /// A graph input of rank > 0: it carries the batch in dim 0.
   void addGraphInput(llvm::StringRef name);
   /// The node to import in place of the importer's current node: a copy
   /// whose constant shape operands are re-bound and whose batch-free

@@ -1235,7 +1235,7 @@ Error ModelImporter::importGraph(ModuleOp module) {
     entry.dataType = dataTypeOf(type.getElementType());
     entry.shape.assign(type.getShape().begin(), type.getShape().end());
     values[name] = std::move(entry);
-    if (rebinder)
+    if (rebinder && type.getRank() > 0)
       rebinder->addGraphInput(name);
   }
 
