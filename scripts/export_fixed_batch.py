@@ -19,10 +19,12 @@ with .venv-bench/bin/python scripts/export_fixed_batch.py):
   mixing.onnx a tiny MLP whose logits are centred over the batch
               (logits - logits.mean(0)): its samples are not independent,
               so its batch cannot be re-bound (the pinned case)
-  unprovable/*.onnx
+  handbuilt/*.onnx
               hand-built graphs at batch 8 whose batch cannot be re-bound:
-              slice-batch (x[:4]), reshape-batch ([8, 6] viewed as [6, 8]),
-              per-sample-weight (x + a [8, 4] parameter)
+              slice-batch (x[:4]), reshape-batch ([8, 4] viewed as [4, 8]),
+              per-sample-weight (x + a [8, 4] parameter); and one that
+              can: expanded-view (x + a [1, 4] parameter expanded to
+              [8, 4] and viewed as [8, 2, 2]), with its test data
   <name>/test_data_set_0/{input_0,output_0}.pb
               8 (cnn: 4) samples and the ORIGINAL model's outputs from
               onnxruntime (checked against PyTorch)
@@ -196,10 +198,11 @@ def mixing(out):
     write_data(out, "mixing", path, x.numpy(), expected)
 
 
-def unprovable(out):
-    """Graphs whose batch does not flow: each must stay pinned."""
+def handbuilt(out):
+    """Graphs whose batch does not flow (each must stay pinned) and
+    expanded-view, whose does through an Expand and a Reshape."""
     from onnx import TensorProto, helper
-    folder = os.path.join(out, "unprovable")
+    folder = os.path.join(out, "handbuilt")
     os.makedirs(folder, exist_ok=True)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [BATCH, 4])
 
@@ -221,14 +224,32 @@ def unprovable(out):
                                   .reshape(BATCH, 4), "w")],
                               [BATCH, 4]),
     }
+    view = helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                         [BATCH, 2, 2])
+    graphs["expanded-view"] = (
+        [helper.make_node("Expand", ["w", "rows"], ["wide"]),
+         helper.make_node("Reshape", ["wide", "view"], ["viewed"]),
+         helper.make_node("Add", ["x", "viewed"], ["y"], name="add_view")],
+        [numpy_helper.from_array(np.array([[1, 2, 3, 4]], np.float32), "w"),
+         ints("rows", [BATCH, 4]), ints("view", [BATCH, 2, 2])],
+        [BATCH, 2, 2])
     for name, (nodes, inits, shape) in graphs.items():
         y = helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)
-        graph = helper.make_graph(nodes, name, [x], [y], inits)
+        graph = helper.make_graph(nodes, name,
+                                  [view if name == "expanded-view" else x],
+                                  [y], inits)
         model = helper.make_model(
             graph, opset_imports=[helper.make_opsetid("", 18)])
         model.ir_version = 9
         onnx.checker.check_model(model)
-        onnx.save(model, os.path.join(folder, name + ".onnx"))
+        path = os.path.join(folder, name + ".onnx")
+        onnx.save(model, path)
+        if name == "expanded-view":
+            data = np.random.default_rng(4).standard_normal(
+                (BATCH, 2, 2)).astype(np.float32)
+            expected = data + np.arange(1, 5, dtype=np.float32).reshape(
+                1, 2, 2)
+            write_data(folder, name, path, data, expected)
 
 
 def main():
@@ -242,7 +263,7 @@ def main():
     gpt2(args.out, os.path.join(models, "oracle", "tokens.bin"))
     cnn(args.out, os.path.join(models, "cnn", "cnn.onnx"))
     mixing(args.out)
-    unprovable(args.out)
+    handbuilt(args.out)
 
 
 if __name__ == "__main__":

@@ -688,6 +688,17 @@ void BatchRebinder::recordUniformAxes(ModelImporter &importer,
       }
       uniform[o] = all;
     }
+  } else if (isReshapeLike(op)) {
+    // A dim kept whole (as many elements before it, the same size) holds
+    // the same elements as before the reshape.
+    llvm::ArrayRef<int64_t> in = inputShape(0);
+    llvm::ArrayRef<int64_t> shape = out->second.shape;
+    for (int64_t o = 0; o < outRank; ++o)
+      for (int64_t k = 0, rank = in.size(); k < rank && !uniform[o]; ++k)
+        uniform[o] =
+            in[k] == shape[o] &&
+            numElements(in.take_front(k)) == numElements(shape.take_front(o)) &&
+            isUniformAlong(importer, node.input(0), k);
   } else {
     return;
   }
