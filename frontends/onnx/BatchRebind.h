@@ -103,8 +103,8 @@ private:
   /// batch-free operands sized B*m where the batch is b*m.
   llvm::Error sliceMeetingOperands(ModelImporter &importer,
                                    ::onnx::NodeProto &node, bool &changed);
-  /// Defines `entry`'s value under a fresh name read by input `index` of
-  /// `node`.
+  /// Defines a known tensor or a dtc value under a fresh name and makes
+  /// input `index` of `node` read it.
   void replaceInput(ModelImporter &importer, ::onnx::NodeProto &node, int index,
                     llvm::StringRef suffix, HostTensor known);
   void replaceInput(ModelImporter &importer, ::onnx::NodeProto &node, int index,
