@@ -223,6 +223,7 @@ importModel(const CompileOptions &o, int64_t batch,
     importOptions.dimParams[name.str()] = value;
   }
   importOptions.batch = batch;
+  importOptions.requireBatch = o.fixedBatchRebinds;
   importOptions.trainable = {o.trainable, o.frozen};
   importOptions.training = o.mode == "train";
   if (ext == ".json")
@@ -514,8 +515,13 @@ static void printSummary(llvm::raw_ostream &out, const ModelSummary &m,
                   ? " (all alike)"
                   : " (" + std::to_string(m.distinctBlocks) + " distinct)");
   }
-  if (m.fixedBatch)
-    out << "; batch fixed at " << *m.fixedBatch << " (inputs' dim 0)";
+  if (m.fixedBatch && !m.fixedBatchReason.empty())
+    out << "; batch fixed at " << *m.fixedBatch
+        << " (inputs' dim 0: " << m.fixedBatchReason << ")";
+  else if (m.fixedBatch)
+    out << "; exported at batch " << *m.fixedBatch
+        << ", re-bound to micro-batch "
+        << (plan ? plan->best.plan.microBatch : *m.fixedBatch);
   if (!m.frozen.empty()) {
     // What is read but never trained: PyTorch's buffers, --frozen.
     constexpr size_t kNamed = 3;
@@ -603,18 +609,36 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
       importAndSimplify(o, o.microBatch.value_or(1), context, diagnostics);
   if (!module)
     return module.takeError();
-  // A graph exported with a fixed batch runs that batch in every call: the
-  // plan's micro-batch is it, never another.
+  // A graph exported with a fixed batch is imported at the plan's
+  // micro-batch where its batch re-binds (frontends/onnx/BatchRebind.h);
+  // where not, that batch runs in every call: the plan's micro-batch is it.
   if (auto fixed =
           (**module)->getAttrOfType<mlir::IntegerAttr>("dtc.fixed_batch")) {
     int64_t batch = fixed.getInt();
-    if (o.microBatch && *o.microBatch != batch)
-      return badInput("--micro-batch {0}: {1} has a fixed batch of {2} (its "
-                      "inputs' dim 0, as exported or bound by --dim), which "
-                      "every micro-batch runs; pass --micro-batch {2} or "
-                      "leave it out, or re-export with a dynamic batch dim",
-                      *o.microBatch, o.modelPath, batch);
-    o.microBatch = batch;
+    auto reason =
+        (**module)->getAttrOfType<mlir::StringAttr>("dtc.fixed_batch_reason");
+    if (!reason && !(**module)->hasAttr("dtc.rebound_batch")) {
+      // Imported at the exported batch itself: whether it re-binds shows
+      // at the batch a data-parallel plan of it imports.
+      auto probe = importAndSimplify(o, 2 * batch, context, diagnostics);
+      if (!probe)
+        return probe.takeError();
+      reason =
+          (**probe)->getAttrOfType<mlir::StringAttr>("dtc.fixed_batch_reason");
+      if (reason)
+        (**module)->setAttr("dtc.fixed_batch_reason", reason);
+    }
+    if (reason) {
+      if (o.microBatch && *o.microBatch != batch)
+        return badInput("--micro-batch {0}: {1} has a fixed batch of {2} "
+                        "(its inputs' dim 0) that does not re-bind: {3}; pass "
+                        "--micro-batch {2} or leave it out, or re-export with "
+                        "a dynamic batch dim",
+                        *o.microBatch, o.modelPath, batch, reason.getValue());
+      o.microBatch = batch;
+    } else {
+      o.fixedBatchRebinds = true;
+    }
   }
 
   if (o.emit == "imported") {

@@ -61,6 +61,10 @@ struct CompileOptions {
   std::string lossSpec;
   /// The training objective and the inputs' data roles (--feed, ...).
   LossRequest loss;
+  /// Set by the compiler, not a flag: the model's exported fixed batch
+  /// re-binds to any micro-batch, so every import must (never falls back
+  /// to the exported batch).
+  bool fixedBatchRebinds = false;
 };
 
 /// Runs the compiler; the summary (or the requested IR) goes to `out`.

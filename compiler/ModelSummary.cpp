@@ -64,6 +64,8 @@ ModelSummary summarizeModel(ModuleOp module, llvm::StringRef name) {
   });
   if (auto fixed = module->getAttrOfType<IntegerAttr>("dtc.fixed_batch"))
     summary.fixedBatch = fixed.getInt();
+  if (auto reason = module->getAttrOfType<StringAttr>("dtc.fixed_batch_reason"))
+    summary.fixedBatchReason = reason.getValue().str();
   // State the computation folded at import (a causal mask, RoPE's
   // inv_freq): kept and saved, never trained.
   if (auto entries = module->getAttrOfType<ArrayAttr>("dtc.state_dict"))

@@ -24,8 +24,11 @@ struct ModelSummary {
   /// order of first use.
   std::vector<std::string> trained, frozen;
   int64_t frozenElements = 0;
-  /// The batch the export fixed (`dtc.fixed_batch`): every micro-batch.
+  /// The batch the export fixed (`dtc.fixed_batch`), and why it is every
+  /// micro-batch (`dtc.fixed_batch_reason`; empty: it re-binds, as
+  /// `dtc.rebound_batch` was).
   std::optional<int64_t> fixedBatch;
+  std::string fixedBatchReason;
   int64_t tokensPerStep = 0; ///< Tokens in one forward of @main.
   double forwardFlops = 0;   ///< Matmul and attention FLOPs of @main.
   /// Transformer blocks of @main (passes/TransformerBlocks.h) and how many

@@ -10,6 +10,7 @@
 #ifndef DTC_FRONTENDS_ONNX_IMPORTERIMPL_H
 #define DTC_FRONTENDS_ONNX_IMPORTERIMPL_H
 
+#include "frontends/onnx/BatchRebind.h"
 #include "frontends/onnx/FuseMoe.h"
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/OnnxImporter.h"
@@ -93,6 +94,14 @@ public:
   bool hasCycle();
   Error bindInputs();
   Error runOnnxChecks();
+  /// Every value's shape (and host-known elements) from an import at the
+  /// exported batch, for BatchRebinder.
+  Expected<ValuesAtExportedBatch> importAtExportedBatch();
+  /// Binds the graph inputs to `batch`, followed by a BatchRebinder.
+  Error startRebinding(int64_t batch);
+  /// The module imported at the exported batch (the fallback), which says
+  /// why the batch is pinned there.
+  Expected<OwningOpRef<ModuleOp>> importPinned(llvm::StringRef reason);
   /// Records the PyTorch state_dict the graph signature lists (module
   /// attribute `dtc.state_dict`: name, type and tied aliases of each key
   /// with a tensor), for checkpoints and `dtc ckpt consolidate`.
@@ -241,7 +250,12 @@ public:
   /// agree (module attribute `dtc.fixed_batch`): the compiled micro-batch
   /// must be it.
   std::optional<int64_t> fixedBatch;
+  /// The fixed batch came from `--dim NAME=SIZE`: the user's, kept.
+  bool batchFromDim = false;
+  std::string batchDimName;
   bool sawInput = false;
+  /// Set while importing a fixed-batch export at another batch.
+  std::unique_ptr<BatchRebinder> rebinder;
   llvm::StringMap<int64_t> boundDims;
   /// Static shapes from ONNX shape inference, by value name.
   llvm::StringMap<llvm::SmallVector<int64_t, 4>> inferredShapes;

@@ -584,11 +584,14 @@ Error ModelImporter::bindInputs() {
     if (tensorType.shape().dim_size() > 0) {
       const auto &first = tensorType.shape().dim(0);
       std::optional<int64_t> batch;
-      if (first.has_dim_value() && first.dim_value() > 0)
+      if (first.has_dim_value() && first.dim_value() > 0) {
         batch = first.dim_value();
-      else if (auto it = options.dimParams.find(first.dim_param());
-               !first.dim_param().empty() && it != options.dimParams.end())
+      } else if (auto it = options.dimParams.find(first.dim_param());
+                 !first.dim_param().empty() && it != options.dimParams.end()) {
         batch = it->second; // `--dim NAME=SIZE` fixes it as well
+        batchFromDim = true;
+        batchDimName = first.dim_param();
+      }
       if (!batch || (sawInput && fixedBatch != batch))
         fixedBatch.reset();
       else if (!sawInput)
@@ -1232,6 +1235,8 @@ Error ModelImporter::importGraph(ModuleOp module) {
     entry.dataType = dataTypeOf(type.getElementType());
     entry.shape.assign(type.getShape().begin(), type.getShape().end());
     values[name] = std::move(entry);
+    if (rebinder && type.getRank() > 0)
+      rebinder->addGraphInput(name);
   }
 
   // Floating-point initializers are the model's weights and buffers
@@ -1303,10 +1308,22 @@ Error ModelImporter::importGraph(ModuleOp module) {
 
   for (const auto &n : graph.node()) {
     node = &n;
+    if (rebinder) {
+      auto prepared = rebinder->prepare(*this);
+      if (!prepared)
+        return prepared.takeError();
+      node = *prepared;
+    }
     if (Error err = importNode())
       return err;
+    if (rebinder)
+      if (Error err = rebinder->classifyOutputs(*this, *node))
+        return err;
   }
   node = nullptr;
+  if (rebinder)
+    if (Error err = rebinder->checkGraphOutputs(*this))
+      return err;
 
   llvm::SmallVector<Value> results;
   for (const auto &output : graph.output()) {
@@ -1323,8 +1340,9 @@ Error ModelImporter::importGraph(ModuleOp module) {
                          llvm::toString(c.takeError()));
       entry.value = *c;
     }
-    // The declared static dims must agree with what the graph computes.
-    if (output.type().has_tensor_type() &&
+    // The declared static dims must agree with what the graph computes (at
+    // the exported batch: re-bound, the reference import checked them).
+    if (!rebinder && output.type().has_tensor_type() &&
         output.type().tensor_type().has_shape()) {
       const auto &dims = output.type().tensor_type().shape().dim();
       bool agrees = dims.size() == static_cast<int>(entry.shape.size());
@@ -1352,6 +1370,51 @@ Error ModelImporter::importGraph(ModuleOp module) {
   return Error::success();
 }
 
+Expected<ValuesAtExportedBatch> ModelImporter::importAtExportedBatch() {
+  ImportOptions reference = options;
+  reference.batch = fixedBatch;
+  reference.rebindFixedBatch = false;
+  ModelImporter importer(path, reference, ctx);
+  OwningOpRef<ModuleOp> scratch = ModuleOp::create(fileLoc);
+  for (auto stage : {&ModelImporter::load, &ModelImporter::checkOpsetsAndOps,
+                     &ModelImporter::bindInputs, &ModelImporter::runOnnxChecks})
+    if (Error err = (importer.*stage)())
+      return std::move(err);
+  if (Error err = importer.importGraph(*scratch))
+    return std::move(err);
+  ValuesAtExportedBatch values;
+  for (auto &[name, entry] : importer.values)
+    values[name] = ValueAtExportedBatch{entry.shape, entry.known};
+  return values;
+}
+
+Error ModelImporter::startRebinding(int64_t batch) {
+  auto reference = importAtExportedBatch();
+  if (!reference)
+    return reference.takeError();
+  rebinder = std::make_unique<BatchRebinder>(*fixedBatch, batch,
+                                             std::move(*reference));
+  for (auto &[name, shape] : inputShapes)
+    if (!shape.empty())
+      shape[0] = batch;
+  // ONNX shape inference ran at the exported batch; the reference import
+  // checked every shape against it there.
+  inferredShapes.clear();
+  return Error::success();
+}
+
+Expected<OwningOpRef<ModuleOp>>
+ModelImporter::importPinned(llvm::StringRef reason) {
+  ImportOptions pinned = options;
+  pinned.rebindFixedBatch = false;
+  ModelImporter importer(path, pinned, ctx);
+  auto module = importer.run();
+  if (module)
+    (**module)->setAttr("dtc.fixed_batch_reason",
+                        StringAttr::get(&ctx, reason));
+  return module;
+}
+
 Expected<OwningOpRef<ModuleOp>> ModelImporter::run() {
   ctx.getOrLoadDialect<mlir::dtc::DtcDialect>();
   ctx.getOrLoadDialect<func::FuncDialect>();
@@ -1364,12 +1427,40 @@ Expected<OwningOpRef<ModuleOp>> ModelImporter::run() {
   if (Error err = runOnnxChecks())
     return std::move(err);
 
+  // A batch the export fixed, asked for at another batch: re-bound where
+  // the batch provably flows, else imported at the exported batch.
+  bool rebinding = fixedBatch && options.batch &&
+                   *options.batch != *fixedBatch && options.rebindFixedBatch;
+  if (rebinding && !batchFromDim)
+    if (Error err = startRebinding(*options.batch))
+      return std::move(err);
+
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
-  if (Error err = importGraph(*module))
-    return std::move(err);
+  if (Error err = importGraph(*module)) {
+    if (!rebinder)
+      return std::move(err);
+    // Why the batch does not re-bind: the message without the file.
+    std::string reason = llvm::toString(std::move(err));
+    llvm::StringRef why(reason);
+    why.consume_front(path + ": ");
+    if (options.requireBatch)
+      return ::dtc::badInput("{0}: cannot re-bind its exported batch {1} to "
+                             "{2}: {3}",
+                             path, *fixedBatch, *options.batch, why);
+    return importPinned(why);
+  }
   if (fixedBatch)
     (*module)->setAttr("dtc.fixed_batch",
                        Builder(&ctx).getI64IntegerAttr(*fixedBatch));
+  if (rebinder)
+    (*module)->setAttr("dtc.rebound_batch",
+                       Builder(&ctx).getI64IntegerAttr(*options.batch));
+  else if (fixedBatch && batchFromDim)
+    (*module)->setAttr(
+        "dtc.fixed_batch_reason",
+        StringAttr::get(&ctx, llvm::formatv("bound by --dim {0}={1}",
+                                            batchDimName, *fixedBatch)
+                                  .str()));
   if (options.raiseIdioms && failed(raiseIdioms(*module)))
     return ::dtc::failure("{0}: raising idioms did not converge", path);
 

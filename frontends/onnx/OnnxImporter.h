@@ -24,6 +24,13 @@ struct TrainableOverrides {
 struct ImportOptions {
   /// Binds the dynamic batch dimension (dim 0 of each graph input).
   std::optional<int64_t> batch;
+  /// A batch B the export fixed (every graph input's dim 0 the number B) is
+  /// re-bound to `batch` where the batch provably flows (BatchRebind.h).
+  /// Where it does not, the graph is imported at B and the module attribute
+  /// `dtc.fixed_batch_reason` says why; with `requireBatch` the import fails
+  /// instead (the driver, once it knows the model re-binds).
+  bool rebindFixedBatch = true;
+  bool requireBatch = false;
   /// Binds the dynamic sequence dimension (dim 1 of token inputs).
   std::optional<int64_t> seqLen;
   /// Binds dims by their ONNX `dim_param` name; wins over the two above.
