@@ -211,67 +211,14 @@ def export(name, batch, path):
 def train_reference(name, batch, out):
     """PyTorch's two AdamW steps on `batch`, in export_training_oracle's
     reference format."""
-    model = build(name)
     loss_of = MODELS[name][3]
-    named = dict(model.named_parameters())
-    pkey = {id(p): k for k, p in named.items()}
-    buffers = [k for k, _ in model.named_buffers()]
-    tied, param_of = [], {}
-    for key, value in model.state_dict(keep_vars=True).items():
-        if isinstance(value, torch.nn.Parameter):
-            param_of[key] = pkey[id(value)]
-            if pkey[id(value)] != key:
-                tied.append([key, pkey[id(value)]])
-    opt = oracle.configure_optimizer(model)
-    hyper = oracle.HYPER
-    tensors = {"param:" + k: p.detach().clone() for k, p in named.items()}
-    for key, value in model.named_buffers():
-        tensors["buffer:" + key] = value.detach().clone()
-    losses, norms, clips = [], [], []
-    for step in (1, 2):
-        opt.zero_grad(set_to_none=True)
-        loss = loss_of(model, batch)
-        loss.backward()
-        # A parameter the loss does not reach (ViT's pooler) has no
-        # gradient in PyTorch; dtc's is zero.
-        for p in named.values():
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-        if step == 1:
-            for key, p in named.items():
-                tensors["grad:" + key] = p.grad.detach().clone()
-        norm = torch.nn.utils.clip_grad_norm_(model.parameters(),
-                                              hyper["grad_clip"])
-        if step == 1:
-            for key, p in named.items():
-                tensors["clipped_grad:" + key] = p.grad.detach().clone()
-        opt.step()
-        for key, p in named.items():
-            tensors[f"step{step}:" + key] = p.detach().clone()
-        losses.append(loss.item())
-        norms.append(float(norm))
-        clips.append(min(1.0, hyper["grad_clip"] / (float(norm) + 1e-6)))
-    prefix = os.path.join(out, name + ".reference")
-    oracle.write_safetensors(prefix + ".safetensors", tensors,
-                             {"format": "pt", "model": name})
-    state = model.state_dict()
-    info = {
-        "model": name, "losses": losses, "grad_norms": norms,
-        "clip_factors": clips,
-        "state_dict_keys": [{"key": k, "shape": list(v.shape),
-                             "kind": "buffer" if k in buffers else
-                             "parameter"} for k, v in state.items()],
-        "parameters": list(named), "buffers": buffers, "tied": tied,
-        "parameter_of_key": param_of, "batch": BATCH,
-        "data": name + ".data",
-        "hyperparameters": dict(hyper, loss=LOSS_TEXT[name]),
-        "versions": dict(oracle.versions(),
-                         transformers=__import__("transformers").__version__),
-    }
-    with open(prefix + ".json", "w") as f:
-        json.dump(info, f, indent=1)
-        f.write("\n")
-    return info
+    return oracle.reference_steps(
+        name, build(name), lambda model, step: loss_of(model, batch),
+        os.path.join(out, name + ".reference"),
+        {"batch": BATCH, "data": name + ".data",
+         "hyperparameters": dict(oracle.HYPER, loss=LOSS_TEXT[name]),
+         "versions": dict(oracle.versions(), transformers=__import__(
+             "transformers").__version__)})
 
 
 def main():

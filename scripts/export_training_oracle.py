@@ -340,45 +340,46 @@ def configure_optimizer(model):
         foreach=False, fused=False)
 
 
-def train_reference(name, model, tokens, outdir):
+def reference_steps(name, model, loss_of_step, prefix, extra):
+    """PyTorch's two AdamW steps, written as PREFIX.safetensors and
+    PREFIX.json (the reference format above; test/cli/Inputs/check_oracle.py
+    reads it). loss_of_step(model, step) returns the step's loss; `extra`
+    is added to the json after the keys every reference has. Shared by
+    this script, scripts/export_family_oracle.py and
+    scripts/compat_oracle.py."""
     model.train()
-    sd_keys = list(model.state_dict().keys())
     named = dict(model.named_parameters())     # deduplicated
     pkey = {id(p): k for k, p in named.items()}
     buffers = [k for k, _ in model.named_buffers()]
-    # Keys of the state_dict that alias another parameter (tied weights).
-    tied = []
-    for key, value in model.state_dict(keep_vars=True).items():
-        if isinstance(value, nn.Parameter) and pkey[id(value)] != key:
-            tied.append([key, pkey[id(value)]])
-    # state_dict key -> the (deduplicated) parameter it names.
-    param_of = {}
+    # state_dict key -> the (deduplicated) parameter it names; the keys
+    # that alias another parameter are the tied weights.
+    tied, param_of = [], {}
     for key, value in model.state_dict(keep_vars=True).items():
         if isinstance(value, nn.Parameter):
             param_of[key] = pkey[id(value)]
+            if pkey[id(value)] != key:
+                tied.append([key, pkey[id(value)]])
 
     opt = configure_optimizer(model)
-    tensors = {}
-    for key in named:
-        tensors["param:" + key] = named[key].detach().clone()
+    tensors = {"param:" + k: p.detach().clone() for k, p in named.items()}
     for key, value in model.named_buffers():
         tensors["buffer:" + key] = value.detach().clone()
 
-    losses, norms, clips, rows = [], [], [], []
+    losses, norms, clips = [], [], []
     for step in (1, 2):
-        starts, x, y = batch_of_step(tokens, step, BATCH, SEQ, SEED)
-        rows.append({"step": step, "window_starts": starts,
-                     "tokens": x.tolist(), "labels": y.tolist()})
         opt.zero_grad(set_to_none=True)
-        logits = model(x)
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+        loss = loss_of_step(model, step)
         loss.backward()
+        # A parameter the loss does not reach (ViT's pooler) has no
+        # gradient in PyTorch; dtc's is zero.
+        for p in named.values():
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
         if step == 1:
             for key, p in named.items():
                 tensors["grad:" + key] = p.grad.detach().clone()
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(),
                                               HYPER["grad_clip"])
-        clip = min(1.0, HYPER["grad_clip"] / (float(norm) + 1e-6))
         if step == 1:
             for key, p in named.items():
                 tensors["clipped_grad:" + key] = p.grad.detach().clone()
@@ -387,35 +388,52 @@ def train_reference(name, model, tokens, outdir):
             tensors[f"step{step}:" + key] = p.detach().clone()
         losses.append(loss.item())
         norms.append(float(norm))
-        clips.append(clip)
+        clips.append(min(1.0, HYPER["grad_clip"] / (float(norm) + 1e-6)))
 
-    prefix = os.path.join(outdir, name + ".reference")
     write_safetensors(prefix + ".safetensors", tensors,
                       {"format": "pt", "model": name})
-    state = model.state_dict()
     info = {
         "model": name,
         "losses": losses,
         "grad_norms": norms,
         "clip_factors": clips,
-        "state_dict_keys": [{"key": k, "shape": list(state[k].shape),
+        "state_dict_keys": [{"key": k, "shape": list(v.shape),
                              "kind": "buffer" if k in buffers else
-                             "parameter"} for k in sd_keys],
+                             "parameter"}
+                            for k, v in model.state_dict().items()],
         "parameters": list(named),
         "buffers": buffers,
         "tied": tied,
         "parameter_of_key": param_of,
-        "batch": BATCH, "seq": SEQ, "seed": SEED,
-        "vocab": VOCAB,
-        "tokens_file": "tokens.bin",
-        "rows": rows,
-        "hyperparameters": HYPER,
-        "versions": versions(),
     }
+    info.update(extra)
     with open(prefix + ".json", "w") as f:
         json.dump(info, f, indent=1)
         f.write("\n")
     return info
+
+
+def token_loss(tokens, rows, batch=BATCH, seq=SEQ, seed=SEED):
+    """loss_of_step for a model input_ids -> logits [b, t, V] trained on
+    the token file: F.cross_entropy(logits.view(-1, V), labels.view(-1))
+    on the rows dtc feeds at the step (appended to `rows`)."""
+    def loss_of_step(model, step):
+        starts, x, y = batch_of_step(tokens, step, batch, seq, seed)
+        rows.append({"step": step, "window_starts": starts,
+                     "tokens": x.tolist(), "labels": y.tolist()})
+        logits = model(x)
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+    return loss_of_step
+
+
+def train_reference(name, model, tokens, outdir):
+    rows = []
+    return reference_steps(
+        name, model, token_loss(tokens, rows),
+        os.path.join(outdir, name + ".reference"),
+        {"batch": BATCH, "seq": SEQ, "seed": SEED, "vocab": VOCAB,
+         "tokens_file": "tokens.bin", "rows": rows,
+         "hyperparameters": HYPER, "versions": versions()})
 
 
 def versions():
