@@ -499,6 +499,30 @@ def export_row(row, model, ids, path):
     return info
 
 
+def moe_metadata(model, path):
+    """dtc adds each MoE layer's load-balancing loss times the model
+    metadata's `router_aux_loss_coef` (0.001 when absent) to the training
+    objective; PyTorch's step of the Hugging Face model adds its auxiliary
+    loss only with output_router_logits. Writes the coefficient PyTorch
+    trains with (0 unless output_router_logits) into an MoE row's file, so
+    that dtc trains the same objective (scripts/compat_oracle.py)."""
+    config = getattr(getattr(model, "model", None), "config", None)
+    if config is None or not any(name.endswith("experts")
+                                 for name, _ in model.named_modules()):
+        return {}
+    coef = float(getattr(config, "router_aux_loss_coef", 0.0) or 0.0) \
+        if getattr(config, "output_router_logits", False) else 0.0
+    proto = onnx.load(path)
+    kept = [p for p in proto.metadata_props
+            if p.key != "router_aux_loss_coef"]
+    del proto.metadata_props[:]
+    proto.metadata_props.extend(kept)
+    entry = proto.metadata_props.add()
+    entry.key, entry.value = "router_aux_loss_coef", repr(coef)
+    onnx.save(proto, path, save_as_external_data=False)
+    return {"router_aux_loss_coef": coef}
+
+
 def export_ort_source(model, ids, path, info):
     """The TorchScript export (else the dynamo one) through onnxruntime's
     transformer optimizer; returns which export it started from."""
@@ -569,6 +593,7 @@ def generate(row):
     result.update(used, vocab=vocab)
     try:
         result.update(export_row(row, model, ids, onnx_path))
+        result.update(moe_metadata(model, onnx_path))
     except Exception as e:  # the exporter's limit: record it, go on
         remove_fixture(row.name)
         result.update(status="export-failed", error=last_line(e),
