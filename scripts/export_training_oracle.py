@@ -340,11 +340,12 @@ def configure_optimizer(model):
         foreach=False, fused=False)
 
 
-def reference_steps(name, model, loss_of_step, prefix, extra):
+def reference_steps(name, model, loss_of_step, prefix, extra, keep=None):
     """PyTorch's two AdamW steps, written as PREFIX.safetensors and
     PREFIX.json (the reference format above; test/cli/Inputs/check_oracle.py
     reads it). loss_of_step(model, step) returns the step's loss; `extra`
-    is added to the json after the keys every reference has. Shared by
+    is added to the json after the keys every reference has; `keep`, if
+    given, the tensor name prefixes to write (all by default). Shared by
     this script, scripts/export_family_oracle.py and
     scripts/compat_oracle.py."""
     model.train()
@@ -390,6 +391,8 @@ def reference_steps(name, model, loss_of_step, prefix, extra):
         norms.append(float(norm))
         clips.append(min(1.0, HYPER["grad_clip"] / (float(norm) + 1e-6)))
 
+    if keep is not None:
+        tensors = {k: v for k, v in tensors.items() if k.startswith(keep)}
     write_safetensors(prefix + ".safetensors", tensors,
                       {"format": "pt", "model": name})
     info = {

@@ -6,7 +6,8 @@
 # known-failures.txt (it does not import or match PyTorch) or in
 # known-failures-training.txt exits 77, which ctest shows as skipped, after
 # checking that it still fails; a listed row that passes exits 1 so that its
-# line is removed.
+# line is removed. A row with <row>.reference.json (scripts/compat_oracle.py)
+# is then trained two steps against PyTorch's own step (oracle_row.sh).
 #
 #   train_row.sh <dtc> <python> <compat dir> <row>
 set -uo pipefail
@@ -47,7 +48,7 @@ train() {
       "$work/tokens.bin" 20000 256 &&
     check "train 30 steps" "$dtc" run "$work/one.dtc" --steps 30 \
       --data "$work/tokens.bin" --log-json &&
-    "$python" - "$work/out.txt" "$row" <<'PY'
+    "$python" - "$work/out.txt" "$row" <<'PY' &&
 import json, sys
 losses = [json.loads(l)["loss"] for l in open(sys.argv[1]) if l.startswith("{")]
 first, last = losses[0], losses[-1]
@@ -55,6 +56,22 @@ ok = len(losses) == 30 and last < 0.98 * first
 print(("ok  " if ok else "FAIL"), f" {sys.argv[2]}: loss {first:.4f} -> {last:.4f} over {len(losses)} steps")
 sys.exit(0 if ok else 1)
 PY
+    oracle
+}
+
+oracle() {
+  # PyTorch's own training step (issue 55), where scripts/compat_oracle.py
+  # wrote the row's reference: loss, gradients, both AdamW updates and the
+  # consolidated state_dict (test/compat/oracle_row.sh).
+  [ -f "$compat/$row.reference.json" ] || return 0
+  if "$(dirname "$0")/oracle_row.sh" "$dtc" "$python" "$compat" "$row" \
+    "$work/oracle" >"$work/oracle.txt" 2>&1; then
+    echo "ok   $row: PyTorch oracle ($(tail -1 "$work/oracle.txt"))"
+    return 0
+  fi
+  echo "FAIL $row: PyTorch oracle:"
+  grep -E '^FAIL|error' "$work/oracle.txt" || tail -3 "$work/oracle.txt"
+  return 1
 }
 
 if [ ! -f "$model" ]; then
