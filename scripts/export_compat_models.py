@@ -62,7 +62,10 @@ Both exporters get dynamic `batch` and `seq` axes on input_ids and logits.
 Files are self-contained (no external data); the dynamo exporter's per-node
 metadata (the export machine's Python stack traces) is dropped, the
 initializers' value_info metadata and the graph's (its graph signature)
-are kept. Each row is checked with onnxruntime (CPU) against PyTorch: the
+are kept. MoE rows get model metadata router_aux_loss_coef = the
+coefficient PyTorch's step trains with (0 unless output_router_logits;
+dtc adds 0.001 x its load-balancing loss when it is absent). Each row is
+checked with onnxruntime (CPU) against PyTorch: the
 max relative error is max|ort - torch| / max|torch|. Row status: `ok`; `export-failed` (the
 exporter's, or the optimizer's, error is recorded and no file is written);
 `ort-mismatch` (above 1e-4, or onnxruntime cannot run the file);
