@@ -1271,9 +1271,9 @@ Error ModelImporter::importGraph(ModuleOp module) {
   llvm::StringSet<> allInitializers;
   for (const auto &init : graph.initializer())
     allInitializers.insert(init.name());
-  auto decisions =
-      decideTrainable(weightNames, origins, stateDict, allInitializers,
-                      options.trainable, options.training);
+  auto decisions = decideTrainable(weightNames, origins, stateDict,
+                                   allInitializers, options.trainable,
+                                   options.training, readUseEvidence(graph));
   if (!decisions)
     return fileError("{0}", llvm::toString(decisions.takeError()));
   for (const auto &init : graph.initializer()) {

@@ -203,12 +203,108 @@ optimizerHazard(const llvm::StringMap<InitializerOrigin> &origins,
   return anyFold;
 }
 
+namespace {
+
+/// Ops that pass a tensor on reshaped or retyped: a weight read through
+/// them is still read as a weight.
+bool passesOn(llvm::StringRef op) {
+  return llvm::is_contained({"Identity", "Cast", "Transpose", "Reshape",
+                             "Squeeze", "Unsqueeze", "Flatten"},
+                            op);
+}
+
+/// Whether input `slot` of `node` is a learned weight's place.
+bool isWeightSlot(const ::onnx::NodeProto &node, int slot, int64_t rank) {
+  llvm::StringRef op = node.op_type();
+  if (op == "MatMul" || op == "Einsum")
+    return true;
+  if (op == "Gemm")
+    return slot <= 2;
+  if (op == "Conv" || op == "ConvTranspose" || op == "PRelu")
+    return slot >= 1 && slot <= 2;
+  if (op == "Gather")
+    return slot == 0; // an embedding table
+  if (op == "LayerNormalization" || op == "BatchNormalization" ||
+      op == "InstanceNormalization" || op == "GroupNormalization" ||
+      op == "SimplifiedLayerNormalization" || op == "SkipLayerNormalization" ||
+      op == "SkipSimplifiedLayerNormalization")
+    return slot == 1 || slot == 2; // not batch norm's running statistics
+  // A bias or a per-channel scale (RMSNorm's weight): rank 1. Masks, RoPE
+  // tables and position tables have rank >= 2.
+  if (op == "Add" || op == "Mul")
+    return rank == 1;
+  // ONNX Runtime's fused ops (com.microsoft MoE, Attention, the skip
+  // norms) read weights, biases and scales.
+  return !node.domain().empty() && node.domain() != "ai.onnx";
+}
+
+} // namespace
+
+UseEvidence dtc::onnx::readUseEvidence(const ::onnx::GraphProto &graph) {
+  UseEvidence evidence;
+  evidence.read = true;
+  llvm::StringMap<int64_t> floatRank;
+  for (const auto &init : graph.initializer())
+    if (init.data_type() == ::onnx::TensorProto::FLOAT ||
+        init.data_type() == ::onnx::TensorProto::FLOAT16 ||
+        init.data_type() == ::onnx::TensorProto::BFLOAT16 ||
+        init.data_type() == ::onnx::TensorProto::DOUBLE)
+      floatRank[init.name()] = init.dims_size();
+  llvm::StringMap<llvm::SmallVector<std::pair<const ::onnx::NodeProto *, int>>>
+      readers;
+  for (const auto &node : graph.node())
+    for (auto [slot, input] : llvm::enumerate(node.input()))
+      readers[input].push_back({&node, static_cast<int>(slot)});
+
+  // In initializer order: the first hazard found is the one named.
+  for (const auto &init : graph.initializer()) {
+    auto rankIt = floatRank.find(init.name());
+    if (rankIt == floatRank.end())
+      continue;
+    int identities = 0;
+    bool weight = false;
+    llvm::SmallVector<std::string> frontier{init.name()};
+    for (size_t depth = 0; depth < 8 && !frontier.empty(); ++depth) {
+      llvm::SmallVector<std::string> next;
+      for (const std::string &value : frontier)
+        for (auto [node, slot] : readers.lookup(value)) {
+          if (depth == 0 && node->op_type() == "Identity")
+            ++identities;
+          if (isWeightSlot(*node, slot, rankIt->second))
+            weight = true;
+          else if (passesOn(node->op_type()) && node->output_size() == 1)
+            next.push_back(node->output(0));
+        }
+      frontier = std::move(next);
+    }
+    if (!weight)
+      continue;
+    evidence.weights.insert(init.name());
+    if (evidence.hazard)
+      continue;
+    // A weight folded by the exporter's constant folding (TorchScript names
+    // a transposed Linear weight `onnx::MatMul_272`) trains as the original
+    // would, AdamW being elementwise; only its PyTorch name is lost, and
+    // checkpoints use the graph's. A merged initializer would tie layers.
+    if (identities >= 2)
+      evidence.hazard =
+          llvm::formatv("the weight '{0}' is read as {1} tensors through "
+                        "Identity nodes (the exporter merged identical "
+                        "initializers, e.g. every layer's zero bias), so "
+                        "training would tie them",
+                        init.name(), identities)
+              .str();
+  }
+  return evidence;
+}
+
 llvm::Expected<llvm::StringMap<TrainableDecision>>
 dtc::onnx::decideTrainable(llvm::ArrayRef<std::string> names,
                            const llvm::StringMap<InitializerOrigin> &origins,
                            const StateDictInfo &stateDict,
                            const llvm::StringSet<> &initializers,
-                           const TrainableOverrides &overrides, bool training) {
+                           const TrainableOverrides &overrides, bool training,
+                           const UseEvidence &uses) {
   auto compile =
       [](const std::optional<std::string> &pattern,
          llvm::StringRef flag) -> llvm::Expected<std::optional<llvm::Regex>> {
@@ -247,6 +343,15 @@ dtc::onnx::decideTrainable(llvm::ArrayRef<std::string> names,
           "trains",
           *hazard);
 
+  if (training && !*trainable && !hasSignature && uses.hazard)
+    return badInput(
+        "this export has no graph signature (not torch.onnx.export(..., "
+        "dynamo=True)) and {0}: dtc cannot train it as PyTorch would; "
+        "re-export with torch.onnx.export(..., dynamo=True, "
+        "optimize=False), or pass --trainable REGEX to choose what dtc "
+        "trains",
+        *uses.hazard);
+
   llvm::StringMap<TrainableDecision> decisions;
   for (const std::string &name : names) {
     TrainableDecision &d = decisions[name];
@@ -255,8 +360,12 @@ dtc::onnx::decideTrainable(llvm::ArrayRef<std::string> names,
     } else if (*trainable) {
       bool match = (*trainable)->match(name);
       d = {match, match ? "--trainable" : "not matched by --trainable"};
-    } else if (!hasSignature) {
+    } else if (!hasSignature && !uses.read) {
       d = {true, "float initializer"};
+    } else if (!hasSignature) {
+      // No signature: decided by use (UseEvidence).
+      bool weight = uses.weights.contains(name);
+      d = {weight, weight ? "weight by use" : "constant by use"};
     } else if (llvm::StringRef kind = kindOf(name); kind == "PARAMETER") {
       d = {true, "parameter"};
     } else if (!kind.empty()) {

@@ -63,6 +63,24 @@ StateDictInfo readStateDict(const ::onnx::GraphProto &graph);
 llvm::StringMap<InitializerOrigin>
 readInitializerOrigins(const ::onnx::GraphProto &graph);
 
+/// What the graph's uses of its initializers say, for an export without a
+/// graph signature (TorchScript, other tools): which float initializers
+/// are weights by use (read, through reshaping ops, as a matmul, Gemm or
+/// convolution operand, an embedding table, a normalization's scale or
+/// bias, or a rank-1 bias or scale), and the first hazard dtc cannot undo:
+/// one initializer read as several tensors (identical initializers merged
+/// behind Identity nodes: every layer's zero bias becomes one, and training
+/// would tie them). A weight folded into an anonymous constant
+/// (TorchScript's `onnx::MatMul_272`, a transposed Linear weight) is no
+/// hazard for training (AdamW is elementwise); checkpoints use its graph
+/// name.
+struct UseEvidence {
+  bool read = false; ///< false: not read (every float initializer trains)
+  llvm::StringSet<> weights;
+  std::optional<std::string> hazard;
+};
+UseEvidence readUseEvidence(const ::onnx::GraphProto &graph);
+
 /// Why an initializer is or is not trained.
 struct TrainableDecision {
   bool trained = true;
@@ -83,7 +101,8 @@ decideTrainable(llvm::ArrayRef<std::string> names,
                 const llvm::StringMap<InitializerOrigin> &origins,
                 const StateDictInfo &stateDict,
                 const llvm::StringSet<> &initializers,
-                const TrainableOverrides &overrides, bool training);
+                const TrainableOverrides &overrides, bool training,
+                const UseEvidence &uses);
 
 } // namespace dtc::onnx
 

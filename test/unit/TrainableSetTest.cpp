@@ -69,9 +69,9 @@ TEST(TrainableSet, ParametersTrainBuffersDoNot) {
   auto origins = readInitializerOrigins(graph);
   EXPECT_EQ(origins.lookup("fc.weight").kind, "PARAMETER");
   EXPECT_EQ(origins.lookup("rope.inv_freq").kind, "BUFFER");
-  auto decisions =
-      decideTrainable({"fc.weight", "rope.inv_freq", "val_3"}, origins,
-                      StateDictInfo(), initializersOf(graph), {}, true);
+  auto decisions = decideTrainable(
+      {"fc.weight", "rope.inv_freq", "val_3"}, origins, StateDictInfo(),
+      initializersOf(graph), {}, true, UseEvidence());
   ASSERT_TRUE(static_cast<bool>(decisions))
       << llvm::toString(decisions.takeError());
   EXPECT_TRUE(decisions->lookup("fc.weight").trained);
@@ -85,7 +85,7 @@ TEST(TrainableSet, WithoutSignatureEveryFloatInitializerTrains) {
   graph.add_initializer()->set_name("w");
   auto decisions =
       decideTrainable({"w"}, readInitializerOrigins(graph), StateDictInfo(),
-                      initializersOf(graph), {}, true);
+                      initializersOf(graph), {}, true, UseEvidence());
   ASSERT_TRUE(static_cast<bool>(decisions));
   EXPECT_TRUE(decisions->lookup("w").trained);
 }
@@ -100,7 +100,7 @@ TEST(TrainableSet, OptimizedExportIsRefusedForTrainingOnly) {
             std::vector<std::string>{"fc.weight"});
   auto refused = decideTrainable({"ln.weight", "val_2"}, origins,
                                  StateDictInfo(), initializersOf(graph), {},
-                                 /*training=*/true);
+                                 /*training=*/true, UseEvidence());
   ASSERT_FALSE(static_cast<bool>(refused));
   std::string message = llvm::toString(refused.takeError());
   EXPECT_NE(message.find("it folded 'fc.weight' into 'val_2'"),
@@ -110,14 +110,14 @@ TEST(TrainableSet, OptimizedExportIsRefusedForTrainingOnly) {
   // Inference does not train: the same graph is accepted.
   auto serving = decideTrainable({"ln.weight", "val_2"}, origins,
                                  StateDictInfo(), initializersOf(graph), {},
-                                 /*training=*/false);
+                                 /*training=*/false, UseEvidence());
   EXPECT_TRUE(static_cast<bool>(serving));
   // --trainable names what trains: the user's choice, not a guess.
   TrainableOverrides overrides;
   overrides.trainable = "ln\\..*";
   auto chosen =
       decideTrainable({"ln.weight", "val_2"}, origins, StateDictInfo(),
-                      initializersOf(graph), overrides, true);
+                      initializersOf(graph), overrides, true, UseEvidence());
   ASSERT_TRUE(static_cast<bool>(chosen));
   EXPECT_TRUE(chosen->lookup("ln.weight").trained);
   EXPECT_FALSE(chosen->lookup("val_2").trained);
@@ -127,16 +127,16 @@ TEST(TrainableSet, FrozenWinsAndPatternsMatchWholeNames) {
   auto graph = graphWith({{"h.0.w", "PARAMETER"}, {"h.10.w", "PARAMETER"}});
   TrainableOverrides overrides;
   overrides.frozen = "h\\.1.*"; // matches h.10.w whole, not h.0.w
-  auto decisions =
-      decideTrainable({"h.0.w", "h.10.w"}, readInitializerOrigins(graph),
-                      StateDictInfo(), initializersOf(graph), overrides, true);
+  auto decisions = decideTrainable(
+      {"h.0.w", "h.10.w"}, readInitializerOrigins(graph), StateDictInfo(),
+      initializersOf(graph), overrides, true, UseEvidence());
   ASSERT_TRUE(static_cast<bool>(decisions));
   EXPECT_TRUE(decisions->lookup("h.0.w").trained);
   EXPECT_FALSE(decisions->lookup("h.10.w").trained);
   overrides.frozen = "w"; // a part of a name is not the name
   decisions =
       decideTrainable({"h.0.w"}, readInitializerOrigins(graph), StateDictInfo(),
-                      initializersOf(graph), overrides, true);
+                      initializersOf(graph), overrides, true, UseEvidence());
   ASSERT_TRUE(static_cast<bool>(decisions));
   EXPECT_TRUE(decisions->lookup("h.0.w").trained);
 }
@@ -166,4 +166,97 @@ TEST(TrainableSet, StateDictAndTiedAliasFromTheSignature) {
             (std::vector<std::string>{"wte.weight", "lm_head.weight"}));
   EXPECT_EQ(info.aliasOf.lookup("wte.weight"), "lm_head.weight");
   EXPECT_EQ(info.aliasOf.size(), 1u);
+}
+
+namespace {
+
+/// A float initializer of `dims` in `graph`.
+void addFloat(::onnx::GraphProto &graph, const std::string &name,
+              std::vector<int64_t> dims) {
+  auto *init = graph.add_initializer();
+  init->set_name(name);
+  init->set_data_type(::onnx::TensorProto::FLOAT);
+  for (int64_t d : dims)
+    init->add_dims(d);
+}
+
+void addNode(::onnx::GraphProto &graph, const std::string &op,
+             std::vector<std::string> inputs, const std::string &output) {
+  auto *node = graph.add_node();
+  node->set_op_type(op);
+  for (const std::string &input : inputs)
+    node->add_input(input);
+  node->add_output(output);
+}
+
+} // namespace
+
+// Without a graph signature (TorchScript), what a tensor is read as
+// decides: a matmul operand (even an anonymous folded one), an embedding
+// table, a normalization's scale, a rank-1 bias train; a mask, batch
+// norm's running statistics and a position table read by nothing else do
+// not (PyTorch's buffers).
+TEST(TrainableSet, WithoutSignatureTheUseDecides) {
+  ::onnx::GraphProto graph;
+  addFloat(graph, "wte", {16, 8});
+  addFloat(graph, "onnx::MatMul_7", {8, 8});
+  addFloat(graph, "fc.bias", {8});
+  addFloat(graph, "ln.weight", {8});
+  addFloat(graph, "mask", {1, 1, 4, 4});
+  addFloat(graph, "bn.running_mean", {8});
+  addFloat(graph, "bn.weight", {8});
+  addNode(graph, "Gather", {"wte", "ids"}, "x");
+  addNode(graph, "Transpose", {"onnx::MatMul_7"}, "wt");
+  addNode(graph, "MatMul", {"x", "wt"}, "y");
+  addNode(graph, "Add", {"y", "fc.bias"}, "z");
+  addNode(graph, "LayerNormalization", {"z", "ln.weight"}, "n");
+  addNode(graph, "Add", {"scores", "mask"}, "masked");
+  addNode(graph, "BatchNormalization",
+          {"c", "bn.weight", "bias", "bn.running_mean", "var"}, "b");
+  UseEvidence uses = readUseEvidence(graph);
+  EXPECT_FALSE(uses.hazard);
+  auto decisions =
+      decideTrainable({"wte", "onnx::MatMul_7", "fc.bias", "ln.weight", "mask",
+                       "bn.running_mean", "bn.weight"},
+                      readInitializerOrigins(graph), StateDictInfo(),
+                      initializersOf(graph), {}, /*training=*/true, uses);
+  ASSERT_TRUE(static_cast<bool>(decisions))
+      << llvm::toString(decisions.takeError());
+  for (const char *trained :
+       {"wte", "onnx::MatMul_7", "fc.bias", "ln.weight", "bn.weight"})
+    EXPECT_TRUE(decisions->lookup(trained).trained) << trained;
+  for (const char *frozen : {"mask", "bn.running_mean"}) {
+    EXPECT_FALSE(decisions->lookup(frozen).trained) << frozen;
+    EXPECT_EQ(decisions->lookup(frozen).reason, "constant by use");
+  }
+}
+
+// One initializer read as several tensors through Identity nodes is the
+// exporter merging identical initializers (every layer's zero bias):
+// training would tie the layers, so it is refused, naming it, unless
+// --trainable says what to train; inference is unaffected.
+TEST(TrainableSet, MergedInitializersAreRefusedForTraining) {
+  ::onnx::GraphProto graph;
+  addFloat(graph, "h.0.bias", {8});
+  addNode(graph, "Identity", {"h.0.bias"}, "h.1.bias");
+  addNode(graph, "Identity", {"h.0.bias"}, "h.2.bias");
+  addNode(graph, "Add", {"x", "h.0.bias"}, "y");
+  UseEvidence uses = readUseEvidence(graph);
+  ASSERT_TRUE(uses.hazard);
+  auto refused = decideTrainable({"h.0.bias"}, readInitializerOrigins(graph),
+                                 StateDictInfo(), initializersOf(graph), {},
+                                 /*training=*/true, uses);
+  ASSERT_FALSE(static_cast<bool>(refused));
+  EXPECT_EQ(llvm::toString(refused.takeError()),
+            "this export has no graph signature (not torch.onnx.export(..., "
+            "dynamo=True)) and the weight 'h.0.bias' is read as 2 tensors "
+            "through Identity nodes (the exporter merged identical "
+            "initializers, e.g. every layer's zero bias), so training would "
+            "tie them: dtc cannot train it as PyTorch would; re-export with "
+            "torch.onnx.export(..., dynamo=True, optimize=False), or pass "
+            "--trainable REGEX to choose what dtc trains");
+  EXPECT_TRUE(static_cast<bool>(
+      decideTrainable({"h.0.bias"}, readInitializerOrigins(graph),
+                      StateDictInfo(), initializersOf(graph), {},
+                      /*training=*/false, uses)));
 }
