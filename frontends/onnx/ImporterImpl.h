@@ -250,6 +250,8 @@ public:
   /// agree (module attribute `dtc.fixed_batch`): the compiled micro-batch
   /// must be it.
   std::optional<int64_t> fixedBatch;
+  /// findFoldedTiedCopy's hazard, read before the weights' bytes go.
+  std::optional<std::string> foldedTiedCopy;
   /// The fixed batch came from `--dim NAME=SIZE`: the user's, kept.
   bool batchFromDim = false;
   std::string batchDimName;

@@ -220,6 +220,7 @@ Error ModelImporter::load() {
   for (StackedWeight &weight : *stacked)
     stackedWeights[weight.name] = std::move(weight);
   findHostConstants();
+  foldedTiedCopy = findFoldedTiedCopy(model.graph());
   releaseWeights();
   return Error::success();
 }
@@ -1271,9 +1272,12 @@ Error ModelImporter::importGraph(ModuleOp module) {
   llvm::StringSet<> allInitializers;
   for (const auto &init : graph.initializer())
     allInitializers.insert(init.name());
-  auto decisions = decideTrainable(weightNames, origins, stateDict,
-                                   allInitializers, options.trainable,
-                                   options.training, readUseEvidence(graph));
+  UseEvidence uses = readUseEvidence(graph);
+  if (!uses.hazard)
+    uses.hazard = foldedTiedCopy;
+  auto decisions =
+      decideTrainable(weightNames, origins, stateDict, allInitializers,
+                      options.trainable, options.training, uses);
   if (!decisions)
     return fileError("{0}", llvm::toString(decisions.takeError()));
   for (const auto &init : graph.initializer()) {

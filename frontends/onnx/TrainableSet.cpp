@@ -11,6 +11,8 @@
 
 #include <google/protobuf/unknown_field_set.h>
 
+#include <cstring>
+
 using namespace dtc::onnx;
 
 namespace {
@@ -296,6 +298,48 @@ UseEvidence dtc::onnx::readUseEvidence(const ::onnx::GraphProto &graph) {
               .str();
   }
   return evidence;
+}
+
+std::optional<std::string>
+dtc::onnx::findFoldedTiedCopy(const ::onnx::GraphProto &graph) {
+  // Inline fp32 matrices, by name: [rows, cols] and their bytes.
+  struct Matrix {
+    const ::onnx::TensorProto *tensor;
+    int64_t rows, cols;
+  };
+  auto matrixOf = [](const ::onnx::TensorProto &t) -> std::optional<Matrix> {
+    if (t.data_type() != ::onnx::TensorProto::FLOAT || t.dims_size() != 2 ||
+        t.data_location() == ::onnx::TensorProto::EXTERNAL ||
+        t.raw_data().size() != static_cast<size_t>(t.dims(0) * t.dims(1) * 4))
+      return std::nullopt;
+    return Matrix{&t, t.dims(0), t.dims(1)};
+  };
+  auto at = [](const Matrix &m, int64_t r, int64_t c) {
+    float v;
+    std::memcpy(&v, m.tensor->raw_data().data() + (r * m.cols + c) * 4, 4);
+    return v;
+  };
+  std::vector<Matrix> anonymous, named;
+  for (const auto &init : graph.initializer())
+    if (auto m = matrixOf(init))
+      (llvm::StringRef(init.name()).starts_with("onnx::") ? anonymous : named)
+          .push_back(*m);
+  for (const Matrix &copy : anonymous)
+    for (const Matrix &original : named) {
+      if (copy.rows != original.cols || copy.cols != original.rows)
+        continue;
+      bool same = true;
+      for (int64_t r = 0; same && r < copy.rows; ++r)
+        for (int64_t c = 0; same && c < copy.cols; ++c)
+          same = at(copy, r, c) == at(original, c, r);
+      if (same)
+        return llvm::formatv("the weight '{0}' is '{1}' transposed (the "
+                             "exporter folded a tied weight into a second "
+                             "tensor), so training would untie them",
+                             copy.tensor->name(), original.tensor->name())
+            .str();
+    }
+  return std::nullopt;
 }
 
 llvm::Expected<llvm::StringMap<TrainableDecision>>

@@ -81,6 +81,14 @@ struct UseEvidence {
 };
 UseEvidence readUseEvidence(const ::onnx::GraphProto &graph);
 
+/// A weight the exporter's constant folding turned into a transposed copy
+/// of another (TorchScript's `lm_head` as `onnx::MatMul_275` = the tied
+/// embedding transposed): training would untie them. Compares the inline
+/// fp32 data of each anonymous (`onnx::`) rank-2 initializer with every
+/// named one of the transposed shape; call before the weights' bytes are
+/// released. The hazard's text, or nullopt.
+std::optional<std::string> findFoldedTiedCopy(const ::onnx::GraphProto &graph);
+
 /// Why an initializer is or is not trained.
 struct TrainableDecision {
   bool trained = true;

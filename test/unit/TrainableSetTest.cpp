@@ -260,3 +260,40 @@ TEST(TrainableSet, MergedInitializersAreRefusedForTraining) {
                       StateDictInfo(), initializersOf(graph), {},
                       /*training=*/false, uses)));
 }
+
+// TorchScript's constant folding can turn a tied LM head into a transposed
+// copy of the embedding, named `onnx::MatMul_N`: training the two would
+// untie them, so the copy is named as a hazard. A copy that differs (an
+// untied head of the same shape) is not.
+TEST(TrainableSet, AFoldedCopyOfATiedWeightIsFound) {
+  auto matrix = [](::onnx::GraphProto &graph, const std::string &name,
+                   int64_t rows, int64_t cols, auto value) {
+    auto *init = graph.add_initializer();
+    init->set_name(name);
+    init->set_data_type(::onnx::TensorProto::FLOAT);
+    init->add_dims(rows);
+    init->add_dims(cols);
+    std::vector<float> data;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        data.push_back(value(r, c));
+    init->set_raw_data(data.data(), data.size() * sizeof(float));
+  };
+  ::onnx::GraphProto tied;
+  matrix(tied, "wte.weight", 3, 2,
+         [](int64_t r, int64_t c) { return static_cast<float>(r * 10 + c); });
+  matrix(tied, "onnx::MatMul_7", 2, 3,
+         [](int64_t r, int64_t c) { return static_cast<float>(c * 10 + r); });
+  EXPECT_EQ(findFoldedTiedCopy(tied).value_or(""),
+            "the weight 'onnx::MatMul_7' is 'wte.weight' transposed (the "
+            "exporter folded a tied weight into a second tensor), so "
+            "training would untie them");
+
+  ::onnx::GraphProto untied;
+  matrix(untied, "wte.weight", 3, 2,
+         [](int64_t r, int64_t c) { return static_cast<float>(r * 10 + c); });
+  matrix(untied, "onnx::MatMul_7", 2, 3, [](int64_t r, int64_t c) {
+    return static_cast<float>(c * 10 + r + (r == 1 && c == 2));
+  });
+  EXPECT_FALSE(findFoldedTiedCopy(untied));
+}
