@@ -887,11 +887,11 @@ struct TrainingData {
   std::optional<ShardFeeder> feeder;
 };
 
-/// Binds the data arguments of every rank's step (deduplicated) to
-/// `shards`, so that bad shards are refused before any rank starts.
-llvm::Expected<ShardFeeder> bindShards(const program::Program &p,
-                                       std::shared_ptr<const ShardSet> shards) {
-  std::vector<DataArgument> arguments;
+/// The data parts of every distinct rank program's step, in rank order:
+/// what the whole run reads, whichever rank reads it.
+llvm::Expected<std::vector<DataPart>>
+everyRanksDataParts(const program::Program &p) {
+  std::vector<DataPart> all;
   std::vector<const program::RankProgram *> seen;
   for (int rank = 0; rank < p.world_size(); ++rank) {
     const program::RankProgram *program = rt::rankProgramOf(p, rank);
@@ -904,14 +904,26 @@ llvm::Expected<ShardFeeder> bindShards(const program::Program &p,
     auto parts = localDataParts(p, *context);
     if (!parts)
       return parts.takeError();
-    for (const DataPart &part : *parts) {
-      if (llvm::any_of(arguments, [&](const DataArgument &a) {
-            return a.name == part.name && a.feed == part.feed;
-          }))
-        continue;
-      arguments.push_back(
-          {part.name, part.feed, part.dtype, part.wholeRowShape()});
-    }
+    llvm::append_range(all, *parts);
+  }
+  return all;
+}
+
+/// Binds the data arguments of every rank's step (deduplicated) to
+/// `shards`, so that bad shards are refused before any rank starts.
+llvm::Expected<ShardFeeder> bindShards(const program::Program &p,
+                                       std::shared_ptr<const ShardSet> shards) {
+  auto parts = everyRanksDataParts(p);
+  if (!parts)
+    return parts.takeError();
+  std::vector<DataArgument> arguments;
+  for (const DataPart &part : *parts) {
+    if (llvm::any_of(arguments, [&](const DataArgument &a) {
+          return a.name == part.name && a.feed == part.feed;
+        }))
+      continue;
+    arguments.push_back(
+        {part.name, part.feed, part.dtype, part.wholeRowShape()});
   }
   return ShardFeeder::bind(std::move(shards), arguments, p.training());
 }
@@ -1069,26 +1081,21 @@ llvm::Expected<rt::Tensor> fillData(const DataPart &part, int64_t firstMicro,
 /// pipeline stages without labels included (countedLabels).
 llvm::Expected<DataPart> wholeLabelsPart(const program::Program &p,
                                          int64_t mb) {
-  for (int r = 0; r < p.world_size(); ++r) {
-    auto context = rankContext(p, r);
-    if (!context)
-      return context.takeError();
-    auto parts = localDataParts(p, *context);
-    if (!parts)
-      return parts.takeError();
-    for (const DataPart &part : *parts) {
-      if (part.feed != "labels")
-        continue;
-      DataPart whole = part;
-      whole.stacked = false;
-      whole.zigzag = false;
-      whole.rowLayout.reset();
-      whole.shape.assign({mb});
-      llvm::append_range(whole.shape, part.wholeRowShape());
-      for (rt::ShardLayout::DimPart &cut : whole.dims)
-        cut = {};
-      return whole;
-    }
+  auto parts = everyRanksDataParts(p);
+  if (!parts)
+    return parts.takeError();
+  for (const DataPart &part : *parts) {
+    if (part.feed != "labels")
+      continue;
+    DataPart whole = part;
+    whole.stacked = false;
+    whole.zigzag = false;
+    whole.rowLayout.reset();
+    whole.shape.assign({mb});
+    llvm::append_range(whole.shape, part.wholeRowShape());
+    for (rt::ShardLayout::DimPart &cut : whole.dims)
+      cut = {};
+    return whole;
   }
   return badInput("program.pb: the loss sums over counted labels, but no "
                   "rank reads labels; recompile the bundle");
