@@ -128,6 +128,10 @@ static llvm::Error validateOptions(const CompileOptions &o) {
     return badInput(
         "--emit: must be imported, sharded, partitioned or program, got '{0}'",
         o.emit);
+  if (o.meshOrder && !parseMeshOrder(*o.meshOrder))
+    return badInput("--mesh-order {0}: must name dp, tp, pp and cp once each, "
+                    "outermost first (e.g. pp,dp,cp,tp)",
+                    *o.meshOrder);
   if (o.noSearch && !(o.tp && o.pp && o.dp))
     return badInput("--no-search needs every degree pinned: pass at least "
                     "--tp, --pp and --dp");
@@ -261,6 +265,8 @@ static PlanRequest makePlanRequest(const CompileOptions &o,
   pins.microBatch = o.microBatch;
   if (o.sequenceParallel)
     pins.sequenceParallel = *o.sequenceParallel == "on";
+  if (o.meshOrder)
+    pins.meshOrder = parseMeshOrder(*o.meshOrder);
   if (o.recompute)
     pins.recompute = parseRecompute(*o.recompute);
   // The program overlaps what the cost model assumes it does.
@@ -312,24 +318,40 @@ static GraphPlanRequest makeGraphPlanRequest(const CompileOptions &o,
   return request;
 }
 
-/// The plan's mesh of one pipeline stage, outermost first: the
-/// data-parallel axis, the expert-parallel axis carved out of its inner
-/// ranks (Megatron-Core's parallel folding, so an EP group is as close as
-/// the data-parallel ranks get), context parallelism (its ring of K/V
-/// chunks sends the most bytes after tp), then tensor parallelism. `all`
-/// keeps axes of size 1 (for --emit sharded/partitioned, whose output names
-/// them); cp only when the plan has it.
-static std::string stageMesh(const ParallelPlan &plan, bool all) {
+/// The plan's mesh in its mesh order, outermost first (plan.meshOrder is
+/// innermost first), the text the passes and the runtime read: the
+/// expert-parallel axis carved out of the data-parallel axis's inner ranks
+/// (Megatron-Core's parallel folding, so an EP group is as close as the
+/// data-parallel ranks get). `pipeline` keeps the pipeline axis (without
+/// it: one stage's mesh); `all` keeps dp and tp of size 1 (for --emit
+/// sharded/partitioned, whose output names them); cp and ep only when the
+/// plan has them.
+static std::string planMesh(const ParallelPlan &plan, bool pipeline, bool all) {
   llvm::SmallVector<std::string> axes;
-  int64_t dpOuter = plan.dp / std::max<int64_t>(plan.ep, 1);
-  if (all || dpOuter > 1)
-    axes.push_back(llvm::formatv("dp:{0}", dpOuter));
-  if (plan.ep > 1)
-    axes.push_back(llvm::formatv("ep:{0}", plan.ep));
-  if (plan.cp > 1)
-    axes.push_back(llvm::formatv("cp:{0}", plan.cp));
-  if (all || plan.tp > 1)
-    axes.push_back(llvm::formatv("tp:{0}", plan.tp));
+  for (MeshAxis axis : llvm::reverse(plan.meshOrder)) {
+    switch (axis) {
+    case MeshAxis::PP:
+      if (pipeline && plan.pp > 1)
+        axes.push_back(llvm::formatv("pp:{0}", plan.pp));
+      break;
+    case MeshAxis::DP: {
+      int64_t dpOuter = plan.dp / std::max<int64_t>(plan.ep, 1);
+      if (all || dpOuter > 1)
+        axes.push_back(llvm::formatv("dp:{0}", dpOuter));
+      if (plan.ep > 1)
+        axes.push_back(llvm::formatv("ep:{0}", plan.ep));
+      break;
+    }
+    case MeshAxis::CP:
+      if (plan.cp > 1)
+        axes.push_back(llvm::formatv("cp:{0}", plan.cp));
+      break;
+    case MeshAxis::TP:
+      if (all || plan.tp > 1)
+        axes.push_back(llvm::formatv("tp:{0}", plan.tp));
+      break;
+    }
+  }
   return llvm::join(axes, ",");
 }
 
@@ -363,12 +385,7 @@ trainingStepOptionsFor(const CompileOptions &o, const ParallelPlan &plan,
   t.optimizer = o.optimizer;
   if (plan.gpus() > 1) {
     // Axes of size 1 would only add collectives over one rank.
-    llvm::SmallVector<std::string> axes;
-    if (pipeline && plan.pp > 1)
-      axes.push_back(llvm::formatv("pp:{0}", plan.pp));
-    if (plan.dp * plan.cp * plan.tp > 1)
-      axes.push_back(stageMesh(plan, /*all=*/false));
-    t.mesh = llvm::join(axes, ",");
+    t.mesh = planMesh(plan, pipeline, /*all=*/false);
     t.sequenceParallel = plan.sequenceParallel && plan.tp > 1;
     t.flopsPerByte = propagationFlopsPerByte(o, cluster);
     t.zeroStage = plan.dp > 1 ? plan.zero : 0;
@@ -404,7 +421,7 @@ shardForPlan(const CompileOptions &o, const ParallelPlan &plan,
   if (!module)
     return module.takeError();
   ForwardPartitionOptions options;
-  options.mesh = stageMesh(plan, /*all=*/true);
+  options.mesh = planMesh(plan, /*pipeline=*/false, /*all=*/true);
   options.sequenceParallel = plan.sequenceParallel;
   options.flopsPerByte = propagationFlopsPerByte(o, cluster);
   options.partition = false;
@@ -730,7 +747,7 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
                                        /*pipeline=*/true));
       } else {
         ForwardPartitionOptions forward;
-        forward.mesh = stageMesh(plan, /*all=*/true);
+        forward.mesh = planMesh(plan, /*pipeline=*/false, /*all=*/true);
         forward.sequenceParallel = plan.sequenceParallel;
         forward.flopsPerByte = propagationFlopsPerByte(o, *cluster);
         buildForwardPartitionPipeline(pm, forward);

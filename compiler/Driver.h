@@ -34,6 +34,9 @@ struct CompileOptions {
   std::optional<int64_t> tp, pp, dp, cp, ep, vpp, zero, microBatch;
   std::optional<std::string> recompute;
   std::optional<std::string> sequenceParallel; ///< "on" or "off"
+  /// The mesh's axis order, outermost first ("pp,dp,cp,tp"); unset: the
+  /// planner's choice.
+  std::optional<std::string> meshOrder;
   bool noSearch = false;
   /// Plan only: skip building the runtime program (seconds to a minute for
   /// a 70B model; the plan itself takes well under a second).

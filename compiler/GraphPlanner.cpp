@@ -512,6 +512,7 @@ llvm::Expected<PlanResult> GraphPlanner::search(const SearchOptions &options) {
             if (pins.microBatch ? *pins.microBatch != mb : !searched)
               continue;
             ParallelPlan plan = request.execution;
+            plan.meshOrder = pins.meshOrder.value_or(plan.meshOrder);
             plan.dp = dp;
             plan.tp = tp;
             plan.pp = pp;

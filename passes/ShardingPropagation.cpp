@@ -395,6 +395,11 @@ void Propagation::collectTokenDims(Block &body) {
       dims.back() = 0;
     else if (isa<IntegerType>(type.getElementType()) && dims.size() >= 2)
       sequenceLength = type.getDimSize(type.getRank() - 1);
+    // A later pipeline stage reads hidden states [batch, sequence, hidden]
+    // instead of the ids.
+    if (isa<FloatType>(type.getElementType()) && dims.size() == 3 &&
+        !sequenceLength)
+      sequenceLength = type.getDimSize(1);
     if (!dims.empty())
       dims.front() = 2;
     tokenDims[arg] = dims;

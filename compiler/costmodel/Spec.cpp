@@ -2,6 +2,8 @@
 
 #include "compiler/costmodel/Spec.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace dtc;
@@ -58,6 +60,32 @@ llvm::StringRef dtc::meshAxisName(MeshAxis axis) {
     return "pp";
   }
   return "?";
+}
+
+std::string dtc::meshOrderName(const MeshOrder &order) {
+  llvm::SmallVector<llvm::StringRef, 4> names;
+  for (MeshAxis axis : llvm::reverse(order))
+    names.push_back(meshAxisName(axis));
+  return llvm::join(names, ",");
+}
+
+std::optional<MeshOrder> dtc::parseMeshOrder(llvm::StringRef outermostFirst) {
+  llvm::SmallVector<llvm::StringRef, 4> names;
+  outermostFirst.split(names, ',');
+  if (names.size() != 4)
+    return std::nullopt;
+  MeshOrder order;
+  for (auto [i, name] : llvm::enumerate(llvm::reverse(names))) {
+    std::optional<MeshAxis> axis;
+    for (MeshAxis candidate :
+         {MeshAxis::TP, MeshAxis::CP, MeshAxis::DP, MeshAxis::PP})
+      if (name.trim() == meshAxisName(candidate))
+        axis = candidate;
+    if (!axis || llvm::is_contained(llvm::ArrayRef(order.data(), i), *axis))
+      return std::nullopt;
+    order[i] = *axis;
+  }
+  return order;
 }
 
 int64_t ParallelPlan::degree(MeshAxis axis) const {

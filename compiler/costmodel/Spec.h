@@ -74,6 +74,13 @@ std::optional<Recompute> parseRecompute(llvm::StringRef name);
 llvm::StringRef scheduleName(Schedule schedule);
 std::optional<Schedule> parseSchedule(llvm::StringRef name);
 llvm::StringRef meshAxisName(MeshAxis axis);
+/// The four mesh axes, innermost first (ParallelPlan::meshOrder).
+using MeshOrder = std::array<MeshAxis, 4>;
+/// "pp,dp,cp,tp": the order as plan.json, the mesh text and --mesh-order
+/// write it, outermost first.
+std::string meshOrderName(const MeshOrder &order);
+/// Parses meshOrderName()'s form: each of dp, tp, pp and cp once.
+std::optional<MeshOrder> parseMeshOrder(llvm::StringRef outermostFirst);
 
 /// The pieces context parallelism cuts the sequence into: two zigzag
 /// halves per rank, so that causal attention is balanced over the ring
@@ -90,8 +97,8 @@ struct ParallelPlan {
   bool sequenceParallel = false;
   Schedule schedule = Schedule::OneFOneB;
   /// Innermost first: the first axes fill an NVLink domain. Megatron's order.
-  std::array<MeshAxis, 4> meshOrder = {MeshAxis::TP, MeshAxis::CP, MeshAxis::DP,
-                                       MeshAxis::PP};
+  MeshOrder meshOrder = {MeshAxis::TP, MeshAxis::CP, MeshAxis::DP,
+                         MeshAxis::PP};
   // Execution choices the compiler makes, priced rather than assumed.
   bool fusedAttention = true;    ///< FlashAttention-style kernel.
   bool overlapGradReduce = true; ///< DP reduction behind the last backward.

@@ -37,8 +37,6 @@
 
 using namespace dtc;
 
-using MeshOrder = std::array<MeshAxis, 4>;
-
 static constexpr double kInf = std::numeric_limits<double>::infinity();
 
 llvm::StringRef dtc::planDimName(PlanDim dim) {
@@ -334,6 +332,9 @@ llvm::SmallVector<int64_t, 16> Searcher::vppValues(int64_t pp) const {
 }
 
 std::vector<MeshOrder> Searcher::meshOrders(const ParallelPlan &plan) const {
+  // A pinned order is priced as it is, aligned to the NVLink domains or not.
+  if (pins.meshOrder)
+    return {*pins.meshOrder};
   std::vector<MeshOrder> result;
   llvm::SmallVector<std::array<int64_t, 6>, 24> seen;
   ParallelPlan probe = plan;
@@ -598,6 +599,8 @@ static std::string pinFlags(const PlanPins &pins) {
   if (pins.sequenceParallel)
     flags.push_back(std::string("sequence parallelism ") +
                     (*pins.sequenceParallel ? "on" : "off"));
+  if (pins.meshOrder)
+    flags.push_back("--mesh-order " + meshOrderName(*pins.meshOrder));
   return llvm::join(flags, " ");
 }
 
@@ -621,6 +624,7 @@ withoutEachPin(const PlanPins &pins) {
   drop("zero", &PlanPins::zero);
   drop("micro-batch", &PlanPins::microBatch);
   drop("recompute", &PlanPins::recompute);
+  drop("mesh-order", &PlanPins::meshOrder);
   return result;
 }
 

@@ -34,10 +34,11 @@ struct PlanPins {
   std::optional<int64_t> microBatch;
   std::optional<Recompute> recompute;
   std::optional<bool> sequenceParallel;
+  std::optional<MeshOrder> meshOrder;
 
   bool any() const {
     return dp || tp || pp || cp || ep || vpp || zero || microBatch ||
-           recompute || sequenceParallel;
+           recompute || sequenceParallel || meshOrder;
   }
 };
 

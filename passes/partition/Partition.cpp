@@ -28,6 +28,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallBitVector.h"
 #include "llvm/Support/Debug.h"
 
 #define DEBUG_TYPE "dtc-partition"
@@ -287,6 +288,29 @@ LogicalResult Partitioner::nestingError(Location loc, RankedTensorType global,
                         << "\" inside it (or interleaved with it)";
 }
 
+// The axes whose cut `from` and `to` share: the same dim and block, and the
+// same axes cut outside (or interleaved with) it on that dim, so that each
+// rank already holds the chunk `to` asks of it.
+static llvm::SmallBitVector keptCuts(const Layout &from, const Layout &to) {
+  size_t n = from.numAxes();
+  llvm::SmallBitVector keeps(n);
+  auto outside = [](const Layout &l, size_t a, size_t b) {
+    return l.dim[b] == l.dim[a] && (b < a || l.block[a] || l.block[b]);
+  };
+  for (size_t a = 0; a < n; ++a) {
+    if (!from.splits(a) || from.dim[a] != to.dim[a] ||
+        from.block[a] != to.block[a])
+      continue;
+    bool same = true;
+    for (size_t b = 0; b < n && same; ++b)
+      if (b != a && (outside(from, a, b) != outside(to, a, b) ||
+                     (outside(from, a, b) && from.block[b] != to.block[b])))
+        same = false;
+    keeps[a] = same;
+  }
+  return keeps;
+}
+
 // From the layout the producer left `original` in to `to`: partial sums
 // first (reduce-scatter where the target splits that axis, else all-reduce),
 // then splits that go (all-gather) or move (all-to-all), then new splits
@@ -335,8 +359,13 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &target,
       next.setPartial(a, false);
       next.dim[a] = to.dim[a];
       next.block[a] = to.block[a];
-      if (int b = next.nestedInside(a); b >= 0)
-        return nestingError(loc, global, to.dim[a], a, b);
+      if (next.nestedInside(a) >= 0) {
+        // Another axis's cut already sits inside on that dim: sum whole,
+        // then cut in order below.
+        reduceAxes.push_back(axisName(a));
+        layout.setPartial(a, false);
+        continue;
+      }
       FailureOr<Value> ordered =
           zigzagOrder(value, to.dim[a], to.block[a], a, false, loc);
       if (failed(ordered))
@@ -360,38 +389,54 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &target,
   }
 
   // Inner axes first: an axis leaves a dim only once no axis nests in it.
-  for (size_t a : llvm::reverse(llvm::seq<size_t>(0, numAxes()))) {
-    if (!layout.splits(a) ||
-        (layout.dim[a] == to.dim[a] && layout.block[a] == to.block[a]))
-      continue;
-    if (int b = layout.nestedInside(a); b >= 0)
-      return nestingError(loc, global, layout.dim[a], a, b);
-    // An all-to-all moves the axis where it lands innermost on its new dim
-    // (the data axes' batch cut, dp then ep, after the MoE experts).
-    Layout next = layout;
-    next.dim[a] = to.dim[a];
-    bool moves = to.splits(a) && !layout.block[a] && !to.block[a] &&
-                 next.nestedInside(a) < 0 && !isZigzag(a);
-    if (moves) {
-      auto start = AllToAllStartOp::create(
-          builder, loc, handleType(next), value,
-          builder.getArrayAttr({axisName(a)}), to.dim[a], layout.dim[a]);
-      value = startAndWait(start);
-    } else {
-      next = layout;
-      next.dim[a] = -1;
-      next.block[a] = 0;
-      auto start = AllGatherStartOp::create(
-          builder, loc, handleType(next), value,
-          builder.getArrayAttr({axisName(a)}), layout.dim[a], layout.block[a]);
-      value = startAndWait(start);
-      FailureOr<Value> natural =
-          zigzagOrder(value, layout.dim[a], layout.block[a], a, true, loc);
-      if (failed(natural))
-        return failure();
-      value = *natural;
+  // An axis whose own cut stays but whose chunk changes (an axis cut
+  // outside it on its dim comes or goes) leaves too, and is cut again below.
+  // An all-to-all moves an axis only where it lands with the chunk `to`
+  // asks for; the first pass leaves the others for after the outer axes
+  // have gone, the second gathers them.
+  for (bool last : {false, true}) {
+    for (size_t a : llvm::reverse(llvm::seq<size_t>(0, numAxes()))) {
+      if (!layout.splits(a) || keptCuts(layout, to).test(a))
+        continue;
+      if (int b = layout.nestedInside(a); b >= 0) {
+        if (!last)
+          continue;
+        return nestingError(loc, global, layout.dim[a], a, b);
+      }
+      // An all-to-all lands the axis innermost on its new dim (the data
+      // axes' batch cut, dp then ep, after the MoE experts).
+      Layout next = layout;
+      next.dim[a] = to.dim[a];
+      bool moves = to.splits(a) && to.dim[a] != layout.dim[a] &&
+                   !layout.block[a] && !to.block[a] &&
+                   next.nestedInside(a) < 0 && !isZigzag(a);
+      if (moves && !keptCuts(next, to).test(a)) {
+        if (!last)
+          continue;
+        moves = false;
+      }
+      if (moves) {
+        auto start = AllToAllStartOp::create(
+            builder, loc, handleType(next), value,
+            builder.getArrayAttr({axisName(a)}), to.dim[a], layout.dim[a]);
+        value = startAndWait(start);
+      } else {
+        next = layout;
+        next.dim[a] = -1;
+        next.block[a] = 0;
+        auto start =
+            AllGatherStartOp::create(builder, loc, handleType(next), value,
+                                     builder.getArrayAttr({axisName(a)}),
+                                     layout.dim[a], layout.block[a]);
+        value = startAndWait(start);
+        FailureOr<Value> natural =
+            zigzagOrder(value, layout.dim[a], layout.block[a], a, true, loc);
+        if (failed(natural))
+          return failure();
+        value = *natural;
+      }
+      layout = next;
     }
-    layout = next;
   }
 
   for (size_t a = 0; a < numAxes(); ++a) {

@@ -73,6 +73,10 @@ void addCompile(CLI::App &app, dtc::CompileOptions &o, Action &action) {
   cmd->add_option("--sequence-parallel", o.sequenceParallel,
                   "Pin Megatron sequence parallelism with tp > 1: on or off")
       ->transform(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--mesh-order", o.meshOrder,
+                  "Pin the mesh's axis order, outermost first: dp, tp, pp "
+                  "and cp once each (default: the planner's choice; "
+                  "Megatron's is pp,dp,cp,tp)");
   cmd->add_flag("--no-overlap", o.noOverlap,
                 "Reduce gradients after the backward pass, not during it");
   cmd->add_option("--tp-comm-chunks", o.tpCommChunks,
