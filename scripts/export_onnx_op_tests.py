@@ -47,7 +47,7 @@ def model(nodes, inputs, outputs, initializers=(), opset=17):
                               list(initializers))
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                           producer_name="dtc-op-tests")
-    m.ir_version = 8
+    m.ir_version = 8 if opset < 21 else 10
     return m
 
 
@@ -429,6 +429,22 @@ def cases(rng):
          init("sin", np.sin(angles8).astype(np.float32))]), {
             "q": rand(rng, 2, 5, 64), "k": rand(rng, 2, 5, 32),
             "v": rand(rng, 2, 5, 32)}
+    # ONNX's own Attention (opset 23; torch.onnx writes it for
+    # scaled_dot_product_attention at opset 23): 4-D grouped-query heads
+    # with the causal mask, and the 3-D form with heads as attributes.
+    yield "attention23", model(
+        [helper.make_node("Attention", ["q", "k", "v"], ["y1"],
+                          name="gqa_causal", is_causal=1),
+         helper.make_node("Attention", ["q3", "k3", "v3"], ["y2"],
+                          name="mha_3d", q_num_heads=4, kv_num_heads=2,
+                          scale=0.3)],
+        [vi("q", F, [2, 4, 5, 8]), vi("k", F, [2, 2, 5, 8]),
+         vi("v", F, [2, 2, 5, 6]), vi("q3", F, [2, 5, 32]),
+         vi("k3", F, [2, 7, 16]), vi("v3", F, [2, 7, 12])],
+        [vi("y1", F, [2, 4, 5, 6]), vi("y2", F, [2, 5, 24])], opset=23), {
+            "q": rand(rng, 2, 4, 5, 8), "k": rand(rng, 2, 2, 5, 8),
+            "v": rand(rng, 2, 2, 5, 6), "q3": rand(rng, 2, 5, 32),
+            "k3": rand(rng, 2, 7, 16), "v3": rand(rng, 2, 7, 12)}
     # MoE with ORT's fused SwiGLU (what FuseMoe makes of transformers 5's
     # batched experts): GPT-OSS's clamped form with biases, and plain
     # silu(gate) * value. (ORT's CPU kernel fuses interleaved only; the

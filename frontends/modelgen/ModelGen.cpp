@@ -257,6 +257,10 @@ int64_t dtc::modelgen::parameterCount(const ModelConfig &c) {
 
 namespace {
 
+/// The default-domain opsets of the generated graphs: TorchScript's, and
+/// the first with ONNX's Attention op.
+constexpr int64_t kOpset = 17, kAttentionOpset = 23;
+
 using Name = std::string;
 
 enum class Init { Normal, Ones, Bias };
@@ -298,6 +302,7 @@ private:
   Name mergeHeads(const Name &y, const std::string &scope);
   Name attention(const Name &q, const Name &kT, const Name &v,
                  const std::string &scope);
+  void buildMask();
   Name gelu(const Name &x, const std::string &scope);
   Name rope(const Name &x, const std::string &scope);
   Name repeatKv(const Name &x, const std::string &scope);
@@ -315,6 +320,9 @@ private:
   int64_t externalOffset = 0;
   llvm::StringMap<Name> constants;
   Name seq, seq1d, mask, cos, sin;
+  /// The graph states causality with ONNX's Attention (opset 23) instead
+  /// of a mask (usesCausalAttentionOp).
+  bool attentionOp = usesCausalAttentionOp(c);
 };
 
 onnx::NodeProto *Builder::node(llvm::StringRef opType,
@@ -474,8 +482,12 @@ Name Builder::rmsNorm(const Name &x, const std::string &weightName, int64_t dim,
                       const std::string &scope) {
   // HF LlamaRMSNorm: x * rsqrt(mean(x^2, -1) + eps) * weight.
   Name sq = op("Pow", {x, scalar(2.0f)}, scope + "/Pow");
-  onnx::NodeProto *mean = node("ReduceMean", {sq}, scope + "/ReduceMean");
-  attr(mean, "axes", llvm::ArrayRef<int64_t>{-1});
+  // Opset 18 moved ReduceMean's axes from an attribute to an input.
+  onnx::NodeProto *mean =
+      attentionOp ? node("ReduceMean", {sq, ints({-1})}, scope + "/ReduceMean")
+                  : node("ReduceMean", {sq}, scope + "/ReduceMean");
+  if (!attentionOp)
+    attr(mean, "axes", llvm::ArrayRef<int64_t>{-1});
   attr(mean, "keepdims", int64_t(1));
   Name var = op("Add", {mean->output(0), scalar(c.normEps)}, scope + "/Add");
   Name rms = op("Sqrt", {var}, scope + "/Sqrt");
@@ -503,6 +515,15 @@ Name Builder::mergeHeads(const Name &y, const std::string &scope) {
 
 Name Builder::attention(const Name &q, const Name &kT, const Name &v,
                         const std::string &scope) {
+  if (attentionOp) {
+    // ONNX's Attention reads k as [b, h, t, d].
+    onnx::NodeProto *k = node("Transpose", {kT}, scope + "/Transpose_kT");
+    attr(k, "perm", llvm::ArrayRef<int64_t>{0, 1, 3, 2});
+    onnx::NodeProto *a =
+        node("Attention", {q, k->output(0), v}, scope + "/Attention");
+    attr(a, "is_causal", int64_t(1));
+    return a->output(0);
+  }
   // nanoGPT: softmax((q @ kT) * 1/sqrt(d) + causal mask) @ v.
   Name scores = op("MatMul", {q, kT}, scope + "/MatMul_qk");
   scores = op("Mul", {scores, scalar(1.0f / std::sqrt(float(c.headSize())))},
@@ -668,6 +689,23 @@ Name Builder::moe(const Name &x, int64_t layer) {
   return sum;
 }
 
+void Builder::buildMask() {
+  onnx::NodeProto *square = node("Concat", {seq1d, seq1d}, "/Concat_mask");
+  attr(square, "axis", int64_t(0));
+  onnx::NodeProto *fill =
+      node("ConstantOfShape", {square->output(0)}, "/ConstantOfShape_mask");
+  onnx::AttributeProto *value = fill->add_attribute();
+  value->set_name("value");
+  value->set_type(onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+  value->mutable_t()->add_dims(1);
+  value->mutable_t()->add_float_data(-std::numeric_limits<float>::infinity());
+  onnx::NodeProto *triu =
+      node("Trilu", {fill->output(0), ints({1}, true)}, "/Trilu_mask");
+  attr(triu, "upper", int64_t(1));
+  mask = triu->output(0);
+}
+
 void Builder::build() {
   // Input and output.
   onnx::ValueInfoProto *in = graph.add_input();
@@ -687,21 +725,9 @@ void Builder::build() {
       op("Range", {ints({0}, true), seq, ints({1}, true)}, "/Range");
 
   // The causal mask, shared by all layers: 0 on and below the diagonal,
-  // -inf above.
-  onnx::NodeProto *square = node("Concat", {seq1d, seq1d}, "/Concat_mask");
-  attr(square, "axis", int64_t(0));
-  onnx::NodeProto *fill =
-      node("ConstantOfShape", {square->output(0)}, "/ConstantOfShape_mask");
-  onnx::AttributeProto *value = fill->add_attribute();
-  value->set_name("value");
-  value->set_type(onnx::AttributeProto::TENSOR);
-  value->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
-  value->mutable_t()->add_dims(1);
-  value->mutable_t()->add_float_data(-std::numeric_limits<float>::infinity());
-  onnx::NodeProto *triu =
-      node("Trilu", {fill->output(0), ints({1}, true)}, "/Trilu_mask");
-  attr(triu, "upper", int64_t(1));
-  mask = triu->output(0);
+  // -inf above (or is_causal on each Attention).
+  if (!attentionOp)
+    buildMask();
 
   int64_t h = c.hidden;
   Name x, out;
@@ -772,6 +798,16 @@ std::string exactText(double value) {
 
 } // namespace
 
+bool dtc::modelgen::usesCausalAttentionOp(const ModelConfig &config) {
+  // The importer folds constants of up to 2^26 elements
+  // (frontends/onnx/HostEval.cpp); a [seq, seq] mask over a longer context
+  // (Mixtral's 32,768 positions: 2^30) is stated by ONNX's own causal
+  // Attention (opset 23) instead of being built as a constant.
+  constexpr int64_t kMaxFoldedMaskElements = int64_t(1) << 26;
+  return config.maxPositions > 0 &&
+         config.maxPositions > kMaxFoldedMaskElements / config.maxPositions;
+}
+
 Error dtc::modelgen::buildModel(const ModelConfig &config,
                                 const GenOptions &options,
                                 onnx::ModelProto &model) {
@@ -784,14 +820,15 @@ Error dtc::modelgen::buildModel(const ModelConfig &config,
                     "inline weights (2 GB); pass --shape-only",
                     config.name, params);
   model.Clear();
-  model.set_ir_version(8);
+  bool attentionOp = usesCausalAttentionOp(config);
+  model.set_ir_version(attentionOp ? 10 : 8);
   model.set_producer_name("dtc-modelgen");
   model.set_producer_version("1");
   model.set_domain("");
   model.set_model_version(1);
   onnx::OperatorSetIdProto *opset = model.add_opset_import();
   opset->set_domain("");
-  opset->set_version(17);
+  opset->set_version(attentionOp ? kAttentionOpset : kOpset);
   auto meta = [&](const char *key, const std::string &value) {
     onnx::StringStringEntryProto *e = model.add_metadata_props();
     e->set_key(key);

@@ -90,6 +90,12 @@ std::vector<std::string> presetNames();
 /// Trainable parameters of the model modelgen builds for `config`.
 int64_t parameterCount(const ModelConfig &config);
 
+/// Whether the generated graph states causal attention with ONNX's own
+/// Attention op (opset 23, is_causal) instead of a [seq, seq] mask: when
+/// that mask over the whole context would be too large for the importer to
+/// fold (more than 8,192 positions). Such graphs are opset 23 throughout.
+bool usesCausalAttentionOp(const ModelConfig &config);
+
 struct GenOptions {
   /// Declare the weights only (external data that is never written).
   bool shapeOnly = false;

@@ -175,6 +175,7 @@ public:
   };
   Expected<SoftmaxParts> importSoftmax(llvm::ArrayRef<Entry *> ins);
   Error lowerSoftmax(llvm::ArrayRef<Entry *> ins);
+  Error lowerAttention(llvm::ArrayRef<Entry *> ins);
   Error lowerLayerNorm(llvm::ArrayRef<Entry *> ins);
   Error lowerDropout(llvm::ArrayRef<Entry *> ins);
   Error lowerLogSoftmax(llvm::ArrayRef<Entry *> ins);

@@ -9,6 +9,8 @@
 #include "frontends/onnx/HostEval.h"
 #include "frontends/onnx/ImporterImpl.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace ::dtc::onnx;
 using namespace ::dtc::onnx::detail;
@@ -333,7 +335,85 @@ Error ModelImporter::lowerPool(llvm::ArrayRef<Entry *> ins) {
   return defineValue(0, *result);
 }
 
+// Attention (opset 23: what torch.onnx writes for scaled_dot_product_attention
+// at opset 23): Q [b, hq, s, d], K [b, hkv, t, d], V [b, hkv, t, dv], or
+// their 3-D forms [b, s, heads * d] with q_num_heads and kv_num_heads; its
+// is_causal mask is aligned at the start (upper-left), as dtc.attention's.
+// A mask, past state, soft-capping or the extra outputs are refused.
+Error ModelImporter::lowerAttention(llvm::ArrayRef<Entry *> ins) {
+  if (ins.size() < 3 || !ins[0] || !ins[1] || !ins[2])
+    return nodeError("needs query, key and value");
+  for (size_t i = 3; i < ins.size(); ++i)
+    if (ins[i])
+      return nodeError("input {0} ('{1}') is set; dtc imports Attention "
+                       "without an attention mask or past key/value (use "
+                       "is_causal for a causal mask)",
+                       i, node->input(i));
+  if (Error err = checkUnusedOutputs(1))
+    return err;
+  if (getFloatAttr(*node, "softcap", 0.0f) != 0.0f)
+    return nodeError("softcap is not supported");
+  bool threeD = ins[0]->shape.size() == 3;
+  int64_t qHeads = getIntAttr(*node, "q_num_heads", 0),
+          kvHeads = getIntAttr(*node, "kv_num_heads", 0);
+  llvm::SmallVector<Value, 3> qkv;
+  for (int i = 0; i < 3; ++i) {
+    llvm::ArrayRef<int64_t> shape = ins[i]->shape;
+    if (shape.size() != (threeD ? 3u : 4u))
+      return nodeError("expects query, key and value all 4-D [b, heads, "
+                       "seq, d] or all 3-D [b, seq, heads * d]");
+    auto x = valueOf(*ins[i]);
+    if (!x)
+      return x.takeError();
+    Value v = *x;
+    if (threeD) {
+      int64_t heads = i == 0 ? qHeads : kvHeads;
+      if (heads <= 0 || shape[2] % heads)
+        return nodeError("3-D inputs need q_num_heads and kv_num_heads "
+                         "dividing their last dim");
+      auto split = reshape(v, {shape[0], shape[1], heads, shape[2] / heads});
+      if (!split)
+        return split.takeError();
+      auto t =
+          finish(d::TransposeOp::create(builder, loc(), placeholder(), *split,
+                                        llvm::ArrayRef<int64_t>{0, 2, 1, 3}));
+      if (!t)
+        return t.takeError();
+      v = *t;
+    }
+    qkv.push_back(v);
+  }
+  auto q = cast<RankedTensorType>(qkv[0].getType()).getShape(),
+       k = cast<RankedTensorType>(qkv[1].getType()).getShape(),
+       v = cast<RankedTensorType>(qkv[2].getType()).getShape();
+  if (q[0] != k[0] || k[0] != v[0] || k[1] != v[1] || k[2] != v[2] ||
+      q[3] != k[3] || k[1] <= 0 || q[1] % k[1])
+    return nodeError("query [b, hq, s, d], key [b, hkv, t, d] and value "
+                     "[b, hkv, t, dv] do not agree (hkv must divide hq)");
+  double scale = getFloatAttr(*node, "scale", 0.0f);
+  if (scale == 0.0)
+    scale = 1.0 / std::sqrt(static_cast<double>(q[3]));
+  auto attention = finish(d::AttentionOp::create(
+      builder, loc(), placeholder(), qkv[0], qkv[1], qkv[2],
+      getIntAttr(*node, "is_causal", 0) != 0, builder.getF64FloatAttr(scale)));
+  if (!attention)
+    return attention.takeError();
+  Value y = *attention;
+  if (threeD) {
+    auto merged = finish(d::TransposeOp::create(
+        builder, loc(), placeholder(), y, llvm::ArrayRef<int64_t>{0, 2, 1, 3}));
+    if (!merged)
+      return merged.takeError();
+    auto flat = reshape(*merged, {q[0], q[2], q[1] * v[3]});
+    if (!flat)
+      return flat.takeError();
+    y = *flat;
+  }
+  return defineValue(0, y);
+}
+
 void ::dtc::onnx::detail::registerNNOps(LoweringTable &table) {
+  table["Attention"] = &ModelImporter::lowerAttention;
   table["LogSoftmax"] = &ModelImporter::lowerLogSoftmax;
   table["SoftmaxCrossEntropyLoss"] = &ModelImporter::lowerSoftmaxCrossEntropy;
   table["NegativeLogLikelihoodLoss"] = &ModelImporter::lowerNllLoss;
