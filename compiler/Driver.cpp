@@ -256,10 +256,9 @@ static PlanRequest makePlanRequest(const CompileOptions &o,
   pins.cp = o.cp;
   pins.ep = o.ep;
   pins.vpp = o.vpp;
-  // A compile that builds programs searches only plans it can lower (an
-  // expert degree the user pins is kept, and the bundle says why it has no
-  // program).
-  request.expertsWithinData = !o.noProgram && !o.ep;
+  // A compile that builds programs searches only plans it can lower: the
+  // expert-parallel groups within the data-parallel ranks, pinned or not.
+  request.expertsWithinData = !o.noProgram;
   if (o.zero)
     pins.zero = static_cast<int>(*o.zero);
   pins.microBatch = o.microBatch;
@@ -357,14 +356,16 @@ static std::string planMesh(const ParallelPlan &plan, bool pipeline, bool all) {
 
 /// What the sharding propagation trades replicated compute against
 /// communication with: the cluster's ratio in the compile's dtype, at most
-/// the pass's default of 1000. Above that (an H100 in bf16 is at 2460) the
+/// 300. Above that (an H100 in bf16 is at 2460) the
 /// propagation would replicate the small GEMMs of a narrow model to save
 /// their tensor-parallel collectives, while the cost model prices
-/// Megatron-LM's layouts; below it (a CPU, about 10) replicated work costs
-/// what it costs there (docs/partition.md, "Sharding propagation").
+/// Megatron-LM's layouts (tiny-gpt at tp 2 replicated every op at 1000 once
+/// attention was priced at its FLOPs); below it (a CPU, about 10)
+/// replicated work costs what it costs there (docs/partition.md, "Sharding
+/// propagation").
 static double propagationFlopsPerByte(const CompileOptions &o,
                                       const Cluster &cluster) {
-  constexpr double kMegatronFlopsPerByte = 1000;
+  constexpr double kMegatronFlopsPerByte = 300;
   return std::min(
       kMegatronFlopsPerByte,
       cluster.flopsPerLinkByte(parseDType(o.dtype).value_or(DType::BF16)));

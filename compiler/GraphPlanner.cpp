@@ -12,7 +12,7 @@
 
 #include "compiler/costmodel/Collectives.h"
 #include "compiler/costmodel/Compute.h"
-#include "compiler/costmodel/KernelWork.h"
+#include "compiler/costmodel/KernelTime.h"
 #include "compiler/costmodel/Memory.h"
 #include "compiler/costmodel/Pipeline.h"
 #include "dialects/dtc/DtcOps.h"

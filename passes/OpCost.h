@@ -1,6 +1,6 @@
 //===- OpCost.h - What a dtc op costs, read from the IR ---------*- C++ -*-===//
 //
-// The MLIR side of compiler/costmodel/KernelWork.h: an op's name, operand
+// The MLIR side of runtime/support/KernelWork.h: an op's name, operand
 // and result types and flags as a KernelDesc, so the model summary, the
 // pipeline pass's stage balancing and the IR-priced planner count FLOPs and
 // bytes with the one definition `dtc plan report --trace` uses too.
@@ -10,7 +10,7 @@
 #ifndef DTC_PASSES_OPCOST_H
 #define DTC_PASSES_OPCOST_H
 
-#include "compiler/costmodel/KernelWork.h"
+#include "runtime/support/KernelWork.h"
 
 #include "mlir/IR/Operation.h"
 

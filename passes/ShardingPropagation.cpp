@@ -16,6 +16,7 @@
 #include "passes/AffineMatch.h"
 #include "passes/Layout.h"
 #include "passes/LoopLayout.h"
+#include "passes/OpCost.h"
 #include "passes/Passes.h"
 #include "passes/ShardingRules.h"
 
@@ -580,23 +581,21 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
     }
     ringBytes *= static_cast<double>(axes[*cp].size - 1);
   }
-  // Node cost: compute, activations and parameter state per device, from
-  // the loop extents and the op's work traits (DtcInterfaces.td). A lookup
-  // (and its gradient) moves one row per id: the table rows (its last loop)
-  // add no work, and splitting them (a vocabulary-parallel embedding, each
-  // rank looking up every id) saves none.
-  double flops = 1;
+  // Node cost: compute, activations and parameter state per device. The
+  // compute of GEMMs and attention is the op's own price (OpCost.h: a
+  // GEMM's 2mnk; attention's 2bhst(d + dv), not the product of its six
+  // loops, which is d * dv / (d + dv) times more); other ops touch each
+  // point of their loops once, twice with a multiply-add (DtcInterfaces.td).
+  // A lookup (and its gradient) moves one row per id: the table rows (its
+  // last loop) add no work, and splitting them (a vocabulary-parallel
+  // embedding, each rank looking up every id) saves none.
   int64_t numLoops = iterators.size();
   bool lookup = op->hasTrait<traits::RowLookup>();
-  for (int64_t l = 0; l < numLoops; ++l)
-    if (!lookup || l != numLoops - 1)
-      flops *= extent[l];
+  double flops = shardingComputeFlops(rule);
   if (lookup)
     for (size_t a = 0; a < numAxes(); ++a)
       if (loops[a].first == numLoops - 1)
         splitFactor /= axes[a].size;
-  if (op->hasTrait<traits::MultiplyAdd>())
-    flops *= 2;
   choice.cost = 3 * flops / splitFactor / flopsPerByte + ringBytes;
   for (auto [result, sh] : llvm::zip(op->getResults(), choice.results))
     choice.cost += memoryCost(result, sh, 1);
@@ -1202,3 +1201,25 @@ struct DtcPropagateShardingPass
 };
 
 } // namespace
+
+double mlir::dtc::shardingComputeFlops(ShardingRuleOpInterface rule) {
+  Operation *op = rule.getOperation();
+  ::dtc::KernelWork work = ::dtc::opWork(op);
+  if (work.kind == ::dtc::KernelWork::Kind::Gemm ||
+      work.kind == ::dtc::KernelWork::Kind::Attention)
+    return work.flops;
+  SmallVector<ArrayRef<int64_t>> shapes;
+  for (Value value : op->getOperands())
+    shapes.push_back(cast<RankedTensorType>(value.getType()).getShape());
+  for (Value value : op->getResults())
+    shapes.push_back(cast<RankedTensorType>(value.getType()).getShape());
+  size_t numLoops = rule.getLoopIteratorTypes().size();
+  SmallVector<int64_t> extent =
+      loopExtents(rule.getIndexingMaps(), shapes, numLoops);
+  bool lookup = op->hasTrait<traits::RowLookup>();
+  double flops = 1;
+  for (size_t l = 0; l < numLoops; ++l)
+    if (!lookup || l + 1 != numLoops)
+      flops *= static_cast<double>(extent[l]);
+  return op->hasTrait<traits::MultiplyAdd>() ? 2 * flops : flops;
+}

@@ -40,6 +40,13 @@ inline bool sumsOverParallelLoops(Operation *op) {
   return rule && rule.sumsOverParallelLoops();
 }
 
+/// The whole op's compute as sharding propagation prices it (split by the
+/// ranks that share it): GEMMs and attention at their own price
+/// (passes/OpCost.h: 2mnk, attention 2bhst(d + dv)), other ops one
+/// operation per point of their loops, two with a multiply-add; a lookup's
+/// table rows add none. Defined with the pass (DtcPasses).
+double shardingComputeFlops(ShardingRuleOpInterface rule);
+
 } // namespace mlir::dtc
 
 #endif // DTC_PASSES_SHARDINGRULES_H

@@ -12,7 +12,7 @@
 
 #include "compiler/Driver.h"
 #include "compiler/costmodel/Compute.h"
-#include "compiler/costmodel/KernelWork.h"
+#include "compiler/costmodel/KernelTime.h"
 #include "compiler/run/Run.h"
 #include "frontends/modelgen/ModelGen.h"
 #include "runtime/core/Communicator.h"

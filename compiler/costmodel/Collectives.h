@@ -19,19 +19,11 @@
 #define DTC_COMPILER_COSTMODEL_COLLECTIVES_H
 
 #include "compiler/costmodel/Cluster.h"
+#include "runtime/support/KernelWork.h"
 
 #include <cstdint>
 
 namespace dtc {
-
-enum class Collective {
-  AllReduce,
-  AllGather,
-  ReduceScatter,
-  AllToAll,
-  Broadcast,
-  SendRecv
-};
 
 enum class CollectiveAlgorithm {
   Ring,

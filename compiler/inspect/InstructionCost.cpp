@@ -14,7 +14,7 @@
 
 #include "compiler/costmodel/Collectives.h"
 #include "compiler/costmodel/Compute.h"
-#include "compiler/costmodel/KernelWork.h"
+#include "compiler/costmodel/KernelTime.h"
 #include "runtime/support/Error.h"
 
 #include "runtime/core/PipelineSchedule.h"

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/costmodel/KernelWork.h"
+#include "compiler/costmodel/KernelTime.h"
 #include "compiler/inspect/Inspect.h"
 #include "compiler/inspect/TraceCompare.h"
 

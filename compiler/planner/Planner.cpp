@@ -759,9 +759,13 @@ static llvm::Error noFitError(const PlanRequest &request,
     }
     what = llvm::formatv("no split of {0} over {1} GPUs meets the "
                          "divisibility rules (heads by tp, layers by pp x "
-                         "vpp, experts by ep, sequence by cp, global batch "
-                         "{2} by dp x micro-batch)",
-                         request.spec.name, request.gpus, search.globalBatch)
+                         "vpp, experts by ep, {3}sequence by cp, global "
+                         "batch {2} by dp x micro-batch)",
+                         request.spec.name, request.gpus, search.globalBatch,
+                         request.expertsWithinData
+                             ? "dp by ep (the program carves the expert "
+                               "groups out of the data-parallel ranks), "
+                             : "")
                .str();
   } else if (search.haveLeanest) {
     what += llvm::formatv(": the leanest plan ({0}) needs {1}",

@@ -11,7 +11,7 @@
 #include "compiler/calibrate/Calibrate.h"
 #include "compiler/costmodel/Collectives.h"
 #include "compiler/costmodel/Compute.h"
-#include "compiler/costmodel/KernelWork.h"
+#include "compiler/costmodel/KernelTime.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 
 #include "compiler/costmodel/CostModel.h"
 #include "compiler/costmodel/Compute.h"
-#include "compiler/costmodel/KernelWork.h"
+#include "compiler/costmodel/KernelTime.h"
 #include "runtime/support/Error.h"
 
 #include <gtest/gtest.h>

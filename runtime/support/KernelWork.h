@@ -1,18 +1,18 @@
-//===- KernelWork.h - FLOPs, bytes and time of one kernel -------*- C++ -*-===//
+//===- KernelWork.h - FLOPs and bytes of one kernel -------------*- C++ -*-===//
 //
-// The one definition of what a dtc op costs, read from its name, operand and
-// result shapes and flags alone (no MLIR, no protobuf), so that every reader
-// prices an op alike: the model summary's FLOPs, the pipeline pass's stage
-// balancing, the IR-priced planner (GraphPlanner.h) over dtc IR, and `dtc
-// plan report --trace` over program.pb instructions.
+// The one definition of what a dtc op computes and moves, read from its
+// name, operand and result shapes and flags alone (no MLIR, no protobuf),
+// so that every reader prices an op alike: sharding propagation, the model
+// summary's FLOPs, the pipeline pass's stage balancing, the IR-priced
+// planner (GraphPlanner.h) over dtc IR, and `dtc plan report --trace` over
+// program.pb instructions. In the bottom library so that the passes read it
+// without depending on the cost model above them; the seconds a kernel takes
+// on a cluster are the cost model's (compiler/costmodel/KernelTime.h).
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DTC_COMPILER_COSTMODEL_KERNELWORK_H
-#define DTC_COMPILER_COSTMODEL_KERNELWORK_H
-
-#include "compiler/costmodel/Cluster.h"
-#include "compiler/costmodel/Collectives.h"
+#ifndef DTC_RUNTIME_SUPPORT_KERNELWORK_H
+#define DTC_RUNTIME_SUPPORT_KERNELWORK_H
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -21,6 +21,16 @@
 #include <cstdint>
 
 namespace dtc {
+
+/// The collectives a kernel can be (Collectives.h prices them).
+enum class Collective {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  AllToAll,
+  Broadcast,
+  SendRecv
+};
 
 /// One operand or result: its shape and the bytes of one element as the
 /// reader prices it (the planner prices float tensors in the plan's dtype).
@@ -89,18 +99,6 @@ KernelDesc attentionProbe(int64_t batch, int64_t heads, int64_t seq,
                           int64_t headDim, bool causal, bool gradient);
 KernelDesc streamProbe(int64_t elements);
 
-/// Seconds of the kernel on one GPU, GEMMs in `type` (Compute.h's curves).
-double kernelSeconds(const KernelWork &work, DType type,
-                     const Cluster &cluster);
-
-/// Seconds of the kernels autodiff emits for the forward kernel `work`: a
-/// GEMM's input- and weight-gradient GEMMs (linearTimes), the attention
-/// gradient kernel (attentionBackwardRatio times the forward), and for a
-/// streaming op twice its bytes (it reads the result's gradient and the
-/// operands, and writes the operands' gradients).
-double backwardKernelSeconds(const KernelWork &work, DType type,
-                             const Cluster &cluster);
-
 } // namespace dtc
 
-#endif // DTC_COMPILER_COSTMODEL_KERNELWORK_H
+#endif // DTC_RUNTIME_SUPPORT_KERNELWORK_H
