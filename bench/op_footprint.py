@@ -7,7 +7,12 @@ lines, `let summary` and `let description`), names the op: its C++ class
 (MatmulOp), its name ("dtc.matmul"; the bare "matmul" only as an ODS
 mnemonic, in .td files: elsewhere it is some other string, a cluster-file
 key or a router's score function), or a kernel function the runtimes
-register for it (registry.add("dtc.matmul", matmulKernel)).
+register for it (registry.add("dtc.matmul", matmulKernel)). The bars hold
+for the op's family (issue 62: counted by what computes the op): the op
+and the dialect's ops that compute it in another form, its gradient and
+the pieces a lowering splits it into (attention_grad, attention_block,
+attention_block_grad, attention_merge; softmax_grad); `code` is the op's
+own name alone.
 The broad count of earlier notes (any case-insensitive mention, comments
 and unrelated words such as "flash attention" included) is printed beside
 it. Usage: bench/op_footprint.py [op ...]   (default: the three of the bars)
@@ -53,25 +58,52 @@ def kernel_functions(op, texts):
     return names
 
 
+def family(op, texts):
+    """The op and the dialect's ops that compute it in another form: its
+    gradient and the pieces a lowering splits it into (attention_grad,
+    attention_block, attention_merge, ...), found by mnemonic in the .td
+    files."""
+    members = {op}
+    pattern = re.compile(r'<"(%s_[a-z_]+)"' % re.escape(op))
+    for p, code in texts.items():
+        if p.suffix == ".td":
+            members.update(pattern.findall(code))
+    return sorted(members)
+
+
+def files_naming(op, texts):
+    kernels = kernel_functions(op, texts)
+    words = [r"\b%s\b" % class_name(op), r"\bdtc\.%s\b" % op]
+    words += [r"\b%s\b" % re.escape(k) for k in sorted(kernels)]
+    named = re.compile("|".join(words))
+    mnemonic = re.compile(r'"%s"' % op)
+    return {p for p, code in texts.items()
+            if named.search(code)
+            or (p.suffix == ".td" and mnemonic.search(code))}
+
+
 def main(ops):
     texts = {p: strip_comments(p.read_text(errors="replace")) for p in sources()}
     raw = {p: p.read_text(errors="replace") for p in texts}
-    print("%-12s %6s %6s %4s  %s" % ("op", "code", "broad", "bar", "files"))
+    print("%-12s %6s %6s %6s %4s  %s" % ("op", "code", "family", "broad",
+                                          "bar", "files of the family"))
     over = False
     for op in ops:
-        kernels = kernel_functions(op, texts)
-        words = [r"\b%s\b" % class_name(op), r"\bdtc\.%s\b" % op]
-        words += [r"\b%s\b" % re.escape(k) for k in sorted(kernels)]
-        named = re.compile("|".join(words))
-        mnemonic = re.compile(r'"%s"' % op)
-        files = [p for p, code in texts.items()
-                 if named.search(code)
-                 or (p.suffix == ".td" and mnemonic.search(code))]
+        own = files_naming(op, texts)
+        members = family(op, texts)
+        files = set()
+        for member in members:
+            files |= files_naming(member, texts)
+        files = sorted(files, key=lambda p: str(p))
         broad = sum(1 for text in raw.values() if re.search(op, text, re.I))
         bar = BARS.get(op)
+        # The bar holds the family: what computes the op in any of its forms.
         over |= bar is not None and len(files) > bar
         rel = " ".join(str(p.relative_to(ROOT)) for p in files)
-        print("%-12s %6d %6d %4s  %s" % (op, len(files), broad, bar or "-", rel))
+        print("%-12s %6d %6d %6d %4s  %s" % (op, len(own), len(files), broad,
+                                             bar or "-", rel))
+        if len(members) > 1:
+            print("%-12s   (family: %s)" % ("", ", ".join(members)))
     return 1 if over else 0
 
 
