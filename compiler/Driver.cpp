@@ -266,6 +266,7 @@ static PlanRequest makePlanRequest(const CompileOptions &o,
     pins.sequenceParallel = *o.sequenceParallel == "on";
   if (o.meshOrder)
     pins.meshOrder = parseMeshOrder(*o.meshOrder);
+  pins.dataRows = o.fixedDataRows;
   if (o.recompute)
     pins.recompute = parseRecompute(*o.recompute);
   // The program overlaps what the cost model assumes it does.
@@ -647,13 +648,32 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
         (**module)->setAttr("dtc.fixed_batch_reason", reason);
     }
     if (reason) {
-      if (o.microBatch && *o.microBatch != batch)
+      // Every data-parallel micro-step runs the graph's rows, which the
+      // data-parallel ranks split (the partitioner keeps what couples them,
+      // a mean over the batch, exact): dp x micro-batch is that batch.
+      if (o.microBatch && batch % *o.microBatch)
         return badInput("--micro-batch {0}: {1} has a fixed batch of {2} "
-                        "(its inputs' dim 0) that does not re-bind: {3}; pass "
-                        "--micro-batch {2} or leave it out, or re-export with "
-                        "a dynamic batch dim",
+                        "(its inputs' dim 0) that does not re-bind: {3}; the "
+                        "data-parallel ranks split those rows (dp x "
+                        "micro-batch = {2}): pass a --micro-batch that "
+                        "divides {2} or leave it out, or re-export with a "
+                        "dynamic batch dim",
                         *o.microBatch, o.modelPath, batch, reason.getValue());
-      o.microBatch = batch;
+      if (o.microBatch && o.gpus % (batch / *o.microBatch))
+        return badInput("--micro-batch {0}: {1} has a fixed batch of {2} "
+                        "(its inputs' dim 0) that does not re-bind: {3}; the "
+                        "data-parallel ranks split those rows (dp x "
+                        "micro-batch = {2}), and dp {4} does not divide "
+                        "--gpus {5}: pass --micro-batch {2} or leave it out",
+                        *o.microBatch, o.modelPath, batch, reason.getValue(),
+                        batch / *o.microBatch, o.gpus);
+      if (o.microBatch && o.dp && *o.dp * *o.microBatch != batch)
+        return badInput("--dp {0} --micro-batch {1}: {2} has a fixed batch "
+                        "of {3} that does not re-bind: {4}; dp x micro-batch "
+                        "must be {3}",
+                        *o.dp, *o.microBatch, o.modelPath, batch,
+                        reason.getValue());
+      o.fixedDataRows = batch;
     } else {
       o.fixedBatchRebinds = true;
     }

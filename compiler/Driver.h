@@ -68,6 +68,10 @@ struct CompileOptions {
   /// re-binds to any micro-batch, so every import must (never falls back
   /// to the exported batch).
   bool fixedBatchRebinds = false;
+  /// Set by the compiler, not a flag: the fixed batch of a graph whose
+  /// batch does not re-bind; every data-parallel micro-step runs those rows,
+  /// split over the data-parallel ranks (dp x micro-batch = it).
+  std::optional<int64_t> fixedDataRows;
 };
 
 /// Runs the compiler; the summary (or the requested IR) goes to `out`.

@@ -243,8 +243,10 @@ int64_t GraphPlanner::defaultGlobalBatch() {
   // Samples per step: 32 per GPU (the ImageNet convention, 256 on 8 GPUs)
   // times the pinned micro-batch and dp, so every dp degree divides it.
   int64_t gpus = std::max<int64_t>(request.gpus, 1);
-  int64_t unit = std::lcm<int64_t>(
-      gpus, request.pins.dp.value_or(1) * request.pins.microBatch.value_or(1));
+  int64_t unit =
+      std::lcm<int64_t>(gpus, std::lcm(request.pins.dp.value_or(1) *
+                                           request.pins.microBatch.value_or(1),
+                                       request.pins.dataRows.value_or(1)));
   return std::max<int64_t>(unit, (32 * gpus + unit - 1) / unit * unit);
 }
 
@@ -509,7 +511,9 @@ llvm::Expected<PlanResult> GraphPlanner::search(const SearchOptions &options) {
           for (int64_t mb : divisorsOf(global / dp)) {
             // Powers of two up to 8 are searched; a pin may ask for more.
             bool searched = mb <= 8 && (mb & (mb - 1)) == 0;
-            if (pins.microBatch ? *pins.microBatch != mb : !searched)
+            if (pins.microBatch || pins.dataRows
+                    ? !pins.allowsMicroBatch(dp, mb)
+                    : !searched)
               continue;
             ParallelPlan plan = request.execution;
             plan.meshOrder = pins.meshOrder.value_or(plan.meshOrder);

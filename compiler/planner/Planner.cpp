@@ -127,6 +127,7 @@ int64_t dtc::defaultGlobalBatch(const TransformerSpec &spec, int64_t gpus,
   int64_t unit = gpus / twos * std::min(twos, powerOfTwoPart(base));
   // Pinned dp and micro-batch must divide it too.
   unit = std::lcm(unit, pins.dp.value_or(1) * pins.microBatch.value_or(1));
+  unit = std::lcm(unit, pins.dataRows.value_or(1));
   int64_t rounded = (base + unit / 2) / unit * unit;
   return std::max(unit, rounded);
 }
@@ -509,7 +510,7 @@ void Searcher::visit(const Degrees &d) {
   llvm::SmallVector<int64_t, 16> vpps = vppValues(d.pp);
   llvm::SmallVector<int64_t, 32> microBatches;
   for (int64_t b : divisors(globalBatch / d.dp))
-    if (!pins.microBatch || b == *pins.microBatch)
+    if (pins.allowsMicroBatch(d.dp, b))
       microBatches.push_back(b);
 
   for (bool sp : sps) {
@@ -552,7 +553,7 @@ std::optional<PlanChoice> Searcher::findFit() {
     std::optional<int64_t> micro;
     for (int64_t b : divisors(globalBatch / d.dp)) {
       plan.microBatch = b;
-      if ((!pins.microBatch || b == *pins.microBatch) &&
+      if (pins.allowsMicroBatch(d.dp, b) &&
           (plan.vpp == 1 || plan.microBatches() % d.pp == 0)) {
         micro = b;
         break;
@@ -601,6 +602,11 @@ static std::string pinFlags(const PlanPins &pins) {
                     (*pins.sequenceParallel ? "on" : "off"));
   if (pins.meshOrder)
     flags.push_back("--mesh-order " + meshOrderName(*pins.meshOrder));
+  if (pins.dataRows)
+    flags.push_back(llvm::formatv("the graph's fixed batch of {0} (dp x "
+                                  "micro-batch)",
+                                  *pins.dataRows)
+                        .str());
   return llvm::join(flags, " ");
 }
 

@@ -35,10 +35,19 @@ struct PlanPins {
   std::optional<Recompute> recompute;
   std::optional<bool> sequenceParallel;
   std::optional<MeshOrder> meshOrder;
+  /// Imposed by the model, not a flag: a graph whose batch is fixed at B
+  /// and does not re-bind runs B rows per data-parallel micro-step, which
+  /// the data-parallel ranks split: dp x micro-batch = B.
+  std::optional<int64_t> dataRows;
 
   bool any() const {
     return dp || tp || pp || cp || ep || vpp || zero || microBatch ||
-           recompute || sequenceParallel || meshOrder;
+           recompute || sequenceParallel || meshOrder || dataRows;
+  }
+  /// Whether `microBatch` rows per rank over `dp` ranks meet the pins.
+  bool allowsMicroBatch(int64_t dp, int64_t micro) const {
+    return (!microBatch || micro == *microBatch) &&
+           (!dataRows || dp * micro == *dataRows);
   }
 };
 

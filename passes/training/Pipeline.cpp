@@ -80,6 +80,23 @@ llvm::Expected<StageCuts> chooseCuts(mlir::func::FuncOp forward,
   llvm::SmallVector<double> workBefore(n + 1, 0);
   for (unsigned k = 0; k < n; ++k)
     workBefore[k + 1] = workBefore[k] + (isFree(ops[k]) ? 0 : workOf(ops[k]));
+  // Every stage trains something (a stage without a trainable parameter
+  // has no gradient to reduce or apply, and the pipeline pass refuses it):
+  // ops reading a trainable parameter before each index.
+  llvm::SmallVector<unsigned> trainableBefore(n + 1, 0);
+  for (unsigned k = 0; k < n; ++k) {
+    bool trains = !isFree(ops[k]) &&
+                  llvm::any_of(ops[k]->getOperands(), [](mlir::Value v) {
+                    auto param = v.getDefiningOp<mlir::dtc::ParameterOp>();
+                    return param && !param.getFrozen() &&
+                           llvm::isa<mlir::FloatType>(
+                               mlir::getElementTypeOrSelf(v.getType()));
+                  });
+    trainableBefore[k + 1] = trainableBefore[k] + (trains ? 1 : 0);
+  }
+  auto trainsIn = [&](unsigned begin, unsigned end) {
+    return trainableBefore[end] - trainableBefore[begin];
+  };
   // The cut points: where only the residual stream crosses.
   llvm::SmallVector<std::pair<unsigned, mlir::Value>> candidates;
   for (const SingleCrossing &point : findSingleCrossings(ops))
@@ -91,11 +108,25 @@ llvm::Expected<StageCuts> chooseCuts(mlir::func::FuncOp forward,
   for (int64_t s = 1; s < stages; ++s) {
     double target = total * static_cast<double>(s) / stages;
     const std::pair<unsigned, mlir::Value> *best = nullptr;
-    for (const auto &c : candidates)
-      if (c.first > cuts.begin.back() &&
-          (!best || std::abs(workBefore[c.first] - target) <
-                        std::abs(workBefore[best->first] - target)))
+    bool anyPoint = false;
+    for (const auto &c : candidates) {
+      if (c.first <= cuts.begin.back())
+        continue;
+      anyPoint = true;
+      // This stage, and each one after it, keeps a trainable parameter.
+      if (!trainsIn(cuts.begin.back(), c.first) ||
+          trainsIn(c.first, n) < static_cast<unsigned>(stages - s))
+        continue;
+      if (!best || std::abs(workBefore[c.first] - target) <
+                       std::abs(workBefore[best->first] - target))
         best = &c;
+    }
+    if (!best && anyPoint)
+      return badInput("pipeline: cannot cut the model into {0} stages that "
+                      "each train a parameter (a stage without one has "
+                      "nothing to update); use fewer stages or virtual "
+                      "stages",
+                      stages);
     if (!best)
       return badInput("pipeline: cannot cut the model into {0} stages: it "
                       "has {1} points where only one activation flows "

@@ -8,8 +8,9 @@ Each model is compiled at each GPU count with the planner's own search, and
 again under each pin set. A searched compile must exit 0 with a program (or
 say, exit 2, that the model does not fit on that many GPUs); a pinned one
 may instead refuse the pins (exit 2, one line naming them, no bundle
-left). Exit 1 (the compiler failed on a plan it chose) and any other outcome is a
-broken promise: a plan without a
+left). Exit 1 (the compiler failed on a plan it chose), "no program for this
+plan" (the planner returned a plan the compiler then refused, pinned or
+not) and any other outcome is a broken promise: a plan without a
 program ("program none"), a crash, a multi-line or empty error, or a bundle
 left behind by a failed compile. Prints one line per broken case and a
 summary; exits 1 if any.
@@ -42,6 +43,8 @@ def compile_case(dtc, workdir, model, extra, gpus, pins, index):
             problem = f"exit {proc.returncode}: {proc.stderr.strip()[:300]}"
         elif len(err) != 1 or not err[0].startswith("dtc: error: "):
             problem = f"error is not one line: {proc.stderr.strip()[:300]!r}"
+        elif "no program for this plan" in err[0]:
+            problem = f"a plan without its program: {err[0][:300]}"
         elif not pins and " does not fit on " not in err[0]:
             problem = f"searched plan refused: {err[0][:300]}"
         elif os.path.exists(os.path.join(out, "plan.json")):
