@@ -167,6 +167,9 @@ private:
   mlir::ScopedDiagnosticHandler handler;
 };
 
+/// The model's name where it is not the file's stem (a config.json's).
+constexpr llvm::StringLiteral kModelNameAttr = "dtc.model_name";
+
 /// A Hugging Face config.json: modelgen builds the architecture as a
 /// shape-only ONNX model (weights declared, not stored), imported like any
 /// other. The model goes through a temporary file; errors name the config.
@@ -188,8 +191,12 @@ importHfConfig(llvm::StringRef path, const onnx::ImportOptions &options,
   if (llvm::Error err = modelgen::generate(*config, genOptions, tmp))
     return std::move(err);
   auto module = onnx::importOnnxFile(tmp, options, context);
-  if (module)
+  if (module) {
+    // The config's model name, not the temporary file's or "config".
+    (**module)->setAttr(kModelNameAttr,
+                        mlir::StringAttr::get(&context, config->name));
     return module;
+  }
   // Name the config, not the temporary file, in the error.
   std::string message;
   ErrorKind kind = ErrorKind::Failure;
@@ -685,6 +692,8 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
   }
 
   std::string modelName = llvm::sys::path::stem(o.modelPath).str();
+  if (auto name = (**module)->getAttrOfType<mlir::StringAttr>(kModelNameAttr))
+    modelName = name.str();
   ModelSummary summary = summarizeModel(**module, modelName);
   std::string bundleDir =
       o.outputDir.empty() ? defaultBundleDir(o.modelPath) : o.outputDir;

@@ -176,7 +176,14 @@ Expected<ModelConfig> dtc::hf::parseConfig(StringRef text, StringRef path) {
       *modelType == "gpt2" ? parseGpt2(keys) : parseLlamaLike(keys, *modelType);
   if (Error err = keys.takeError())
     return std::move(err);
+  // The model's name: its _name_or_path, else the directory a config.json
+  // sits in (a Hugging Face checkout is named after the model), else the
+  // file's stem.
   std::string name = llvm::sys::path::stem(path).str();
+  if (StringRef dir =
+          llvm::sys::path::filename(llvm::sys::path::parent_path(path));
+      name == "config" && !dir.empty() && dir != "." && dir != "..")
+    name = dir.str();
   if (std::optional<StringRef> n = object->getString("_name_or_path");
       n && !n->empty())
     name = llvm::sys::path::filename(*n).str();
