@@ -605,6 +605,107 @@ static llvm::Error programRefused(const CompileOptions &o,
                   o.modelPath, why);
 }
 
+/// --emit sharded / partitioned: the IR of `plan`'s ranks. Partitioned is
+/// built by one registered pipeline printed on the first line (dtc-opt
+/// reproduces it from --emit imported). Training: dtc-training-pipeline, the
+/// training step (with pp > 1 one nested module per pipeline stage, as the
+/// program builder lowers them). Inference: the forward function, sharded
+/// and partitioned.
+static llvm::Error
+emitPlannedIR(const CompileOptions &o, const ParallelPlan &plan,
+              const Cluster &cluster, const TransformerSpec *spec,
+              mlir::MLIRContext &context, DiagnosticCollector &diagnostics,
+              llvm::raw_ostream &out) {
+  if (o.emit == "sharded") {
+    auto sharded = shardForPlan(o, plan, cluster, context, diagnostics);
+    if (!sharded)
+      return sharded.takeError();
+    (*sharded)->print(out);
+    return llvm::Error::success();
+  }
+  auto module =
+      importAndSimplify(o, plan.microBatch * plan.dp, context, diagnostics);
+  if (!module)
+    return module.takeError();
+  mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
+  if (o.mode == "train") {
+    buildTrainingPipeline(pm, trainingStepOptionsFor(o, plan,
+                                                     /*searched=*/true, cluster,
+                                                     spec, /*pipeline=*/true));
+  } else {
+    ForwardPartitionOptions forward;
+    forward.mesh = planMesh(plan, /*pipeline=*/false, /*all=*/true);
+    forward.sequenceParallel = plan.sequenceParallel;
+    forward.flopsPerByte = propagationFlopsPerByte(o, cluster);
+    buildForwardPartitionPipeline(pm, forward);
+  }
+  if (mlir::failed(pm.run(**module)))
+    return diagnostics.takeRefusal(o.modelPath);
+  out << "// dtc-opt --pass-pipeline='";
+  pm.printAsTextualPipeline(out);
+  out << "'\n";
+  (*module)->print(out);
+  out << "\n";
+  return llvm::Error::success();
+}
+
+/// A graph exported with a fixed batch is imported at the plan's
+/// micro-batch where its batch re-binds (frontends/onnx/BatchRebind.h);
+/// where not, every data-parallel micro-step runs that batch, which the
+/// data-parallel ranks split (the partitioner keeps what couples the rows,
+/// a mean over the batch, exact): dp x micro-batch is that batch. Records
+/// which in `o` (fixedBatchRebinds, fixedDataRows); `module` is the model
+/// imported at one micro-batch.
+static llvm::Error resolveFixedBatch(CompileOptions &o, mlir::ModuleOp module,
+                                     mlir::MLIRContext &context,
+                                     DiagnosticCollector &diagnostics) {
+  auto fixed = module->getAttrOfType<mlir::IntegerAttr>("dtc.fixed_batch");
+  if (!fixed)
+    return llvm::Error::success();
+  int64_t batch = fixed.getInt();
+  auto reason =
+      module->getAttrOfType<mlir::StringAttr>("dtc.fixed_batch_reason");
+  if (!reason && !module->hasAttr("dtc.rebound_batch")) {
+    // Imported at the exported batch itself: whether it re-binds shows
+    // at the batch a data-parallel plan of it imports.
+    auto probe = importAndSimplify(o, 2 * batch, context, diagnostics);
+    if (!probe)
+      return probe.takeError();
+    reason =
+        (**probe)->getAttrOfType<mlir::StringAttr>("dtc.fixed_batch_reason");
+    if (reason)
+      module->setAttr("dtc.fixed_batch_reason", reason);
+  }
+  if (reason) {
+    if (o.microBatch && batch % *o.microBatch)
+      return badInput("--micro-batch {0}: {1} has a fixed batch of {2} "
+                      "(its inputs' dim 0) that does not re-bind: {3}; the "
+                      "data-parallel ranks split those rows (dp x "
+                      "micro-batch = {2}): pass a --micro-batch that "
+                      "divides {2} or leave it out, or re-export with a "
+                      "dynamic batch dim",
+                      *o.microBatch, o.modelPath, batch, reason.getValue());
+    if (o.microBatch && o.gpus % (batch / *o.microBatch))
+      return badInput("--micro-batch {0}: {1} has a fixed batch of {2} "
+                      "(its inputs' dim 0) that does not re-bind: {3}; the "
+                      "data-parallel ranks split those rows (dp x "
+                      "micro-batch = {2}), and dp {4} does not divide "
+                      "--gpus {5}: pass --micro-batch {2} or leave it out",
+                      *o.microBatch, o.modelPath, batch, reason.getValue(),
+                      batch / *o.microBatch, o.gpus);
+    if (o.microBatch && o.dp && *o.dp * *o.microBatch != batch)
+      return badInput("--dp {0} --micro-batch {1}: {2} has a fixed batch "
+                      "of {3} that does not re-bind: {4}; dp x micro-batch "
+                      "must be {3}",
+                      *o.dp, *o.microBatch, o.modelPath, batch,
+                      reason.getValue());
+    o.fixedDataRows = batch;
+  } else {
+    o.fixedBatchRebinds = true;
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error dtc::runCompile(const CompileOptions &requested,
                             llvm::raw_ostream &out) {
   auto start = std::chrono::steady_clock::now();
@@ -635,56 +736,8 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
       importAndSimplify(o, o.microBatch.value_or(1), context, diagnostics);
   if (!module)
     return module.takeError();
-  // A graph exported with a fixed batch is imported at the plan's
-  // micro-batch where its batch re-binds (frontends/onnx/BatchRebind.h);
-  // where not, that batch runs in every call: the plan's micro-batch is it.
-  if (auto fixed =
-          (**module)->getAttrOfType<mlir::IntegerAttr>("dtc.fixed_batch")) {
-    int64_t batch = fixed.getInt();
-    auto reason =
-        (**module)->getAttrOfType<mlir::StringAttr>("dtc.fixed_batch_reason");
-    if (!reason && !(**module)->hasAttr("dtc.rebound_batch")) {
-      // Imported at the exported batch itself: whether it re-binds shows
-      // at the batch a data-parallel plan of it imports.
-      auto probe = importAndSimplify(o, 2 * batch, context, diagnostics);
-      if (!probe)
-        return probe.takeError();
-      reason =
-          (**probe)->getAttrOfType<mlir::StringAttr>("dtc.fixed_batch_reason");
-      if (reason)
-        (**module)->setAttr("dtc.fixed_batch_reason", reason);
-    }
-    if (reason) {
-      // Every data-parallel micro-step runs the graph's rows, which the
-      // data-parallel ranks split (the partitioner keeps what couples them,
-      // a mean over the batch, exact): dp x micro-batch is that batch.
-      if (o.microBatch && batch % *o.microBatch)
-        return badInput("--micro-batch {0}: {1} has a fixed batch of {2} "
-                        "(its inputs' dim 0) that does not re-bind: {3}; the "
-                        "data-parallel ranks split those rows (dp x "
-                        "micro-batch = {2}): pass a --micro-batch that "
-                        "divides {2} or leave it out, or re-export with a "
-                        "dynamic batch dim",
-                        *o.microBatch, o.modelPath, batch, reason.getValue());
-      if (o.microBatch && o.gpus % (batch / *o.microBatch))
-        return badInput("--micro-batch {0}: {1} has a fixed batch of {2} "
-                        "(its inputs' dim 0) that does not re-bind: {3}; the "
-                        "data-parallel ranks split those rows (dp x "
-                        "micro-batch = {2}), and dp {4} does not divide "
-                        "--gpus {5}: pass --micro-batch {2} or leave it out",
-                        *o.microBatch, o.modelPath, batch, reason.getValue(),
-                        batch / *o.microBatch, o.gpus);
-      if (o.microBatch && o.dp && *o.dp * *o.microBatch != batch)
-        return badInput("--dp {0} --micro-batch {1}: {2} has a fixed batch "
-                        "of {3} that does not re-bind: {4}; dp x micro-batch "
-                        "must be {3}",
-                        *o.dp, *o.microBatch, o.modelPath, batch,
-                        reason.getValue());
-      o.fixedDataRows = batch;
-    } else {
-      o.fixedBatchRebinds = true;
-    }
-  }
+  if (llvm::Error err = resolveFixedBatch(o, **module, context, diagnostics))
+    return err;
 
   if (o.emit == "imported") {
     (*module)->print(out);
@@ -757,46 +810,8 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
   if (o.emit == "sharded" || o.emit == "partitioned") {
     if (!planResult)
       return badInput("--emit {0}: {1}", o.emit, planMissing);
-    // --emit partitioned: what the plan's ranks run, built by one
-    // registered pipeline printed on the first line (dtc-opt reproduces it
-    // from --emit imported). Training: dtc-training-pipeline, the training
-    // step (with pp > 1 one nested module per pipeline stage, as the
-    // program builder lowers them). Inference: the forward function,
-    // sharded and partitioned.
-    if (o.emit == "partitioned") {
-      const ParallelPlan &plan = planResult->best.plan;
-      auto module =
-          importAndSimplify(o, plan.microBatch * plan.dp, context, diagnostics);
-      if (!module)
-        return module.takeError();
-      mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
-      if (o.mode == "train") {
-        buildTrainingPipeline(
-            pm, trainingStepOptionsFor(o, plan, /*searched=*/true, *cluster,
-                                       spec ? &*spec : nullptr,
-                                       /*pipeline=*/true));
-      } else {
-        ForwardPartitionOptions forward;
-        forward.mesh = planMesh(plan, /*pipeline=*/false, /*all=*/true);
-        forward.sequenceParallel = plan.sequenceParallel;
-        forward.flopsPerByte = propagationFlopsPerByte(o, *cluster);
-        buildForwardPartitionPipeline(pm, forward);
-      }
-      if (mlir::failed(pm.run(**module)))
-        return diagnostics.takeRefusal(o.modelPath);
-      out << "// dtc-opt --pass-pipeline='";
-      pm.printAsTextualPipeline(out);
-      out << "'\n";
-      (*module)->print(out);
-      out << "\n";
-      return llvm::Error::success();
-    }
-    auto sharded =
-        shardForPlan(o, planResult->best.plan, *cluster, context, diagnostics);
-    if (!sharded)
-      return sharded.takeError();
-    (*sharded)->print(out);
-    return llvm::Error::success();
+    return emitPlannedIR(o, planResult->best.plan, *cluster,
+                         spec ? &*spec : nullptr, context, diagnostics, out);
   }
 
   // The runtime program (training step or forward) of the plan: the model
