@@ -292,7 +292,7 @@ importAndSimplify(const CompileOptions &o, int64_t batch,
   if (!module)
     return module.takeError();
   mlir::PassManager pm(&context);
-  pm.addPass(mlir::dtc::createDtcSimplify());
+  dtc::buildImportPipeline(pm);
   if (mlir::failed(pm.run(**module)))
     return diagnostics.takeError(o.modelPath);
   return module;

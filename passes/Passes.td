@@ -327,20 +327,21 @@ def DtcBuildApply : Pass<"dtc-build-apply", "::mlir::ModuleOp"> {
 }
 
 def DtcPipelineSplit : Pass<"dtc-pipeline-split", "::mlir::ModuleOp"> {
-  let summary = "Cut the loss-bound forward function into pipeline stages";
+  let summary = "Cut the loss-bound forward function into pipeline chunks";
   let description = [{
-    The pipeline-parallel training step (after `dtc-bind-loss`): the
-    forward function is cut into `stages` x `virtual-stages` model chunks
-    of balanced FLOPs at points one activation crosses; each chunk is
-    sharded, differentiated, recomputed and partitioned over the mesh's
-    dp/cp/tp part, and split into its forward and backward passes. The
-    module's body becomes one nested `builtin.module @stage<s>` per stage
-    (the ranks whose "pp" coordinate is s run it) holding that stage's
-    chunk passes, `pipeline_loss`, `pipeline_step` (the schedule as data:
-    its `dtc.pipeline` dictionary and the pass order in `dtc.schedule`;
-    data arguments stack the step's micro-batches) and `apply`. The
-    schedule is checked deadlock-free for `micro-batches` by the code the
-    executor runs it with.
+    The first pass of the pipeline-parallel training step (after
+    `dtc-bind-loss`): the forward function is cut into `stages` x
+    `virtual-stages` model chunks of balanced FLOPs at points one activation
+    crosses, each a nested `builtin.module @chunk<c>` holding `@stage`, the
+    chunk's objective: its loss (the last chunk) or sum(output * d output),
+    whose gradient is the chunk's vector-Jacobian product. The registered
+    passes then run nested on every chunk module (sharding,
+    `dtc-chunk-gradient`, `dtc-recompute`, `dtc-chunk-boundary`,
+    partitioning, collective chunking and scheduling: buildTrainingPipeline)
+    and `dtc-pipeline-assemble` groups the chunks into stages. The schedule
+    is checked deadlock-free for `micro-batches` by the code the executor
+    runs it with; the forward function stays for the assembly (its data
+    arguments) and the pipeline's shape is recorded on the module.
   }];
   let dependentDialects = ["::mlir::dtc::DtcDialect",
                            "::mlir::func::FuncDialect"];
@@ -358,23 +359,60 @@ def DtcPipelineSplit : Pass<"dtc-pipeline-split", "::mlir::ModuleOp"> {
     Option<"microBatches", "micro-batches", "int64_t",
            /*default=*/"::dtc::TrainingStepOptions{}.gradAccum",
            "Micro-batches per optimizer step">,
-    Option<"sequenceParallel", "sequence-parallel", "bool",
-           /*default=*/"::dtc::TrainingStepOptions{}.sequenceParallel",
-           "Megatron's sequence parallelism">,
-    Option<"flopsPerByte", "flops-per-byte", "double",
-           /*default=*/"::dtc::TrainingStepOptions{}.flopsPerByte",
-           "Sharding propagation's compute per byte moved">,
-    Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
-           "Activation recompute: none, selective or full">,
-    Option<"zeroStage", "zero-stage", "int",
-           /*default=*/"::dtc::TrainingStepOptions{}.zeroStage",
-           "ZeRO stage 0-3 over the mesh's dp (and cp) axes">,
     Option<"overlap", "overlap", "bool",
            /*default=*/"::dtc::TrainingStepOptions{}.overlap",
            "Overlap communication with compute">,
-    Option<"tpCommChunks", "tp-comm-chunks", "int64_t",
-           /*default=*/"::dtc::TrainingStepOptions{}.tpCommChunks",
-           "Row blocks per tensor-parallel collective">,
+  ];
+}
+
+def DtcChunkGradient : Pass<"dtc-chunk-gradient", "::mlir::ModuleOp"> {
+  let summary = "Replace a pipeline chunk's objective by its gradient";
+  let description = [{
+    Runs on a chunk module of `dtc-pipeline-split` (after its sharding):
+    `@stage` becomes `@backward`, its gradient function (with respect to
+    the parameters and, after the first chunk, the input activation), whose
+    forward part ends at the op marked `dtc.forward_end` before the last
+    chunk.
+  }];
+  let dependentDialects = ["::mlir::dtc::DtcDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+def DtcChunkBoundary : Pass<"dtc-chunk-boundary", "::mlir::ModuleOp"> {
+  let summary = "Give a pipeline chunk's boundary activations their layout";
+  let description = [{
+    Runs on a chunk module after `dtc-chunk-gradient` (and recompute): the
+    gradient of the input activation and, before the last chunk, the
+    chunk's output (made a result of `@backward`, marked
+    `dtc.chunk_output`) get the boundary layout stages exchange: rows over
+    the data axes, the sequence over "cp", the rest whole.
+  }];
+  let dependentDialects = ["::mlir::dtc::DtcDialect",
+                           "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
+           "The stage's mesh (the pipeline mesh without \"pp\")">,
+  ];
+}
+
+def DtcPipelineAssemble : Pass<"dtc-pipeline-assemble", "::mlir::ModuleOp"> {
+  let summary = "Group partitioned pipeline chunks into stage modules";
+  let description = [{
+    The last pass of the pipeline-parallel step: each chunk's partitioned
+    `@backward` is split into its forward and backward passes (1F1B keeps
+    a micro-batch's forward values until its backward pass), and the
+    module's body becomes one nested `builtin.module @stage<s>` per stage
+    (the ranks whose "pp" coordinate is s run it) holding that stage's
+    chunk passes, `pipeline_loss`, `pipeline_step` (the schedule as data:
+    its `dtc.pipeline` dictionary and the pass order in `dtc.schedule`;
+    data arguments stack the step's micro-batches) and `apply`.
+  }];
+  let dependentDialects = ["::mlir::dtc::DtcDialect",
+                           "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"zeroStage", "zero-stage", "int",
+           /*default=*/"::dtc::TrainingStepOptions{}.zeroStage",
+           "ZeRO stage 0-3 over the mesh's dp (and cp) axes">,
     Option<"zeroPrefetchElements", "zero-prefetch-elements", "int64_t",
            /*default=*/"::dtc::TrainingStepOptions{}.zeroPrefetchElements",
            "ZeRO-3: parameter elements gathered ahead of their use at most">,

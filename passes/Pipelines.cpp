@@ -38,3 +38,14 @@ void dtc::registerForwardPartitionPipeline() {
         buildForwardPartitionPipeline(pm, o);
       });
 }
+
+void dtc::buildImportPipeline(mlir::OpPassManager &pm) {
+  pm.addPass(mlir::dtc::createDtcSimplify());
+}
+
+void dtc::registerImportPipeline() {
+  mlir::PassPipelineRegistration<>(
+      "dtc-import-pipeline",
+      "What `dtc compile` runs on every imported model before planning",
+      [](mlir::OpPassManager &pm) { buildImportPipeline(pm); });
+}

@@ -41,6 +41,13 @@ void buildForwardPartitionPipeline(mlir::OpPassManager &pm,
 
 void registerForwardPartitionPipeline();
 
+/// What every imported model goes through before planning (dtc-simplify:
+/// the exporter's shape arithmetic folded, identities removed). Registered
+/// as --dtc-import-pipeline.
+void buildImportPipeline(mlir::OpPassManager &pm);
+
+void registerImportPipeline();
+
 /// The options every sharding pipeline takes (a pipeline's options derive
 /// from this): the mesh and what propagation trades compute against.
 template <typename Derived>

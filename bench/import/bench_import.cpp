@@ -17,6 +17,7 @@
 #include "frontends/modelgen/ModelGen.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/Passes.h"
+#include "passes/Pipelines.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -97,7 +98,7 @@ int runCase(const std::string &spec, const Options &opts) {
 
   auto simplifyStart = Clock::now();
   mlir::PassManager pm(&context);
-  pm.addPass(mlir::dtc::createDtcSimplify());
+  dtc::buildImportPipeline(pm);
   if (mlir::failed(pm.run(**module))) {
     llvm::errs() << "bench-import: dtc-simplify failed\n";
     return 1;

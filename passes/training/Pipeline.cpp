@@ -255,10 +255,10 @@ void eraseUnusedResults(mlir::func::FuncOp step) {
   }
 }
 
-/// One model chunk's forward and backward functions, sharded and
-/// partitioned over the data/tensor-parallel mesh, in their own module.
+/// One model chunk as dtc-pipeline-assemble reads it back from its module
+/// (`dtc.chunk` and the partitioned `@backward`).
 struct Chunk {
-  mlir::OwningOpRef<mlir::ModuleOp> module;
+  int64_t index = 0;
   bool first = false, last = false;
   /// The gradient of the chunk's objective; its last argument is d output
   /// (not on the last chunk, whose backward pass runs all of it).
@@ -271,13 +271,12 @@ struct Chunk {
   llvm::SmallVector<mlir::Operation *> forwardOps, backwardOps;
   unsigned outputIndex = 0;
   /// The forward function's arguments the chunk reads (data), in order.
-  llvm::SmallVector<unsigned> usedArgs;
+  llvm::SmallVector<int64_t> usedArgs;
   llvm::SmallVector<GradientResult> params;
   /// `backward`'s result index of each of `params`' gradients, and of the
   /// gradient of its input activation (-1 on the first chunk).
   llvm::SmallVector<unsigned> gradIndex;
   int dInputIndex = -1;
-  mlir::Type inputType, outputType;
 };
 
 /// Splits a non-last chunk's partitioned `backward` into its two passes
@@ -473,118 +472,141 @@ buildChunkPasses(mlir::OpBuilder &b, const Chunk &chunk,
   return {forwardFn, backwardFn};
 }
 
-/// Builds model chunk `c` of `cuts`: ops [cuts.begin[c], cuts.begin[c+1])
-/// of `forward`.
-llvm::Expected<Chunk> buildChunk(mlir::ModuleOp module,
-                                 mlir::func::FuncOp forward,
-                                 const StageCuts &cuts, int64_t c,
-                                 const TrainingStepOptions &stageOptions) {
-  const int64_t chunks = cuts.begin.size();
+/// A chunk module's `dtc.chunk`: its index, whether it is the first or the
+/// last chunk, and the forward function's arguments it reads (`data`).
+constexpr llvm::StringLiteral kChunkAttr = "dtc.chunk";
+/// The pipeline's shape, from dtc-pipeline-split to dtc-pipeline-assemble.
+constexpr llvm::StringLiteral kPipelineShapeAttr = "dtc.pipeline_shape";
+/// Marks the chunk's output among `@backward`'s results.
+constexpr llvm::StringLiteral kChunkOutputAttr = "dtc.chunk_output";
+
+/// What a chunk or stage module inherits of the pipeline module's
+/// attributes: all but those describing the whole step.
+void inheritAttributes(mlir::ModuleOp into, mlir::ModuleOp from) {
+  for (mlir::NamedAttribute attr : from->getAttrs())
+    if (attr.getName() != kStepInfoAttr && attr.getName() != kPipelineShapeAttr)
+      into->setAttr(attr.getName(), attr.getValue());
+}
+
+runtime::PipelineShape pipelineShapeOf(const TrainingStepOptions &options) {
+  runtime::PipelineShape shape;
+  shape.schedule = options.schedule;
+  shape.stages = options.pipelineStages;
+  shape.virtualStages = std::max<int64_t>(1, options.virtualStages);
+  shape.microBatches = options.gradAccum;
+  return shape;
+}
+
+void recordPipelineShape(mlir::ModuleOp module, const TrainingStepOptions &o) {
+  mlir::Builder b(module.getContext());
+  module->setAttr(
+      kPipelineShapeAttr,
+      b.getDictionaryAttr({
+          b.getNamedAttr("mesh", b.getStringAttr(o.mesh)),
+          b.getNamedAttr("stages", b.getI64IntegerAttr(o.pipelineStages)),
+          b.getNamedAttr("virtual_stages",
+                         b.getI64IntegerAttr(o.virtualStages)),
+          b.getNamedAttr("schedule", b.getStringAttr(o.schedule)),
+          b.getNamedAttr("micro_batches", b.getI64IntegerAttr(o.gradAccum)),
+          b.getNamedAttr("overlap", b.getBoolAttr(o.overlap)),
+      }));
+}
+
+/// Reads what recordPipelineShape wrote into `o`.
+llvm::Error readPipelineShape(mlir::ModuleOp module, TrainingStepOptions &o) {
+  auto shape = module->getAttrOfType<mlir::DictionaryAttr>(kPipelineShapeAttr);
+  auto mesh = shape ? shape.getAs<mlir::StringAttr>("mesh") : nullptr;
+  auto stages = shape ? shape.getAs<mlir::IntegerAttr>("stages") : nullptr;
+  auto virtualStages =
+      shape ? shape.getAs<mlir::IntegerAttr>("virtual_stages") : nullptr;
+  auto schedule = shape ? shape.getAs<mlir::StringAttr>("schedule") : nullptr;
+  auto micro =
+      shape ? shape.getAs<mlir::IntegerAttr>("micro_batches") : nullptr;
+  auto overlap = shape ? shape.getAs<mlir::BoolAttr>("overlap") : nullptr;
+  if (!mesh || !stages || !virtualStages || !schedule || !micro || !overlap)
+    return failure("dtc-pipeline-assemble: the module holds no pipeline "
+                   "chunks (run dtc-pipeline-split first)");
+  o.mesh = mesh.str();
+  o.pipelineStages = stages.getInt();
+  o.virtualStages = virtualStages.getInt();
+  o.schedule = schedule.str();
+  o.gradAccum = micro.getInt();
+  o.overlap = overlap.getValue();
+  return llvm::Error::success();
+}
+
+/// The chunk module's `dtc.chunk` as a Chunk (no functions yet).
+llvm::Expected<Chunk> chunkOf(mlir::ModuleOp chunkModule) {
+  auto attr = chunkModule->getAttrOfType<mlir::DictionaryAttr>(kChunkAttr);
+  auto index = attr ? attr.getAs<mlir::IntegerAttr>("index") : nullptr;
+  auto first = attr ? attr.getAs<mlir::BoolAttr>("first") : nullptr;
+  auto last = attr ? attr.getAs<mlir::BoolAttr>("last") : nullptr;
+  auto data = attr ? attr.getAs<mlir::DenseI64ArrayAttr>("data") : nullptr;
+  if (!index || !first || !last || !data)
+    return failure("not a pipeline chunk module (dtc-pipeline-split makes "
+                   "them)");
   Chunk chunk;
-  chunk.first = c == 0;
-  chunk.last = c == chunks - 1;
-  mlir::OpBuilder b(module.getContext());
-  chunk.module = mlir::ModuleOp::create(forward.getLoc());
-  mlir::ModuleOp chunkModule = *chunk.module;
-  chunkModule->setAttrs(module->getAttrs());
-  unsigned begin = cuts.begin[c];
-  unsigned end = chunk.last
-                     ? static_cast<unsigned>(
-                           forward.getBody().front().getOperations().size() - 1)
-                     : cuts.begin[c + 1];
-  mlir::Value input = chunk.first ? nullptr : cuts.input[c];
-  mlir::Value output = chunk.last ? nullptr : cuts.input[c + 1];
-  mlir::func::FuncOp objective = buildStage(
-      chunkModule, forward, begin, end, input, output, "stage", chunk.usedArgs);
-  // The objective of a chunk before the last: sum(output * d output),
-  // whose gradient is the chunk's vector-Jacobian product.
-  if (!chunk.last) {
-    mlir::Block &body = objective.getBody().front();
-    auto ret = llvm::cast<mlir::func::ReturnOp>(body.getTerminator());
-    mlir::Value chunkOutput = ret.getOperand(0);
-    auto type = tensorType(chunkOutput);
-    (void)objective.insertArgument(objective.getNumArguments(), type, {},
-                                   objective.getLoc());
-    mlir::Value dOutput = body.getArgument(objective.getNumArguments() - 1);
-    b.setInsertionPoint(ret);
-    llvm::SmallVector<int64_t> all;
-    for (int64_t dim = 0; dim < type.getRank(); ++dim)
-      all.push_back(dim);
-    mlir::Value product =
-        d::MulOp::create(b, objective.getLoc(), chunkOutput, dOutput);
-    mlir::Value sum = d::ReduceSumOp::create(b, objective.getLoc(), product,
-                                             b.getDenseI64ArrayAttr(all));
-    ret->setOperands(sum);
-    objective.setFunctionType(b.getFunctionType(
-        body.getArgumentTypes(), mlir::TypeRange{sum.getType()}));
-  }
-  // Shard the objective (parameters keep these layouts in both passes).
-  if (!stageOptions.mesh.empty())
-    if (llvm::Error e = shardFunctions(chunkModule, stageOptions,
-                                       /*partition=*/false, false))
-      return std::move(e);
-  GradientOptions gradOptions;
-  gradOptions.wrtArguments = !chunk.first;
-  auto backward = buildGradientFunction(objective, 0, "backward", gradOptions);
-  if (mlir::failed(backward))
-    return failure("pipeline chunk {0}: it cannot be differentiated (see the "
-                   "error above)",
-                   c);
-  chunk.backward = *backward;
-  objective.erase();
-  auto unit = b.getUnitAttr();
-  mlir::Operation *objectiveOp = chunk.backward.getBody()
-                                     .front()
-                                     .getTerminator()
-                                     ->getOperand(0)
-                                     .getDefiningOp();
-  if (!chunk.last)
-    objectiveOp->setAttr(kForwardEndAttr, unit);
-  // Recompute hook (docs/recompute.md), as in `micro_step`: what the
-  // backward pass keeps of the forward pass.
-  if (mlir::failed(applyRecompute(chunk.backward, 0, stageOptions.recompute)))
-    return failure("pipeline chunk {0}: {1} recompute failed (see the error "
-                   "above)",
-                   c, recomputeModeName(stageOptions.recompute));
-  for (unsigned i = 0; i < chunk.backward.getNumResults(); ++i)
+  chunk.index = index.getInt();
+  chunk.first = first.getValue();
+  chunk.last = last.getValue();
+  chunk.usedArgs.assign(data.asArrayRef().begin(), data.asArrayRef().end());
+  return chunk;
+}
+
+/// The forward function of a pipeline module: its one function.
+llvm::Expected<mlir::func::FuncOp> forwardOf(mlir::ModuleOp module) {
+  auto funcs = llvm::to_vector(module.getOps<mlir::func::FuncOp>());
+  if (funcs.size() != 1)
+    return failure("training step: expected one forward function, found {0}",
+                   funcs.size());
+  return funcs.front();
+}
+
+/// Makes a chunk's objective before the last chunk: sum(output * d
+/// output), whose gradient is the chunk's vector-Jacobian product; d output
+/// becomes the objective's last argument.
+void objectiveOfOutput(mlir::func::FuncOp objective) {
+  mlir::OpBuilder b(objective.getContext());
+  mlir::Block &body = objective.getBody().front();
+  auto ret = llvm::cast<mlir::func::ReturnOp>(body.getTerminator());
+  mlir::Value chunkOutput = ret.getOperand(0);
+  auto type = tensorType(chunkOutput);
+  (void)objective.insertArgument(objective.getNumArguments(), type, {},
+                                 objective.getLoc());
+  mlir::Value dOutput = body.getArgument(objective.getNumArguments() - 1);
+  b.setInsertionPoint(ret);
+  llvm::SmallVector<int64_t> all;
+  for (int64_t dim = 0; dim < type.getRank(); ++dim)
+    all.push_back(dim);
+  mlir::Value product =
+      d::MulOp::create(b, objective.getLoc(), chunkOutput, dOutput);
+  mlir::Value sum = d::ReduceSumOp::create(b, objective.getLoc(), product,
+                                           b.getDenseI64ArrayAttr(all));
+  ret->setOperands(sum);
+  objective.setFunctionType(b.getFunctionType(body.getArgumentTypes(),
+                                              mlir::TypeRange{sum.getType()}));
+}
+
+/// Reads chunk `chunk`'s partitioned `@backward` in `chunkModule`: the
+/// result indices of the input's gradient, the output and the parameter
+/// gradients, and (before the last chunk) its ops split into passes.
+llvm::Error readChunkFunctions(mlir::ModuleOp chunkModule, Chunk &chunk) {
+  chunk.backward = chunkModule.lookupSymbol<mlir::func::FuncOp>("backward");
+  if (!chunk.backward)
+    return failure("pipeline chunk {0} has no @backward (run "
+                   "dtc-chunk-gradient first)",
+                   chunk.index);
+  for (unsigned i = 0; i < chunk.backward.getNumResults(); ++i) {
     if (auto arg = chunk.backward.getResultAttrOfType<mlir::IntegerAttr>(
             i, kGradOfArgAttrName);
-        arg && arg.getInt() == 0 && !chunk.first) {
+        arg && arg.getInt() == 0 && !chunk.first)
       chunk.dInputIndex = static_cast<int>(i);
-      chunk.backward.setResultAttr(
-          i, "dtc.sharding",
-          activationLayout(b, chunk.backward.getResultTypes()[i],
-                           stageOptions.mesh));
-    }
-  // The chunk's output (the activation the objective multiplies by d
-  // output) becomes a result too, in the boundary layout the next chunk
-  // reads: the forward pass sends it.
-  if (!chunk.last) {
-    auto ret = llvm::cast<mlir::func::ReturnOp>(
-        chunk.backward.getBody().front().getTerminator());
-    mlir::Value chunkOutput =
-        objectiveOp->getOperand(0).getDefiningOp()->getOperand(0);
-    chunk.outputIndex = ret.getNumOperands();
-    ret->insertOperands(chunk.outputIndex, chunkOutput);
-    (void)chunk.backward.insertResult(
-        chunk.outputIndex, chunkOutput.getType(),
-        b.getDictionaryAttr(b.getNamedAttr(
-            "dtc.sharding",
-            activationLayout(b, chunkOutput.getType(), stageOptions.mesh))));
-  }
-  if (!stageOptions.mesh.empty())
-    if (llvm::Error e = shardFunctions(chunkModule, stageOptions,
-                                       /*partition=*/true,
-                                       /*deferGradientSync=*/true))
-      return std::move(e);
-  if (stageOptions.overlap) {
-    chunkTensorParallelCollectives(chunk.backward, stageOptions.tpCommChunks);
-    scheduleCollectives(chunk.backward);
+    if (chunk.backward.getResultAttr(i, kChunkOutputAttr))
+      chunk.outputIndex = i;
   }
   if (!chunk.last)
     if (llvm::Error e = splitPasses(chunk))
-      return std::move(e);
-
+      return e;
   // The gradients this chunk produces, as in `micro_step`.
   for (unsigned i = 1; i < chunk.backward.getNumResults(); ++i)
     if (chunk.backward.getResultAttr(i, kGradOfAttrName)) {
@@ -594,19 +616,9 @@ llvm::Expected<Chunk> buildChunk(mlir::ModuleOp module,
   if (chunk.params.empty())
     return badInput("pipeline chunk {0} has no trainable parameters; use "
                     "fewer stages or virtual stages",
-                    c);
-  if (!chunk.first)
-    chunk.inputType = chunk.backward.getFunctionType().getInput(0);
-  if (!chunk.last)
-    chunk.outputType =
-        chunk.backward.getFunctionType().getResult(chunk.outputIndex);
-  return chunk;
+                    chunk.index);
+  return llvm::Error::success();
 }
-
-} // namespace
-} // namespace training
-
-using namespace training;
 
 /// A parameter several stages read: the input and output embeddings of a
 /// model that ties them.
@@ -646,68 +658,166 @@ sharedAcrossStages(llvm::ArrayRef<llvm::SmallVector<GradientResult>> paramsOf) {
   return shared;
 }
 
-llvm::Expected<TrainingStepInfo> buildPipelineStep(
-    mlir::ModuleOp module, const TrainingStepOptions &options,
-    llvm::SmallVectorImpl<mlir::OwningOpRef<mlir::ModuleOp>> &stageModules) {
-  const int64_t stages = options.pipelineStages;
-  const int64_t virtualStages = std::max<int64_t>(1, options.virtualStages);
-  const int64_t chunks = stages * virtualStages;
-  const int64_t micro = options.gradAccum;
-  runtime::PipelineShape shape;
-  shape.schedule = options.schedule;
-  shape.stages = stages;
-  shape.virtualStages = virtualStages;
-  shape.microBatches = micro;
+} // namespace
+
+std::string stageMesh(llvm::StringRef mesh) {
+  std::string error;
+  std::optional<d::DeviceMesh> whole = d::DeviceMesh::parse(mesh, error);
+  if (!whole)
+    return "";
+  d::DeviceMesh inner;
+  for (const d::DeviceMesh::Axis &axis : whole->axes)
+    if (axis.name != kPipelineAxis)
+      inner.axes.push_back(axis);
+  return inner.str();
+}
+
+llvm::Error splitIntoChunks(mlir::ModuleOp module,
+                            const TrainingStepOptions &options) {
+  runtime::PipelineShape shape = pipelineShapeOf(options);
   if (llvm::Error e = runtime::checkPipelineShape(shape))
     return badInput("{0}", llvm::toString(std::move(e)));
-  auto funcs = llvm::to_vector(module.getOps<mlir::func::FuncOp>());
-  if (funcs.size() != 1)
-    return failure("training step: expected one forward function, found {0}",
-                   funcs.size());
-  mlir::func::FuncOp forward = funcs.front();
-  // dtc-bind-loss's; the stage modules, which copy the module's
-  // attributes, do not carry it.
-  auto info = readStepInfo(module);
-  if (!info)
+  auto forward = forwardOf(module);
+  if (!forward)
+    return forward.takeError();
+  // dtc-bind-loss's; dtc-pipeline-assemble completes it.
+  if (auto info = readStepInfo(module); !info)
     return info.takeError();
-  module->removeAttr(kStepInfoAttr);
-  auto cuts = chooseCuts(forward, chunks);
+  const int64_t chunks = shape.stages * shape.virtualStages;
+  auto cuts = chooseCuts(*forward, chunks);
   if (!cuts)
     return cuts.takeError();
-
   // The schedule is proved deadlock-free here, for the compiled
   // micro-batches, by the code the executor runs it with.
   if (auto actions = runtime::pipelineActions(shape, options.overlap); !actions)
     return failure("{0}", llvm::toString(actions.takeError()));
-
-  // The data/tensor-parallel part of the mesh: what each chunk is sharded
-  // and partitioned over.
-  TrainingStepOptions stageOptions = options;
   std::string meshError;
-  std::optional<d::DeviceMesh> whole =
-      d::DeviceMesh::parse(options.mesh, meshError);
-  if (!whole)
+  if (!d::DeviceMesh::parse(options.mesh, meshError))
     return badInput("pipeline: {0}", meshError);
-  d::DeviceMesh inner;
-  for (const d::DeviceMesh::Axis &axis : whole->axes)
-    if (axis.name != "pp")
-      inner.axes.push_back(axis);
-  stageOptions.mesh = inner.str();
-  mlir::MLIRContext *ctx = module.getContext();
-  // The rows each rank feeds of every data argument (tokens and labels, or
-  // a classifier's inputs and labels): the batch cut over the data axes (dp
-  // and the ep inside it); the columns of tokens and labels: the sequence
-  // cut over cp (zigzag chunks, which the stages' partitioned functions
-  // expect).
+
+  // Chunk c: ops [cuts.begin[c], cuts.begin[c+1]) of the forward function.
+  mlir::Builder b(module.getContext());
+  const unsigned numOps = forward->getBody().front().getOperations().size() - 1;
+  for (int64_t c = 0; c < chunks; ++c) {
+    bool first = c == 0, last = c == chunks - 1;
+    auto chunkModule = mlir::ModuleOp::create(
+        forward->getLoc(), llvm::formatv("chunk{0}", c).str());
+    inheritAttributes(chunkModule, module);
+    unsigned begin = cuts->begin[c];
+    unsigned end = last ? numOps : cuts->begin[c + 1];
+    mlir::Value input = first ? nullptr : cuts->input[c];
+    mlir::Value output = last ? nullptr : cuts->input[c + 1];
+    llvm::SmallVector<unsigned> usedArgs;
+    mlir::func::FuncOp objective = buildStage(chunkModule, *forward, begin, end,
+                                              input, output, "stage", usedArgs);
+    if (!last)
+      objectiveOfOutput(objective);
+    chunkModule->setAttr(
+        kChunkAttr,
+        b.getDictionaryAttr({
+            b.getNamedAttr("index", b.getI64IntegerAttr(c)),
+            b.getNamedAttr("first", b.getBoolAttr(first)),
+            b.getNamedAttr("last", b.getBoolAttr(last)),
+            b.getNamedAttr("data", b.getDenseI64ArrayAttr(
+                                       llvm::to_vector_of<int64_t>(usedArgs))),
+        }));
+    module.getBody()->push_back(chunkModule);
+  }
+  recordPipelineShape(module, options);
+  return llvm::Error::success();
+}
+
+llvm::Error differentiateChunk(mlir::ModuleOp chunkModule) {
+  auto chunk = chunkOf(chunkModule);
+  if (!chunk)
+    return chunk.takeError();
+  auto objective = chunkModule.lookupSymbol<mlir::func::FuncOp>("stage");
+  if (!objective)
+    return failure("pipeline chunk {0} has no @stage objective", chunk->index);
+  GradientOptions gradOptions;
+  gradOptions.wrtArguments = !chunk->first;
+  auto backward = buildGradientFunction(objective, 0, "backward", gradOptions);
+  if (mlir::failed(backward))
+    return failure("pipeline chunk {0}: it cannot be differentiated (see the "
+                   "error above)",
+                   chunk->index);
+  objective.erase();
+  // The objective ends the forward pass of a chunk before the last.
+  if (!chunk->last)
+    backward->getBody()
+        .front()
+        .getTerminator()
+        ->getOperand(0)
+        .getDefiningOp()
+        ->setAttr(kForwardEndAttr,
+                  mlir::UnitAttr::get(chunkModule.getContext()));
+  return llvm::Error::success();
+}
+
+llvm::Error setChunkBoundaries(mlir::ModuleOp chunkModule,
+                               llvm::StringRef mesh) {
+  auto chunk = chunkOf(chunkModule);
+  if (!chunk)
+    return chunk.takeError();
+  auto backward = chunkModule.lookupSymbol<mlir::func::FuncOp>("backward");
+  if (!backward)
+    return failure("pipeline chunk {0} has no @backward (run "
+                   "dtc-chunk-gradient first)",
+                   chunk->index);
+  mlir::OpBuilder b(chunkModule.getContext());
+  for (unsigned i = 0; i < backward.getNumResults(); ++i)
+    if (auto arg = backward.getResultAttrOfType<mlir::IntegerAttr>(
+            i, kGradOfArgAttrName);
+        arg && arg.getInt() == 0 && !chunk->first)
+      backward.setResultAttr(
+          i, "dtc.sharding",
+          activationLayout(b, backward.getResultTypes()[i], mesh));
+  if (chunk->last)
+    return llvm::Error::success();
+  // The chunk's output (the activation the objective multiplies by d
+  // output) becomes a result too, in the boundary layout the next chunk
+  // reads: the forward pass sends it.
+  auto ret = llvm::cast<mlir::func::ReturnOp>(
+      backward.getBody().front().getTerminator());
+  mlir::Operation *objectiveOp = ret.getOperand(0).getDefiningOp();
+  mlir::Value chunkOutput =
+      objectiveOp->getOperand(0).getDefiningOp()->getOperand(0);
+  unsigned outputIndex = ret.getNumOperands();
+  ret->insertOperands(outputIndex, chunkOutput);
+  (void)backward.insertResult(
+      outputIndex, chunkOutput.getType(),
+      b.getDictionaryAttr(
+          {b.getNamedAttr("dtc.sharding",
+                          activationLayout(b, chunkOutput.getType(), mesh)),
+           b.getNamedAttr(kChunkOutputAttr, b.getUnitAttr())}));
+  return llvm::Error::success();
+}
+
+namespace {
+
+/// The data arguments of one micro-batch on a rank: the forward function's,
+/// their rows cut over the data axes (dp and the ep inside it) and, with
+/// cp, the sequence of tokens and labels (zigzag chunks, which the stages'
+/// partitioned functions expect).
+struct RankData {
+  llvm::SmallVector<mlir::RankedTensorType> types;
+  bool zigzag = false; ///< The sequence is cut over cp.
+};
+llvm::Expected<RankData> rankDataTypes(mlir::func::FuncOp forward,
+                                       llvm::StringRef mesh) {
+  std::string error;
+  std::optional<d::DeviceMesh> stage = d::DeviceMesh::parse(mesh, error);
   int64_t dataParts = 1, contextParts = 1;
-  for (const d::DeviceMesh::Axis &axis : inner.axes) {
+  for (const d::DeviceMesh::Axis &axis :
+       stage ? llvm::ArrayRef(stage->axes)
+             : llvm::ArrayRef<d::DeviceMesh::Axis>()) {
     if (axis.name == "dp" || axis.name == "ep")
       dataParts *= axis.size;
     if (axis.name == "cp")
       contextParts *= axis.size;
   }
-  const unsigned numData = forward.getNumArguments();
-  llvm::SmallVector<mlir::RankedTensorType> dataTypes; // one micro-batch's
+  RankData data;
+  data.zigzag = contextParts > 1;
   for (mlir::Type type : forward.getArgumentTypes()) {
     auto whole = llvm::cast<mlir::RankedTensorType>(type);
     llvm::SmallVector<int64_t> shape(whole.getShape());
@@ -720,19 +830,168 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
                         describeType(whole));
       shape[1] /= contextParts;
     }
-    dataTypes.push_back(whole.clone(shape));
+    data.types.push_back(whole.clone(shape));
   }
+  return data;
+}
+
+/// `pipeline_loss(mean loss) -> loss`: the last stage's loss, summed over
+/// the pipeline axis so that every stage has it.
+void buildPipelineLoss(mlir::OpBuilder &b, mlir::Location loc,
+                       llvm::StringRef mesh) {
+  auto scalarType = mlir::RankedTensorType::get({}, b.getF32Type());
+  auto lossFn = mlir::func::FuncOp::create(
+      b, loc, "pipeline_loss", b.getFunctionType({scalarType}, {scalarType}));
+  lossFn->setAttr("dtc.mesh", b.getStringAttr(mesh));
+  {
+    mlir::OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(lossFn.addEntryBlock());
+    Collectives comm(b, loc);
+    mlir::Value loss =
+        comm.allReduce(lossFn.getArgument(0), {kPipelineAxis.str()});
+    mlir::func::ReturnOp::create(b, loc, loss);
+  }
+  lossFn.setResultAttr(0, "dtc.name", b.getStringAttr("loss"));
+}
+
+/// `pipeline_step`: no code, stage `s`'s schedule as data. Its data
+/// arguments stack the step's micro-batches: [micro, rows, ...].
+void buildPipelineStepFunction(mlir::OpBuilder &b, mlir::func::FuncOp forward,
+                               llvm::ArrayRef<mlir::RankedTensorType> dataTypes,
+                               const TrainingStepOptions &options, int64_t s,
+                               llvm::ArrayRef<mlir::Attribute> chunkAttrs,
+                               bool zigzag) {
+  runtime::PipelineShape shape = pipelineShapeOf(options);
+  mlir::Location loc = forward.getLoc();
+  llvm::SmallVector<mlir::Type> argTypes;
+  for (mlir::RankedTensorType type : dataTypes) {
+    llvm::SmallVector<int64_t> stacked{shape.microBatches};
+    llvm::append_range(stacked, type.getShape());
+    argTypes.push_back(type.clone(stacked));
+  }
+  auto step = mlir::func::FuncOp::create(b, loc, "pipeline_step",
+                                         b.getFunctionType(argTypes, {}));
+  mlir::Block *body = step.addEntryBlock();
+  for (unsigned i = 0; i < dataTypes.size(); ++i) {
+    for (llvm::StringRef name : {"dtc.feed", "dtc.name"})
+      if (mlir::Attribute attr = forward.getArgAttr(i, name))
+        step.setArgAttr(i, name, attr);
+    if (zigzag)
+      step.setArgAttr(i, "dtc.zigzag", b.getUnitAttr());
+  }
+  step->setAttr("dtc.mesh", b.getStringAttr(options.mesh));
+  step->setAttr(
+      kPipelineAttr,
+      b.getDictionaryAttr({
+          b.getNamedAttr("schedule", b.getStringAttr(options.schedule)),
+          b.getNamedAttr("stages", b.getI64IntegerAttr(shape.stages)),
+          b.getNamedAttr("stage", b.getI64IntegerAttr(s)),
+          b.getNamedAttr("virtual_stages",
+                         b.getI64IntegerAttr(shape.virtualStages)),
+          b.getNamedAttr("micro_batches",
+                         b.getI64IntegerAttr(shape.microBatches)),
+          b.getNamedAttr("overlap", b.getBoolAttr(options.overlap)),
+          b.getNamedAttr("axis", b.getStringAttr(kPipelineAxis)),
+          b.getNamedAttr("chunks", b.getArrayAttr(chunkAttrs)),
+          b.getNamedAttr("loss", b.getStringAttr("pipeline_loss")),
+      }));
+  // The stage's passes for the compiled micro-batches, for readers of the
+  // IR ("F2.1": docs/runtime.md); the executor derives its own.
+  std::vector<std::string> names;
+  for (const runtime::PipelinePass &pass : runtime::pipelinePasses(shape, s))
+    names.push_back(runtime::passName(shape, s, pass));
+  step->setAttr("dtc.schedule",
+                b.getStrArrayAttr(llvm::to_vector_of<llvm::StringRef>(names)));
+  mlir::OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(body);
+  mlir::func::ReturnOp::create(b, loc);
+}
+
+/// Stage `s`'s chunks' pass functions, once each: forward and backward, or
+/// the last chunk's whole step (the executor runs them in the schedule's
+/// order). Returns each chunk's entry of `dtc.pipeline`'s `chunks`.
+llvm::SmallVector<mlir::Attribute>
+buildStagePasses(mlir::OpBuilder &b, llvm::ArrayRef<Chunk> chunks,
+                 const ZeroLayout &zero, const TrainingStepOptions &options) {
+  llvm::SmallVector<mlir::Attribute> chunkAttrs;
+  llvm::SmallVector<mlir::func::FuncOp> passFunctions;
+  for (const Chunk &chunk : chunks) {
+    llvm::SmallVector<GradientSum> grads;
+    for (auto [j, index] : llvm::enumerate(chunk.gradIndex))
+      grads.push_back({index, chunk.params[j].parameter, chunk.params[j].type});
+    std::string prefix = llvm::formatv("chunk{0}_", chunk.index).str();
+    llvm::SmallVector<mlir::NamedAttribute> entry{
+        b.getNamedAttr("data", b.getDenseI64ArrayAttr(chunk.usedArgs))};
+    if (chunk.last) {
+      mlir::func::FuncOp step =
+          buildLastChunkStep(b, chunk, prefix + "step", grads);
+      passFunctions.push_back(step);
+      entry.push_back(
+          b.getNamedAttr("backward", b.getStringAttr(step.getSymName())));
+    } else {
+      auto passes = buildChunkPasses(b, chunk, prefix + "forward",
+                                     prefix + "backward", grads);
+      passFunctions.push_back(passes.first);
+      passFunctions.push_back(passes.second);
+      entry.push_back(b.getNamedAttr(
+          "forward", b.getStringAttr(passes.first.getSymName())));
+      entry.push_back(b.getNamedAttr(
+          "backward", b.getStringAttr(passes.second.getSymName())));
+    }
+    chunkAttrs.push_back(b.getDictionaryAttr(entry));
+  }
+  for (mlir::func::FuncOp fn : passFunctions) {
+    // What a pass computes for nothing (a chunk's objective value,
+    // all-reduced but never read) goes.
+    eraseUnusedResults(fn);
+    // ZeRO-3: each pass gathers the parameters it reads, so none is held
+    // whole between passes.
+    if (options.zeroStage >= 3)
+      gatherParametersForUse(fn, zero, options.overlap,
+                             options.zeroPrefetchElements);
+  }
+  return chunkAttrs;
+}
+
+} // namespace
+
+llvm::Expected<TrainingStepInfo> assemblePipeline(mlir::ModuleOp module,
+                                                  TrainingStepOptions options) {
+  if (llvm::Error e = readPipelineShape(module, options))
+    return std::move(e);
+  runtime::PipelineShape shape = pipelineShapeOf(options);
+  auto info = readStepInfo(module);
+  if (!info)
+    return info.takeError();
+  module->removeAttr(kStepInfoAttr);
+  module->removeAttr(kPipelineShapeAttr);
+  auto forward = forwardOf(module);
+  if (!forward)
+    return forward.takeError();
+  std::string mesh = stageMesh(options.mesh);
+  auto data = rankDataTypes(*forward, mesh);
+  if (!data)
+    return data.takeError();
 
   // Every stage's model chunks (s, s + stages, ...) and parameters, each
   // parameter once per stage.
+  llvm::SmallVector<mlir::ModuleOp> chunkModules(
+      module.getOps<mlir::ModuleOp>());
+  const int64_t stages = shape.stages;
+  if (static_cast<int64_t>(chunkModules.size()) != stages * shape.virtualStages)
+    return failure("dtc-pipeline-assemble: {0} chunk modules for {1} x {2} "
+                   "chunks",
+                   chunkModules.size(), stages, shape.virtualStages);
   std::vector<std::vector<Chunk>> chunksOf(stages);
   std::vector<llvm::SmallVector<GradientResult>> paramsOf(stages);
   for (int64_t s = 0; s < stages; ++s)
-    for (int64_t k = 0; k < virtualStages; ++k) {
-      auto chunk =
-          buildChunk(module, forward, *cuts, k * stages + s, stageOptions);
+    for (int64_t k = 0; k < shape.virtualStages; ++k) {
+      mlir::ModuleOp chunkModule = chunkModules[k * stages + s];
+      auto chunk = chunkOf(chunkModule);
       if (!chunk)
         return chunk.takeError();
+      if (llvm::Error e = readChunkFunctions(chunkModule, *chunk))
+        return std::move(e);
       for (const GradientResult &p : chunk->params)
         if (llvm::none_of(paramsOf[s], [&](const GradientResult &q) {
               return q.parameter == p.parameter;
@@ -744,122 +1003,20 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
   if (!shared)
     return shared.takeError();
 
+  llvm::SmallVector<mlir::OwningOpRef<mlir::ModuleOp>> stageModules;
   for (int64_t s = 0; s < stages; ++s) {
-    std::vector<Chunk> &mine = chunksOf[s];
     const llvm::SmallVector<GradientResult> &params = paramsOf[s];
-    mlir::OpBuilder b(ctx);
+    mlir::OpBuilder b(module.getContext());
     mlir::OwningOpRef<mlir::ModuleOp> stageModule =
-        mlir::ModuleOp::create(forward.getLoc());
-    (*stageModule)->setAttrs(module->getAttrs());
-
-    mlir::Location loc = forward.getLoc();
+        mlir::ModuleOp::create(forward->getLoc());
+    inheritAttributes(*stageModule, module);
     b.setInsertionPointToEnd(stageModule->getBody());
     ZeroLayout zero = zeroLayoutOf(options, params);
-
-    // Each local chunk's passes, once: forward and backward, or the last
-    // chunk's whole step. The executor runs them in the schedule's order.
-    llvm::SmallVector<mlir::Attribute> chunkAttrs;
-    llvm::SmallVector<mlir::func::FuncOp> passFunctions;
-    for (auto [k, chunk] : llvm::enumerate(mine)) {
-      const int64_t c = static_cast<int64_t>(k) * stages + s;
-      llvm::SmallVector<GradientSum> grads;
-      for (auto [j, index] : llvm::enumerate(chunk.gradIndex))
-        grads.push_back(
-            {index, chunk.params[j].parameter, chunk.params[j].type});
-      std::string prefix = llvm::formatv("chunk{0}_", c).str();
-      llvm::SmallVector<mlir::NamedAttribute> entry{b.getNamedAttr(
-          "data",
-          b.getDenseI64ArrayAttr(llvm::to_vector_of<int64_t>(chunk.usedArgs)))};
-      if (chunk.last) {
-        mlir::func::FuncOp step =
-            buildLastChunkStep(b, chunk, prefix + "step", grads);
-        passFunctions.push_back(step);
-        entry.push_back(
-            b.getNamedAttr("backward", b.getStringAttr(step.getSymName())));
-      } else {
-        auto passes = buildChunkPasses(b, chunk, prefix + "forward",
-                                       prefix + "backward", grads);
-        passFunctions.push_back(passes.first);
-        passFunctions.push_back(passes.second);
-        entry.push_back(b.getNamedAttr(
-            "forward", b.getStringAttr(passes.first.getSymName())));
-        entry.push_back(b.getNamedAttr(
-            "backward", b.getStringAttr(passes.second.getSymName())));
-      }
-      chunkAttrs.push_back(b.getDictionaryAttr(entry));
-    }
-    for (mlir::func::FuncOp fn : passFunctions) {
-      // What a pass computes for nothing (a chunk's objective value,
-      // all-reduced but never read) goes.
-      eraseUnusedResults(fn);
-      // ZeRO-3: each pass gathers the parameters it reads, so none is held
-      // whole between passes.
-      if (options.zeroStage >= 3)
-        gatherParametersForUse(fn, zero, options.overlap,
-                               options.zeroPrefetchElements);
-    }
-
-    // The mean loss, from the last stage to all.
-    auto scalarType = mlir::RankedTensorType::get({}, b.getF32Type());
-    auto lossFn = mlir::func::FuncOp::create(
-        b, loc, "pipeline_loss", b.getFunctionType({scalarType}, {scalarType}));
-    lossFn->setAttr("dtc.mesh", b.getStringAttr(options.mesh));
-    {
-      mlir::OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(lossFn.addEntryBlock());
-      Collectives comm(b, loc);
-      mlir::Value loss =
-          comm.allReduce(lossFn.getArgument(0), {kPipelineAxis.str()});
-      mlir::func::ReturnOp::create(b, loc, loss);
-    }
-    lossFn.setResultAttr(0, "dtc.name", b.getStringAttr("loss"));
-
-    // pipeline_step: no code, the schedule as data. Its data arguments
-    // stack the step's micro-batches: [micro, rows, ...].
-    llvm::SmallVector<mlir::Type> argTypes;
-    for (mlir::RankedTensorType type : dataTypes) {
-      llvm::SmallVector<int64_t> shape{micro};
-      llvm::append_range(shape, type.getShape());
-      argTypes.push_back(type.clone(shape));
-    }
-    auto step = mlir::func::FuncOp::create(b, loc, "pipeline_step",
-                                           b.getFunctionType(argTypes, {}));
-    mlir::Block *body = step.addEntryBlock();
-    for (unsigned i = 0; i < numData; ++i) {
-      for (llvm::StringRef name : {"dtc.feed", "dtc.name"})
-        if (mlir::Attribute attr = forward.getArgAttr(i, name))
-          step.setArgAttr(i, name, attr);
-      if (contextParts > 1)
-        step.setArgAttr(i, "dtc.zigzag", b.getUnitAttr());
-    }
-    step->setAttr("dtc.mesh", b.getStringAttr(options.mesh));
-    step->setAttr(
-        kPipelineAttr,
-        b.getDictionaryAttr({
-            b.getNamedAttr("schedule", b.getStringAttr(options.schedule)),
-            b.getNamedAttr("stages", b.getI64IntegerAttr(stages)),
-            b.getNamedAttr("stage", b.getI64IntegerAttr(s)),
-            b.getNamedAttr("virtual_stages",
-                           b.getI64IntegerAttr(virtualStages)),
-            b.getNamedAttr("micro_batches", b.getI64IntegerAttr(micro)),
-            b.getNamedAttr("overlap", b.getBoolAttr(options.overlap)),
-            b.getNamedAttr("axis", b.getStringAttr(kPipelineAxis)),
-            b.getNamedAttr("chunks", b.getArrayAttr(chunkAttrs)),
-            b.getNamedAttr("loss", b.getStringAttr(lossFn.getSymName())),
-        }));
-    // The stage's passes for the compiled micro-batches, for readers of
-    // the IR ("F2.1": docs/runtime.md); the executor derives its own.
-    llvm::SmallVector<llvm::StringRef> order;
-    std::vector<std::string> names;
-    for (const runtime::PipelinePass &pass : runtime::pipelinePasses(shape, s))
-      names.push_back(runtime::passName(shape, s, pass));
-    for (const std::string &name : names)
-      order.push_back(name);
-    step->setAttr("dtc.schedule", b.getStrArrayAttr(order));
-    b.setInsertionPointToStart(body);
-    mlir::func::ReturnOp::create(b, loc);
-
-    TrainingStepOptions applyOptions = options;
+    llvm::SmallVector<mlir::Attribute> chunkAttrs =
+        buildStagePasses(b, chunksOf[s], zero, options);
+    buildPipelineLoss(b, forward->getLoc(), options.mesh);
+    buildPipelineStepFunction(b, *forward, data->types, options, s, chunkAttrs,
+                              data->zigzag);
     std::vector<StageSharedGradient> sharedHere;
     for (const SharedParameter &p : *shared) {
       const auto *held = llvm::find(p.stages, s);
@@ -868,7 +1025,7 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
       sharedHere.push_back({p.name, p.type, shard, kPipelineAxis.str(),
                             held != p.stages.end(), p.stages.front() == s});
     }
-    buildApply(*stageModule, params, applyOptions, zero, {kPipelineAxis.str()},
+    buildApply(*stageModule, params, options, zero, {kPipelineAxis.str()},
                /*syncedInStep=*/{}, /*scatteredInStep=*/false, sharedHere);
     if (mlir::failed(mlir::verify(*stageModule)))
       return failure("pipeline stage {0}: the built functions do not verify "
@@ -876,9 +1033,21 @@ llvm::Expected<TrainingStepInfo> buildPipelineStep(
                      s);
     stageModules.push_back(std::move(stageModule));
   }
-  info->microBatchesPerCall = micro;
+
+  // The stages replace the forward function and the chunks, each in its
+  // own module (its own symbol table: every stage has an @apply).
+  for (mlir::Operation &op :
+       llvm::make_early_inc_range(module.getBody()->getOperations()))
+    op.erase();
+  for (auto [s, stage] : llvm::enumerate(stageModules)) {
+    stage->setSymName(llvm::formatv("stage{0}", s).str());
+    module.getBody()->push_back(stage.release());
+  }
+  info->microBatchesPerCall = shape.microBatches;
   info->stackedMicroBatches = true;
+  writeStepInfo(module, *info);
   return info;
 }
 
+} // namespace training
 } // namespace dtc

@@ -259,11 +259,24 @@ llvm::Error buildMicroStep(mlir::ModuleOp module,
 llvm::Error buildApplyFromGradientTable(mlir::ModuleOp module,
                                         const OptimizerConfig &optimizer);
 
-/// dtc-propagate-sharding, then (with `partition`) dtc-partition over
-/// options.mesh, on every function of `module`.
-llvm::Error shardFunctions(mlir::ModuleOp module,
-                           const TrainingStepOptions &options, bool partition,
-                           bool deferGradientSync);
+/// The pipeline-parallel step, one function per pass (Pipeline.cpp,
+/// docs/partition.md "Pipeline stages"): the forward function cut into one
+/// nested module per model chunk (dtc-pipeline-split), each chunk's
+/// objective replaced by its gradient (dtc-chunk-gradient), its boundary
+/// activations laid out (dtc-chunk-boundary), and the partitioned chunks
+/// grouped into one module per stage (dtc-pipeline-assemble, which reads
+/// the pipeline's shape and mesh from the module and the ZeRO and optimizer
+/// settings from `options`).
+llvm::Error splitIntoChunks(mlir::ModuleOp module,
+                            const TrainingStepOptions &options);
+llvm::Error differentiateChunk(mlir::ModuleOp chunkModule);
+llvm::Error setChunkBoundaries(mlir::ModuleOp chunkModule,
+                               llvm::StringRef mesh);
+llvm::Expected<TrainingStepInfo> assemblePipeline(mlir::ModuleOp module,
+                                                  TrainingStepOptions options);
+/// What a pipeline stage is sharded over: `mesh` without its "pp" axis
+/// ("" when `mesh` does not parse; dtc-pipeline-split reports it).
+std::string stageMesh(llvm::StringRef mesh);
 
 } // namespace dtc::training
 

@@ -28,6 +28,9 @@ namespace mlir::dtc {
 #define GEN_PASS_DEF_DTCMICROSTEP
 #define GEN_PASS_DEF_DTCBUILDAPPLY
 #define GEN_PASS_DEF_DTCPIPELINESPLIT
+#define GEN_PASS_DEF_DTCCHUNKGRADIENT
+#define GEN_PASS_DEF_DTCCHUNKBOUNDARY
+#define GEN_PASS_DEF_DTCPIPELINEASSEMBLE
 #include "passes/Passes.h.inc"
 } // namespace mlir::dtc
 
@@ -47,9 +50,8 @@ template <typename Options>
   return c;
 }
 
-/// The TrainingStepOptions that dtc-pipeline-split's and
-/// --dtc-training-pipeline's options (members of the same names) state;
-/// `recompute` must parse.
+/// The TrainingStepOptions that --dtc-training-pipeline's options (members of
+/// the same names) state; `recompute` must parse.
 template <typename Options>
 ::dtc::TrainingStepOptions trainingStepOptionsOf(const Options &o) {
   ::dtc::TrainingStepOptions t;
@@ -87,6 +89,10 @@ bool emitIfError(mlir::Operation *op, llvm::Error err) {
   auto module = llvm::dyn_cast<mlir::ModuleOp>(op);
   if (!module)
     module = op->getParentOfType<mlir::ModuleOp>();
+  // A pipeline chunk's fault is the whole program's (buildTrainingStep
+  // reads the mark on the outermost module).
+  while (module && module->getParentOfType<mlir::ModuleOp>())
+    module = module->getParentOfType<mlir::ModuleOp>();
   if (badInput && module)
     module->setAttr(t::kBadInputAttr, mlir::UnitAttr::get(op->getContext()));
   op->emitError() << message;
@@ -195,40 +201,55 @@ struct DtcBuildApplyPass
 struct DtcPipelineSplitPass
     : mlir::dtc::impl::DtcPipelineSplitBase<DtcPipelineSplitPass> {
   using Base::Base;
-  template <typename Options>
-  friend ::dtc::OptimizerConfig optimizerOf(const Options &);
-  template <typename Options>
-  friend ::dtc::TrainingStepOptions trainingStepOptionsOf(const Options &);
   void runOnOperation() override {
-    mlir::ModuleOp module = getOperation();
-    if (!::dtc::parseRecomputeMode(recompute)) {
-      emitIfError(module, ::dtc::badInput("dtc-pipeline-split: recompute must "
-                                          "be none, selective or full, got "
-                                          "'{0}'",
-                                          recompute.getValue()));
+    ::dtc::TrainingStepOptions options;
+    options.mesh = mesh;
+    options.pipelineStages = stages;
+    options.virtualStages = virtualStages;
+    options.schedule = schedule;
+    options.gradAccum = microBatches;
+    options.overlap = overlap;
+    if (emitIfError(getOperation(),
+                    t::splitIntoChunks(getOperation(), options)))
       return signalPassFailure();
-    }
-    ::dtc::TrainingStepOptions options = trainingStepOptionsOf(*this);
-    llvm::SmallVector<mlir::OwningOpRef<mlir::ModuleOp>> stageModules;
-    auto info = ::dtc::buildPipelineStep(module, options, stageModules);
-    if (!info) {
-      emitIfError(module, info.takeError());
-      return signalPassFailure();
-    }
-    // The stages replace the forward function, each in its own module
-    // (its own symbol table: every stage has an @apply).
-    for (mlir::Operation &op :
-         llvm::make_early_inc_range(module.getBody()->getOperations()))
-      op.erase();
-    mlir::OpBuilder b(module.getBodyRegion());
-    for (auto [s, stage] : llvm::enumerate(stageModules)) {
-      stage->setSymName(llvm::formatv("stage{0}", s).str());
-      module.getBody()->push_back(stage.release());
-    }
-    t::writeStepInfo(module, *info);
     LLVM_DEBUG(llvm::dbgs() << "pipeline-split: " << stages << " stages x "
                             << virtualStages << " chunks, " << schedule << ", "
                             << microBatches << " micro-batches\n");
+  }
+};
+
+struct DtcChunkGradientPass
+    : mlir::dtc::impl::DtcChunkGradientBase<DtcChunkGradientPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    if (emitIfError(getOperation(), t::differentiateChunk(getOperation())))
+      return signalPassFailure();
+  }
+};
+
+struct DtcChunkBoundaryPass
+    : mlir::dtc::impl::DtcChunkBoundaryBase<DtcChunkBoundaryPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    if (emitIfError(getOperation(),
+                    t::setChunkBoundaries(getOperation(), mesh)))
+      return signalPassFailure();
+  }
+};
+
+struct DtcPipelineAssemblePass
+    : mlir::dtc::impl::DtcPipelineAssembleBase<DtcPipelineAssemblePass> {
+  using Base::Base;
+  template <typename Options>
+  friend ::dtc::OptimizerConfig optimizerOf(const Options &);
+  void runOnOperation() override {
+    ::dtc::TrainingStepOptions options;
+    options.zeroStage = zeroStage;
+    options.zeroPrefetchElements = zeroPrefetchElements;
+    options.optimizer = optimizerOf(*this);
+    if (emitIfError(getOperation(),
+                    t::assemblePipeline(getOperation(), options).takeError()))
+      return signalPassFailure();
   }
 };
 

@@ -68,24 +68,6 @@ GradientResult describeGradient(mlir::func::FuncOp grad, unsigned index) {
   return p;
 }
 
-llvm::Error shardFunctions(mlir::ModuleOp module,
-                           const TrainingStepOptions &options, bool partition,
-                           bool deferGradientSync) {
-  mlir::PassManager pm(module.getContext());
-  ForwardPartitionOptions pipeline;
-  pipeline.mesh = options.mesh;
-  pipeline.sequenceParallel = options.sequenceParallel;
-  pipeline.flopsPerByte = options.flopsPerByte;
-  pipeline.partition = partition;
-  pipeline.deferGradientSync = deferGradientSync;
-  buildForwardPartitionPipeline(pm, pipeline);
-  if (mlir::failed(pm.run(module)))
-    return failure("training step: {0} over mesh {1} failed (see the error "
-                   "above)",
-                   partition ? "partitioning" : "sharding", options.mesh);
-  return llvm::Error::success();
-}
-
 /// Turns the gradient function into `micro_step`: every gradient is added
 /// to its accumulator (a `dtc.state` argument updated in place). With
 /// ZeRO-2/3 a sharded parameter's gradient is reduce-scattered over dp as
@@ -1010,6 +992,63 @@ static void setOptimizerOptions(PassOptions &o, const OptimizerConfig &c) {
   o.gradClip = c.gradClip;
 }
 
+/// The pipeline-parallel step: the forward function cut into chunk
+/// modules, on each of which the data/tensor-parallel step's registered
+/// passes run nested (sharding, the chunk's gradient, recompute, its
+/// boundary layouts, partitioning, collective chunking and scheduling),
+/// then the chunks grouped into stages.
+static void addPipelineStep(mlir::OpPassManager &pm,
+                            const TrainingStepOptions &options) {
+  namespace md = mlir::dtc;
+  md::DtcPipelineSplitOptions split;
+  split.mesh = options.mesh;
+  split.stages = options.pipelineStages;
+  split.virtualStages = options.virtualStages;
+  split.schedule = options.schedule;
+  split.microBatches = options.gradAccum;
+  split.overlap = options.overlap;
+  pm.addPass(md::createDtcPipelineSplit(split));
+
+  mlir::OpPassManager &chunk = pm.nest<mlir::ModuleOp>();
+  ForwardPartitionOptions shard;
+  shard.mesh = training::stageMesh(options.mesh);
+  shard.sequenceParallel = options.sequenceParallel;
+  shard.flopsPerByte = options.flopsPerByte;
+  shard.partition = false;
+  bool sharded = !shard.mesh.empty();
+  // The objective is sharded first; the parameters keep these layouts in
+  // both passes of the chunk.
+  if (sharded)
+    buildForwardPartitionPipeline(chunk, shard);
+  chunk.addPass(md::createDtcChunkGradient());
+  if (options.recompute != RecomputeMode::None) {
+    md::DtcRecomputeOptions recompute;
+    recompute.mode = recomputeModeName(options.recompute).str();
+    chunk.addPass(md::createDtcRecompute(recompute));
+  }
+  md::DtcChunkBoundaryOptions boundary;
+  boundary.mesh = shard.mesh;
+  chunk.addPass(md::createDtcChunkBoundary(boundary));
+  if (sharded) {
+    shard.partition = true;
+    shard.deferGradientSync = true;
+    buildForwardPartitionPipeline(chunk, shard);
+  }
+  if (options.overlap) {
+    md::DtcChunkTpCollectivesOptions chunks;
+    chunks.chunks = options.tpCommChunks;
+    chunk.addNestedPass<mlir::func::FuncOp>(
+        md::createDtcChunkTpCollectives(chunks));
+    chunk.addNestedPass<mlir::func::FuncOp>(md::createDtcScheduleCollectives());
+  }
+
+  md::DtcPipelineAssembleOptions assemble;
+  assemble.zeroStage = options.zeroStage;
+  assemble.zeroPrefetchElements = options.zeroPrefetchElements;
+  setOptimizerOptions(assemble, options.optimizer);
+  pm.addPass(md::createDtcPipelineAssemble(assemble));
+}
+
 void buildTrainingPipeline(mlir::OpPassManager &pm,
                            const TrainingStepOptions &options) {
   namespace md = mlir::dtc;
@@ -1028,21 +1067,7 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   bind.decoderStartTokenId = options.loss.decoderStartTokenId;
   pm.addPass(md::createDtcBindLoss(bind));
   if (options.pipelineStages > 1) {
-    md::DtcPipelineSplitOptions split;
-    split.mesh = options.mesh;
-    split.stages = options.pipelineStages;
-    split.virtualStages = options.virtualStages;
-    split.schedule = options.schedule;
-    split.microBatches = options.gradAccum;
-    split.sequenceParallel = options.sequenceParallel;
-    split.flopsPerByte = options.flopsPerByte;
-    split.recompute = recomputeModeName(options.recompute).str();
-    split.zeroStage = options.zeroStage;
-    split.overlap = options.overlap;
-    split.tpCommChunks = options.tpCommChunks;
-    split.zeroPrefetchElements = options.zeroPrefetchElements;
-    setOptimizerOptions(split, options.optimizer);
-    pm.addPass(md::createDtcPipelineSplit(split));
+    addPipelineStep(pm, options);
     return;
   }
   // Multi-rank: shard the forward pass first (the model propagation is

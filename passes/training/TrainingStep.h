@@ -149,11 +149,11 @@ void registerTrainingPipeline();
 
 /// Replaces the functions of `module` (one forward function, `main`) by
 /// `micro_step` and `apply`, or with pipeline stages by one nested module
-/// per stage (dtc-pipeline-split): runs buildTrainingPipeline. Data binding
-/// (options.loss; docs/training.md, "Objectives"): each graph input gets a
-/// data role, and the loss is the graph's own scalar output or
-/// cross-entropy appended to its logits. A request the graph cannot meet
-/// is a bad-input error naming what to pass.
+/// per stage (dtc-pipeline-split ... dtc-pipeline-assemble): runs
+/// buildTrainingPipeline. Data binding (options.loss; docs/training.md,
+/// "Objectives"): each graph input gets a data role, and the loss is the
+/// graph's own scalar output or cross-entropy appended to its logits. A request
+/// the graph cannot meet is a bad-input error naming what to pass.
 llvm::Expected<TrainingStepInfo>
 buildTrainingStep(mlir::ModuleOp module, const TrainingStepOptions &options);
 
@@ -167,18 +167,6 @@ struct StageCuts {
 };
 llvm::Expected<StageCuts> chooseCuts(mlir::func::FuncOp forward,
                                      int64_t stages);
-
-/// The pipeline-parallel step (dtc-pipeline-split): the loss-bound forward
-/// function of `module` (dtc-bind-loss's, with its dtc.step_info) is cut
-/// into options.pipelineStages stages, and `stages` receives one module per
-/// stage with `pipeline_step` (one optimizer step's schedule over
-/// options.gradAccum micro-batches, each data argument stacked: tokens and
-/// labels [micro, rows, seq], a classifier's inputs [micro, rows, ...])
-/// and `apply`. `module` is left with the loss-bound forward function, its
-/// dtc.step_info removed.
-llvm::Expected<TrainingStepInfo> buildPipelineStep(
-    mlir::ModuleOp module, const TrainingStepOptions &options,
-    llvm::SmallVectorImpl<mlir::OwningOpRef<mlir::ModuleOp>> &stages);
 
 } // namespace dtc
 

@@ -25,6 +25,7 @@
 #include "dialects/dtc/DtcDialect.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/Passes.h"
+#include "passes/Pipelines.h"
 #include "runtime/support/Error.h"
 #include "test/fuzz/Scratch.h"
 
@@ -103,7 +104,7 @@ void import(const std::string &path, uint8_t flags) {
   // as a pass failure.
   mlir::PassManager pm(&context);
   pm.enableVerifier(false);
-  pm.addPass(mlir::dtc::createDtcSimplify());
+  dtc::buildImportPipeline(pm);
   if (mlir::failed(pm.run(**module))) {
     if (verbose())
       llvm::errs() << "dtc-simplify: " << diagnostic << "\n";

@@ -1,12 +1,20 @@
-// RUN: dtc-opt %s -dtc-bind-loss -dtc-pipeline-split="mesh=pp:2,dp:2 stages=2 micro-batches=2" | FileCheck %s
-// RUN: dtc-opt %s -dtc-bind-loss -dtc-pipeline-split="mesh=pp:2,dp:2 stages=2 micro-batches=2" | dtc-opt | FileCheck %s
-// RUN: dtc-opt %s -dtc-bind-loss -dtc-pipeline-split="mesh=pp:2 stages=2 micro-batches=4 schedule=gpipe" | FileCheck %s --check-prefix=GPIPE
-// RUN: not dtc-opt %s -dtc-bind-loss -dtc-pipeline-split="mesh=pp:2 stages=2 virtual-stages=2 schedule=gpipe micro-batches=2" 2>&1 | FileCheck %s --check-prefix=VPP
-// RUN: not dtc-opt %s -dtc-bind-loss -dtc-pipeline-split="mesh=pp:8 stages=8 micro-batches=8" 2>&1 | FileCheck %s --check-prefix=CUTS
+// RUN: dtc-opt %s -dtc-training-pipeline="mesh=pp:2,dp:2 pipeline-stages=2 micro-batches=2" | FileCheck %s
+// RUN: dtc-opt %s -dtc-training-pipeline="mesh=pp:2,dp:2 pipeline-stages=2 micro-batches=2" | dtc-opt | FileCheck %s
+// RUN: dtc-opt %s -dtc-training-pipeline="mesh=pp:2 pipeline-stages=2 micro-batches=4 schedule=gpipe" | FileCheck %s --check-prefix=GPIPE
+// RUN: not dtc-opt %s -dtc-training-pipeline="mesh=pp:2 pipeline-stages=2 virtual-stages=2 schedule=gpipe micro-batches=2" 2>&1 | FileCheck %s --check-prefix=VPP
+// RUN: not dtc-opt %s -dtc-training-pipeline="mesh=pp:8 pipeline-stages=8 micro-batches=8" 2>&1 | FileCheck %s --check-prefix=CUTS
 // RUN: not dtc-opt %s -dtc-pipeline-split="mesh=pp:2 stages=2" 2>&1 | FileCheck %s --check-prefix=UNBOUND
+// RUN: dtc-opt %s -dtc-bind-loss -dtc-pipeline-split="mesh=pp:2,dp:2 stages=2 micro-batches=2" | FileCheck %s --check-prefix=CHUNKS
+// RUN: dtc-opt %s -pass-pipeline="builtin.module(dtc-bind-loss,dtc-pipeline-split{mesh=pp:2,dp:2 stages=2 micro-batches=2},builtin.module(dtc-chunk-gradient,dtc-chunk-boundary{mesh=dp:2}))" | FileCheck %s --check-prefix=GRAD
+// RUN: not dtc-opt %s -dtc-bind-loss -dtc-pipeline-assemble 2>&1 | FileCheck %s --check-prefix=UNSPLIT
 
-// dtc-pipeline-split: the loss-bound forward function becomes one nested
-// module per stage. The cut falls at the residual stream after the block
+// The pipeline step as passes: dtc-pipeline-split cuts the loss-bound
+// forward function into one nested module per model chunk; the registered
+// passes run nested on each (sharding, dtc-chunk-gradient, recompute,
+// dtc-chunk-boundary, partitioning, collective scheduling); and
+// dtc-pipeline-assemble groups the chunks into one module per stage.
+
+// The whole step: one nested module per stage. The cut falls at the residual stream after the block
 // (the one point past the embedding where a single activation crosses and
 // the FLOPs balance); stage 0 runs the embedding and the MLP block as a
 // forward and a backward pass, stage 1 the head and the loss as one step.
@@ -76,3 +84,18 @@ func.func @main(%ids: tensor<4x8xi64>) -> tensor<4x8x32xf32> {
   %logits = dtc.matmul %y, %head : (tensor<4x8x16xf32>, tensor<16x32xf32>) -> tensor<4x8x32xf32>
   return %logits : tensor<4x8x32xf32>
 }
+
+// CHUNKS: module attributes {dtc.pipeline_shape = {mesh = "pp:2,dp:2", micro_batches = 2 : i64, overlap = true, schedule = "1f1b", stages = 2 : i64, virtual_stages = 1 : i64}, dtc.step_info
+// CHUNKS: func.func @main(
+// CHUNKS-LABEL: module @chunk0 attributes {dtc.chunk = {data = array<i64: 0>, first = true, index = 0 : i64, last = false}} {
+// CHUNKS: func.func @stage(%{{.*}}: tensor<4x8xi64> {dtc.feed = "tokens"}, %{{.*}}: tensor<4x8x16xf32>) -> tensor<f32>
+// CHUNKS-LABEL: module @chunk1 attributes {dtc.chunk = {data = array<i64: 1>, first = false, index = 1 : i64, last = true}} {
+// CHUNKS: func.func @stage(%{{.*}}: tensor<4x8x16xf32>
+
+// GRAD-LABEL: module @chunk0
+// GRAD: func.func @backward({{.*}} -> (tensor<f32>, {{.*}}tensor<4x8x16xf32> {dtc.chunk_output, dtc.sharding = #dtc.sharding<{{\[\["dp"\], \[\], \[\]\]}}>})
+// GRAD: dtc.reduce_sum {{.*}}dtc.forward_end
+// GRAD-LABEL: module @chunk1
+// GRAD: func.func @backward({{.*}}dtc.grad_of_arg = 0 : i64, dtc.sharding = #dtc.sharding<{{\[\["dp"\], \[\], \[\]\]}}>
+
+// UNSPLIT: error: dtc-pipeline-assemble: the module holds no pipeline chunks (run dtc-pipeline-split first)

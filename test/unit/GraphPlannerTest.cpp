@@ -16,6 +16,7 @@
 #include "frontends/modelgen/ModelGen.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/Passes.h"
+#include "passes/Pipelines.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
@@ -70,7 +71,7 @@ protected:
       if (!module)
         return module.takeError();
       mlir::PassManager pm(&context);
-      pm.addPass(mlir::dtc::createDtcSimplify());
+      dtc::buildImportPipeline(pm);
       if (mlir::failed(pm.run(**module)))
         return llvm::createStringError("simplify failed on " + path);
       return module;

@@ -16,6 +16,7 @@ int main(int argc, char **argv) {
   mlir::dtc::registerDtcPasses();
   dtc::registerTrainingPipeline();
   dtc::registerForwardPartitionPipeline();
+  dtc::registerImportPipeline();
 
   mlir::DialectRegistry registry;
   registry.insert<mlir::dtc::DtcDialect, mlir::func::FuncDialect>();
