@@ -8,6 +8,7 @@
 
 #include "compiler/Driver.h"
 #include "compiler/GraphPlanner.h"
+#include "compiler/ModelImport.h"
 #include "compiler/ProgramBuilder.h"
 
 #include "compiler/ModelSummary.h"
@@ -167,83 +168,10 @@ private:
   mlir::ScopedDiagnosticHandler handler;
 };
 
-/// The model's name where it is not the file's stem (a config.json's).
-constexpr llvm::StringLiteral kModelNameAttr = "dtc.model_name";
-
-/// A Hugging Face config.json: modelgen builds the architecture as a
-/// shape-only ONNX model (weights declared, not stored), imported like any
-/// other. The model goes through a temporary file; errors name the config.
-static llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
-importHfConfig(llvm::StringRef path, const onnx::ImportOptions &options,
-               mlir::MLIRContext &context) {
-  auto config = hf::readConfigFile(path);
-  if (!config)
-    return config.takeError();
-  modelgen::GenOptions genOptions;
-  genOptions.shapeOnly = true;
-  genOptions.externalDataFile = llvm::sys::path::stem(path).str() + ".weights";
-  llvm::SmallString<128> tmp;
-  if (std::error_code ec =
-          llvm::sys::fs::createTemporaryFile("dtc-hf", "onnx", tmp))
-    return failure("{0}: cannot create a temporary file: {1}", path,
-                   ec.message());
-  llvm::FileRemover removeTmp(tmp);
-  if (llvm::Error err = modelgen::generate(*config, genOptions, tmp))
-    return std::move(err);
-  auto module = onnx::importOnnxFile(tmp, options, context);
-  if (module) {
-    // The config's model name, not the temporary file's or "config".
-    (**module)->setAttr(kModelNameAttr,
-                        mlir::StringAttr::get(&context, config->name));
-    return module;
-  }
-  // Name the config, not the temporary file, in the error.
-  std::string message;
-  ErrorKind kind = ErrorKind::Failure;
-  llvm::handleAllErrors(
-      module.takeError(),
-      [&](const DtcError &e) {
-        message = e.getMessage();
-        kind = e.getKind();
-      },
-      [&](const llvm::ErrorInfoBase &e) { message = e.message(); });
-  for (size_t at; (at = message.find(tmp.str())) != std::string::npos;)
-    message.replace(at, tmp.size(), path.str());
-  return llvm::make_error<DtcError>(kind, message);
-}
-
 /// A config.json declares the architecture only: there are no weights to
 /// start from.
 static bool storesWeights(const CompileOptions &o) {
   return llvm::sys::path::extension(o.modelPath) != ".json";
-}
-
-static llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
-importModel(const CompileOptions &o, int64_t batch,
-            mlir::MLIRContext &context) {
-  if (!llvm::sys::fs::exists(o.modelPath))
-    return badInput("{0}: no such file", o.modelPath);
-  llvm::StringRef ext = llvm::sys::path::extension(o.modelPath);
-  onnx::ImportOptions importOptions;
-  importOptions.seqLen = o.seqLen;
-  for (llvm::StringRef binding : o.dims) {
-    auto [name, size] = binding.split('=');
-    int64_t value = 0;
-    if (name.empty() || size.getAsInteger(10, value) || value < 1)
-      return badInput("--dim {0}: expected NAME=SIZE with SIZE >= 1", binding);
-    importOptions.dimParams[name.str()] = value;
-  }
-  importOptions.batch = batch;
-  importOptions.requireBatch = o.fixedBatchRebinds;
-  importOptions.trainable = {o.trainable, o.frozen};
-  importOptions.training = o.mode == "train";
-  if (ext == ".json")
-    return importHfConfig(o.modelPath, importOptions, context);
-  if (ext != ".onnx")
-    return badInput("{0}: unknown model format '{1}'; pass a .onnx file or a "
-                    "Hugging Face config.json",
-                    o.modelPath, ext);
-  return onnx::importOnnxFile(o.modelPath, importOptions, context);
 }
 
 static PlanRequest makePlanRequest(const CompileOptions &o,
@@ -284,37 +212,20 @@ static PlanRequest makePlanRequest(const CompileOptions &o,
   return request;
 }
 
-static llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
-importAndSimplify(const CompileOptions &o, int64_t batch,
-                  mlir::MLIRContext &context,
-                  DiagnosticCollector &diagnostics) {
-  auto module = importModel(o, batch, context);
-  if (!module)
-    return module.takeError();
-  mlir::PassManager pm(&context);
-  dtc::buildImportPipeline(pm);
-  if (mlir::failed(pm.run(**module)))
-    return diagnostics.takeError(o.modelPath);
-  return module;
-}
-
 static double propagationFlopsPerByte(const CompileOptions &o,
                                       const Cluster &cluster);
 
 /// The IR-priced planner's request: the same pins, batch and execution
-/// choices as the transformer planner's, and the model re-imported at each
-/// micro-batch it prices.
+/// choices as the transformer planner's, and the model at each micro-batch
+/// it prices.
 static GraphPlanRequest makeGraphPlanRequest(const CompileOptions &o,
                                              const Cluster &cluster,
                                              llvm::StringRef modelName,
-                                             mlir::MLIRContext &context,
-                                             DiagnosticCollector &diagnostics) {
+                                             ModelImports &imports) {
   PlanRequest plan = makePlanRequest(o, TransformerSpec(), cluster);
   GraphPlanRequest request;
   request.modelName = modelName.str();
-  request.import = [&o, &context, &diagnostics](int64_t batch) {
-    return importAndSimplify(o, batch, context, diagnostics);
-  };
+  request.import = [&imports](int64_t batch) { return imports.at(batch); };
   request.cluster = cluster;
   request.gpus = o.gpus;
   request.dtype = plan.spec.dtype;
@@ -423,10 +334,9 @@ trainingStepOptionsFor(const CompileOptions &o, const ParallelPlan &plan,
 /// and context parallelism are laid out by later passes (issue 7).
 static llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 shardForPlan(const CompileOptions &o, const ParallelPlan &plan,
-             const Cluster &cluster, mlir::MLIRContext &context,
-             DiagnosticCollector &diagnostics) {
-  auto module =
-      importAndSimplify(o, plan.microBatch * plan.dp, context, diagnostics);
+             const Cluster &cluster, ModelImports &imports,
+             mlir::MLIRContext &context, DiagnosticCollector &diagnostics) {
+  auto module = imports.at(plan.microBatch * plan.dp);
   if (!module)
     return module.takeError();
   ForwardPartitionOptions options;
@@ -614,17 +524,17 @@ static llvm::Error programRefused(const CompileOptions &o,
 static llvm::Error
 emitPlannedIR(const CompileOptions &o, const ParallelPlan &plan,
               const Cluster &cluster, const TransformerSpec *spec,
-              mlir::MLIRContext &context, DiagnosticCollector &diagnostics,
-              llvm::raw_ostream &out) {
+              ModelImports &imports, mlir::MLIRContext &context,
+              DiagnosticCollector &diagnostics, llvm::raw_ostream &out) {
   if (o.emit == "sharded") {
-    auto sharded = shardForPlan(o, plan, cluster, context, diagnostics);
+    auto sharded =
+        shardForPlan(o, plan, cluster, imports, context, diagnostics);
     if (!sharded)
       return sharded.takeError();
     (*sharded)->print(out);
     return llvm::Error::success();
   }
-  auto module =
-      importAndSimplify(o, plan.microBatch * plan.dp, context, diagnostics);
+  auto module = imports.at(plan.microBatch * plan.dp);
   if (!module)
     return module.takeError();
   mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
@@ -657,8 +567,7 @@ emitPlannedIR(const CompileOptions &o, const ParallelPlan &plan,
 /// which in `o` (fixedBatchRebinds, fixedDataRows); `module` is the model
 /// imported at one micro-batch.
 static llvm::Error resolveFixedBatch(CompileOptions &o, mlir::ModuleOp module,
-                                     mlir::MLIRContext &context,
-                                     DiagnosticCollector &diagnostics) {
+                                     ModelImports &imports) {
   auto fixed = module->getAttrOfType<mlir::IntegerAttr>("dtc.fixed_batch");
   if (!fixed)
     return llvm::Error::success();
@@ -668,7 +577,7 @@ static llvm::Error resolveFixedBatch(CompileOptions &o, mlir::ModuleOp module,
   if (!reason && !module->hasAttr("dtc.rebound_batch")) {
     // Imported at the exported batch itself: whether it re-binds shows
     // at the batch a data-parallel plan of it imports.
-    auto probe = importAndSimplify(o, 2 * batch, context, diagnostics);
+    auto probe = imports.at(2 * batch);
     if (!probe)
       return probe.takeError();
     reason =
@@ -731,12 +640,12 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
   context.loadDialect<mlir::dtc::DtcDialect, mlir::func::FuncDialect>();
   // Errors are reported once, as a dtc error line, not printed by MLIR.
   DiagnosticCollector diagnostics(context);
+  ModelImports imports(o, context);
   // The model as one device runs it: one micro-batch.
-  auto module =
-      importAndSimplify(o, o.microBatch.value_or(1), context, diagnostics);
+  auto module = imports.at(o.microBatch.value_or(1));
   if (!module)
     return module.takeError();
-  if (llvm::Error err = resolveFixedBatch(o, **module, context, diagnostics))
+  if (llvm::Error err = resolveFixedBatch(o, **module, imports))
     return err;
 
   if (o.emit == "imported") {
@@ -790,7 +699,7 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
   } else {
     // Not a recognized transformer: plan it from its IR.
     GraphPlanRequest request =
-        makeGraphPlanRequest(o, *cluster, modelName, context, diagnostics);
+        makeGraphPlanRequest(o, *cluster, modelName, imports);
     std::string why = llvm::toString(spec.takeError());
     llvm::StringRef reason(why);
     reason.consume_front(modelName + ": ");
@@ -811,7 +720,8 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
     if (!planResult)
       return badInput("--emit {0}: {1}", o.emit, planMissing);
     return emitPlannedIR(o, planResult->best.plan, *cluster,
-                         spec ? &*spec : nullptr, context, diagnostics, out);
+                         spec ? &*spec : nullptr, imports, context, diagnostics,
+                         out);
   }
 
   // The runtime program (training step or forward) of the plan: the model
@@ -830,8 +740,7 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
     single.microBatch = o.microBatch.value_or(1);
     single.globalBatch = o.globalBatch.value_or(single.microBatch);
     const ParallelPlan &plan = planResult ? planResult->best.plan : single;
-    auto runModule =
-        importAndSimplify(o, plan.microBatch * plan.dp, context, diagnostics);
+    auto runModule = imports.at(plan.microBatch * plan.dp);
     if (!runModule)
       return runModule.takeError();
     ProgramBuildOptions build;
@@ -891,8 +800,7 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
       // same global micro-batch: the bundle carries that program too, for
       // models small enough to run on a CPU.
       if (built->world_size() > 1 && summary.params * 4 <= kVerifiableBytes) {
-        auto refModule = importAndSimplify(o, plan.microBatch * plan.dp,
-                                           context, diagnostics);
+        auto refModule = imports.at(plan.microBatch * plan.dp);
         if (!refModule)
           return refModule.takeError();
         ProgramBuildOptions single = build;
