@@ -15,6 +15,7 @@
 #include "compiler/costmodel/KernelTime.h"
 #include "compiler/costmodel/Memory.h"
 #include "compiler/costmodel/Pipeline.h"
+#include "compiler/costmodel/StepTime.h"
 #include "dialects/dtc/DtcOps.h"
 #include "passes/OpCost.h"
 #include "passes/Passes.h"
@@ -319,13 +320,23 @@ GraphPlanner::predict(const ParallelPlan &plan,
     return total > 0 ? part / total : 1.0 / static_cast<double>(p);
   };
   bool full = plan.recompute == Recompute::Full;
-  llvm::SmallVector<double, 16> stageTimes(p), stageForward(p),
-      stageBackward(p), stageWork(p), stageP2p(p);
+  // Parameters of a stage on one tp rank: its unpartitioned parameters in
+  // the proportion the partitioner left on the rank.
+  double rankShare =
+      W.paramElements > 0 ? P.paramElements / W.paramElements : 1;
+  auto stageParams = [&](int64_t s) { return C.paramElements[s] * rankShare; };
+
+  StepCost step;
+  step.microBatches = m;
   for (int64_t s = 0; s < p; ++s) {
+    StageCost stage;
     double forward = P.forward * share(s, &Profile::Op::forward);
     double backward = P.backward * share(s, &Profile::Op::backward);
-    double tp =
-        (tpForward + tpBackwardExposed) * share(s, &Profile::Op::forward);
+    stage.forward = forward;
+    stage.kernels = forward + backward + (full ? forward : 0);
+    double tpShare = share(s, &Profile::Op::forward);
+    stage.comm.tp = 2 * tpForward * tpShare;
+    stage.exposed.tp = (tpForward + tpBackwardExposed) * tpShare;
     // Per micro-batch a stage receives its input and its output's gradient
     // and sends their counterparts (the boundary activation, whole on every
     // tp rank).
@@ -336,75 +347,12 @@ GraphPlanner::predict(const ParallelPlan &plan,
     if (s + 1 < p)
       p2p += 2 * collectiveTime(Collective::SendRecv, C.inputBytes[s + 1],
                                 ppPair, cluster);
-    stageForward[s] = forward;
-    stageBackward[s] = backward + (full ? forward : 0);
-    stageWork[s] = forward + stageBackward[s];
-    stageP2p[s] = p2p;
-    stageTimes[s] = stageWork[s] + tp + p2p;
-  }
-  double pipeline = p > 1 ? pipelineTime(stageTimes, m, 1) : md * stageTimes[0];
-  int64_t slowest = std::max_element(stageTimes.begin(), stageTimes.end()) -
-                    stageTimes.begin();
-  double meanStage = 0;
-  for (double t : stageTimes)
-    meanStage += t / static_cast<double>(p);
-
-  // Parameters of a stage on one tp rank: its unpartitioned parameters in
-  // the proportion the partitioner left on the rank.
-  double rankShare =
-      W.paramElements > 0 ? P.paramElements / W.paramElements : 1;
-  auto stageParams = [&](int64_t s) { return C.paramElements[s] * rankShare; };
-
-  Prediction out;
-  out.tpCommChunks = 1;
-  DataParallelCost dp =
-      dataParallelCost(plan, e * stageParams(0), 0, e, dpGroup, dpGroup,
-                       stageBackward[0], stageForward[0], cluster);
-  out.optimizerTimeS = optimizerStepSeconds(
-      plan.zero >= 1 ? stageParams(0) / static_cast<double>(plan.dp)
-                     : stageParams(0),
-      e, cluster);
-  if (plan.zero >= 3 && plan.dp > 1) {
-    // ZeRO-3 gathers the stage's parameters for every micro-batch's forward
-    // and again for its backward, and scatters its gradients; prefetching
-    // hides them behind that micro-batch's kernels.
-    double bytes = e * stageParams(0);
-    double perMicroBatch =
-        2 * collectiveTime(Collective::AllGather, bytes, dpGroup, cluster) +
-        collectiveTime(Collective::ReduceScatter, bytes, dpGroup, cluster);
-    dp.time += md * perMicroBatch;
-    dp.exposed += md * (plan.overlapParamGather
-                            ? std::max(0.0, perMicroBatch - stageWork[0])
-                            : perMicroBatch);
-  }
-  double tpGradExposed = plan.overlapGradReduce
-                             ? std::max(0.0, tpGradSync - stageBackward[0])
-                             : tpGradSync;
-  out.stepTimeS = pipeline + dp.exposed + tpGradExposed + out.optimizerTimeS;
-
-  double sequences = static_cast<double>(plan.globalBatch);
-  double samplesPerMicroBatch = static_cast<double>(plan.microBatch);
-  out.modelFlopsPerStep = 3 * W.modelFlops / samplesPerMicroBatch * sequences;
-  out.hwFlopsPerStep = out.modelFlopsPerStep * (full ? 4.0 / 3.0 : 1.0);
-  out.tokensPerS = sequences * W.tokensPerSample / out.stepTimeS;
-  setFlopRates(out, static_cast<double>(plan.gpus()),
-               cluster.peakFlops(request.dtype));
-  out.bubbleFraction = (pipeline - md * stageTimes[slowest]) / out.stepTimeS;
-  out.stageImbalance = meanStage > 0 ? stageTimes[slowest] / meanStage - 1 : 0;
-  out.computeTimeS = md * stageWork[slowest];
-  double slowShare = share(slowest, &Profile::Op::forward);
-  out.commTime.tp = md * 2 * tpForward * slowShare + tpGradSync;
-  out.commExposed.tp =
-      md * (tpForward + tpBackwardExposed) * slowShare + tpGradExposed;
-  out.commTime.pp = out.commExposed.pp = md * stageP2p[slowest];
-  out.commTime.dp = dp.time;
-  out.commExposed.dp = dp.exposed;
-
-  // Memory: model states, and the activations of the micro-batches in
-  // flight (under full recompute only each one's stage input, plus one
-  // micro-batch's whole set while its backward recomputes it).
-  auto stageMemory = [&](int64_t s) {
-    MemoryBreakdown mem;
+    stage.comm.pp = stage.exposed.pp = p2p;
+    stage.time = stage.kernels + stage.exposed.total();
+    // Memory: model states, and the activations of the micro-batches in
+    // flight (under full recompute only each one's stage input, plus one
+    // micro-batch's whole set while its backward recomputes it).
+    MemoryBreakdown &mem = stage.memory;
     StateBytes states = modelStateBytes(request.dtype, plan, stageParams(s), 0);
     mem.params = states.params;
     mem.grads = states.grads;
@@ -418,35 +366,47 @@ GraphPlanner::predict(const ParallelPlan &plan,
     if (plan.zero >= 3) // The gathered parameters of the stage.
       mem.workspace += e * stageParams(s);
     mem.reserveForFragmentation();
-    return mem;
-  };
-  out.memory = stageMemory(0);
-  for (int64_t s = 1; s < p; ++s) {
-    MemoryBreakdown mem = stageMemory(s);
-    if (mem.total() > out.memory.total()) {
-      out.memory = mem;
-      out.peakMemoryStage = s;
-    }
+    step.stages.push_back(stage);
   }
-  out.memoryPerGpuBytes = out.memory.total();
-  if (stages) {
-    stages->clear();
-    for (int64_t s = 0; s < p; ++s)
-      stages->push_back(StageDetail{
-          stageTimes[s],
-          stageTimes[s] * (stageForward[s] / std::max(stageWork[s], 1e-30)),
-          stageMemory(s)});
+
+  // Data parallelism on stage 0, whose last backward ends the step.
+  const StageCost &first = step.stages.front();
+  DataParallelCost dp =
+      dataParallelCost(plan, e * stageParams(0), 0, e, dpGroup, dpGroup,
+                       first.kernels - first.forward, first.forward, cluster);
+  if (plan.zero >= 3 && plan.dp > 1) {
+    // ZeRO-3 gathers the stage's parameters for every micro-batch's forward
+    // and again for its backward, and scatters its gradients; prefetching
+    // hides them behind that micro-batch's kernels.
+    double bytes = e * stageParams(0);
+    double perMicroBatch =
+        2 * collectiveTime(Collective::AllGather, bytes, dpGroup, cluster) +
+        collectiveTime(Collective::ReduceScatter, bytes, dpGroup, cluster);
+    dp.time += md * perMicroBatch;
+    dp.exposed += md * (plan.overlapParamGather
+                            ? std::max(0.0, perMicroBatch - first.kernels)
+                            : perMicroBatch);
   }
-  if (out.memoryPerGpuBytes > cluster.hbmBytes) {
-    out.fits = false;
-    out.reason =
-        llvm::formatv("OOM: {0:F1} GB > {1:F1} GB", out.memoryPerGpuBytes / 1e9,
-                      cluster.hbmBytes / 1e9);
-    if (p > 1)
-      out.reason +=
-          llvm::formatv(" on pipeline stage {0}", out.peakMemoryStage).str();
-  }
-  return out;
+  step.comm.dp = dp.time;
+  step.exposed.dp = dp.exposed;
+  step.comm.tp = tpGradSync;
+  step.exposed.tp =
+      plan.overlapGradReduce
+          ? std::max(0.0, tpGradSync - (first.kernels - first.forward))
+          : tpGradSync;
+  step.optimizerS = optimizerStepSeconds(
+      plan.zero >= 1 ? stageParams(0) / static_cast<double>(plan.dp)
+                     : stageParams(0),
+      e, cluster);
+
+  double sequences = static_cast<double>(plan.globalBatch);
+  double samplesPerMicroBatch = static_cast<double>(plan.microBatch);
+  step.tokens = sequences * W.tokensPerSample;
+  step.modelFlops = 3 * W.modelFlops / samplesPerMicroBatch * sequences;
+  step.hwFlops = step.modelFlops * (full ? 4.0 / 3.0 : 1.0);
+  step.gpus = static_cast<double>(plan.gpus());
+  step.peakFlops = cluster.peakFlops(request.dtype);
+  return composeStep(step, cluster, stages);
 }
 
 llvm::Expected<PlanResult> GraphPlanner::search(const SearchOptions &options) {

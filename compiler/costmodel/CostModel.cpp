@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/costmodel/CostModel.h"
+#include "compiler/costmodel/StepTime.h"
 
 #include "compiler/costmodel/Collectives.h"
 #include "compiler/costmodel/Compute.h"
@@ -566,10 +567,6 @@ double dtc::optimizerStepSeconds(double shardParams, double elementBytes,
   return streamTime(shardParams * stepBytesPerParam, cluster);
 }
 
-static std::string formatGB(double bytes) {
-  return llvm::formatv("{0:F1} GB", bytes / 1e9).str();
-}
-
 llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
                                         const ParallelPlan &plan,
                                         const Cluster &cluster,
@@ -579,7 +576,6 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
 
   Context c(spec, plan, cluster);
   const int64_t p = plan.pp, v = plan.vpp, m = plan.microBatches();
-  const double md = static_cast<double>(m);
   const double vd = static_cast<double>(v);
 
   LayerParams params = layerParamCount(spec, plan);
@@ -621,24 +617,6 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
       layers += spec.layers / chunks + (chunk < spec.layers % chunks ? 1 : 0);
     return layers;
   };
-  llvm::SmallVector<double, 64> stageTimes(p);
-  for (int64_t i = 0; i < p; ++i) {
-    double time = static_cast<double>(layersOn(i)) * block.time();
-    if (i == 0)
-      time += embed.compute + embed.tp;
-    if (i == p - 1)
-      time += output.compute + output.tp;
-    // Each chunk receives its input and its output gradient once.
-    time += 2 * vd * p2p;
-    stageTimes[i] = time;
-  }
-  double pipeline = pipelineTime(stageTimes, m, v);
-  int64_t slowest = std::max_element(stageTimes.begin(), stageTimes.end()) -
-                    stageTimes.begin();
-  double meanStage = 0;
-  for (double time : stageTimes)
-    meanStage += time / static_cast<double>(p);
-
   // Model states of a device's share of the model.
   double embeddingParams = static_cast<double>(spec.vocab) * c.h / c.t;
   auto stageParams = [&](int64_t stage, double &expert) {
@@ -655,80 +633,8 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
     return total;
   };
 
-  Prediction out;
-  out.tpCommChunks = chunks;
-  // Data parallelism, on stage 0: its last backward ends the step.
-  double expert0 = 0;
-  double params0 = stageParams(0, expert0);
-  double dense0 = params0 - expert0;
-  double lastBackward =
-      static_cast<double>(layersOn(0)) * (block.backward + block.recompute);
-  double firstForward = static_cast<double>(layersOn(0)) * block.forward;
-  DataParallelCost dpCost =
-      dataParallelCost(plan, c.e * dense0, c.e * expert0, c.e, c.gradGroup,
-                       c.expertGradGroup, lastBackward, firstForward, cluster);
-  double dpTime = dpCost.time, dpExposed = dpCost.exposed;
-  // Tied embedding: first and last stage sum their copies' gradients.
-  double tiedTime = 0;
-  if (p > 1 && spec.tiedEmbeddings) {
-    GroupPlacement ends =
-        placeGroup(2, plan.stride(MeshAxis::PP) * (p - 1), cluster.gpusPerNode);
-    tiedTime = c.coll(Collective::AllReduce, c.e * embeddingParams, ends);
-  }
-  double optimizerShard =
-      plan.zero >= 1 ? dense0 / static_cast<double>(plan.dp * plan.cp) +
-                           expert0 * static_cast<double>(plan.ep) /
-                               static_cast<double>(plan.dp * plan.cp)
-                     : params0;
-  out.optimizerTimeS = optimizerStepSeconds(optimizerShard, c.e, cluster);
-
-  out.stepTimeS = pipeline + dpExposed + tiedTime + out.optimizerTimeS;
-
-  // Throughput.
-  double gpus = static_cast<double>(plan.gpus());
-  double sequences = static_cast<double>(plan.globalBatch);
-  out.tokensPerS = sequences * static_cast<double>(spec.seqLen) / out.stepTimeS;
-  out.modelFlopsPerStep = trainingFlopsPerToken(spec) * sequences *
-                          static_cast<double>(spec.seqLen);
-  double recomputeFlops = 0;
-  if (plan.recompute == Recompute::Full)
-    recomputeFlops = blockForwardFlops(spec);
-  else if (plan.recompute == Recompute::Selective && !plan.fusedAttention)
-    recomputeFlops =
-        4 * c.s * c.s * static_cast<double>(spec.heads * spec.headDim());
-  out.hwFlopsPerStep =
-      out.modelFlopsPerStep +
-      sequences * static_cast<double>(spec.layers) * recomputeFlops;
-  setFlopRates(out, gpus, cluster.peakFlops(spec.dtype));
-  out.bubbleFraction = (pipeline - md * stageTimes[slowest]) / out.stepTimeS;
-  out.stageImbalance = meanStage > 0 ? stageTimes[slowest] / meanStage - 1 : 0;
-
-  // Communication of the slowest stage's GPU over the whole step.
-  double layersSlow = static_cast<double>(layersOn(slowest));
-  auto onSlowest = [&](auto field) {
-    return (slowest == 0 ? embed.*field : 0) +
-           (slowest == p - 1 ? output.*field : 0);
-  };
-  out.commTime.tp =
-      md * (layersSlow * block.comm.tp + onSlowest(&EdgeCost::tpTotal));
-  out.commExposed.tp =
-      md * (layersSlow * block.exposed.tp + onSlowest(&EdgeCost::tp));
-  out.commTime.cp = md * layersSlow * block.comm.cp;
-  out.commExposed.cp = md * layersSlow * block.exposed.cp;
-  out.commTime.ep = md * layersSlow * block.comm.ep;
-  out.commExposed.ep = md * layersSlow * block.exposed.ep;
-  out.commTime.pp = md * 2 * vd * p2p + tiedTime;
-  out.commExposed.pp = out.commTime.pp;
-  out.commTime.dp = md * layersSlow * block.comm.dp + dpTime;
-  out.commExposed.dp = md * layersSlow * block.exposed.dp + dpExposed;
-  double edgeCompute = (slowest == 0 ? embed.compute : 0) +
-                       (slowest == p - 1 ? output.compute : 0);
-  out.computeTimeS =
-      md * (layersSlow * (block.forward + block.backward + block.recompute) +
-            edgeCompute);
-
-  // Memory: the first stage holds the most micro-batches, the last one the
-  // logits; take the larger.
+  // Memory: model states, the activations of the micro-batches in flight,
+  // the last stage's logits.
   LayerActivations act = layerActivationBytes(spec, plan);
   double mask = spec.dropout ? 1 : 0;
   double x = c.tokens * c.h;
@@ -755,33 +661,73 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
     mem.reserveForFragmentation();
     return mem;
   };
-  out.memory = stageMemory(0);
-  out.peakMemoryStage = 0;
-  if (p > 1) {
-    MemoryBreakdown last = stageMemory(p - 1);
-    if (last.total() > out.memory.total()) {
-      out.memory = last;
-      out.peakMemoryStage = p - 1;
-    }
+
+  StepCost step;
+  step.microBatches = m;
+  step.chunksPerStage = v;
+  step.tpCommChunks = chunks;
+  for (int64_t i = 0; i < p; ++i) {
+    double layers = static_cast<double>(layersOn(i));
+    StageCost stage;
+    stage.forward = layers * block.forward;
+    stage.kernels =
+        layers * (block.forward + block.backward + block.recompute) +
+        (i == 0 ? embed.compute : 0) + (i == p - 1 ? output.compute : 0);
+    stage.comm = block.comm * layers;
+    stage.exposed = block.exposed * layers;
+    for (auto [edge, on] : {std::pair{&embed, i == 0}, {&output, i == p - 1}})
+      if (on) {
+        stage.comm.tp += edge->tpTotal;
+        stage.exposed.tp += edge->tp;
+      }
+    // Each chunk receives its input and its output gradient once.
+    stage.comm.pp = stage.exposed.pp = 2 * vd * p2p;
+    stage.time = stage.kernels + stage.exposed.total();
+    stage.memory = stageMemory(i);
+    step.stages.push_back(stage);
   }
-  out.memoryPerGpuBytes = out.memory.total();
-  if (stages) {
-    double kernels = block.forward + block.backward + block.recompute;
-    double forwardShare = kernels > 0 ? block.forward / kernels : 0;
-    stages->clear();
-    for (int64_t i = 0; i < p; ++i)
-      stages->push_back(StageDetail{stageTimes[i], stageTimes[i] * forwardShare,
-                                    stageMemory(i)});
+
+  // Data parallelism, on stage 0: its last backward ends the step.
+  double expert0 = 0;
+  double params0 = stageParams(0, expert0);
+  double dense0 = params0 - expert0;
+  double lastBackward =
+      static_cast<double>(layersOn(0)) * (block.backward + block.recompute);
+  double firstForward = static_cast<double>(layersOn(0)) * block.forward;
+  DataParallelCost dpCost =
+      dataParallelCost(plan, c.e * dense0, c.e * expert0, c.e, c.gradGroup,
+                       c.expertGradGroup, lastBackward, firstForward, cluster);
+  step.comm.dp = dpCost.time;
+  step.exposed.dp = dpCost.exposed;
+  // Tied embedding: first and last stage sum their copies' gradients.
+  if (p > 1 && spec.tiedEmbeddings) {
+    GroupPlacement ends =
+        placeGroup(2, plan.stride(MeshAxis::PP) * (p - 1), cluster.gpusPerNode);
+    step.comm.pp = step.exposed.pp =
+        c.coll(Collective::AllReduce, c.e * embeddingParams, ends);
   }
-  if (out.memoryPerGpuBytes > cluster.hbmBytes) {
-    out.fits = false;
-    out.reason = "OOM: " + formatGB(out.memoryPerGpuBytes) + " > " +
-                 formatGB(cluster.hbmBytes);
-    if (p > 1)
-      out.reason +=
-          llvm::formatv(" on pipeline stage {0}", out.peakMemoryStage).str();
-  }
-  return out;
+  double optimizerShard =
+      plan.zero >= 1 ? dense0 / static_cast<double>(plan.dp * plan.cp) +
+                           expert0 * static_cast<double>(plan.ep) /
+                               static_cast<double>(plan.dp * plan.cp)
+                     : params0;
+  step.optimizerS = optimizerStepSeconds(optimizerShard, c.e, cluster);
+
+  // Throughput.
+  double sequences = static_cast<double>(plan.globalBatch);
+  step.tokens = sequences * static_cast<double>(spec.seqLen);
+  step.modelFlops = trainingFlopsPerToken(spec) * step.tokens;
+  double recomputeFlops = 0;
+  if (plan.recompute == Recompute::Full)
+    recomputeFlops = blockForwardFlops(spec);
+  else if (plan.recompute == Recompute::Selective && !plan.fusedAttention)
+    recomputeFlops =
+        4 * c.s * c.s * static_cast<double>(spec.heads * spec.headDim());
+  step.hwFlops = step.modelFlops +
+                 sequences * static_cast<double>(spec.layers) * recomputeFlops;
+  step.gpus = static_cast<double>(plan.gpus());
+  step.peakFlops = cluster.peakFlops(spec.dtype);
+  return composeStep(step, cluster, stages);
 }
 
 void MemoryBreakdown::reserveForFragmentation() {

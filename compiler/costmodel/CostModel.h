@@ -27,6 +27,12 @@ namespace dtc {
 struct CommTimes {
   double dp = 0, tp = 0, pp = 0, cp = 0, ep = 0;
   double total() const { return dp + tp + pp + cp + ep; }
+  CommTimes operator*(double k) const {
+    return {k * dp, k * tp, k * pp, k * cp, k * ep};
+  }
+  CommTimes operator+(const CommTimes &o) const {
+    return {dp + o.dp, tp + o.tp, pp + o.pp, cp + o.cp, ep + o.ep};
+  }
 };
 
 /// Peak bytes on the GPU that needs the most.
