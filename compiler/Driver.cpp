@@ -320,12 +320,14 @@ trainingStepOptionsFor(const CompileOptions &o, const ParallelPlan &plan,
           static_cast<int64_t>(layerParamCount(*spec, plan).total());
     t.gradBucketBytes =
         std::max<int64_t>(1, static_cast<int64_t>(o.gradBucketMb * (1 << 20)));
-    t.schedule = plan.schedule == Schedule::GPipe ? "gpipe" : "1f1b";
+    // Interleaving is 1F1B with virtual stages.
+    t.schedule =
+        plan.schedule == Schedule::GPipe ? Schedule::GPipe : Schedule::OneFOneB;
   }
   // Recompute hook (docs/recompute.md).
-  std::string recompute = searched ? recomputeName(plan.recompute).str()
-                                   : o.recompute.value_or("none");
-  t.recompute = parseRecomputeMode(recompute).value_or(RecomputeMode::None);
+  t.recompute = searched ? plan.recompute
+                         : parseRecompute(o.recompute.value_or("none"))
+                               .value_or(Recompute::None);
   return t;
 }
 

@@ -354,7 +354,8 @@ def DtcPipelineSplit : Pass<"dtc-pipeline-split", "::mlir::ModuleOp"> {
            /*default=*/"::dtc::TrainingStepOptions{}.virtualStages",
            "Model chunks per stage, interleaved (1f1b only)">,
     Option<"schedule", "schedule", "std::string",
-           /*default=*/"::dtc::TrainingStepOptions{}.schedule",
+           /*default=*/
+           "::dtc::scheduleName(::dtc::TrainingStepOptions{}.schedule).str()",
            "1f1b or gpipe">,
     Option<"microBatches", "micro-batches", "int64_t",
            /*default=*/"::dtc::TrainingStepOptions{}.gradAccum",

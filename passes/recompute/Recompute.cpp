@@ -44,28 +44,6 @@ using mlir::Value;
 
 namespace dtc {
 
-llvm::StringRef recomputeModeName(RecomputeMode mode) {
-  switch (mode) {
-  case RecomputeMode::None:
-    return "none";
-  case RecomputeMode::Selective:
-    return "selective";
-  case RecomputeMode::Full:
-    return "full";
-  }
-  return "none";
-}
-
-std::optional<RecomputeMode> parseRecomputeMode(llvm::StringRef name) {
-  if (name == "none")
-    return RecomputeMode::None;
-  if (name == "selective")
-    return RecomputeMode::Selective;
-  if (name == "full")
-    return RecomputeMode::Full;
-  return std::nullopt;
-}
-
 namespace {
 
 int64_t bytesOf(Value value) {
@@ -114,9 +92,9 @@ bool isExpandingContraction(Operation &op,
          result > elementsOf(op.getOperand(1));
 }
 
-class Recompute {
+class Recomputation {
 public:
-  Recompute(mlir::func::FuncOp func, Operation *lastForwardOp)
+  Recomputation(mlir::func::FuncOp func, Operation *lastForwardOp)
       : func(func), lastForwardOp(lastForwardOp) {
     mlir::Block &body = func.getBody().front();
     for (Operation &op : body) {
@@ -130,7 +108,7 @@ public:
   }
 
   /// Chooses the kept values for `mode`.
-  void choose(RecomputeMode mode);
+  void choose(Recompute mode);
   /// Rewires the backward reads of values that are not kept to clones.
   void rewrite();
   /// The forward values (not free) read by backward ops, now; returned
@@ -160,7 +138,7 @@ private:
   int64_t numCloned = 0;
 };
 
-llvm::SetVector<Value> Recompute::savedValues() const {
+llvm::SetVector<Value> Recomputation::savedValues() const {
   llvm::SetVector<Value> saved;
   for (Operation *op : backwardOps)
     if (!op->hasTrait<mlir::OpTrait::IsTerminator>())
@@ -170,7 +148,7 @@ llvm::SetVector<Value> Recompute::savedValues() const {
   return saved;
 }
 
-void Recompute::choose(RecomputeMode mode) {
+void Recomputation::choose(Recompute mode) {
   mlir::Block &body = func.getBody().front();
   llvm::SetVector<Value> saved = savedValues();
   // Returned forward values (the loss, forward results) live to the end
@@ -179,12 +157,12 @@ void Recompute::choose(RecomputeMode mode) {
     if (isForwardValue(v))
       kept.insert(v);
 
-  if (mode == RecomputeMode::None) {
+  if (mode == Recompute::None) {
     kept.insert(saved.begin(), saved.end());
     return;
   }
 
-  if (mode == RecomputeMode::Full) {
+  if (mode == Recompute::Full) {
     // The loss op's operands (the logits) are alive at the boundary anyway
     // and the backward reads them first: recomputing them would repeat the
     // LM-head GEMM for no saving.
@@ -228,7 +206,7 @@ void Recompute::choose(RecomputeMode mode) {
 
 /// The value the backward reads for forward value `value`: itself when
 /// kept, else its clone, cloning the ops it needs right before `before`.
-Value Recompute::materialize(Value root, Operation *before) {
+Value Recomputation::materialize(Value root, Operation *before) {
   if (isKept(root))
     return root;
   if (Value clone = clones.lookup(root))
@@ -264,7 +242,7 @@ Value Recompute::materialize(Value root, Operation *before) {
   return clones.lookup(root);
 }
 
-void Recompute::rewrite() {
+void Recomputation::rewrite() {
   for (Operation *op : backwardOps)
     for (mlir::OpOperand &operand : op->getOpOperands())
       if (!isKept(operand.get()))
@@ -273,9 +251,8 @@ void Recompute::rewrite() {
 
 } // namespace
 
-mlir::FailureOr<RecomputeStats> applyRecompute(mlir::func::FuncOp func,
-                                               unsigned lossIndex,
-                                               RecomputeMode mode) {
+mlir::FailureOr<RecomputeStats>
+applyRecompute(mlir::func::FuncOp func, unsigned lossIndex, Recompute mode) {
   if (func.isExternal() || !func.getBody().hasOneBlock())
     return func.emitError("recompute needs a function with one block");
   if (lossIndex >= func.getNumResults())
@@ -289,7 +266,7 @@ mlir::FailureOr<RecomputeStats> applyRecompute(mlir::func::FuncOp func,
   if (!lastForwardOp || lastForwardOp->getBlock() != &body)
     return stats;
 
-  Recompute recompute(func, lastForwardOp);
+  Recomputation recompute(func, lastForwardOp);
   llvm::SetVector<Value> before = recompute.savedValues();
   recompute.choose(mode);
   recompute.rewrite();

@@ -14,6 +14,8 @@
 #ifndef DTC_PASSES_RECOMPUTE_RECOMPUTE_H
 #define DTC_PASSES_RECOMPUTE_RECOMPUTE_H
 
+#include "runtime/support/ParallelPlan.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/StringRef.h"
@@ -22,25 +24,6 @@
 #include <optional>
 
 namespace dtc {
-
-/// What the backward keeps of the forward (Korthikanti et al., 2022).
-enum class RecomputeMode {
-  /// Every forward value the backward reads stays alive (no rewrite).
-  None,
-  /// Values of cheap ops (elementwise, softmax, data movement, reductions,
-  /// the Q K^T score matmul of unfused attention) computable from values
-  /// that are saved anyway are recomputed; everything else stays saved.
-  Selective,
-  /// Only checkpoints stay alive: the inputs of the norms (the residual
-  /// stream at each block boundary), arguments, parameters, constants and
-  /// the loss op's operands (the logits, alive at the boundary anyway).
-  /// Everything else the backward reads is recomputed from them.
-  Full,
-};
-
-llvm::StringRef recomputeModeName(RecomputeMode mode);
-/// "none", "selective" or "full"; nullopt for anything else.
-std::optional<RecomputeMode> parseRecomputeMode(llvm::StringRef name);
 
 /// What a rewrite did, over the forward values the backward reads.
 struct RecomputeStats {
@@ -63,7 +46,7 @@ inline constexpr llvm::StringLiteral kRecomputedAttrName = "dtc.recomputed";
 /// error at `func`) only for a bad function: no single block, loss index out
 /// of range.
 mlir::FailureOr<RecomputeStats>
-applyRecompute(mlir::func::FuncOp func, unsigned lossIndex, RecomputeMode mode);
+applyRecompute(mlir::func::FuncOp func, unsigned lossIndex, Recompute mode);
 
 } // namespace dtc
 

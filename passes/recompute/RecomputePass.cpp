@@ -27,7 +27,7 @@ struct DtcRecomputePass : mlir::dtc::impl::DtcRecomputeBase<DtcRecomputePass> {
   using Base::Base;
 
   void runOnOperation() override {
-    auto mode = ::dtc::parseRecomputeMode(this->mode);
+    auto mode = ::dtc::parseRecompute(this->mode);
     if (!mode) {
       getOperation().emitError("dtc-recompute: mode must be none, selective "
                                "or full, got '")
@@ -42,17 +42,17 @@ struct DtcRecomputePass : mlir::dtc::impl::DtcRecomputeBase<DtcRecomputePass> {
         return signalPassFailure();
       LLVM_DEBUG(llvm::dbgs()
                  << "dtc-recompute: @" << func.getSymName() << " "
-                 << ::dtc::recomputeModeName(*mode) << ": "
-                 << stats->savedValues << " saved, " << stats->recomputedValues
-                 << " recomputed, " << stats->clonedOps << " ops cloned\n");
+                 << ::dtc::recomputeName(*mode) << ": " << stats->savedValues
+                 << " saved, " << stats->recomputedValues << " recomputed, "
+                 << stats->clonedOps << " ops cloned\n");
       if (report)
         func.emitRemark(llvm::formatv(
             "@{6}: recompute {0}: {1} values saved ({2} bytes), {3} recomputed "
             "({4} "
             "bytes), {5} ops cloned",
-            ::dtc::recomputeModeName(*mode), stats->savedValues,
-            stats->savedBytes, stats->recomputedValues, stats->recomputedBytes,
-            stats->clonedOps, func.getSymName()));
+            ::dtc::recomputeName(*mode), stats->savedValues, stats->savedBytes,
+            stats->recomputedValues, stats->recomputedBytes, stats->clonedOps,
+            func.getSymName()));
     }
   }
 };

@@ -490,7 +490,7 @@ void inheritAttributes(mlir::ModuleOp into, mlir::ModuleOp from) {
 
 runtime::PipelineShape pipelineShapeOf(const TrainingStepOptions &options) {
   runtime::PipelineShape shape;
-  shape.schedule = options.schedule;
+  shape.schedule = scheduleName(options.schedule).str();
   shape.stages = options.pipelineStages;
   shape.virtualStages = std::max<int64_t>(1, options.virtualStages);
   shape.microBatches = options.gradAccum;
@@ -506,7 +506,7 @@ void recordPipelineShape(mlir::ModuleOp module, const TrainingStepOptions &o) {
           b.getNamedAttr("stages", b.getI64IntegerAttr(o.pipelineStages)),
           b.getNamedAttr("virtual_stages",
                          b.getI64IntegerAttr(o.virtualStages)),
-          b.getNamedAttr("schedule", b.getStringAttr(o.schedule)),
+          b.getNamedAttr("schedule", b.getStringAttr(scheduleName(o.schedule))),
           b.getNamedAttr("micro_batches", b.getI64IntegerAttr(o.gradAccum)),
           b.getNamedAttr("overlap", b.getBoolAttr(o.overlap)),
       }));
@@ -529,7 +529,7 @@ llvm::Error readPipelineShape(mlir::ModuleOp module, TrainingStepOptions &o) {
   o.mesh = mesh.str();
   o.pipelineStages = stages.getInt();
   o.virtualStages = virtualStages.getInt();
-  o.schedule = schedule.str();
+  o.schedule = parseSchedule(schedule).value_or(Schedule::OneFOneB);
   o.gradAccum = micro.getInt();
   o.overlap = overlap.getValue();
   return llvm::Error::success();
@@ -880,21 +880,21 @@ void buildPipelineStepFunction(mlir::OpBuilder &b, mlir::func::FuncOp forward,
       step.setArgAttr(i, "dtc.zigzag", b.getUnitAttr());
   }
   step->setAttr("dtc.mesh", b.getStringAttr(options.mesh));
-  step->setAttr(
-      kPipelineAttr,
-      b.getDictionaryAttr({
-          b.getNamedAttr("schedule", b.getStringAttr(options.schedule)),
-          b.getNamedAttr("stages", b.getI64IntegerAttr(shape.stages)),
-          b.getNamedAttr("stage", b.getI64IntegerAttr(s)),
-          b.getNamedAttr("virtual_stages",
-                         b.getI64IntegerAttr(shape.virtualStages)),
-          b.getNamedAttr("micro_batches",
-                         b.getI64IntegerAttr(shape.microBatches)),
-          b.getNamedAttr("overlap", b.getBoolAttr(options.overlap)),
-          b.getNamedAttr("axis", b.getStringAttr(kPipelineAxis)),
-          b.getNamedAttr("chunks", b.getArrayAttr(chunkAttrs)),
-          b.getNamedAttr("loss", b.getStringAttr("pipeline_loss")),
-      }));
+  step->setAttr(kPipelineAttr,
+                b.getDictionaryAttr({
+                    b.getNamedAttr("schedule", b.getStringAttr(scheduleName(
+                                                   options.schedule))),
+                    b.getNamedAttr("stages", b.getI64IntegerAttr(shape.stages)),
+                    b.getNamedAttr("stage", b.getI64IntegerAttr(s)),
+                    b.getNamedAttr("virtual_stages",
+                                   b.getI64IntegerAttr(shape.virtualStages)),
+                    b.getNamedAttr("micro_batches",
+                                   b.getI64IntegerAttr(shape.microBatches)),
+                    b.getNamedAttr("overlap", b.getBoolAttr(options.overlap)),
+                    b.getNamedAttr("axis", b.getStringAttr(kPipelineAxis)),
+                    b.getNamedAttr("chunks", b.getArrayAttr(chunkAttrs)),
+                    b.getNamedAttr("loss", b.getStringAttr("pipeline_loss")),
+                }));
   // The stage's passes for the compiled micro-batches, for readers of the
   // IR ("F2.1": docs/runtime.md); the executor derives its own.
   std::vector<std::string> names;

@@ -58,13 +58,14 @@ template <typename Options>
   t.mesh = o.mesh;
   t.sequenceParallel = o.sequenceParallel;
   t.flopsPerByte = o.flopsPerByte;
-  t.recompute = ::dtc::parseRecomputeMode(o.recompute)
-                    .value_or(::dtc::RecomputeMode::None);
+  t.recompute =
+      ::dtc::parseRecompute(o.recompute).value_or(::dtc::Recompute::None);
   t.zeroStage = o.zeroStage;
   t.overlap = o.overlap;
   t.pipelineStages = o.stages;
   t.virtualStages = o.virtualStages;
-  t.schedule = o.schedule;
+  t.schedule =
+      ::dtc::parseSchedule(o.schedule).value_or(::dtc::Schedule::OneFOneB);
   t.gradAccum = o.microBatches;
   t.tpCommChunks = o.tpCommChunks;
   t.zeroPrefetchElements = o.zeroPrefetchElements;
@@ -206,7 +207,16 @@ struct DtcPipelineSplitPass
     options.mesh = mesh;
     options.pipelineStages = stages;
     options.virtualStages = virtualStages;
-    options.schedule = schedule;
+    std::optional<::dtc::Schedule> parsed = ::dtc::parseSchedule(schedule);
+    if (!parsed) {
+      emitIfError(getOperation(),
+                  ::dtc::badInput("pipeline: schedule '{0}' is not known "
+                                  "(1f1b, its interleaved form with virtual "
+                                  "stages, and gpipe are)",
+                                  schedule.getValue()));
+      return signalPassFailure();
+    }
+    options.schedule = *parsed;
     options.gradAccum = microBatches;
     options.overlap = overlap;
     if (emitIfError(getOperation(),
@@ -260,7 +270,7 @@ struct TrainingPipelineOptions
   ::dtc::TrainingStepOptions defaults;
   Option<std::string> recompute{
       *this, "recompute", llvm::cl::desc("none, selective or full"),
-      llvm::cl::init(::dtc::recomputeModeName(defaults.recompute).str())};
+      llvm::cl::init(::dtc::recomputeName(defaults.recompute).str())};
   Option<int> zeroStage{*this, "zero-stage", llvm::cl::desc("ZeRO stage 0-3"),
                         llvm::cl::init(defaults.zeroStage)};
   Option<bool> overlap{*this, "overlap",
@@ -273,9 +283,9 @@ struct TrainingPipelineOptions
   Option<int64_t> virtualStages{*this, "virtual-stages",
                                 llvm::cl::desc("Model chunks per stage"),
                                 llvm::cl::init(defaults.virtualStages)};
-  Option<std::string> schedule{*this, "schedule",
-                               llvm::cl::desc("Pipeline schedule: 1f1b, gpipe"),
-                               llvm::cl::init(defaults.schedule)};
+  Option<std::string> schedule{
+      *this, "schedule", llvm::cl::desc("Pipeline schedule: 1f1b, gpipe"),
+      llvm::cl::init(::dtc::scheduleName(defaults.schedule).str())};
   Option<int64_t> microBatches{
       *this, "micro-batches",
       llvm::cl::desc("Micro-batches per step (a pipeline step's)"),
@@ -321,7 +331,14 @@ void dtc::registerTrainingPipeline() {
       "overlap, micro-step and apply; with pipeline-stages > 1, loss "
       "binding and the pipeline split",
       [](mlir::OpPassManager &pm, const TrainingPipelineOptions &options) {
-        if (!::dtc::parseRecomputeMode(options.recompute)) {
+        if (!::dtc::parseSchedule(options.schedule)) {
+          // dtc-pipeline-split reports the bad schedule.
+          mlir::dtc::DtcPipelineSplitOptions split;
+          split.schedule = options.schedule;
+          pm.addPass(mlir::dtc::createDtcPipelineSplit(split));
+          return;
+        }
+        if (!::dtc::parseRecompute(options.recompute)) {
           // dtc-recompute reports the bad mode.
           mlir::dtc::DtcRecomputeOptions recompute;
           recompute.mode = options.recompute;

@@ -1004,7 +1004,7 @@ static void addPipelineStep(mlir::OpPassManager &pm,
   split.mesh = options.mesh;
   split.stages = options.pipelineStages;
   split.virtualStages = options.virtualStages;
-  split.schedule = options.schedule;
+  split.schedule = scheduleName(options.schedule).str();
   split.microBatches = options.gradAccum;
   split.overlap = options.overlap;
   pm.addPass(md::createDtcPipelineSplit(split));
@@ -1021,9 +1021,9 @@ static void addPipelineStep(mlir::OpPassManager &pm,
   if (sharded)
     buildForwardPartitionPipeline(chunk, shard);
   chunk.addPass(md::createDtcChunkGradient());
-  if (options.recompute != RecomputeMode::None) {
+  if (options.recompute != Recompute::None) {
     md::DtcRecomputeOptions recompute;
-    recompute.mode = recomputeModeName(options.recompute).str();
+    recompute.mode = recomputeName(options.recompute).str();
     chunk.addPass(md::createDtcRecompute(recompute));
   }
   md::DtcChunkBoundaryOptions boundary;
@@ -1079,9 +1079,9 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   pm.addPass(md::createDtcStepGradient());
   // Recompute hook (docs/recompute.md): the loss (result 0) ends the
   // forward part of the gradient function.
-  if (options.recompute != RecomputeMode::None) {
+  if (options.recompute != Recompute::None) {
     md::DtcRecomputeOptions recompute;
-    recompute.mode = recomputeModeName(options.recompute).str();
+    recompute.mode = recomputeName(options.recompute).str();
     pm.addPass(md::createDtcRecompute(recompute));
   }
   // Partitioned after recompute, so that recomputed forward ops are

@@ -17,6 +17,7 @@
 #define DTC_PASSES_TRAINING_TRAININGSTEP_H
 
 #include "passes/recompute/Recompute.h"
+#include "runtime/support/ParallelPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -70,7 +71,7 @@ struct TrainingStepOptions {
   OptimizerConfig optimizer;
   // Recompute hook (docs/recompute.md): activation recompute applied to
   // `micro_step` right after the autodiff.
-  RecomputeMode recompute = RecomputeMode::None;
+  Recompute recompute = Recompute::None;
   // Multi-rank plans: the device mesh ("dp:2,tp:2", outermost first; empty
   // for one device). `micro_step` is sharded and partitioned over it right
   // after the autodiff; its gradients stay partial sums, accumulated
@@ -84,11 +85,11 @@ struct TrainingStepOptions {
   /// ZeRO stage 0-3 over the mesh's "dp" axis (docs/partition.md).
   int zeroStage = 0;
   /// Pipeline stages over the mesh's "pp" axis (docs/partition.md) and
-  /// their schedule: "1f1b" or "gpipe". With virtual stages (vpp > 1,
-  /// 1f1b only) each stage runs that many model chunks, interleaved.
+  /// their schedule, GPipe or 1F1B. With virtual stages (vpp > 1, 1F1B
+  /// only) each stage runs that many model chunks, interleaved.
   int64_t pipelineStages = 1;
   int64_t virtualStages = 1;
-  std::string schedule = "1f1b";
+  Schedule schedule = Schedule::OneFOneB;
   /// Overlap communication with compute: the data-parallel gradient
   /// all-reduce with the last micro-batch's backward pass
   /// (`micro_step_sync`, in buckets of up to gradBucketBytes), ZeRO-3

@@ -7,6 +7,7 @@
 // RUN: dtc-opt %s -dtc-bind-loss -dtc-pipeline-split="mesh=pp:2,dp:2 stages=2 micro-batches=2" | FileCheck %s --check-prefix=CHUNKS
 // RUN: dtc-opt %s -pass-pipeline="builtin.module(dtc-bind-loss,dtc-pipeline-split{mesh=pp:2,dp:2 stages=2 micro-batches=2},builtin.module(dtc-chunk-gradient,dtc-chunk-boundary{mesh=dp:2}))" | FileCheck %s --check-prefix=GRAD
 // RUN: not dtc-opt %s -dtc-bind-loss -dtc-pipeline-assemble 2>&1 | FileCheck %s --check-prefix=UNSPLIT
+// RUN: not dtc-opt %s -dtc-training-pipeline="mesh=pp:2 pipeline-stages=2 schedule=zb" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 
 // The pipeline step as passes: dtc-pipeline-split cuts the loss-bound
 // forward function into one nested module per model chunk; the registered
@@ -99,3 +100,4 @@ func.func @main(%ids: tensor<4x8xi64>) -> tensor<4x8x32xf32> {
 // GRAD: func.func @backward({{.*}}dtc.grad_of_arg = 0 : i64, dtc.sharding = #dtc.sharding<{{\[\["dp"\], \[\], \[\]\]}}>
 
 // UNSPLIT: error: dtc-pipeline-assemble: the module holds no pipeline chunks (run dtc-pipeline-split first)
+// SCHEDULE: error: pipeline: schedule 'zb' is not known (1f1b, its interleaved form with virtual stages, and gpipe are)

@@ -39,7 +39,7 @@
 
 namespace d = mlir::dtc;
 namespace rt = ::dtc::runtime;
-using ::dtc::RecomputeMode;
+using ::dtc::Recompute;
 
 namespace {
 
@@ -74,7 +74,7 @@ mlir::OwningOpRef<mlir::ModuleOp> importTinyGpt(mlir::MLIRContext &ctx,
 /// (the model's loss) and builds @main_grad, rewritten for `mode`.
 mlir::FailureOr<::dtc::RecomputeStats>
 buildGradient(mlir::ModuleOp module, llvm::ArrayRef<int64_t> labels,
-              RecomputeMode mode) {
+              Recompute mode) {
   auto main = module.lookupSymbol<mlir::func::FuncOp>("main");
   auto ret =
       mlir::cast<mlir::func::ReturnOp>(main.getBody().front().getTerminator());
@@ -148,9 +148,9 @@ void checkBitIdenticalGradients(bool raiseIdioms) {
   auto params = tinyGptParameters();
 
   std::vector<rt::Tensor> reference;
-  for (RecomputeMode mode :
-       {RecomputeMode::None, RecomputeMode::Selective, RecomputeMode::Full}) {
-    std::string name = ::dtc::recomputeModeName(mode).str();
+  for (Recompute mode :
+       {Recompute::None, Recompute::Selective, Recompute::Full}) {
+    std::string name = ::dtc::recomputeName(mode).str();
     auto ctx = makeContext();
     auto module = importTinyGpt(*ctx, kBatch, kSeq, raiseIdioms);
     ASSERT_TRUE(module);
@@ -162,14 +162,14 @@ void checkBitIdenticalGradients(bool raiseIdioms) {
               << " bytes), " << stats->recomputedValues << " recomputed ("
               << stats->recomputedBytes << " bytes), " << stats->clonedOps
               << " ops cloned\n";
-    if (mode == RecomputeMode::None) {
+    if (mode == Recompute::None) {
       EXPECT_EQ(stats->recomputedValues, 0);
       EXPECT_EQ(stats->clonedOps, 0);
     } else {
       EXPECT_GT(stats->recomputedValues, 0) << name;
       EXPECT_GT(stats->clonedOps, 0) << name;
     }
-    if (mode == RecomputeMode::Full) {
+    if (mode == Recompute::Full) {
       // The checkpoints: the inputs of the 5 layer norms (2 per block and
       // the final one), [4, 32, 64] f32 each, and the logits the loss reads
       // at the boundary, [4, 32, 256]; everything else the backward reads
@@ -182,7 +182,7 @@ void checkBitIdenticalGradients(bool raiseIdioms) {
         EXPECT_EQ(countOps(*module, "main_grad", "dtc.attention", true), 2);
       }
     }
-    if (mode == RecomputeMode::Selective && raiseIdioms) {
+    if (mode == Recompute::Selective && raiseIdioms) {
       // Fused attention keeps nothing of size s^2; the only cheap values
       // with saved inputs are the two GELU outputs (from the GELU inputs,
       // which gelu_grad reads anyway): [4, 32, 256] f32 each.
@@ -191,7 +191,7 @@ void checkBitIdenticalGradients(bool raiseIdioms) {
       EXPECT_EQ(countOps(*module, "main_grad", "dtc.gelu", true), 2);
       EXPECT_EQ(countOps(*module, "main_grad", "dtc.matmul", true), 0);
     }
-    if (mode == RecomputeMode::Selective && !raiseIdioms) {
+    if (mode == Recompute::Selective && !raiseIdioms) {
       // Unfused attention: each block's scores (Q K^T) and softmax are
       // recomputed from the saved Q and K; no weight GEMM is.
       EXPECT_EQ(countOps(*module, "main_grad", "dtc.softmax", true), 2);
@@ -205,7 +205,7 @@ void checkBitIdenticalGradients(bool raiseIdioms) {
         << name << ": " << llvm::toString(results.takeError());
     // 1 loss + 29 parameter gradients.
     ASSERT_EQ(results->size(), 30u);
-    if (mode == RecomputeMode::None) {
+    if (mode == Recompute::None) {
       reference = std::move(*results);
       continue;
     }
@@ -228,7 +228,7 @@ TEST(Recompute, UnfusedTinyGptGradientsBitIdentical) {
 }
 
 /// The micro_step's arena bytes of the tiny GPT's training step.
-int64_t microStepArena(RecomputeMode mode, int64_t batch, int64_t seq,
+int64_t microStepArena(Recompute mode, int64_t batch, int64_t seq,
                        bool raiseIdioms) {
   auto ctx = makeContext();
   auto module = importTinyGpt(*ctx, batch, seq, raiseIdioms);
@@ -250,7 +250,7 @@ int64_t microStepArena(RecomputeMode mode, int64_t batch, int64_t seq,
     if (f.name() == "micro_step") {
       std::cout << "[ recompute ] tiny-gpt "
                 << (raiseIdioms ? "fused" : "unfused") << " batch " << batch
-                << " seq " << seq << " " << ::dtc::recomputeModeName(mode).str()
+                << " seq " << seq << " " << ::dtc::recomputeName(mode).str()
                 << ": micro_step arena " << f.arena_bytes()
                 << " bytes (live peak " << f.live_bytes_peak() << ")\n";
       return f.arena_bytes();
@@ -264,9 +264,9 @@ int64_t microStepArena(RecomputeMode mode, int64_t batch, int64_t seq,
 // backward. Measured: 5505088 bytes without recompute, 4849664 selective,
 // 2753088 full (2.0x).
 TEST(Recompute, TinyGptMicroStepArenaDrops) {
-  int64_t none = microStepArena(RecomputeMode::None, 16, 32, true);
-  int64_t selective = microStepArena(RecomputeMode::Selective, 16, 32, true);
-  int64_t full = microStepArena(RecomputeMode::Full, 16, 32, true);
+  int64_t none = microStepArena(Recompute::None, 16, 32, true);
+  int64_t selective = microStepArena(Recompute::Selective, 16, 32, true);
+  int64_t full = microStepArena(Recompute::Full, 16, 32, true);
   ASSERT_GT(none, 0);
   EXPECT_LT(selective, none);
   EXPECT_LE(full * 18, none * 10) << "full recompute saves less than 1.8x";
@@ -277,9 +277,9 @@ TEST(Recompute, TinyGptMicroStepArenaDrops) {
 // Unfused attention keeps [batch, heads, seq, seq] probabilities per block;
 // selective recompute drops them.
 TEST(Recompute, UnfusedTinyGptMicroStepArenaDrops) {
-  int64_t none = microStepArena(RecomputeMode::None, 16, 32, false);
-  int64_t selective = microStepArena(RecomputeMode::Selective, 16, 32, false);
-  int64_t full = microStepArena(RecomputeMode::Full, 16, 32, false);
+  int64_t none = microStepArena(Recompute::None, 16, 32, false);
+  int64_t selective = microStepArena(Recompute::Selective, 16, 32, false);
+  int64_t full = microStepArena(Recompute::Full, 16, 32, false);
   ASSERT_GT(none, 0);
   EXPECT_LT(selective, none);
   EXPECT_LT(full, selective);

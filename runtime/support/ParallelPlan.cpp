@@ -1,8 +1,9 @@
-//===- Spec.cpp - What the cost model is asked about ----------------------===//
+//===- ParallelPlan.cpp - The one typed parallel plan ---------------------===//
 
-#include "compiler/costmodel/Spec.h"
+#include "runtime/support/ParallelPlan.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 
