@@ -89,13 +89,13 @@ llvm::Expected<TransformerSpec> extractTransformerSpec(ModuleOp module,
   TransformerSpec spec;
   spec.name = name.str();
   mlir::dtc::EmbeddingOp embedding;
-  SmallVector<mlir::dtc::AttentionOp> attentions;
+  SmallVector<AttentionShape> attentions;
   Operation *activation = nullptr;
   main.walk([&](Operation *op) {
     if (auto e = dyn_cast<mlir::dtc::EmbeddingOp>(op); e && !embedding)
       embedding = e;
-    else if (auto a = dyn_cast<mlir::dtc::AttentionOp>(op))
-      attentions.push_back(a);
+    else if (std::optional<AttentionShape> a = attentionShape(op))
+      attentions.push_back(*a);
     else if (!activation &&
              isa<mlir::dtc::GeluOp, mlir::dtc::SiluOp, mlir::dtc::ReluOp>(op))
       activation = op;
@@ -115,12 +115,11 @@ llvm::Expected<TransformerSpec> extractTransformerSpec(ModuleOp module,
   spec.vocab = table.getDimSize(0);
   spec.hidden = table.getDimSize(1);
   spec.layers = attentions.size();
-  mlir::dtc::AttentionOp first = attentions.front();
-  auto query = first.getQuery().getType();
-  spec.heads = query.getDimSize(1);
-  spec.seqLen = query.getDimSize(2);
-  spec.kvHeads = first.getKey().getType().getDimSize(1);
-  spec.causal = first.getCausal();
+  const AttentionShape &first = attentions.front();
+  spec.heads = first.heads;
+  spec.seqLen = first.seqLen;
+  spec.kvHeads = first.kvHeads;
+  spec.causal = first.causal;
   auto hidden = cast<RankedTensorType>(activation->getOperand(0).getType());
   spec.ffnHidden = hidden.getShape().back();
   // SwiGLU: silu(gate) * up.

@@ -547,37 +547,43 @@ Propagation::ruleChoice(ShardingRuleOpInterface rule,
           return std::nullopt;
     (isResult ? choice.results : choice.operands).push_back(sh);
   }
-  // Causal attention masks by query position, which a rank holding a block
-  // of the queries does not know: only the context axis (the ring lowering
-  // passes the offsets) may split them, in the forward and the backward.
-  bool causal = false;
-  if (auto attention = dyn_cast<AttentionOp>(op))
-    causal = attention.getCausal();
-  else if (auto grad = dyn_cast<AttentionGradOp>(op))
-    causal = grad.getCausal();
-  if (causal)
+  // A causal op that mixes positions (attention) masks by query position,
+  // which a rank holding a block of the queries does not know: only the
+  // context axis (the ring lowering passes the offsets) may split them, in
+  // the forward and the backward.
+  auto mixing = dyn_cast<SequenceMixingOpInterface>(op);
+  if (mixing && mixing.isCausal())
     for (size_t a = 0; a < numAxes(); ++a)
-      if (choice.operands[0].dim[a] == 2 && (!cp || a != *cp))
+      if (loops[a].first == mixing.getQueryPositionLoop() && (!cp || a != *cp))
         return std::nullopt;
-  // Attention over query positions split by the context axis runs as a
-  // ring (the partitioner's lowering): keys and values stay split, and
-  // their gradients come back to the ranks that hold them.
+  // Over query positions split by the context axis it runs as a ring (the
+  // partitioner's lowering): its ring operands (keys and values) stay split,
+  // and its ring results (their gradients) come back to the ranks that hold
+  // them.
   double ringBytes = 0;
-  if (cp && loops[*cp].first == 2 && isa<AttentionOp, AttentionGradOp>(op)) {
+  if (mixing && cp && loops[*cp].first == mixing.getQueryPositionLoop()) {
     // The ring reads the other axes' splits of batch, heads and positions
-    // only: no head-dim split, no interleave, no partial sum.
-    const auto &query = choice.results[0];
+    // only: no split of the first result's last dim (a position's
+    // features), no interleave, no partial sum.
+    const auto &first = choice.results[0];
+    int64_t features = shapes[numOperands].size() - 1;
     for (size_t a = 0; a < numAxes(); ++a)
-      if ((query.partial & (1u << a)) || query.dim[a] == 3 || query.block[a])
+      if ((first.partial & (1u << a)) || first.dim[a] == features ||
+          first.block[a])
         return std::nullopt;
-    for (unsigned i : {1u, 2u}) {
-      choice.operands[i].dim[*cp] = 2;
+    AffineExpr keys =
+        getAffineDimExpr(mixing.getKeyPositionLoop(), op->getContext());
+    auto ringDim = [&](size_t value) {
+      return static_cast<int8_t>(*maps[value].getResultPosition(keys));
+    };
+    for (unsigned i : mixing.getRingOperands()) {
+      choice.operands[i].dim[*cp] = ringDim(i);
       ringBytes += localBytes(op->getOperand(i), choice.operands[i]);
-      if (isa<AttentionGradOp>(op)) {
-        choice.results[i].dim[*cp] = 2;
-        choice.results[i].partial &= ~(1u << *cp);
-        ringBytes += localBytes(op->getResult(i), choice.results[i]);
-      }
+    }
+    for (unsigned i : mixing.getRingResults()) {
+      choice.results[i].dim[*cp] = ringDim(numOperands + i);
+      choice.results[i].partial &= ~(1u << *cp);
+      ringBytes += localBytes(op->getResult(i), choice.results[i]);
     }
     ringBytes *= static_cast<double>(axes[*cp].size - 1);
   }

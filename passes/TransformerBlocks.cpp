@@ -94,6 +94,19 @@ findSingleCrossings(llvm::ArrayRef<mlir::Operation *> ops) {
   return points;
 }
 
+std::optional<AttentionShape> attentionShape(mlir::Operation *op) {
+  auto attention = llvm::dyn_cast<d::AttentionOp>(op);
+  if (!attention)
+    return std::nullopt;
+  auto query = attention.getQuery().getType();
+  AttentionShape shape;
+  shape.heads = query.getDimSize(1);
+  shape.seqLen = query.getDimSize(2);
+  shape.kvHeads = attention.getKey().getType().getDimSize(1);
+  shape.causal = attention.getCausal();
+  return shape;
+}
+
 std::vector<TransformerBlock> findTransformerBlocks(mlir::func::FuncOp func) {
   if (func.isExternal() || !func.getBody().hasOneBlock())
     return {};
@@ -104,7 +117,7 @@ std::vector<TransformerBlock> findTransformerBlocks(mlir::func::FuncOp func) {
   llvm::SmallVector<unsigned> attentions;
   for (auto [i, op] : llvm::enumerate(ops)) {
     index[op] = i;
-    if (llvm::isa<d::AttentionOp>(op))
+    if (attentionShape(op))
       attentions.push_back(i);
   }
   llvm::SmallVector<SingleCrossing> points = findSingleCrossings(ops);

@@ -5,7 +5,8 @@
 // residual stream) flows from the ops before to the ops after. Pipeline
 // stages are cut there; the transformer blocks are the spans between the
 // points that precede consecutive attention ops, and blocks with the same
-// structure are recognized as copies of one another.
+// structure are recognized as copies of one another. What the transformer
+// fast path (compiler/ModelSummary.h) reads of an attention is read here too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +18,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
 #include <vector>
 
 namespace dtc {
@@ -45,6 +47,17 @@ struct TransformerBlock {
   unsigned begin = 0, end = 0;
   unsigned sameAs = 0;
 };
+
+/// What the transformer fast path reads of an attention op (the op the
+/// blocks are found around): query heads, sequence length, key/value heads
+/// and whether it is causal.
+struct AttentionShape {
+  int64_t heads = 0, seqLen = 0, kvHeads = 0;
+  bool causal = false;
+};
+
+/// The shape of `op` when it is an attention, else none.
+std::optional<AttentionShape> attentionShape(mlir::Operation *op);
 
 /// The transformer blocks of `func`: block i starts at the last
 /// single-crossing point before its attention op, and the last block spans

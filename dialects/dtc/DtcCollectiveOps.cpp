@@ -96,8 +96,7 @@ LogicalResult AsyncType::verify(function_ref<InFlightDiagnostic()> emitError,
 // Shared checks
 //===----------------------------------------------------------------------===//
 
-/// The number of ranks in the group named by `axes`, from the enclosing mesh.
-static FailureOr<int64_t> groupSize(Operation *op, ArrayAttr axes) {
+FailureOr<int64_t> mlir::dtc::groupSize(Operation *op, ArrayAttr axes) {
   if (axes.empty())
     return op->emitOpError("needs at least one mesh axis");
   std::optional<DeviceMesh> mesh = DeviceMesh::lookup(op);
@@ -316,84 +315,8 @@ LogicalResult ShardSliceOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
-// Ring attention
+// Zigzag order
 //===----------------------------------------------------------------------===//
-
-/// Shapes of one ring step: query [b, h, s, d], key [b, g, t, d], value
-/// [b, g, t, e] with g dividing h; the output [b, h, s, e] and lse [b, h, s]
-/// f32 when given (a block's results, or a gradient's operands).
-static LogicalResult verifyRingStep(Operation *op, ArrayAttr axes,
-                                    int64_t kvShift, bool zigzag, Type query,
-                                    Type key, Type value, Type output,
-                                    Type lse) {
-  FailureOr<int64_t> n = groupSize(op, axes);
-  if (failed(n))
-    return failure();
-  if (kvShift < 0 || kvShift >= *n)
-    return op->emitOpError("kv_shift must be in [0, ")
-           << *n << "), the group size, got " << kvShift;
-  auto q = cast<RankedTensorType>(query), k = cast<RankedTensorType>(key),
-       v = cast<RankedTensorType>(value);
-  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
-    return op->emitOpError("query, key and value must have rank 4");
-  int64_t b = q.getDimSize(0), h = q.getDimSize(1), s = q.getDimSize(2);
-  if (k.getDimSize(0) != b || v.getDimSize(0) != b ||
-      k.getDimSize(1) != v.getDimSize(1) || h % k.getDimSize(1) != 0 ||
-      k.getDimSize(3) != q.getDimSize(3) || v.getDimSize(2) != k.getDimSize(2))
-    return op->emitOpError("query ")
-           << q << ", key " << k << " and value " << v << " are inconsistent";
-  if (zigzag && (s % 2 || k.getDimSize(2) % 2))
-    return op->emitOpError("zigzag chunks are two halves: the query and key "
-                           "positions must be even, got ")
-           << s << " and " << k.getDimSize(2);
-  auto expectedOutput =
-      RankedTensorType::get({b, h, s, v.getDimSize(3)}, q.getElementType());
-  if (output != expectedOutput)
-    return op->emitOpError("output must be ")
-           << expectedOutput << ", got " << output;
-  auto expectedLse =
-      RankedTensorType::get({b, h, s}, Float32Type::get(op->getContext()));
-  if (lse != expectedLse)
-    return op->emitOpError("lse must be ") << expectedLse << ", got " << lse;
-  return success();
-}
-
-LogicalResult AttentionBlockOp::verify() {
-  return verifyRingStep(*this, getMeshAxes(), getKvShift(), getZigzag(),
-                        getQuery().getType(), getKey().getType(),
-                        getValue().getType(), getOutput().getType(),
-                        getLse().getType());
-}
-
-LogicalResult AttentionBlockGradOp::verify() {
-  if (failed(verifyRingStep(*this, getMeshAxes(), getKvShift(), getZigzag(),
-                            getQuery().getType(), getKey().getType(),
-                            getValue().getType(), getOutput().getType(),
-                            getLse().getType())))
-    return failure();
-  if (getGrad().getType() != getOutput().getType())
-    return emitOpError("grad must have the output's type ")
-           << getOutput().getType();
-  if (getQueryGrad().getType() != getQuery().getType() ||
-      getKeyGrad().getType() != getKey().getType() ||
-      getValueGrad().getType() != getValue().getType())
-    return emitOpError("results must have the types of query, key and value");
-  return success();
-}
-
-LogicalResult AttentionMergeOp::verify() {
-  auto output = getOutputA().getType(), lse = getLseA().getType();
-  if (getOutputB().getType() != output || getOutput().getType() != output ||
-      getLseB().getType() != lse || getLse().getType() != lse)
-    return emitOpError("both blocks and the result must have one output "
-                       "type and one lse type");
-  auto o = cast<RankedTensorType>(output);
-  auto expectedLse = RankedTensorType::get(o.getShape().drop_back(),
-                                           Float32Type::get(getContext()));
-  if (o.getRank() < 1 || lse != expectedLse)
-    return emitOpError("lse must be ") << expectedLse << ", got " << lse;
-  return success();
-}
 
 LogicalResult ZigzagOrderOp::verify() {
   auto type = cast<RankedTensorType>(getInput().getType());

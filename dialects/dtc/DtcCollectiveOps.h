@@ -14,6 +14,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/LogicalResult.h"
 
 #include <optional>
 #include <string>
@@ -45,6 +46,11 @@ struct DeviceMesh {
   /// "dp:2,tp:4".
   std::string str() const;
 };
+
+/// The number of ranks in the group named by `axes` (a collective's or a
+/// ring step's), from the mesh of the enclosing function or module; failure,
+/// after an error at `op`, when there is no such mesh or an axis is not in it.
+FailureOr<int64_t> groupSize(Operation *op, ArrayAttr axes);
 
 /// Name of the attribute that holds the mesh text on a function or module.
 inline constexpr llvm::StringLiteral kMeshAttrName = "dtc.mesh";

@@ -179,83 +179,10 @@ def Dtc_ShardSliceOp : Dtc_Op<"shard_slice", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
-// Ring attention (context parallelism, docs/partition.md)
+// Zigzag order (context parallelism, docs/partition.md)
 //===----------------------------------------------------------------------===//
 
-// The sequence is cut into n chunks over `mesh_axes` (n the group size). A
-// rank's queries are chunk c, its position in the group; the key/value
-// chunk it holds after `kv_shift` hops of the ring is chunk
-// (c - kv_shift) mod n. Positions are global, so `causal` masks keys after
-// the query: chunk k is positions [k * t, (k + 1) * t), or, with `zigzag`,
-// the sequence is cut into 2n halves and chunk k is halves k and
-// 2n - 1 - k, one after the other (so that under a causal mask every rank
-// has the same work: the load balance of Megatron's context parallelism).
-class Dtc_RingAttentionOp<string mnemonic> : Dtc_Op<mnemonic, [Pure]> {
-  let hasVerifier = 1;
-}
-
-def Dtc_AttentionBlockOp : Dtc_RingAttentionOp<"attention_block"> {
-  let summary = "Attention of this rank's query chunk over one key chunk";
-  let description = [{
-    `query [b, h, s, d]`, `key [b, g, t, d]`, `value [b, g, t, e]` (heads
-    as `dtc.attention`) -> `output [b, h, s, e]`, normalized over this
-    chunk's keys, and `lse [b, h, s]` (f32), the log of each row's softmax
-    denominator (scores scaled by `scale`). A row that sees no key of the
-    chunk (causal, chunk after it) has output 0 and lse -inf.
-    `dtc.attention_merge` combines the blocks of all chunks.
-  }];
-  let arguments = (ins Dtc_FloatTensor:$query, Dtc_FloatTensor:$key,
-                   Dtc_FloatTensor:$value, StrArrayAttr:$mesh_axes,
-                   I64Attr:$kv_shift, UnitAttr:$causal, F64Attr:$scale,
-                   UnitAttr:$zigzag);
-  let results = (outs Dtc_FloatTensor:$output, Dtc_FloatTensor:$lse);
-  let assemblyFormat = [{
-    $query `,` $key `,` $value attr-dict `:`
-    functional-type(operands, results)
-  }];
-}
-
-def Dtc_AttentionMergeOp : Dtc_Op<"attention_merge", [Pure]> {
-  let summary = "Attention over two key sets from the attention over each";
-  let description = [{
-    `(output_a, lse_a, output_b, lse_b) -> (output, lse)`: with
-    `l = log(exp(lse_a) + exp(lse_b))`, `output = output_a * exp(lse_a - l)
-    + output_b * exp(lse_b - l)` per row (the online-softmax merge); rows
-    where both are -inf stay 0 and -inf.
-  }];
-  let arguments = (ins Dtc_FloatTensor:$output_a, Dtc_FloatTensor:$lse_a,
-                   Dtc_FloatTensor:$output_b, Dtc_FloatTensor:$lse_b);
-  let results = (outs Dtc_FloatTensor:$output, Dtc_FloatTensor:$lse);
-  let assemblyFormat = [{
-    $output_a `,` $lse_a `,` $output_b `,` $lse_b attr-dict `:`
-    functional-type(operands, results)
-  }];
-  let hasVerifier = 1;
-}
-
-def Dtc_AttentionBlockGradOp : Dtc_RingAttentionOp<"attention_block_grad"> {
-  let summary = "One key chunk's share of the attention gradient";
-  let description = [{
-    Operands as `dtc.attention_block` plus the whole-sequence `output`,
-    `lse` (merged over every chunk) and the output's gradient `grad`.
-    Results: this chunk's contribution to the query gradient, and this
-    rank's queries' contributions to the chunk's key and value gradients
-    (summed over the query heads of a group). Summed over the ring, they
-    are `dtc.attention_grad`'s results.
-  }];
-  let arguments = (ins Dtc_FloatTensor:$query, Dtc_FloatTensor:$key,
-                   Dtc_FloatTensor:$value, Dtc_FloatTensor:$output,
-                   Dtc_FloatTensor:$lse, Dtc_FloatTensor:$grad,
-                   StrArrayAttr:$mesh_axes, I64Attr:$kv_shift,
-                   UnitAttr:$causal, F64Attr:$scale, UnitAttr:$zigzag);
-  let results = (outs Dtc_FloatTensor:$query_grad, Dtc_FloatTensor:$key_grad,
-                      Dtc_FloatTensor:$value_grad);
-  let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $output `,` $lse `,` $grad attr-dict `:`
-    functional-type(operands, results)
-  }];
-}
-
+// The zigzag cut of a sequence is ring attention's (DtcOps.td).
 def Dtc_ZigzagOrderOp : Dtc_Op<"zigzag_order", [Pure,
     AllTypesMatch<["input", "output"]>]> {
   let summary = "Reorders the halves of a zigzag context-parallel cut";

@@ -104,7 +104,8 @@ def Dtc_RmsNormGradOp
 
 def Dtc_AttentionGradOp
     : Dtc_ShapedOp<"attention_grad", [Dtc_SumsOverParallelLoops,
-                                      Dtc_ComputedDefaults]> {
+                                      Dtc_ComputedDefaults,
+                                      Dtc_SequenceMixing]> {
   let summary = "Gradient of attention: query, key and value gradients";
   let description = [{
     Operands and attributes as `dtc.attention` plus the output's gradient

@@ -194,4 +194,44 @@ def Dtc_ComputedDefaultsOpInterface
   ];
 }
 
+def Dtc_SequenceMixingOpInterface : OpInterface<"SequenceMixingOpInterface"> {
+  let cppNamespace = "::mlir::dtc";
+  let description = [{
+    An op whose result at a query position reads its operands at other
+    positions of the sequence (attention, and its gradient), where the loop
+    rule does not say all of how it may be split. A causal op masks by
+    query position, which a rank holding a block of the queries does not
+    know: only the context axis, whose ring lowering (docs/partition.md)
+    passes the positions, may split them. Over that axis the op runs as a
+    ring: the operands it names (keys, values) stay split along their
+    positions and travel around the ring, and the results it names (their
+    gradients) come back to the ranks that hold those operands. Sharding
+    propagation reads this to allow and price such splits; loss binding
+    reads whether a model sees later positions.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Whether the result at a position reads only positions up to it (a
+        causal mask).
+      }],
+      "bool", "isCausal">,
+    InterfaceMethod<
+      "The loop over the query positions, those the results are at.",
+      "int64_t", "getQueryPositionLoop">,
+    InterfaceMethod<
+      "The loop over the positions read (the keys').",
+      "int64_t", "getKeyPositionLoop">,
+    InterfaceMethod<[{
+        The operands that travel around the context-parallel ring, split
+        along their key-position loop.
+      }],
+      "::llvm::SmallVector<unsigned>", "getRingOperands">,
+    InterfaceMethod<[{
+        The results that come back around the ring to the ranks that hold
+        the ring operands, split along their key-position loop.
+      }],
+      "::llvm::SmallVector<unsigned>", "getRingResults">,
+  ];
+}
+
 #endif // DTC_INTERFACES_TD

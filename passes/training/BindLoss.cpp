@@ -209,13 +209,14 @@ mlir::Value sumOverCountedLabels(mlir::OpBuilder &b, mlir::Location loc,
   return d::MulOp::create(b, loc, mean, count);
 }
 
-/// Whether the logits at a position can see later tokens: some attention
-/// is not causal. A graph without raised attention is taken as causal (a
-/// recurrent or state-space model; pass --loss masked-lm otherwise).
+/// Whether the logits at a position can see later tokens: some op that
+/// mixes positions (attention) is not causal. A graph without one is taken
+/// as causal (a recurrent or state-space model; pass --loss masked-lm
+/// otherwise).
 bool attendsBothWays(mlir::func::FuncOp forward) {
   bool bidirectional = false;
-  forward.walk([&](d::AttentionOp op) {
-    if (!op.getCausal())
+  forward.walk([&](d::SequenceMixingOpInterface op) {
+    if (!op.isCausal())
       bidirectional = true;
   });
   return bidirectional;

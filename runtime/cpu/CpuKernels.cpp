@@ -22,12 +22,11 @@ void registerCpuKernels(KernelRegistry &registry) {
   registerNormKernels(registry);
   registerDataMovementKernels(registry);
   registerConvPoolKernels(registry);
-  registerTransformerKernels(registry);
   registerGradientKernels(registry);
   registerOptimizerKernels(registry);
   registerMoeKernels(registry);
   registerLossShardKernels(registry);
-  registerRingAttentionKernels(registry);
+  registerAttentionKernels(registry);
   registerShardSliceKernel(registry);
   // The collectives work on host memory through the rank's communicator.
   runtime::registerCollectiveKernels(registry);

@@ -23,14 +23,13 @@ void registerLinalgKernels(KernelRegistry &registry);
 void registerNormKernels(KernelRegistry &registry);
 void registerDataMovementKernels(KernelRegistry &registry);
 void registerConvPoolKernels(KernelRegistry &registry);
-void registerTransformerKernels(KernelRegistry &registry);
 void registerGradientKernels(KernelRegistry &registry);
 void registerOptimizerKernels(KernelRegistry &registry);
 void registerMoeKernels(KernelRegistry &registry);
 void registerLossShardKernels(KernelRegistry &registry);
-/// dtc.attention_block, dtc.attention_merge, dtc.attention_block_grad
+/// dtc.attention, dtc.attention_grad and the ring attention steps
 /// (runtime/cpu/RingAttention.cpp).
-void registerRingAttentionKernels(KernelRegistry &registry);
+void registerAttentionKernels(KernelRegistry &registry);
 /// dtc.shard_slice (runtime/cpu/Collective.cpp).
 void registerShardSliceKernel(KernelRegistry &registry);
 

@@ -4,12 +4,12 @@
 // dtypes convert on load and round on store), statistics in double. Every
 // output element is written by one thread in a fixed order, so results do
 // not depend on the thread count: sums that several outputs share (weight
-// gradients, embedding rows, key/value gradients) are split over the
-// outputs they produce, never over the terms they add up.
+// gradients, embedding rows) are split over the outputs they produce, never
+// over the terms they add up. dtc.attention_grad is with the other attention
+// kernels (RingAttention.cpp).
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/core/Attention.h"
 #include "runtime/core/DataMovement.h"
 #include "runtime/core/Elementwise.h"
 #include "runtime/core/Embedding.h"
@@ -19,7 +19,6 @@
 #include "runtime/cpu/CpuKernels.h"
 #include "runtime/cpu/KernelUtil.h"
 #include "runtime/cpu/Parallel.h"
-#include "runtime/cpu/RingAttention.h"
 
 #include <algorithm>
 #include <cmath>
@@ -259,40 +258,6 @@ Error layerNormGradKernel(const KernelCall &call) {
 }
 Error rmsNormGradKernel(const KernelCall &call) {
   return normGradKernel(call, /*rms=*/true);
-}
-
-//===----------------------------------------------------------------------===//
-// attention_grad
-//===----------------------------------------------------------------------===//
-
-/// Flash-attention's backward: the forward block is recomputed for its
-/// log-sum-exp (a forward costs a third of the backward), then ring
-/// attention's blocked gradient runs over the whole sequence as one chunk
-/// pair (RingAttention.cpp: sgemm on 64-row blocks, each pass owning
-/// the gradients it writes, so results do not depend on the thread count).
-Error attentionGradKernel(const KernelCall &call) {
-  auto a = readAttentionGrad(call);
-  if (!a)
-    return a.takeError();
-  const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
-                  &dy = call.input(3);
-  F32In qv(q), kv(k), vv(v), dyv(dy);
-  F32Out dq(call.output(0)), dk(call.output(1)), dv(call.output(2));
-  RingAttentionDims dims{a->batch, a->heads,   a->groups,  a->queries,
-                         a->keys,  a->headDim, a->valueDim};
-  RingAttentionPositions at;
-  at.causal = a->causal;
-  at.scale = static_cast<float>(a->scale);
-  std::vector<float> lse(a->batch * a->heads * a->queries);
-  attentionBlock(dims, at, qv.data(), kv.data(), vv.data(), /*output=*/nullptr,
-                 lse.data());
-  attentionBlockGrad(dims, at, qv.data(), kv.data(), vv.data(),
-                     /*output=*/nullptr, lse.data(), dyv.data(), dq.data(),
-                     dk.data(), dv.data());
-  dq.commit();
-  dk.commit();
-  dv.commit();
-  return Error::success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -730,7 +695,6 @@ void registerGradientKernels(KernelRegistry &registry) {
   registry.add("dtc.softmax_grad", softmaxGradKernel);
   registry.add("dtc.layer_norm_grad", layerNormGradKernel);
   registry.add("dtc.rms_norm_grad", rmsNormGradKernel);
-  registry.add("dtc.attention_grad", attentionGradKernel);
   registry.add("dtc.embedding_grad", embeddingGradKernel);
   registry.add("dtc.embedding_shard_grad", embeddingGradKernel);
   registry.add("dtc.cross_entropy_grad", crossEntropyGradKernel);

@@ -1,7 +1,9 @@
-//===- LossShards.cpp - The vocabulary-parallel loss on the CPU -----------===//
+//===- LossShards.cpp - The cross-entropy loss on the CPU -----------------===//
 //
+// dtc.cross_entropy, which computes each position's loss in parallel and
+// sums them in position order, and its vocabulary-parallel form:
 // dtc.cross_entropy_stats, dtc.cross_entropy_from_stats and
-// dtc.cross_entropy_shard_grad (dialects/dtc/DtcCollectiveOps.td): the loss
+// dtc.cross_entropy_shard_grad (dialects/dtc/DtcCollectiveOps.td), the loss
 // of logits whose vocabulary is split over ranks. Sums of exponentials are
 // in double, rows are summed in row order, as dtc.cross_entropy's are.
 //
@@ -137,9 +139,59 @@ llvm::Error crossEntropyShardGradKernel(const KernelCall &call) {
   return llvm::Error::success();
 }
 
+// The mean over positions whose label is not ignore_index. When every label
+// is ignored this is 0/0 = NaN, exactly what PyTorch's
+// F.cross_entropy(reduction="mean") returns; the loss is not silently 0.
+llvm::Error crossEntropyKernel(const KernelCall &call) {
+  llvm::Expected<LossShards> shape = readCrossEntropy(call);
+  if (!shape)
+    return shape.takeError();
+  const TensorRef &logits = call.input(0);
+  const TensorRef &labels = call.input(1);
+  const TensorRef &out = call.output(0);
+  int64_t vocab = shape->vocab, positions = shape->rows;
+  int64_t ignore = shape->ignoreIndex;
+  if (auto checked = readIndices(call, labels, vocab, "label", ignore);
+      !checked)
+    return checked.takeError();
+  F32In x(logits);
+  std::vector<double> losses(positions, 0.0);
+  parallelFor(
+      positions, vocab * kWorkTranscendental, [&](int64_t first, int64_t last) {
+        for (int64_t i = first; i < last; ++i) {
+          int64_t label = loadAsInt(labels, i);
+          if (label == ignore)
+            continue;
+          const float *row = x.data() + i * vocab;
+          float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+          for (int64_t j = 0; j < vocab; ++j)
+            mx = std::max(mx, row[j]);
+          float sum = 0;
+#pragma omp simd reduction(+ : sum)
+          for (int64_t j = 0; j < vocab; ++j)
+            sum += fastExp(row[j] - mx);
+          losses[i] = mx + std::log(static_cast<double>(sum)) - row[label];
+        }
+      });
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t i = 0; i < positions; ++i) {
+    if (loadAsInt(labels, i) == ignore)
+      continue;
+    total += losses[i];
+    ++count;
+  }
+  double loss = count ? total / count : std::nan("");
+  float value = static_cast<float>(loss);
+  storeF32(&value, out);
+  return llvm::Error::success();
+}
+
 } // namespace
 
 void registerLossShardKernels(KernelRegistry &registry) {
+  registry.add("dtc.cross_entropy", crossEntropyKernel);
   registry.add("dtc.cross_entropy_stats", crossEntropyStatsKernel);
   registry.add("dtc.cross_entropy_from_stats", crossEntropyFromStatsKernel);
   registry.add("dtc.cross_entropy_shard_grad", crossEntropyShardGradKernel);

@@ -1,13 +1,16 @@
-//===- RingAttention.cpp - Ring attention kernels -------------------------===//
+//===- RingAttention.cpp - Attention kernels ------------------------------===//
 //
+// The attention family on the CPU: dtc.attention and dtc.attention_grad, and
 // dtc.attention_block, dtc.attention_merge and dtc.attention_block_grad, the
-// steps of ring attention (context parallelism). The block follows
-// dtc.attention's kernel (tasks over (batch, head, block of 64 query rows),
-// scores and P V through sgemm) and also keeps each row's log-sum-exp. The
-// gradient is flash-attention's backward from the merged lse, in two passes
-// that each own the outputs they write: query row blocks for the query
-// gradient, key row blocks (summing the group's heads in order) for the key
-// and value gradients, so results do not depend on the thread count.
+// steps of ring attention (context parallelism). Each is ring attention's
+// math: attention is one block over the whole sequence as a single chunk
+// pair, and its gradient that block's gradient. The block runs tasks over
+// (batch, head, block of 64 query rows), scores and P V through sgemm, and
+// also keeps each row's log-sum-exp. The gradient is flash-attention's
+// backward from the merged lse, in two passes that each own the outputs
+// they write: query row blocks for the query gradient, key row blocks
+// (summing the group's heads in order) for the key and value gradients, so
+// results do not depend on the thread count.
 //
 // A zigzag chunk is two halves far apart in the sequence: its blocks run as
 // the four (query half, key half) blocks, each contiguous in positions, on
@@ -492,6 +495,57 @@ RingAttentionChunks chunksOf(const AttentionBlockOperands &block) {
   return at;
 }
 
+llvm::Error attentionKernel(const KernelCall &call) {
+  auto a = readAttention(call);
+  if (!a)
+    return a.takeError();
+  const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
+                  &out = call.output(0);
+  if (out.numElements() == 0)
+    return llvm::Error::success();
+  // The whole sequence is one chunk pair of ring attention's block, whose
+  // log-sum-exp is not needed here.
+  RingAttentionDims dims = dimsOf(*a);
+  RingAttentionPositions at;
+  at.causal = a->causal;
+  at.scale = static_cast<float>(a->scale);
+  F32In qf(q), kf(k), vf(v);
+  F32Out of(out);
+  std::vector<float> lse(a->batch * a->heads * a->queries);
+  attentionBlock(dims, at, qf.data(), kf.data(), vf.data(), of.data(),
+                 lse.data());
+  of.commit();
+  return llvm::Error::success();
+}
+
+/// Flash-attention's backward: the forward block is recomputed for its
+/// log-sum-exp (a forward costs a third of the backward), then ring
+/// attention's blocked gradient runs over the whole sequence as one chunk
+/// pair.
+llvm::Error attentionGradKernel(const KernelCall &call) {
+  auto a = readAttentionGrad(call);
+  if (!a)
+    return a.takeError();
+  const TensorRef &q = call.input(0), &k = call.input(1), &v = call.input(2),
+                  &dy = call.input(3);
+  F32In qv(q), kv(k), vv(v), dyv(dy);
+  F32Out dq(call.output(0)), dk(call.output(1)), dv(call.output(2));
+  RingAttentionDims dims = dimsOf(*a);
+  RingAttentionPositions at;
+  at.causal = a->causal;
+  at.scale = static_cast<float>(a->scale);
+  std::vector<float> lse(a->batch * a->heads * a->queries);
+  attentionBlock(dims, at, qv.data(), kv.data(), vv.data(), /*output=*/nullptr,
+                 lse.data());
+  attentionBlockGrad(dims, at, qv.data(), kv.data(), vv.data(),
+                     /*output=*/nullptr, lse.data(), dyv.data(), dq.data(),
+                     dk.data(), dv.data());
+  dq.commit();
+  dk.commit();
+  dv.commit();
+  return llvm::Error::success();
+}
+
 llvm::Error attentionBlockKernel(const KernelCall &call) {
   llvm::Expected<AttentionBlockOperands> block = readAttentionBlock(call);
   if (!block)
@@ -568,7 +622,9 @@ llvm::Error zigzagOrderKernel(const KernelCall &call) {
 
 } // namespace
 
-void registerRingAttentionKernels(KernelRegistry &registry) {
+void registerAttentionKernels(KernelRegistry &registry) {
+  registry.add("dtc.attention", attentionKernel);
+  registry.add("dtc.attention_grad", attentionGradKernel);
   registry.add("dtc.attention_block", attentionBlockKernel);
   registry.add("dtc.attention_merge", attentionMergeKernel);
   registry.add("dtc.attention_block_grad", attentionBlockGradKernel);

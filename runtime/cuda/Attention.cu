@@ -1,9 +1,9 @@
 //===- Attention.cu - Flash-style attention forward and backward ----------===//
 //
-// The semantics of runtime/cpu/Transformer.cpp's dtc.attention and
-// Gradient.cpp's dtc.attention_grad: q [b, h, s, d], k [b, g, t, d],
-// v [b, g, t, e] (h a multiple of g: grouped-query attention), scale
-// (default 1/sqrt(d)), causal (key t visible to query s iff t <= s).
+// The semantics of runtime/cpu/RingAttention.cpp's dtc.attention and
+// dtc.attention_grad: q [b, h, s, d], k [b, g, t, d], v [b, g, t, e] (h a
+// multiple of g: grouped-query attention), scale (default 1/sqrt(d)),
+// causal (key t visible to query s iff t <= s).
 //
 // Forward: a block of kRows query rows per (batch, head), one thread per
 // row holding its q and output accumulator in registers; key/value tiles

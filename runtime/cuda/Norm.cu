@@ -1,6 +1,6 @@
 //===- Norm.cu - Softmax, layer/rms norm, cross-entropy and gradients -----===//
 //
-// The semantics of runtime/cpu/Norm.cpp, Transformer.cpp (cross_entropy)
+// The semantics of runtime/cpu/Norm.cpp, LossShards.cpp (cross_entropy)
 // and Gradient.cpp: one block per row for rows along the last dim; the
 // weight/bias gradients sum per-chunk partials in a fixed order.
 //

@@ -109,3 +109,48 @@ TEST_F(ShardingRuleTest, ShapeRuleRejectsMismatchedContraction) {
       builder.getDictionaryAttr({}), nullptr, {}, types)));
   EXPECT_NE(message.find("contraction sizes differ"), std::string::npos);
 }
+
+// Propagation finds the positions and the ring's values of attention
+// through SequenceMixingOpInterface: its loops must be the ones the
+// indexing maps put on the query and key positions.
+TEST_F(ShardingRuleTest, SequenceMixingNamesThePositionLoopsOfTheMaps) {
+  Location loc = builder.getUnknownLoc();
+  Value q = param({2, 4, 8, 16}), k = param({2, 2, 6, 16}),
+        v = param({2, 2, 6, 12});
+  auto attention = dtc::AttentionOp::create(builder, loc, q, k, v,
+                                            /*causal=*/true, /*scale=*/nullptr);
+  auto grad =
+      dtc::AttentionGradOp::create(builder, loc, q, k, v, param({2, 4, 8, 12}),
+                                   /*causal=*/false, /*scale=*/nullptr);
+  for (Operation *op : {attention.getOperation(), grad.getOperation()}) {
+    ASSERT_TRUE(succeeded(verify(op))) << op->getName().getStringRef().str();
+    auto mixing = cast<dtc::SequenceMixingOpInterface>(op);
+    auto rule = cast<dtc::ShardingRuleOpInterface>(op);
+    auto iterators = rule.getLoopIteratorTypes();
+    auto maps = rule.getIndexingMaps();
+    int64_t queries = mixing.getQueryPositionLoop(),
+            keys = mixing.getKeyPositionLoop();
+    EXPECT_EQ(iterators[queries], utils::IteratorType::parallel);
+    EXPECT_EQ(iterators[keys], utils::IteratorType::reduction);
+    // Positions are dim 2 of query, key and value [b, heads, positions, d]
+    // and of the results (output, or the gradients of query, key, value).
+    AffineExpr s = builder.getAffineDimExpr(queries),
+               t = builder.getAffineDimExpr(keys);
+    size_t numOperands = op->getNumOperands();
+    EXPECT_EQ(maps[0].getResultPosition(s), 2u);
+    EXPECT_EQ(maps[numOperands].getResultPosition(s), 2u);
+    for (unsigned i : mixing.getRingOperands())
+      EXPECT_EQ(maps[i].getResultPosition(t), 2u) << "operand " << i;
+    for (unsigned i : mixing.getRingResults())
+      EXPECT_EQ(maps[numOperands + i].getResultPosition(t), 2u)
+          << "result " << i;
+  }
+  auto forward = cast<dtc::SequenceMixingOpInterface>(attention.getOperation());
+  auto backward = cast<dtc::SequenceMixingOpInterface>(grad.getOperation());
+  EXPECT_TRUE(forward.isCausal());
+  EXPECT_FALSE(backward.isCausal());
+  EXPECT_EQ(forward.getRingOperands(), (SmallVector<unsigned>{1, 2}));
+  EXPECT_TRUE(forward.getRingResults().empty());
+  EXPECT_EQ(backward.getRingOperands(), (SmallVector<unsigned>{1, 2}));
+  EXPECT_EQ(backward.getRingResults(), (SmallVector<unsigned>{1, 2}));
+}
