@@ -272,6 +272,32 @@ private:
   std::string fallbackInit(mlir::Operation *parameterOp);
   llvm::Error lowerPipeline(mlir::DictionaryAttr attr, program::Pipeline &out);
 
+  /// Values that share storage: union-find parents and, per root, the last
+  /// instruction index any member is read at.
+  struct StorageGroups {
+    std::vector<int> parent, end;
+    int find(int v) {
+      while (parent[v] != v)
+        v = parent[v] = parent[parent[v]];
+      return v;
+    }
+  };
+  // lower(), one concern each, in order.
+  llvm::Error lowerArguments(program::Function &out);
+  llvm::Expected<llvm::SmallVector<mlir::Operation *>>
+  lowerValues(program::Function &out);
+  llvm::Error lowerParameter(d::ParameterOp parameter, program::Function &out);
+  std::vector<int> lastUses(const program::Function &out,
+                            llvm::ArrayRef<mlir::Operation *> computeOps);
+  StorageGroups groupStorage(program::Function &out,
+                             llvm::ArrayRef<mlir::Operation *> computeOps);
+  void placeInArena(program::Function &out,
+                    llvm::ArrayRef<mlir::Operation *> computeOps,
+                    StorageGroups &groups);
+  llvm::Error emitInstructions(program::Function &out,
+                               llvm::ArrayRef<mlir::Operation *> computeOps);
+  llvm::Error lowerResults(program::Function &out);
+
   mlir::func::FuncOp func_;
   program::RankProgram &program_;
   llvm::StringMap<int> &variableIndex_;
@@ -401,10 +427,26 @@ llvm::Error FunctionLowering::addVariable(llvm::StringRef name, mlir::Type type,
 
 llvm::Error FunctionLowering::lower(program::Function &out) {
   out.set_name(func_.getSymName().str());
-  mlir::Block &body = func_.getBody().front();
+  if (llvm::Error e = lowerArguments(out))
+    return e;
+  auto computeOps = lowerValues(out);
+  if (!computeOps)
+    return computeOps.takeError();
+  StorageGroups groups = groupStorage(out, *computeOps);
+  placeInArena(out, *computeOps, groups);
+  if (llvm::Error e = emitInstructions(out, *computeOps))
+    return e;
+  if (llvm::Error e = lowerResults(out))
+    return e;
+  if (auto pipeline =
+          func_->getAttrOfType<mlir::DictionaryAttr>("dtc.pipeline"))
+    return lowerPipeline(pipeline, *out.mutable_pipeline());
+  return llvm::Error::success();
+}
 
-  // Arguments: fed by the runtime, or persistent variables.
-  for (mlir::BlockArgument arg : body.getArguments()) {
+/// Arguments: fed by the runtime, or persistent variables (`dtc.state`).
+llvm::Error FunctionLowering::lowerArguments(program::Function &out) {
+  for (mlir::BlockArgument arg : func_.getBody().front().getArguments()) {
     auto id = addValue(arg, out);
     if (!id)
       return id.takeError();
@@ -442,10 +484,16 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
       return e;
     a->set_zigzag(func_.getArgAttr(index, "dtc.zigzag") != nullptr);
   }
+  return llvm::Error::success();
+}
 
-  // Values and instructions, in program order.
+/// Values in program order: constants (stored once in the program),
+/// parameters (variables), and the results of the ops that compute, which
+/// are returned.
+llvm::Expected<llvm::SmallVector<mlir::Operation *>>
+FunctionLowering::lowerValues(program::Function &out) {
   llvm::SmallVector<mlir::Operation *> computeOps;
-  for (mlir::Operation &op : body.without_terminator()) {
+  for (mlir::Operation &op : func_.getBody().front().without_terminator()) {
     if (auto constant = llvm::dyn_cast<d::ConstantOp>(op)) {
       auto id = addValue(constant.getResult(), out);
       if (!id)
@@ -461,40 +509,14 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
         program::Constant *c = program_.add_constants();
         *c->mutable_type() = out.values(*id).type();
         if (llvm::Error e = encodeConstant(dense, *c))
-          return e;
+          return std::move(e);
       }
       out.mutable_values(*id)->set_constant(index->second);
       continue;
     }
     if (auto parameter = llvm::dyn_cast<d::ParameterOp>(op)) {
-      auto id = addValue(parameter.getResult(), out);
-      if (!id)
-        return id.takeError();
-      llvm::StringRef name = parameter.getName();
-      bool isNew = !variableIndex_.count(name);
-      // A frozen tensor is the model's buffer: kept and checkpointed, never
-      // trained.
-      llvm::StringRef role = parameter.getFrozen() ? "buffer" : "parameter";
-      if (llvm::Error e =
-              addVariable(name, parameter.getType(), role, name, op.getLoc()))
-        return e;
-      if (isNew) {
-        program::Variable &var =
-            *program_.mutable_variables(variableIndex_[name]);
-        var.set_fallback_init(fallbackInit(&op));
-        var.set_init_std(0.02);
-        if (llvm::Error e = setShard(var, &op))
-          return e;
-      }
-      if (std::optional<mlir::ArrayAttr> stack = parameter.getStack()) {
-        program::Variable &var =
-            *program_.mutable_variables(variableIndex_[name]);
-        var.clear_stack();
-        for (auto member : stack->getAsValueRange<mlir::StringAttr>())
-          var.add_stack(member.str());
-        var.set_stack_transposed(parameter.getStackTransposed());
-      }
-      out.mutable_values(*id)->set_state(name.str());
+      if (llvm::Error e = lowerParameter(parameter, out))
+        return std::move(e);
       continue;
     }
     if (op.getNumRegions() != 0)
@@ -508,20 +530,53 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
         return id.takeError();
     computeOps.push_back(&op);
   }
+  return computeOps;
+}
 
-  // Liveness: the index of the last instruction reading each value; values
-  // returned by the function live to the end.
+/// A parameter's value reads its variable; the first read creates it.
+llvm::Error FunctionLowering::lowerParameter(d::ParameterOp parameter,
+                                             program::Function &out) {
+  auto id = addValue(parameter.getResult(), out);
+  if (!id)
+    return id.takeError();
+  llvm::StringRef name = parameter.getName();
+  bool isNew = !variableIndex_.count(name);
+  // A frozen tensor is the model's buffer: kept and checkpointed, never
+  // trained.
+  llvm::StringRef role = parameter.getFrozen() ? "buffer" : "parameter";
+  if (llvm::Error e = addVariable(name, parameter.getType(), role, name,
+                                  parameter.getLoc()))
+    return e;
+  program::Variable &var = *program_.mutable_variables(variableIndex_[name]);
+  if (isNew) {
+    var.set_fallback_init(fallbackInit(parameter));
+    var.set_init_std(0.02);
+    if (llvm::Error e = setShard(var, parameter))
+      return e;
+  }
+  if (std::optional<mlir::ArrayAttr> stack = parameter.getStack()) {
+    var.clear_stack();
+    for (auto member : stack->getAsValueRange<mlir::StringAttr>())
+      var.add_stack(member.str());
+    var.set_stack_transposed(parameter.getStackTransposed());
+  }
+  out.mutable_values(*id)->set_state(name.str());
+  return llvm::Error::success();
+}
+
+/// Liveness: the index of the last of `computeOps` reading each value;
+/// values returned by the function live to the end.
+std::vector<int>
+FunctionLowering::lastUses(const program::Function &out,
+                           llvm::ArrayRef<mlir::Operation *> computeOps) {
   const int end = static_cast<int>(computeOps.size());
-  std::vector<int> lastUse(out.values_size(), -1), defAt(out.values_size(), -1);
+  std::vector<int> lastUse(out.values_size(), -1);
   llvm::DenseMap<mlir::Operation *, int> indexOf;
   for (int i = 0; i < end; ++i)
     indexOf[computeOps[i]] = i;
-  for (int i = 0; i < end; ++i) {
+  for (int i = 0; i < end; ++i)
     for (int id : idsOf(computeOps[i]->getOperands()))
       lastUse[id] = i;
-    for (int id : idsOf(computeOps[i]->getResults()))
-      defAt[id] = i;
-  }
   // A communication reads its input until its wait: the bytes stay
   // reserved while the network reads them.
   for (int i = 0; i < end; ++i) {
@@ -531,43 +586,48 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
       for (int id : idsOf(computeOps[i]->getOperands()))
         lastUse[id] = std::max(lastUse[id], indexOf.lookup(wait));
   }
-  auto *terminator = body.getTerminator();
-  for (mlir::Value operand : terminator->getOperands())
+  for (mlir::Value operand :
+       func_.getBody().front().getTerminator()->getOperands())
     lastUse[ids_.lookup(operand)] = end;
+  return lastUse;
+}
 
-  // Storage groups (union-find): a reshape is a view of its operand, and an
-  // elementwise result may share the bytes of an operand that dies there. A
-  // group takes the storage of its root and lives until the last use of any
-  // member.
+/// Storage groups (union-find): a reshape is a view of its operand, a wait
+/// yields the buffer its start received into, and an elementwise result
+/// may share the bytes of an operand that dies there (or of the variable it
+/// updates). A group takes the storage of its root and lives until the last
+/// use of any member; members of a persistent, constant or argument group
+/// read its storage.
+FunctionLowering::StorageGroups
+FunctionLowering::groupStorage(program::Function &out,
+                               llvm::ArrayRef<mlir::Operation *> computeOps) {
+  const int end = static_cast<int>(computeOps.size());
   const int numValues = out.values_size();
-  std::vector<int> parent(numValues);
+  StorageGroups g;
+  g.parent.resize(numValues);
   for (int i = 0; i < numValues; ++i)
-    parent[i] = i;
-  auto find = [&](int v) {
-    while (parent[v] != v)
-      v = parent[v] = parent[parent[v]];
-    return v;
-  };
+    g.parent[i] = i;
   auto isTemporary = [&](int id) {
     return out.values(id).storage_case() == program::Value::STORAGE_NOT_SET;
   };
-  // A wait yields the buffer its start received into: the same storage.
   for (mlir::Operation *op : computeOps)
     if (llvm::isa<d::ReshapeOp>(op) ||
         (llvm::isa<d::WaitOp>(op) && op->getNumResults() == 1))
-      parent[ids_.lookup(op->getResult(0))] =
-          find(ids_.lookup(op->getOperand(0)));
-  std::vector<int> groupEnd(numValues, -1);
+      g.parent[ids_.lookup(op->getResult(0))] =
+          g.find(ids_.lookup(op->getOperand(0)));
+  std::vector<int> lastUse = lastUses(out, computeOps);
+  g.end.assign(numValues, -1);
   for (int v = 0; v < numValues; ++v)
-    groupEnd[find(v)] = std::max(groupEnd[find(v)], lastUse[v]);
+    g.end[g.find(v)] = std::max(g.end[g.find(v)], lastUse[v]);
   // For each persistent variable: the last use of any value stored in it.
   llvm::StringMap<int> stateEnd;
   for (int v = 0; v < numValues; ++v)
     if (out.values(v).has_state())
       stateEnd[out.values(v).state()] =
-          std::max(stateEnd.lookup(out.values(v).state()), groupEnd[v]);
+          std::max(stateEnd.lookup(out.values(v).state()), g.end[v]);
   // Results that write a variable, by value id.
   llvm::DenseMap<int, std::string> writesState;
+  mlir::Operation *terminator = func_.getBody().front().getTerminator();
   for (auto [index, operand] : llvm::enumerate(terminator->getOperands()))
     if (auto state =
             func_.getResultAttrOfType<mlir::StringAttr>(index, "dtc.state"))
@@ -580,15 +640,15 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
           op->getResult(resultIndex).getType() !=
               op->getOperand(operandIndex).getType())
         continue;
-      int result = find(ids_.lookup(op->getResult(resultIndex)));
-      int operand = find(ids_.lookup(op->getOperand(operandIndex)));
+      int result = g.find(ids_.lookup(op->getResult(resultIndex)));
+      int operand = g.find(ids_.lookup(op->getOperand(operandIndex)));
       if (result != ids_.lookup(op->getResult(resultIndex)) ||
           result == operand)
         continue; // already placed
       bool share = false;
       if (isTemporary(operand)) {
         // The operand's bytes are free after this op: write over them.
-        share = groupEnd[operand] == i && !writesState.count(result);
+        share = g.end[operand] == i && !writesState.count(result);
       } else if (out.values(operand).has_state()) {
         // The update of a variable that nothing reads afterwards, returned
         // as that variable's new value (AdamW, gradient accumulation).
@@ -599,15 +659,14 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
       }
       if (!share)
         continue;
-      parent[result] = operand;
-      groupEnd[operand] = std::max(groupEnd[operand], groupEnd[result]);
+      g.parent[result] = operand;
+      g.end[operand] = std::max(g.end[operand], g.end[result]);
       if (out.values(operand).has_state())
-        stateEnd[out.values(operand).state()] = groupEnd[operand];
+        stateEnd[out.values(operand).state()] = g.end[operand];
     }
   }
-  // Members of a persistent, constant or argument group read its storage.
   for (int v = 0; v < numValues; ++v) {
-    int r = find(v);
+    int r = g.find(v);
     if (r == v || isTemporary(r))
       continue;
     const program::Value &source = out.values(r);
@@ -619,8 +678,20 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
     else
       target.set_argument(source.argument());
   }
+  return g;
+}
 
-  // Arena placement of the temporary groups in program order.
+/// Arena placement of the temporary groups in program order: each group's
+/// root is allocated where its first member is computed and released after
+/// the group's last use.
+void FunctionLowering::placeInArena(
+    program::Function &out, llvm::ArrayRef<mlir::Operation *> computeOps,
+    StorageGroups &groups) {
+  const int end = static_cast<int>(computeOps.size());
+  const int numValues = out.values_size();
+  auto isTemporary = [&](int id) {
+    return out.values(id).storage_case() == program::Value::STORAGE_NOT_SET;
+  };
   ArenaAllocator arena;
   std::vector<int64_t> offsetOf(numValues, -1);
   std::vector<std::vector<int>> releaseAt(end + 1);
@@ -634,11 +705,11 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
           alignUp(std::max<int64_t>(bytesOf(out.values(id).type()), 1));
       if (!llvm::isa<d::ReshapeOp, d::WaitOp>(computeOps[i]))
         temporaries += bytes;
-      if (find(id) != id)
+      if (groups.find(id) != id)
         continue;
       offsetOf[id] = arena.allocate(bytes);
       live += bytes;
-      releaseAt[std::max(groupEnd[id], i)].push_back(id);
+      releaseAt[std::max(groups.end[id], i)].push_back(id);
     }
     livePeak = std::max(livePeak, live);
     for (int id : releaseAt[i]) {
@@ -648,13 +719,16 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
   }
   for (int v = 0; v < numValues; ++v)
     if (isTemporary(v))
-      out.mutable_values(v)->set_arena_offset(offsetOf[find(v)]);
+      out.mutable_values(v)->set_arena_offset(offsetOf[groups.find(v)]);
   out.set_arena_bytes(arena.peak());
   out.set_temporaries_bytes(temporaries);
   out.set_live_bytes_peak(livePeak);
+}
 
-  // Instructions (reshapes of views emit nothing). A start and its wait
-  // share a `request` number and run on the communication stream.
+/// Instructions (reshapes of views emit nothing). A start and its wait
+/// share a `request` number and run on the communication stream.
+llvm::Error FunctionLowering::emitInstructions(
+    program::Function &out, llvm::ArrayRef<mlir::Operation *> computeOps) {
   llvm::DenseMap<mlir::Operation *, int64_t> requestOf;
   for (mlir::Operation *op : computeOps) {
     if (llvm::isa<d::ReshapeOp>(op))
@@ -694,7 +768,12 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
       (*inst->mutable_attrs())[name.str()] = std::move(converted);
     }
   }
+  return llvm::Error::success();
+}
 
+/// Results: named outputs, or a variable's new value (`dtc.state`).
+llvm::Error FunctionLowering::lowerResults(program::Function &out) {
+  mlir::Operation *terminator = func_.getBody().front().getTerminator();
   for (auto [index, operand] : llvm::enumerate(terminator->getOperands())) {
     program::Result *r = out.add_results();
     r->set_value(ids_.lookup(operand));
@@ -710,9 +789,6 @@ llvm::Error FunctionLowering::lower(program::Function &out) {
       r->set_state(state.getValue().str());
     }
   }
-  if (auto pipeline =
-          func_->getAttrOfType<mlir::DictionaryAttr>("dtc.pipeline"))
-    return lowerPipeline(pipeline, *out.mutable_pipeline());
   return llvm::Error::success();
 }
 
