@@ -196,6 +196,28 @@ private:
   LogicalResult checkSharding(Value value, const Layout &sh, Location loc);
   Attribute toAttr(MLIRContext *ctx, const Layout &sh, Type type) const;
   std::optional<Layout> fromAttr(ShardingAttr attr, Location loc) const;
+
+  // run(), one concern each: check and index the body, then a beam search
+  // over the ops in order, then write the cheapest state's choices.
+  LogicalResult checkStaticTensors(Block &body);
+  LogicalResult seedArguments(FunctionOpInterface func, Block &body);
+  LogicalResult indexValues(Block &body);
+  /// A live value's sharding in `state` (for a shared parameter: once its
+  /// first reader chose it), and with the fixed and free ones.
+  std::optional<Layout> storedSharding(const State &state, Value v) const;
+  Layout currentSharding(const State &state, Value v) const;
+  /// `op`'s candidate shardings given `state` (its own rule's, cached, or
+  /// one into `local`).
+  ArrayRef<Choice> choicesOf(Operation &op, const State &state,
+                             SmallVectorImpl<Choice> &local);
+  /// The beam after `op`: every state's choices, merged and pruned.
+  std::vector<State> advance(Operation &op, const std::vector<State> &states);
+  void settleAgreed(std::vector<State> &states);
+  void writeShardings(FunctionOpInterface func, Block &body, const State &best);
+
+  DenseMap<Operation *, unsigned> position;
+  /// Live values (by number) every state agrees on, out of the states.
+  DenseMap<unsigned, Layout> settled;
 };
 
 int64_t Propagation::localBytes(Value value, const Layout &sh) const {
@@ -855,9 +877,37 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
   if (!region.hasOneBlock())
     return func.emitError("dtc-propagate-sharding needs a single-block body");
   Block &body = region.front();
-  MLIRContext *ctx = func.getContext();
+  if (failed(checkStaticTensors(body)))
+    return failure();
+  for (auto [a, axis] : llvm::enumerate(axes)) {
+    if (axis.name == dpAxis)
+      dp = a;
+    if (axis.name == epAxis)
+      ep = a;
+    if (axis.name == cpAxis)
+      cp = a;
+  }
+  if (failed(seedArguments(func, body)) || failed(indexValues(body)))
+    return failure();
+  collectHints(body);
+  collectTokenDims(body);
 
-  // Shardings are of static tensors; other ops are opaque (replicated).
+  std::vector<State> states(1);
+  for (Operation &op : body) {
+    Value first = op.getNumResults() ? op.getResult(0) : Value();
+    if (free.contains(first) || (isa<ParameterOp>(&op) && fixed.count(first)))
+      continue;
+    states = advance(op, states);
+    if (states.empty())
+      return op.emitError("no sharding found for this op");
+    settleAgreed(states);
+  }
+  writeShardings(func, body, states.front());
+  return success();
+}
+
+/// Shardings are of static tensors; other ops are opaque (replicated).
+LogicalResult Propagation::checkStaticTensors(Block &body) {
   auto isStaticTensor = [](Value v) {
     auto type = dyn_cast<RankedTensorType>(v.getType());
     return type && type.hasStaticShape() &&
@@ -874,17 +924,13 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
         return op.emitError("dtc-propagate-sharding handles static tensors "
                             "only, got ")
                << v.getType();
+  return success();
+}
 
-  // Graph inputs: an explicit sharding, else the batch dim over `dpAxis`
-  // (and `epAxis`), the sequence dim over `cpAxis`.
-  for (auto [a, axis] : llvm::enumerate(axes)) {
-    if (axis.name == dpAxis)
-      dp = a;
-    if (axis.name == epAxis)
-      ep = a;
-    if (axis.name == cpAxis)
-      cp = a;
-  }
+/// Graph inputs: an explicit sharding, else the batch dim over the data
+/// axes (dp, ep), the sequence dim over cp.
+LogicalResult Propagation::seedArguments(FunctionOpInterface func,
+                                         Block &body) {
   for (BlockArgument arg : body.getArguments()) {
     Layout sh = Layout::replicated(numAxes());
     if (auto attr = func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
@@ -910,10 +956,15 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
       return failure();
     fixed[arg] = sh;
   }
+  return success();
+}
 
-  // A parameter already annotated keeps its sharding (the training step
-  // pins the layout chosen on the forward pass when it shards the gradient
-  // function); other parameters and constants take their first user's.
+/// Numbers every value, pins the parameters already annotated (the training
+/// step pins the layout chosen on the forward pass when it shards the
+/// gradient function), marks the other parameters and constants free (they
+/// take their first user's sharding), and records each value's last reader
+/// and which free parameters several ops read.
+LogicalResult Propagation::indexValues(Block &body) {
   unsigned next = 0;
   for (Operation &op : body) {
     for (Value result : op.getResults()) {
@@ -932,7 +983,6 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
     }
   }
   unsigned index = 0;
-  DenseMap<Operation *, unsigned> position;
   for (Operation &op : body)
     position[&op] = index++;
   for (Operation &op : body)
@@ -948,200 +998,203 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
       if (isa<ParameterOp>(&op) && free.contains(result) && readers.size() > 1)
         shared.insert(result);
     }
-  collectHints(body);
-  collectTokenDims(body);
+  return success();
+}
 
-  std::vector<State> states(1);
-  // Live values every state of the beam gives the same sharding, by value
-  // number: taken out of the states, since no later choice can change them
-  // and no two states differ in them. Without this a training step's
-  // activations, live from the forward pass to the backward one, were
-  // copied and keyed for every choice of every op (time quadratic in the
-  // depth).
-  DenseMap<unsigned, Layout> settled;
-  for (Operation &op : body) {
-    Value first = op.getNumResults() ? op.getResult(0) : Value();
-    if (free.contains(first) || (isa<ParameterOp>(&op) && fixed.count(first)))
-      continue;
-    unsigned pos = position[&op];
-    // Live values whose last use is this op (the same in every state).
-    SmallVector<unsigned, 4> dyingHere;
-    for (Value operand : op.getOperands())
-      if (!fixed.count(operand) && lastUse.lookup(operand) <= pos)
-        dyingHere.push_back(number.lookup(operand));
-    // The states after this op, one per distinct set of live shardings
-    // (the cheapest; of equal ones the first), found by hash.
-    std::vector<State> merged;
-    std::unordered_map<size_t, SmallVector<unsigned, 1>> mergedByHash;
-    for (const State &state : states) {
-      // A live value's sharding in this state (for a shared parameter: once
-      // its first reader chose it).
-      auto storedSharding = [&](Value v) -> std::optional<Layout> {
-        unsigned id = number.lookup(v);
-        if (auto it = settled.find(id); it != settled.end())
-          return it->second;
-        for (auto &[liveId, sh] : state.live)
-          if (liveId == id)
-            return sh;
-        return std::nullopt;
-      };
-      auto current = [&](Value v) -> Layout {
-        if (auto it = fixed.find(v); it != fixed.end())
-          return it->second;
-        if (free.contains(v))
-          return Layout::replicated(numAxes());
-        return storedSharding(v).value_or(Layout::replicated(numAxes()));
-      };
-      SmallVector<Choice, 8> local;
-      ArrayRef<Choice> choices;
-      if (auto rule = dyn_cast<ShardingRuleOpInterface>(&op)) {
-        choices = ruleChoices(rule);
-      } else if (auto reshape = dyn_cast<ReshapeOp>(&op)) {
-        local.push_back(reshapeChoice(reshape, current(reshape.getInput())));
-        choices = local;
-      } else if (auto concat = dyn_cast<ConcatOp>(&op)) {
-        local.push_back(concatChoice(concat, current(concat.getOperand(0))));
-        choices = local;
-      } else if (op.hasTrait<OpTrait::IsTerminator>()) {
-        Choice keep;
-        // The program's results are whole values: partial sums are reduced.
-        for (Value v : op.getOperands())
-          keep.operands.push_back(current(v).dimsOnly());
-        local.push_back(keep);
-        choices = local;
-      } else {
-        local.push_back(fallbackChoice(&op));
-        choices = local;
+std::optional<Layout> Propagation::storedSharding(const State &state,
+                                                  Value v) const {
+  unsigned id = number.lookup(v);
+  if (auto it = settled.find(id); it != settled.end())
+    return it->second;
+  for (auto &[liveId, sh] : state.live)
+    if (liveId == id)
+      return sh;
+  return std::nullopt;
+}
+
+Layout Propagation::currentSharding(const State &state, Value v) const {
+  if (auto it = fixed.find(v); it != fixed.end())
+    return it->second;
+  if (free.contains(v))
+    return Layout::replicated(numAxes());
+  return storedSharding(state, v).value_or(Layout::replicated(numAxes()));
+}
+
+ArrayRef<Choice> Propagation::choicesOf(Operation &op, const State &state,
+                                        SmallVectorImpl<Choice> &local) {
+  auto current = [&](Value v) { return currentSharding(state, v); };
+  if (auto rule = dyn_cast<ShardingRuleOpInterface>(&op))
+    return ruleChoices(rule);
+  if (auto reshape = dyn_cast<ReshapeOp>(&op)) {
+    local.push_back(reshapeChoice(reshape, current(reshape.getInput())));
+  } else if (auto concat = dyn_cast<ConcatOp>(&op)) {
+    local.push_back(concatChoice(concat, current(concat.getOperand(0))));
+  } else if (op.hasTrait<OpTrait::IsTerminator>()) {
+    Choice keep;
+    // The program's results are whole values: partial sums are reduced.
+    for (Value v : op.getOperands())
+      keep.operands.push_back(current(v).dimsOnly());
+    local.push_back(keep);
+  } else {
+    local.push_back(fallbackChoice(&op));
+  }
+  return local;
+}
+
+std::vector<State> Propagation::advance(Operation &op,
+                                        const std::vector<State> &states) {
+  unsigned pos = position[&op];
+  // Live values whose last use is this op (the same in every state).
+  SmallVector<unsigned, 4> dyingHere;
+  for (Value operand : op.getOperands())
+    if (!fixed.count(operand) && lastUse.lookup(operand) <= pos)
+      dyingHere.push_back(number.lookup(operand));
+  // The states after this op, one per distinct set of live shardings
+  // (the cheapest; of equal ones the first), found by hash.
+  std::vector<State> merged;
+  std::unordered_map<size_t, SmallVector<unsigned, 1>> mergedByHash;
+  for (const State &state : states) {
+    SmallVector<Choice, 8> local;
+    ArrayRef<Choice> choices = choicesOf(op, state, local);
+    // The state's live values that outlive this op, the same for every
+    // choice: copied and hashed once per state, and per candidate only
+    // when it survives the merge.
+    LiveShardings survivors;
+    survivors.reserve(state.live.size());
+    size_t survivorsHash = 0;
+    for (auto &entry : state.live)
+      if (!llvm::is_contained(dyingHere, entry.first)) {
+        survivors.push_back(entry);
+        survivorsHash = foldLiveHash(survivorsHash, entry);
       }
-      // The state's live values that outlive this op, the same for every
-      // choice: copied and hashed once per state, and per candidate only
-      // when it survives the merge.
-      LiveShardings survivors;
-      survivors.reserve(state.live.size());
-      size_t survivorsHash = 0;
-      for (auto &entry : state.live)
-        if (!llvm::is_contained(dyingHere, entry.first)) {
-          survivors.push_back(entry);
-          survivorsHash = foldLiveHash(survivorsHash, entry);
-        }
-      for (const Choice &choice : choices) {
-        double cost = state.cost + choice.cost;
-        LiveShardings firstRead;
-        for (auto [operand, required] :
-             llvm::zip(op.getOperands(), choice.operands)) {
-          if (!free.contains(operand)) {
-            cost +=
-                edgeCost(operand, current(operand), required, choice.usedAxes);
-            continue;
-          }
-          // A parameter read by several ops (a tied embedding) is stored as
-          // its first reader reads it: later readers move the weight and
-          // its summed gradient back (both ways; the reduction of the
-          // gradient's partial sums is the choice's own cost).
-          if (!shared.contains(operand))
-            continue;
-          if (std::optional<Layout> stored = storedSharding(operand)) {
-            int64_t bytes = bytesOf(operand.getType());
-            cost += reshardCost(*stored, required.dimsOnly(), bytes) +
-                    reshardCost(required.dimsOnly(), *stored, bytes);
-          } else if (lastUse.lookup(operand) > pos &&
-                     llvm::none_of(firstRead, [&](auto &entry) {
-                       return entry.first == number.lookup(operand);
-                     })) {
-            firstRead.push_back({number.lookup(operand), required.dimsOnly()});
-          }
-        }
-        // The candidate's live values: survivors, then firstRead, then the
-        // results read later.
-        LiveShardings &tail = firstRead;
-        for (auto [result, sh] : llvm::zip(op.getResults(), choice.results))
-          if (lastUse.lookup(result) > pos)
-            tail.push_back({number.lookup(result), sh});
-        size_t hash = survivorsHash;
-        for (auto &entry : tail)
-          hash = foldLiveHash(hash, entry);
-        size_t liveSize = survivors.size() + tail.size();
-        hash = llvm::hash_combine(hash, liveSize);
-        SmallVector<unsigned, 1> &sameHash = mergedByHash[hash];
-        State *same = nullptr;
-        for (unsigned i : sameHash) {
-          const LiveShardings &live = merged[i].live;
-          if (live.size() == liveSize &&
-              std::equal(survivors.begin(), survivors.end(), live.begin()) &&
-              std::equal(tail.begin(), tail.end(),
-                         live.begin() + survivors.size()))
-            same = &merged[i];
-        }
-        if (same && same->cost <= cost)
+    for (const Choice &choice : choices) {
+      double cost = state.cost + choice.cost;
+      LiveShardings firstRead;
+      for (auto [operand, required] :
+           llvm::zip(op.getOperands(), choice.operands)) {
+        if (!free.contains(operand)) {
+          cost += edgeCost(operand, currentSharding(state, operand), required,
+                           choice.usedAxes);
           continue;
-        State next;
-        next.cost = cost;
-        next.live.reserve(liveSize);
-        llvm::append_range(next.live, survivors);
-        std::move(tail.begin(), tail.end(), std::back_inserter(next.live));
-        auto trail = std::make_shared<Trail>();
-        trail->parent = state.trail;
-        trail->op = &op;
-        trail->results = choice.results;
-        trail->operands = choice.operands;
-        next.trail = std::move(trail);
-        if (same) {
-          *same = std::move(next);
-        } else {
-          sameHash.push_back(merged.size());
-          merged.push_back(std::move(next));
+        }
+        // A parameter read by several ops (a tied embedding) is stored as
+        // its first reader reads it: later readers move the weight and
+        // its summed gradient back (both ways; the reduction of the
+        // gradient's partial sums is the choice's own cost).
+        if (!shared.contains(operand))
+          continue;
+        if (std::optional<Layout> stored = storedSharding(state, operand)) {
+          int64_t bytes = bytesOf(operand.getType());
+          cost += reshardCost(*stored, required.dimsOnly(), bytes) +
+                  reshardCost(required.dimsOnly(), *stored, bytes);
+        } else if (lastUse.lookup(operand) > pos &&
+                   llvm::none_of(firstRead, [&](auto &entry) {
+                     return entry.first == number.lookup(operand);
+                   })) {
+          firstRead.push_back({number.lookup(operand), required.dimsOnly()});
         }
       }
-    }
-    // Cheapest first; states of equal cost by their text key, the order
-    // the beam has always kept.
-    std::vector<unsigned> order(merged.size());
-    std::iota(order.begin(), order.end(), 0u);
-    size_t kept = std::min<size_t>(order.size(), std::max<int64_t>(beam, 0));
-    std::partial_sort(order.begin(), order.begin() + kept, order.end(),
-                      [&](unsigned a, unsigned b) {
-                        if (merged[a].cost != merged[b].cost)
-                          return merged[a].cost < merged[b].cost;
-                        return liveKeyLess(merged[a].live, merged[b].live);
-                      });
-    order.resize(kept);
-    states.clear();
-    for (unsigned i : order)
-      states.push_back(std::move(merged[i]));
-    if (states.empty())
-      return op.emitError("no sharding found for this op");
-    // Every state lists the same live values in the same order (they went
-    // through the same ops); settle those all states agree on.
-    std::vector<bool> agreed(states.front().live.size(), true);
-    for (const State &state : states) {
-      if (state.live.size() != agreed.size()) {
-        agreed.assign(agreed.size(), false);
-        break;
+      // The candidate's live values: survivors, then firstRead, then the
+      // results read later.
+      LiveShardings &tail = firstRead;
+      for (auto [result, sh] : llvm::zip(op.getResults(), choice.results))
+        if (lastUse.lookup(result) > pos)
+          tail.push_back({number.lookup(result), sh});
+      size_t hash = survivorsHash;
+      for (auto &entry : tail)
+        hash = foldLiveHash(hash, entry);
+      size_t liveSize = survivors.size() + tail.size();
+      hash = llvm::hash_combine(hash, liveSize);
+      SmallVector<unsigned, 1> &sameHash = mergedByHash[hash];
+      State *same = nullptr;
+      for (unsigned i : sameHash) {
+        const LiveShardings &live = merged[i].live;
+        if (live.size() == liveSize &&
+            std::equal(survivors.begin(), survivors.end(), live.begin()) &&
+            std::equal(tail.begin(), tail.end(),
+                       live.begin() + survivors.size()))
+          same = &merged[i];
       }
-      for (size_t i = 0; i < agreed.size(); ++i)
-        agreed[i] = agreed[i] &&
-                    state.live[i].first == states.front().live[i].first &&
-                    state.live[i].second == states.front().live[i].second;
-    }
-    if (llvm::is_contained(agreed, true)) {
-      for (size_t i = 0; i < agreed.size(); ++i)
-        if (agreed[i])
-          settled[states.front().live[i].first] = states.front().live[i].second;
-      for (State &state : states) {
-        size_t kept = 0;
-        for (size_t i = 0; i < state.live.size(); ++i)
-          if (!agreed[i])
-            state.live[kept++] = std::move(state.live[i]);
-        state.live.resize(kept);
+      if (same && same->cost <= cost)
+        continue;
+      State next;
+      next.cost = cost;
+      next.live.reserve(liveSize);
+      llvm::append_range(next.live, survivors);
+      std::move(tail.begin(), tail.end(), std::back_inserter(next.live));
+      auto trail = std::make_shared<Trail>();
+      trail->parent = state.trail;
+      trail->op = &op;
+      trail->results = choice.results;
+      trail->operands = choice.operands;
+      next.trail = std::move(trail);
+      if (same) {
+        *same = std::move(next);
+      } else {
+        sameHash.push_back(merged.size());
+        merged.push_back(std::move(next));
       }
     }
   }
+  // Cheapest first; states of equal cost by their text key, the order
+  // the beam has always kept.
+  std::vector<unsigned> order(merged.size());
+  std::iota(order.begin(), order.end(), 0u);
+  size_t kept = std::min<size_t>(order.size(), std::max<int64_t>(beam, 0));
+  std::partial_sort(order.begin(), order.begin() + kept, order.end(),
+                    [&](unsigned a, unsigned b) {
+                      if (merged[a].cost != merged[b].cost)
+                        return merged[a].cost < merged[b].cost;
+                      return liveKeyLess(merged[a].live, merged[b].live);
+                    });
+  order.resize(kept);
+  std::vector<State> next;
+  for (unsigned i : order)
+    next.push_back(std::move(merged[i]));
+  return next;
+}
 
-  // Write the cheapest state's choices; a parameter or constant takes the
-  // sharding its first user reads.
+/// Live values every state of the beam gives the same sharding are taken
+/// out of the states into `settled`: no later choice can change them and no
+/// two states differ in them. Without this a training step's activations,
+/// live from the forward pass to the backward one, were copied and keyed
+/// for every choice of every op (time quadratic in the depth). Every state
+/// lists the same live values in the same order (they went through the
+/// same ops).
+void Propagation::settleAgreed(std::vector<State> &states) {
+  std::vector<bool> agreed(states.front().live.size(), true);
+  for (const State &state : states) {
+    if (state.live.size() != agreed.size()) {
+      agreed.assign(agreed.size(), false);
+      break;
+    }
+    for (size_t i = 0; i < agreed.size(); ++i)
+      agreed[i] = agreed[i] &&
+                  state.live[i].first == states.front().live[i].first &&
+                  state.live[i].second == states.front().live[i].second;
+  }
+  if (!llvm::is_contained(agreed, true))
+    return;
+  for (size_t i = 0; i < agreed.size(); ++i)
+    if (agreed[i])
+      settled[states.front().live[i].first] = states.front().live[i].second;
+  for (State &state : states) {
+    size_t kept = 0;
+    for (size_t i = 0; i < state.live.size(); ++i)
+      if (!agreed[i])
+        state.live[kept++] = std::move(state.live[i]);
+    state.live.resize(kept);
+  }
+}
+
+/// Writes the cheapest state's choices; a parameter or constant takes the
+/// sharding its first user reads.
+void Propagation::writeShardings(FunctionOpInterface func, Block &body,
+                                 const State &best) {
+  MLIRContext *ctx = func.getContext();
   Builder b(ctx);
   DenseMap<Value, Layout> chosen;
-  for (const Trail *t = states.front().trail.get(); t; t = t->parent.get()) {
+  for (const Trail *t = best.trail.get(); t; t = t->parent.get()) {
     for (auto [result, sh] : llvm::zip(t->op->getResults(), t->results))
       chosen[result] = sh;
     for (auto [operand, sh] : llvm::zip(t->op->getOperands(), t->operands))
@@ -1165,8 +1218,7 @@ LogicalResult Propagation::run(FunctionOpInterface func, StringRef dpAxis,
     }
     op.setAttr("dtc.sharding", b.getArrayAttr(attrs));
   }
-  func->setAttr("dtc.sharding_cost", b.getF64FloatAttr(states.front().cost));
-  return success();
+  func->setAttr("dtc.sharding_cost", b.getF64FloatAttr(best.cost));
 }
 
 struct DtcPropagateShardingPass
