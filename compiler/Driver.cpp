@@ -617,6 +617,251 @@ static llvm::Error resolveFixedBatch(CompileOptions &o, mlir::ModuleOp module,
   return llvm::Error::success();
 }
 
+namespace {
+/// The plan of one compile: the transformer planner's, searched on the
+/// spec read off the IR, or the IR-priced planner's for other graphs;
+/// `missing` says why there is none.
+struct CompilePlan {
+  std::optional<TransformerSpec> spec;
+  std::optional<PlanResult> result;
+  std::unique_ptr<GraphPlanner> graphPlanner;
+  std::string missing;
+};
+
+/// A bundle's program part: its files, the summary's program line and the
+/// training objective, and program.mlir's text.
+struct BundlePrograms {
+  std::vector<std::pair<std::string, std::string>> files;
+  std::string line, objective, mlir;
+};
+} // namespace
+
+/// Searches the plan of `module` (the model at one micro-batch).
+static llvm::Expected<CompilePlan> planModel(const CompileOptions &o,
+                                             const Cluster &cluster,
+                                             mlir::ModuleOp module,
+                                             llvm::StringRef modelName,
+                                             ModelImports &imports) {
+  CompilePlan planned;
+  auto spec = extractTransformerSpec(module, modelName);
+  if (spec) {
+    planned.spec = *spec;
+    auto searched = searchPlan(makePlanRequest(o, *spec, cluster),
+                               o.explain ? static_cast<int>(*o.explain) : 3);
+    if (!searched)
+      return searched.takeError();
+    const PlanChoice &best = searched->best;
+    if (o.tpCommChunks && *o.tpCommChunks > 1 && !o.noOverlap &&
+        best.plan.tp > 1 && spec->moe())
+      return badInput("--tp-comm-chunks {0}: TP collectives are split into "
+                      "row blocks for dense models only; {1} has experts "
+                      "(leave the flag out)",
+                      *o.tpCommChunks, modelName);
+    if (o.tpCommChunks && *o.tpCommChunks > 1 && !o.noOverlap &&
+        best.plan.tp > 1 && best.prediction.tpCommChunks != *o.tpCommChunks)
+      return badInput("--tp-comm-chunks {0}: the plan's tensor-parallel "
+                      "activations (micro-batch {1}, sequence {2}{3}) do not "
+                      "split into {0} row blocks; pin a micro-batch or "
+                      "chunk count that divides",
+                      *o.tpCommChunks, best.plan.microBatch, spec->seqLen,
+                      best.plan.sequenceParallel
+                          ? ", one of them split by sequence parallelism"
+                          : "");
+    planned.result = std::move(*searched);
+    return planned;
+  }
+  // Not a recognized transformer: plan it from its IR.
+  GraphPlanRequest request =
+      makeGraphPlanRequest(o, cluster, modelName, imports);
+  std::string why = llvm::toString(spec.takeError());
+  llvm::StringRef reason(why);
+  reason.consume_front((modelName + ": ").str());
+  request.unrecognized = reason.take_until([](char c) { return c == ';'; });
+  planned.graphPlanner = std::make_unique<GraphPlanner>(std::move(request));
+  SearchOptions options;
+  options.explainK = o.explain ? static_cast<int>(*o.explain) : 3;
+  auto searched = planned.graphPlanner->search(options);
+  if (searched)
+    planned.result = std::move(*searched);
+  else if (makePlanRequest(o, TransformerSpec(), cluster).pins.any())
+    return searched.takeError(); // A pinned plan yields a program or this.
+  else
+    planned.missing = llvm::toString(searched.takeError());
+  return planned;
+}
+
+/// The plan a program is built for: the searched one, or one device's.
+static ParallelPlan programPlan(const CompileOptions &o,
+                                const CompilePlan &planned) {
+  if (planned.result)
+    return planned.result->best.plan;
+  ParallelPlan single;
+  single.microBatch = o.microBatch.value_or(1);
+  single.globalBatch = o.globalBatch.value_or(single.microBatch);
+  return single;
+}
+
+/// Adds `dtc verify`'s single-device program of `build` (the plan's global
+/// micro-batch on one device) as reference.pb, for models small enough to
+/// run on a CPU, or says in `bundle.line` why there is none.
+static llvm::Error addReference(const CompileOptions &o,
+                                const ParallelPlan &plan,
+                                const ProgramBuildOptions &build,
+                                ModelImports &imports, BundlePrograms &bundle) {
+  auto refModule = imports.at(plan.microBatch * plan.dp);
+  if (!refModule)
+    return refModule.takeError();
+  ProgramBuildOptions single = build;
+  single.training.mesh.clear();
+  single.training.pipelineStages = 1;
+  single.training.virtualStages = 1;
+  single.training.zeroStage = 0;
+  single.training.sequenceParallel = false;
+  auto reference = buildProgram(**refModule, single);
+  if (reference && !storesWeights(o))
+    initParametersWithoutWeights(*reference);
+  auto bytes = reference ? serializeProgram(*reference, "reference.pb")
+                         : llvm::Expected<std::string>(reference.takeError());
+  if (bytes) {
+    bundle.files.emplace_back("reference.pb", std::move(*bytes));
+    bundle.line += ", single-device reference for dtc verify";
+  } else {
+    bundle.line +=
+        ", no single-device reference: " + llvm::toString(bytes.takeError());
+  }
+  return llvm::Error::success();
+}
+
+/// The runtime program (training step or forward) of the plan: the model
+/// bound to the micro-batch of the whole data-parallel group, partitioned
+/// over the plan's mesh when it has more than one rank; with `--emit
+/// program` printed to `out` instead (`printed` says so).
+static llvm::Expected<BundlePrograms>
+buildBundlePrograms(const CompileOptions &o, const Cluster &cluster,
+                    const CompilePlan &planned, const ModelSummary &summary,
+                    ModelImports &imports, DiagnosticCollector &diagnostics,
+                    llvm::raw_ostream &out, bool &printed) {
+  BundlePrograms bundle;
+  std::string missing;
+  if (o.noProgram && o.emit != "program")
+    missing = "--no-program";
+  else if (o.gpus > 1 && !planned.result)
+    missing = "no plan: " + planned.missing;
+  else if (planned.result)
+    missing = unsupportedForPrograms(planned.result->best.plan);
+  if (!missing.empty()) {
+    if (o.emit == "program")
+      return badInput("--emit program: {0}", missing);
+    if (!o.noProgram)
+      return programRefused(o, missing);
+    bundle.line = "none: " + missing;
+    return bundle;
+  }
+
+  const ParallelPlan plan = programPlan(o, planned);
+  auto runModule = imports.at(plan.microBatch * plan.dp);
+  if (!runModule)
+    return runModule.takeError();
+  ProgramBuildOptions build;
+  build.mode = o.mode;
+  llvm::SmallString<256> absolute(o.modelPath);
+  llvm::sys::fs::make_absolute(absolute);
+  build.modelPath = std::string(absolute);
+  build.training = trainingStepOptionsFor(
+      o, plan, planned.result.has_value(), cluster,
+      planned.spec ? &*planned.spec : nullptr, /*pipeline=*/true);
+  std::string stagesText;
+  auto built =
+      buildProgram(**runModule, build, o.programMlir ? &stagesText : nullptr);
+  if (built && !storesWeights(o))
+    initParametersWithoutWeights(*built);
+  if (!built) {
+    llvm::Error buildError = built.takeError();
+    if (diagnostics.hasError()) {
+      llvm::consumeError(std::move(buildError));
+      buildError = diagnostics.takeRefusal(o.modelPath);
+    }
+    // A multi-rank plan the partitioner cannot lower yet keeps its plan;
+    // the bundle says why it has no program. One device must always run.
+    if (o.gpus == 1 || o.emit == "program")
+      return std::move(buildError);
+    return programRefused(o, llvm::toString(std::move(buildError)));
+  }
+  if (o.emit == "program") {
+    printProgram(*built, out);
+    printed = true;
+    return bundle;
+  }
+  if (o.programMlir && stagesText.empty()) {
+    llvm::raw_string_ostream os(bundle.mlir);
+    (*runModule)->print(os, programTextFlags());
+  } else {
+    bundle.mlir = stagesText;
+  }
+  // Protobuf refuses messages over 2 GB; say so instead of writing an
+  // empty program.pb.
+  auto bytes = serializeProgram(*built, "program.pb");
+  if (!bytes)
+    return bytes.takeError();
+  bundle.files.emplace_back("program.pb", std::move(*bytes));
+  bundle.files.emplace_back("layout.json", runtime::writeLayoutFile(*built));
+  bundle.objective = built->training().objective();
+  bundle.line =
+      llvm::formatv("{0} rank{1}{2}", built->world_size(),
+                    built->world_size() > 1 ? "s" : "",
+                    built->mesh().empty() ? std::string()
+                                          : " over mesh " + built->mesh())
+          .str();
+  if (built->world_size() > 1 && summary.params * 4 <= kVerifiableBytes)
+    if (llvm::Error err = addReference(o, plan, build, imports, bundle))
+      return std::move(err);
+  return bundle;
+}
+
+/// plan.json: the model, the cluster, the plan with its stages and
+/// prediction (or what is pending and why).
+static llvm::Expected<llvm::json::Object>
+planJson(const CompileOptions &o, const ModelSummary &summary,
+         const Cluster &cluster, const CompilePlan &planned,
+         llvm::StringRef objective, double seconds) {
+  llvm::json::Object plan{
+      {"schema", "dtc.plan/1"},          {"model", modelJson(summary)},
+      {"cluster", clusterJson(cluster)}, {"mode", o.mode},
+      {"objective", objective},          {"dtype", o.dtype},
+      {"compile_time_s", seconds},
+  };
+  if (!planned.result) {
+    // Listed so readers of the bundle know what is missing and why.
+    plan["pending"] = llvm::json::Array{"parallel", "mesh", "stages",
+                                        "predicted", "alternatives"};
+    plan["pending_reason"] = planned.missing;
+    return plan;
+  }
+  const ParallelPlan &best = planned.result->best.plan;
+  std::vector<StageDetail> details;
+  llvm::json::Array stages;
+  if (planned.graphPlanner) {
+    auto graphStages = planned.graphPlanner->stagesJson(best);
+    if (!graphStages)
+      return graphStages.takeError();
+    stages = std::move(*graphStages);
+    if (auto priced = planned.graphPlanner->predict(best, &details); !priced)
+      return priced.takeError();
+  } else {
+    stages = stagesToJson(*planned.spec, best);
+    Cluster priced = cluster;
+    priced.gpus = o.gpus;
+    // The planner priced this plan already; it cannot fail here.
+    llvm::cantFail(predict(*planned.spec, best, priced, &details).takeError());
+  }
+  for (auto &entry : planToJson(*planned.result, std::move(stages)))
+    plan[entry.first] = std::move(entry.second);
+  // The transformer cost model, or every op priced from the IR.
+  plan["planner"] = planned.graphPlanner ? "ir" : "transformer";
+  addStageDetails(plan, details);
+  return plan;
+}
+
 llvm::Error dtc::runCompile(const CompileOptions &requested,
                             llvm::raw_ostream &out) {
   auto start = std::chrono::steady_clock::now();
@@ -626,11 +871,12 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
     return err;
   if (llvm::Error err = parseLossSpec(o))
     return err;
+  std::string bundleDir =
+      o.outputDir.empty() ? defaultBundleDir(o.modelPath) : o.outputDir;
   // Before any work: the bundle directory must be new, empty or dtc's own.
   if (o.emit.empty())
-    if (llvm::Error err = checkOutputDirectory(
-            o.outputDir.empty() ? defaultBundleDir(o.modelPath) : o.outputDir,
-            "-o", OutputKind::Bundle, o.force))
+    if (llvm::Error err =
+            checkOutputDirectory(bundleDir, "-o", OutputKind::Bundle, o.force))
       return err;
   auto cluster = loadCluster(o.cluster, o.gpus);
   if (!cluster)
@@ -649,7 +895,6 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
     return module.takeError();
   if (llvm::Error err = resolveFixedBatch(o, **module, imports))
     return err;
-
   if (o.emit == "imported") {
     (*module)->print(out);
     return llvm::Error::success();
@@ -659,238 +904,62 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
   if (auto name = (**module)->getAttrOfType<mlir::StringAttr>(kModelNameAttr))
     modelName = name.str();
   ModelSummary summary = summarizeModel(**module, modelName);
-  std::string bundleDir =
-      o.outputDir.empty() ? defaultBundleDir(o.modelPath) : o.outputDir;
-
-  // program.mlir: the imported model, replaced by the partitioned program
-  // once there is one; printed only on request.
-  std::string program;
-  llvm::raw_string_ostream programOs(program);
-  if (o.programMlir)
-    (*module)->print(programOs);
-
-  // Plan: models the planner understands get a searched plan; for others
-  // the bundle says why there is none.
-  std::optional<PlanResult> planResult;
-  std::optional<GraphPlanner> graphPlanner; // Planned from the IR.
-  std::string planMissing;
-  auto spec = extractTransformerSpec(**module, modelName);
-  if (spec) {
-    auto searched = searchPlan(makePlanRequest(o, *spec, *cluster),
-                               o.explain ? static_cast<int>(*o.explain) : 3);
-    if (!searched)
-      return searched.takeError();
-    planResult = std::move(*searched);
-    const PlanChoice &best = planResult->best;
-    if (o.tpCommChunks && *o.tpCommChunks > 1 && !o.noOverlap &&
-        best.plan.tp > 1 && spec->moe())
-      return badInput("--tp-comm-chunks {0}: TP collectives are split into "
-                      "row blocks for dense models only; {1} has experts "
-                      "(leave the flag out)",
-                      *o.tpCommChunks, modelName);
-    if (o.tpCommChunks && *o.tpCommChunks > 1 && !o.noOverlap &&
-        best.plan.tp > 1 && best.prediction.tpCommChunks != *o.tpCommChunks)
-      return badInput("--tp-comm-chunks {0}: the plan's tensor-parallel "
-                      "activations (micro-batch {1}, sequence {2}{3}) do not "
-                      "split into {0} row blocks; pin a micro-batch or "
-                      "chunk count that divides",
-                      *o.tpCommChunks, best.plan.microBatch, spec->seqLen,
-                      best.plan.sequenceParallel
-                          ? ", one of them split by sequence parallelism"
-                          : "");
-  } else {
-    // Not a recognized transformer: plan it from its IR.
-    GraphPlanRequest request =
-        makeGraphPlanRequest(o, *cluster, modelName, imports);
-    std::string why = llvm::toString(spec.takeError());
-    llvm::StringRef reason(why);
-    reason.consume_front(modelName + ": ");
-    request.unrecognized = reason.take_until([](char c) { return c == ';'; });
-    graphPlanner.emplace(std::move(request));
-    SearchOptions options;
-    options.explainK = o.explain ? static_cast<int>(*o.explain) : 3;
-    auto searched = graphPlanner->search(options);
-    if (searched)
-      planResult = std::move(*searched);
-    else if (makePlanRequest(o, TransformerSpec(), *cluster).pins.any())
-      return searched.takeError(); // A pinned plan yields a program or this.
-    else
-      planMissing = llvm::toString(searched.takeError());
-  }
-
+  auto planned = planModel(o, *cluster, **module, modelName, imports);
+  if (!planned)
+    return planned.takeError();
   if (o.emit == "sharded" || o.emit == "partitioned") {
-    if (!planResult)
-      return badInput("--emit {0}: {1}", o.emit, planMissing);
-    return emitPlannedIR(o, planResult->best.plan, *cluster,
-                         spec ? &*spec : nullptr, imports, context, diagnostics,
-                         out);
+    if (!planned->result)
+      return badInput("--emit {0}: {1}", o.emit, planned->missing);
+    return emitPlannedIR(o, planned->result->best.plan, *cluster,
+                         planned->spec ? &*planned->spec : nullptr, imports,
+                         context, diagnostics, out);
   }
 
-  // The runtime program (training step or forward) of the plan: the model
-  // bound to the micro-batch of the whole data-parallel group, partitioned
-  // over the plan's mesh when it has more than one rank.
-  std::vector<std::pair<std::string, std::string>> files;
-  std::string programMissing, programLine, objective;
-  if (o.noProgram && o.emit != "program")
-    programMissing = "--no-program";
-  else if (o.gpus > 1 && !planResult)
-    programMissing = "no plan: " + planMissing;
-  else if (planResult)
-    programMissing = unsupportedForPrograms(planResult->best.plan);
-  if (programMissing.empty()) {
-    ParallelPlan single;
-    single.microBatch = o.microBatch.value_or(1);
-    single.globalBatch = o.globalBatch.value_or(single.microBatch);
-    const ParallelPlan &plan = planResult ? planResult->best.plan : single;
-    auto runModule = imports.at(plan.microBatch * plan.dp);
-    if (!runModule)
-      return runModule.takeError();
-    ProgramBuildOptions build;
-    build.mode = o.mode;
-    llvm::SmallString<256> absolute(o.modelPath);
-    llvm::sys::fs::make_absolute(absolute);
-    build.modelPath = std::string(absolute);
-    build.training = trainingStepOptionsFor(o, plan, planResult.has_value(),
-                                            *cluster, spec ? &*spec : nullptr,
-                                            /*pipeline=*/true);
-    std::string stagesText;
-    auto built =
-        buildProgram(**runModule, build, o.programMlir ? &stagesText : nullptr);
-    if (built && !storesWeights(o))
-      initParametersWithoutWeights(*built);
-    llvm::Error buildError = llvm::Error::success();
-    if (!built) {
-      if (diagnostics.hasError()) {
-        llvm::consumeError(built.takeError());
-        buildError = diagnostics.takeRefusal(o.modelPath);
-      } else {
-        buildError = built.takeError();
-      }
-    }
-    // A multi-rank plan the partitioner cannot lower yet keeps its plan; the
-    // bundle says why it has no program. One device must always run.
-    if (buildError && (o.gpus == 1 || o.emit == "program"))
-      return buildError;
-    if (buildError)
-      return programRefused(o, llvm::toString(std::move(buildError)));
-    {
-      if (o.emit == "program") {
-        printProgram(*built, out);
-        return llvm::Error::success();
-      }
-      program.clear();
-      if (o.programMlir && stagesText.empty())
-        (*runModule)->print(programOs, programTextFlags());
-      else
-        programOs << stagesText;
-      // Protobuf refuses messages over 2 GB; say so instead of writing an
-      // empty program.pb.
-      auto bytes = serializeProgram(*built, "program.pb");
-      if (!bytes)
-        return bytes.takeError();
-      files.emplace_back("program.pb", std::move(*bytes));
-      files.emplace_back("layout.json", runtime::writeLayoutFile(*built));
-      objective = built->training().objective();
-      programLine =
-          llvm::formatv("{0} rank{1}{2}", built->world_size(),
-                        built->world_size() > 1 ? "s" : "",
-                        built->mesh().empty() ? std::string()
-                                              : " over mesh " + built->mesh())
-              .str();
-
-      // `dtc verify` compares a multi-rank plan with one device running the
-      // same global micro-batch: the bundle carries that program too, for
-      // models small enough to run on a CPU.
-      if (built->world_size() > 1 && summary.params * 4 <= kVerifiableBytes) {
-        auto refModule = imports.at(plan.microBatch * plan.dp);
-        if (!refModule)
-          return refModule.takeError();
-        ProgramBuildOptions single = build;
-        single.training.mesh.clear();
-        single.training.pipelineStages = 1;
-        single.training.virtualStages = 1;
-        single.training.zeroStage = 0;
-        single.training.sequenceParallel = false;
-        auto reference = buildProgram(**refModule, single);
-        if (reference && !storesWeights(o))
-          initParametersWithoutWeights(*reference);
-        auto bytes = reference
-                         ? serializeProgram(*reference, "reference.pb")
-                         : llvm::Expected<std::string>(reference.takeError());
-        if (bytes) {
-          files.emplace_back("reference.pb", std::move(*bytes));
-          programLine += ", single-device reference for dtc verify";
-        } else {
-          programLine += ", no single-device reference: " +
-                         llvm::toString(bytes.takeError());
-        }
-      }
-    }
-  } else if (o.emit == "program") {
-    return badInput("--emit program: {0}", programMissing);
-  } else if (!o.noProgram) {
-    return programRefused(o, programMissing);
-  } else {
-    programLine = "none: " + programMissing;
-  }
+  bool printed = false;
+  auto programs = buildBundlePrograms(o, *cluster, *planned, summary, imports,
+                                      diagnostics, out, printed);
+  if (!programs)
+    return programs.takeError();
+  if (printed)
+    return llvm::Error::success();
   // What training minimizes, stated (docs/training.md "Data binding").
-  if (!objective.empty())
-    programLine += "; objective " + objective;
+  std::string programLine = programs->line;
+  if (!programs->objective.empty())
+    programLine += "; objective " + programs->objective;
 
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
-  llvm::json::Object plan{
-      {"schema", "dtc.plan/1"},           {"model", modelJson(summary)},
-      {"cluster", clusterJson(*cluster)}, {"mode", o.mode},
-      {"objective", objective},           {"dtype", o.dtype},
-      {"compile_time_s", seconds},
-  };
-  if (planResult) {
-    const ParallelPlan &best = planResult->best.plan;
-    std::vector<StageDetail> details;
-    llvm::json::Array stages;
-    if (graphPlanner) {
-      auto graphStages = graphPlanner->stagesJson(best);
-      if (!graphStages)
-        return graphStages.takeError();
-      stages = std::move(*graphStages);
-      if (auto priced = graphPlanner->predict(best, &details); !priced)
-        return priced.takeError();
-    } else {
-      stages = stagesToJson(*spec, best);
-      Cluster planned = *cluster;
-      planned.gpus = o.gpus;
-      // The planner priced this plan already; it cannot fail here.
-      llvm::cantFail(predict(*spec, best, planned, &details).takeError());
-    }
-    for (auto &entry : planToJson(*planResult, std::move(stages)))
-      plan[entry.first] = std::move(entry.second);
-    // The transformer cost model, or every op priced from the IR.
-    plan["planner"] = graphPlanner ? "ir" : "transformer";
-    addStageDetails(plan, details);
-  } else {
-    // Listed so readers of the bundle know what is missing and why.
-    plan["pending"] = llvm::json::Array{"parallel", "mesh", "stages",
-                                        "predicted", "alternatives"};
-    plan["pending_reason"] = planMissing;
-  }
+  auto plan =
+      planJson(o, summary, *cluster, *planned, programs->objective, seconds);
+  if (!plan)
+    return plan.takeError();
   std::string planText;
   llvm::raw_string_ostream planOs(planText);
-  planOs << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
-
+  planOs << llvm::formatv("{0:2}", llvm::json::Value(std::move(*plan))) << "\n";
+  std::vector<std::pair<std::string, std::string>> files =
+      std::move(programs->files);
   files.emplace_back("plan.json", planText);
-  if (o.programMlir)
-    files.emplace_back("program.mlir", program);
+  // program.mlir: the partitioned program once there is one, else the
+  // imported model; written only on request.
+  if (o.programMlir) {
+    std::string text = programs->mlir;
+    if (text.empty()) {
+      llvm::raw_string_ostream os(text);
+      (*module)->print(os);
+    }
+    files.emplace_back("program.mlir", text);
+  }
   if (llvm::Error err = writeBundle(bundleDir, o.force, files))
     return err;
   if (o.json) {
     out << planText;
     return llvm::Error::success();
   }
-  printSummary(out, summary, *cluster, planResult ? &*planResult : nullptr,
-               planMissing, programLine, bundleDir, seconds);
-  if (o.explain && planResult)
-    out << formatExplanation(*planResult);
+  printSummary(out, summary, *cluster,
+               planned->result ? &*planned->result : nullptr, planned->missing,
+               programLine, bundleDir, seconds);
+  if (o.explain && planned->result)
+    out << formatExplanation(*planned->result);
   return llvm::Error::success();
 }
