@@ -1157,6 +1157,112 @@ llvm::Error setGlobalBatch(const program::RankProgram &rank,
   return llvm::Error::success();
 }
 
+/// One optimizer step's micro-step calls (gradient accumulation): each
+/// call's data filled from `source`, run, and its events recorded for the
+/// trace. Returns the sum of the calls' losses, each a mean over its
+/// micro-batches times their number.
+static llvm::Expected<double>
+runMicroSteps(const program::Training &train, const RankContext &context,
+              rt::Executor &executor, llvm::ArrayRef<DataPart> parts,
+              const SampleSource &source, const TrainingFaults &faults,
+              int64_t step, int64_t accum, int64_t mb,
+              std::vector<rt::InstructionEvent> &events,
+              std::vector<TraceWriter::Call> &calls) {
+  const int64_t perCall = parts.front().calls();
+  const int64_t microPerStep = accum * perCall;
+  double lossSum = 0;
+  for (int64_t call = 0; call < accum; ++call) {
+    std::vector<rt::Tensor> inputs;
+    const int64_t firstMicro = (step - 1) * microPerStep + call * perCall;
+    for (const DataPart &part : parts) {
+      auto filled = fillData(part, firstMicro, mb, source);
+      if (!filled)
+        return filled.takeError();
+      inputs.push_back(std::move(*filled));
+    }
+    const std::string &function =
+        call + 1 == accum && !train.last_micro_step().empty()
+            ? train.last_micro_step()
+            : train.micro_step();
+    if (context.rank == faults.slowRank)
+      std::this_thread::sleep_for(std::chrono::milliseconds(faults.slowMillis));
+    size_t firstEvent = events.size();
+    auto loss = executor.run(function, inputs);
+    if (!loss)
+      return failure("step {0}: {1}", step, llvm::toString(loss.takeError()));
+    calls.push_back({firstEvent, events.size(), call, call * perCall});
+    // A pipeline call returns the mean over its micro-batches.
+    lossSum += (*loss)[0].as<float>()[0] * static_cast<double>(perCall);
+  }
+  return lossSum;
+}
+
+namespace {
+/// What a training step reports.
+struct StepLine {
+  int64_t step;
+  double loss, gradNorm, lr, tokensPerS, stepS, etaS;
+  std::optional<MoeStepFigures> moe;
+};
+} // namespace
+
+/// The reporting rank's line for a step, from every rank's `figures`: one
+/// JSON line per step (--log-json), the progress line (in place on a
+/// terminal, else every `logged` step), and straggler warnings.
+static void printStep(const program::Program &p, const RunOptions &o,
+                      const PlanFigures &planFigures,
+                      llvm::ArrayRef<double> figures, const StepLine &s,
+                      StragglerWatch &stragglers, bool terminal, bool logged,
+                      llvm::raw_ostream &out) {
+  StepMetrics m = summarize(figures, p.world_size(), planFigures, s.tokensPerS);
+  // Each line goes out in one write: mpirun forwards stdout and stderr
+  // separately, and a line written in pieces can be split by the other.
+  for (const std::string &warning :
+       stragglers.addStep(s.step, m.computeSeconds))
+    llvm::errs() << ("warning: " + warning + "\n");
+  if (o.logJson) {
+    llvm::json::Object line{{"step", s.step},
+                            {"loss", s.loss},
+                            {"grad_norm", s.gradNorm},
+                            {"lr", s.lr},
+                            {"tokens_per_s", s.tokensPerS},
+                            {"step_time_s", s.stepS},
+                            {"tflops", m.tflops},
+                            {"mfu", m.mfu},
+                            {"peak_memory_bytes", m.peakMemoryBytes},
+                            {"peak_memory_rank", m.peakMemoryRank},
+                            {"exposed_comm_s", m.exposedCommFraction * s.stepS},
+                            {"exposed_comm_fraction", m.exposedCommFraction},
+                            {"bubble_fraction", m.bubbleFraction}};
+    if (s.moe)
+      line["moe"] = s.moe->toJson();
+    std::string text;
+    llvm::raw_string_ostream(text)
+        << llvm::json::Value(std::move(line)) << "\n";
+    out << text;
+    out.flush();
+  }
+  std::string progress =
+      llvm::formatv("step {0}/{1}  loss {2:f4}  grad norm {3:f3}  lr "
+                    "{4:e2}  {5:f0} {10}/s  {6:f3} TFLOP/s  MFU {7:f1}%  "
+                    "comm {8:f0}%  ETA {9:f0} s",
+                    s.step, *o.steps, s.loss, s.gradNorm, s.lr, s.tokensPerS,
+                    m.tflops, 100 * m.mfu, 100 * m.exposedCommFraction, s.etaS,
+                    readsTokens(p) ? "tokens" : "samples")
+          .str();
+  if (s.moe)
+    progress += llvm::formatv("  MoE imbalance {0:f0}% drops {1:f1}%",
+                              100 * s.moe->imbalance, 100 * s.moe->dropRate)
+                    .str();
+  if (terminal) {
+    llvm::errs() << "\r" << progress << "\x1b[K";
+    if (s.step == *o.steps)
+      llvm::errs() << "\n";
+  } else if (!o.logJson && logged) {
+    llvm::errs() << progress << "\n";
+  }
+}
+
 llvm::Error runTraining(const program::Program &p, const RankContext &context,
                         rt::Executor &executor, rt::Communicator *communicator,
                         const RunOptions &o, llvm::raw_ostream &out) {
@@ -1295,7 +1401,6 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
     events.clear();
     calls.clear();
     faults.poison(executor, step, /*parameters=*/true);
-    double lossSum = 0;
     // What the step's loss and gradients are divided by: its micro-batches
     // (each returns a mean), or the labels it counts (each returns a sum).
     double divisor = static_cast<double>(microPerStep);
@@ -1306,31 +1411,11 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
         return counted.takeError();
       divisor = static_cast<double>(*counted);
     }
-    for (int64_t call = 0; call < accum; ++call) {
-      std::vector<rt::Tensor> inputs;
-      const int64_t firstMicro = (step - 1) * microPerStep + call * perCall;
-      for (const DataPart &part : *parts) {
-        auto filled = fillData(part, firstMicro, mb, source);
-        if (!filled)
-          return filled.takeError();
-        inputs.push_back(std::move(*filled));
-      }
-      const std::string &function =
-          call + 1 == accum && !train.last_micro_step().empty()
-              ? train.last_micro_step()
-              : train.micro_step();
-      if (context.rank == faults.slowRank)
-        std::this_thread::sleep_for(
-            std::chrono::milliseconds(faults.slowMillis));
-      size_t firstEvent = events.size();
-      auto loss = executor.run(function, inputs);
-      if (!loss)
-        return failure("step {0}: {1}", step, llvm::toString(loss.takeError()));
-      calls.push_back({firstEvent, events.size(), call, call * perCall});
-      // A pipeline call returns the mean over its micro-batches.
-      lossSum += (*loss)[0].as<float>()[0] * static_cast<double>(perCall);
-    }
-    double loss = lossSum / divisor;
+    auto lossSum = runMicroSteps(train, context, executor, *parts, source,
+                                 faults, step, accum, mb, events, calls);
+    if (!lossSum)
+      return lossSum.takeError();
+    double loss = *lossSum / divisor;
     faults.poison(executor, step, /*parameters=*/false);
     if (llvm::Error e =
             checkDivergence(p, context, executor, communicator, step, loss))
@@ -1397,56 +1482,17 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
     lastLoss = loss;
     if (!reports)
       continue;
-    StepMetrics m =
-        summarize(*figures, p.world_size(), planFigures, tokensPerS);
-    // Each line goes out in one write: mpirun forwards stdout and stderr
-    // separately, and a line written in pieces can be split by the other.
-    for (const std::string &warning :
-         stragglers->addStep(step, m.computeSeconds))
-      llvm::errs() << ("warning: " + warning + "\n");
-    if (o.logJson) {
-      llvm::json::Object line{{"step", step},
-                              {"loss", loss},
-                              {"grad_norm", gradNorm},
-                              {"lr", lr},
-                              {"tokens_per_s", tokensPerS},
-                              {"step_time_s", stepS},
-                              {"tflops", m.tflops},
-                              {"mfu", m.mfu},
-                              {"peak_memory_bytes", m.peakMemoryBytes},
-                              {"peak_memory_rank", m.peakMemoryRank},
-                              {"exposed_comm_s", m.exposedCommFraction * stepS},
-                              {"exposed_comm_fraction", m.exposedCommFraction},
-                              {"bubble_fraction", m.bubbleFraction}};
-      if (moe)
-        line["moe"] = moe->toJson();
-      std::string text;
-      llvm::raw_string_ostream(text)
-          << llvm::json::Value(std::move(line)) << "\n";
-      out << text;
-      out.flush();
-    }
-    double eta = elapsed / static_cast<double>(step - firstStep + 1) *
-                 static_cast<double>(*o.steps - step);
-    std::string progress =
-        llvm::formatv("step {0}/{1}  loss {2:f4}  grad norm {3:f3}  lr "
-                      "{4:e2}  {5:f0} {10}/s  {6:f3} TFLOP/s  MFU {7:f1}%  "
-                      "comm {8:f0}%  ETA {9:f0} s",
-                      step, *o.steps, loss, gradNorm, lr, tokensPerS, m.tflops,
-                      100 * m.mfu, 100 * m.exposedCommFraction, eta,
-                      readsTokens(p) ? "tokens" : "samples")
-            .str();
-    if (moe)
-      progress += llvm::formatv("  MoE imbalance {0:f0}% drops {1:f1}%",
-                                100 * moe->imbalance, 100 * moe->dropRate)
-                      .str();
-    if (terminal) {
-      llvm::errs() << "\r" << progress << "\x1b[K";
-      if (step == *o.steps)
-        llvm::errs() << "\n";
-    } else if (!o.logJson && (step % logEvery == 0 || step == firstStep)) {
-      llvm::errs() << progress << "\n";
-    }
+    StepLine line{step,
+                  loss,
+                  gradNorm,
+                  lr,
+                  tokensPerS,
+                  stepS,
+                  elapsed / static_cast<double>(step - firstStep + 1) *
+                      static_cast<double>(*o.steps - step),
+                  std::move(moe)};
+    printStep(p, o, planFigures, *figures, line, *stragglers, terminal,
+              step % logEvery == 0 || step == firstStep, out);
   }
   // Rank 0 returns once the last save is committed.
   if (saver)
