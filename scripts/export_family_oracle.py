@@ -40,6 +40,13 @@ Models (vocab 64, hidden 32, 2 layers, 4 heads):
                   [batch, 10]; labels the classes
   vit-loss        the same model exported with labels: forward(pixel_values,
                   labels) returns its own loss first (HF's loss_function)
+  bert-mlm        BertForMaskedLM(input_ids) -> logits; labels as for
+                  distilbert-mlm (its token_type_ids buffer is gathered at
+                  the position ids: ONNX GatherElements)
+  roberta-classify
+                  RobertaForSequenceClassification(input_ids) -> logits
+                  [batch, 10] from the first token; labels the classes
+                  (position ids from the non-pad ids: a run-time CumSum)
 """
 import argparse
 import json
@@ -102,6 +109,26 @@ def vit():
         attention_probs_dropout_prob=0.0))
 
 
+def bert():
+    from transformers import BertConfig, BertForMaskedLM
+    return BertForMaskedLM(BertConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS, intermediate_size=2 * HIDDEN,
+        max_position_embeddings=16, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, pad_token_id=0))
+
+
+def roberta():
+    from transformers import RobertaConfig, RobertaForSequenceClassification
+    # Positions start after the pad id: SEQ + 2 of them at least.
+    return RobertaForSequenceClassification(RobertaConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS, intermediate_size=2 * HIDDEN,
+        max_position_embeddings=16, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, pad_token_id=PAD_ID,
+        num_labels=CLASSES))
+
+
 def mlm_batch(g):
     ids = torch.randint(5, VOCAB, (BATCH, SEQ), generator=g)
     labels = ids.clone()
@@ -125,6 +152,12 @@ def seq2seq_batch(g):
     dec = torch.cat([start, labels[:, :-1]], dim=1)
     dec[dec == -100] = PAD_ID
     return {"input_ids": ids, "decoder_input_ids": dec, "labels": labels}
+
+
+def text_classify_batch(g):
+    ids = torch.randint(3, VOCAB, (BATCH, SEQ), generator=g)
+    labels = torch.randint(0, CLASSES, (BATCH,), generator=g)
+    return {"input_ids": ids, "labels": labels}
 
 
 def image_batch(g):
@@ -153,6 +186,12 @@ MODELS = {
     "vit-loss": (vit, image_batch, ["pixel_values", "labels"],
                  lambda m, b: m(pixel_values=b["pixel_values"],
                                 labels=b["labels"]).loss),
+    "bert-mlm": (bert, mlm_batch, ["input_ids"],
+                 lambda m, b: ce(m(input_ids=b["input_ids"]).logits,
+                                 b["labels"])),
+    "roberta-classify": (roberta, text_classify_batch, ["input_ids"],
+                         lambda m, b: ce(m(input_ids=b["input_ids"]).logits,
+                                         b["labels"])),
 }
 FIXED_BATCH = set()
 LOSS_TEXT = {
@@ -160,6 +199,8 @@ LOSS_TEXT = {
     "bart-seq2seq": "F.cross_entropy(logits, labels, ignore_index=-100)",
     "vit-classify": "F.cross_entropy(logits, labels)",
     "vit-loss": "the model's own loss (forward(pixel_values, labels).loss)",
+    "bert-mlm": "F.cross_entropy(logits, labels, ignore_index=-100)",
+    "roberta-classify": "F.cross_entropy(logits, labels)",
 }
 
 

@@ -957,7 +957,11 @@ llvm::Expected<TrainingData> loadTrainingData(const program::Program &p,
                     "seq2seq needs --data DIR shards with input_ids and "
                     "labels",
                     o.data);
-  auto tokens = loadTokens(o, p.training().seq_len(), p.training().vocab());
+  // A classifier's vocab is its classes, which bound its labels, not the
+  // token ids (the embedding's kernel checks those).
+  auto tokens = loadTokens(
+      o, p.training().seq_len(),
+      p.training().objective() == "classify" ? 0 : p.training().vocab());
   if (!tokens)
     return tokens.takeError();
   data.tokens = std::move(*tokens);
@@ -1034,9 +1038,11 @@ llvm::Expected<rt::Tensor> fillData(const DataPart &part, int64_t firstMicro,
                 feeder->fill(shardArgument, seed, sample, whole.ref()))
           return std::move(e);
         copyLocalRow(part, whole, t, at);
-      } else if (tokens) {
+      } else if (tokens &&
+                 !(part.feed == "labels" && part.microShape().size() < 2)) {
         // A window of the token file: labels are the window shifted by
-        // one, or for masked-lm the masked window's labels.
+        // one, or for masked-lm the masked window's labels. A classifier's
+        // labels (one per sample) are synthetic classes below.
         const int64_t columns = perRow;
         int64_t begin = static_cast<int64_t>(
             mix(mix(seed) ^ sample) % static_cast<uint64_t>(source.windows));

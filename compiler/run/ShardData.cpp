@@ -403,6 +403,7 @@ ShardFeeder::bind(std::shared_ptr<const ShardSet> shards,
   ShardFeeder feeder;
   feeder.shards_ = shards;
   feeder.vocab_ = training.vocab();
+  feeder.classify_ = training.objective() == "classify";
   feeder.decoderStart_ = training.decoder_start_token_id();
   // masked-lm without labels in the shards: dtc masks the tokens.
   const int labels = tensorOfRole("labels");
@@ -468,7 +469,8 @@ int ShardFeeder::indexOf(llvm::StringRef name, llvm::StringRef feed) const {
 llvm::Error ShardFeeder::checkId(const Binding &b, int64_t row, int64_t element,
                                  int64_t id) const {
   llvm::StringRef feed = b.argument.feed;
-  bool ids = feed == "tokens" || feed == "labels" || feed == "decoder_tokens";
+  bool ids = feed == "labels" ||
+             (!classify_ && (feed == "tokens" || feed == "decoder_tokens"));
   bool ok = true;
   if (ids && vocab_ > 0)
     ok = (id >= 0 && id < vocab_) || (feed != "tokens" && id == -100);

@@ -174,6 +174,9 @@ private:
   std::shared_ptr<const ShardSet> shards_;
   std::vector<Binding> bindings_;
   int64_t vocab_ = 0, decoderStart_ = 0;
+  // A classifier's vocab is its classes: it bounds the labels, not the
+  // token ids (the embedding's kernel checks those).
+  bool classify_ = false;
   std::optional<MaskedLm> masking_; ///< its seed is set per fill
 };
 

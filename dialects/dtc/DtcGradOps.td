@@ -146,6 +146,26 @@ def Dtc_EmbeddingGradOp
       "$grad `,` $ids attr-dict `:` functional-type(operands, results)";
 }
 
+def Dtc_GatherElementsGradOp : Dtc_ShapedOp<"gather_elements_grad"> {
+  let summary = "Gradient of gather_elements: scatter-add into zeros";
+  let description = [{
+    `grad` and `indices` have the forward's result shape; the result is the
+    forward's data shape (the indices' with `dim_size` along `axis`), each
+    gradient element added at its (normalized) index along `axis`, in index
+    order. Loops: the indices dims, whose `axis` is a sum (a split of it
+    leaves partial sums), and the result's axis (a reduction that is not a
+    sum, so never split: each element may land anywhere along it).
+  }];
+  let arguments = (ins Dtc_FloatTensor:$grad, Dtc_IndexTensor:$indices,
+                   I64Attr:$axis, I64Attr:$dim_size);
+  let results = (outs Dtc_FloatTensor:$data_grad);
+  let assemblyFormat =
+      "$grad `,` $indices attr-dict `:` functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    bool isSumReductionLoop(int64_t loop);
+  }];
+}
+
 def Dtc_CrossEntropyGradOp : Dtc_ShapedOp<"cross_entropy_grad"> {
   let summary = "Gradient of the mean cross-entropy with respect to logits";
   let description = [{

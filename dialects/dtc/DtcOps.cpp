@@ -865,6 +865,39 @@ SmallVector<AffineMap> SoftmaxOp::getIndexingMaps() {
   return {map, map};
 }
 
+LogicalResult CumSumOp::verify() {
+  return verifyAxis(getLoc(), getAxis(), getInput().getType().getRank());
+}
+
+// The scanned dimension is a reduction loop that the output also indexes,
+// as softmax's: a split of it would need the sums of the parts before.
+SmallVector<IteratorType> CumSumOp::getLoopIteratorTypes() {
+  int64_t rank = getInput().getType().getRank(), axis = getAxis();
+  SmallVector<IteratorType> types(rank, IteratorType::parallel);
+  if (axis >= 0 && axis < rank)
+    types[axis] = IteratorType::reduction;
+  return types;
+}
+
+SmallVector<AffineMap> CumSumOp::getIndexingMaps() {
+  auto map = AffineMap::getMultiDimIdentityMap(getInput().getType().getRank(),
+                                               getContext());
+  return {map, map};
+}
+
+// d/dx_j of sum_{j <= i} x_j is 1 for every i >= j: the gradient's running
+// sum the other way, exclusive as the forward is.
+LogicalResult CumSumOp::buildGradient(GradientBuilder &gb) {
+  if (!gb.wants(0))
+    return success();
+  Value grad = gb.grad();
+  gb.setGrad(0,
+             CumSumOp::create(gb.b, gb.loc, grad.getType(), grad, getAxisAttr(),
+                              getExclusiveAttr(),
+                              getReverse() ? UnitAttr() : gb.b.getUnitAttr()));
+  return success();
+}
+
 /// Shared shape rule of layer_norm and rms_norm: the scale (and bias) cover
 /// the normalized trailing dims.
 static LogicalResult inferNormType(std::optional<Location> loc, Type input,
@@ -1202,6 +1235,82 @@ SmallVector<AffineMap> EmbeddingOp::getIndexingMaps() {
 LogicalResult EmbeddingOp::buildGradient(GradientBuilder &gb) {
   gb.setGrad(0, EmbeddingGradOp::create(gb.b, gb.loc, gb.grad(), getIds(),
                                         getTable().getType().getDimSize(0)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// GatherElementsOp
+//===----------------------------------------------------------------------===//
+
+/// Checks the shared shape rule of gather_elements and its gradient: `data`
+/// (the forward's data shape) and `indices` agree off `axis`.
+static LogicalResult verifyGatherElements(std::optional<Location> loc,
+                                          ArrayRef<int64_t> data,
+                                          ArrayRef<int64_t> indices,
+                                          int64_t axis) {
+  int64_t rank = indices.size();
+  if (static_cast<int64_t>(data.size()) != rank)
+    return emitOptionalError(loc, "data ", shapeString(data), " and indices ",
+                             shapeString(indices), " differ in rank");
+  if (failed(verifyAxis(loc, axis, rank)))
+    return failure();
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && data[d] != indices[d])
+      return emitOptionalError(loc, "data ", shapeString(data), " and indices ",
+                               shapeString(indices), " differ in dim ", d,
+                               " (only the axis ", axis, " may differ)");
+  return success();
+}
+
+LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *,
+                                                 std::optional<Location> loc,
+                                                 Adaptor adaptor,
+                                                 SmallVectorImpl<Type> &types) {
+  auto data = asTensor(adaptor.getData().getType());
+  auto indices = asTensor(adaptor.getIndices().getType());
+  if (failed(verifyGatherElements(loc, data.getShape(), indices.getShape(),
+                                  adaptor.getAxis())))
+    return failure();
+  types.push_back(data.clone(indices.getShape()));
+  return success();
+}
+
+/// Loops of gather_elements and its gradient: the indices dims, then the
+/// data's `axis` (a lookup reads the whole axis). Maps: the indices dims for
+/// the indices-shaped values, the axis swapped for the last loop for the
+/// data-shaped one.
+static SmallVector<IteratorType> gatherElementsLoops(int64_t rank) {
+  SmallVector<IteratorType> types(rank, IteratorType::parallel);
+  types.push_back(IteratorType::reduction);
+  return types;
+}
+
+static AffineMap gatherElementsDataMap(MLIRContext *ctx, int64_t rank,
+                                       int64_t axis) {
+  SmallVector<AffineExpr> exprs = loopDims(ctx, 0, rank);
+  if (axis >= 0 && axis < rank)
+    exprs[axis] = getAffineDimExpr(rank, ctx);
+  return AffineMap::get(rank + 1, 0, exprs, ctx);
+}
+
+SmallVector<IteratorType> GatherElementsOp::getLoopIteratorTypes() {
+  return gatherElementsLoops(getIndices().getType().getRank());
+}
+
+SmallVector<AffineMap> GatherElementsOp::getIndexingMaps() {
+  MLIRContext *ctx = getContext();
+  int64_t rank = getIndices().getType().getRank();
+  auto indices = AffineMap::get(rank + 1, 0, loopDims(ctx, 0, rank), ctx);
+  return {gatherElementsDataMap(ctx, rank, getAxis()), indices, indices};
+}
+
+LogicalResult GatherElementsOp::buildGradient(GradientBuilder &gb) {
+  if (!gb.wants(0))
+    return success();
+  int64_t axis = getAxis();
+  gb.setGrad(0, GatherElementsGradOp::create(
+                    gb.b, gb.loc, gb.grad(), getIndices(), axis,
+                    getData().getType().getDimSize(axis)));
   return success();
 }
 
@@ -1711,6 +1820,48 @@ SmallVector<AffineMap> EmbeddingGradOp::getIndexingMaps() {
   return {AffineMap::get(numLoops, 0, loopDims(ctx, 0, idsRank + 1), ctx),
           AffineMap::get(numLoops, 0, loopDims(ctx, 0, idsRank), ctx),
           AffineMap::get(numLoops, 0, {row, d}, ctx)};
+}
+
+LogicalResult GatherElementsGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &types) {
+  auto grad = asTensor(adaptor.getGrad().getType());
+  auto indices = asTensor(adaptor.getIndices().getType());
+  if (grad.getShape() != indices.getShape())
+    return emitOptionalError(loc, "gradient ", shapeString(grad.getShape()),
+                             " must have the indices' shape ",
+                             shapeString(indices.getShape()));
+  int64_t axis = adaptor.getAxis(), size = adaptor.getDimSize();
+  if (failed(verifyAxis(loc, axis, indices.getRank())))
+    return failure();
+  if (size < 1)
+    return emitOptionalError(loc, "dim_size must be positive, got ", size);
+  SmallVector<int64_t> shape(indices.getShape());
+  shape[axis] = size;
+  types.push_back(grad.clone(shape));
+  return success();
+}
+
+SmallVector<IteratorType> GatherElementsGradOp::getLoopIteratorTypes() {
+  SmallVector<IteratorType> types =
+      gatherElementsLoops(getIndices().getType().getRank());
+  int64_t axis = getAxis();
+  if (axis >= 0 && axis < static_cast<int64_t>(types.size()) - 1)
+    types[axis] = IteratorType::reduction;
+  return types;
+}
+
+SmallVector<AffineMap> GatherElementsGradOp::getIndexingMaps() {
+  MLIRContext *ctx = getContext();
+  int64_t rank = getIndices().getType().getRank();
+  auto indices = AffineMap::get(rank + 1, 0, loopDims(ctx, 0, rank), ctx);
+  return {indices, indices, gatherElementsDataMap(ctx, rank, getAxis())};
+}
+
+// Elements of a split of the indices' axis land anywhere along the result's
+// axis: each part scatters into zeros, so the parts sum.
+bool GatherElementsGradOp::isSumReductionLoop(int64_t loop) {
+  return loop == static_cast<int64_t>(getAxis());
 }
 
 LogicalResult

@@ -336,6 +336,27 @@ def Dtc_SoftmaxOp : Dtc_ShardableOp<"softmax", [SameOperandsAndResultType,
   let hasVerifier = 1;
 }
 
+def Dtc_CumSumOp : Dtc_ShardableOp<"cumsum", [SameOperandsAndResultType,
+                                              Dtc_Differentiable]> {
+  let summary = "Running sum along one dimension (ONNX CumSum)";
+  let description = [{
+    `output[..., i, ...]` is the sum of `input[..., j, ...]` over `j <= i`
+    (`j < i` with `exclusive`; `j >= i`, `j > i` with `reverse`), in the
+    input's element type. The scanned dimension is a reduction loop the
+    output also indexes (as softmax's), so it is never split. Its gradient
+    is the running sum of the gradient the other way.
+
+    ```mlir
+    %pos = dtc.cumsum %mask {axis = 1 : i64} : tensor<4x8xi64>
+    ```
+  }];
+  let arguments = (ins Dtc_Tensor:$input, I64Attr:$axis,
+                   UnitAttr:$exclusive, UnitAttr:$reverse);
+  let results = (outs Dtc_Tensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
 def Dtc_LayerNormOp : Dtc_ShapedOp<"layer_norm", [Dtc_Differentiable]> {
   let summary = "Layer normalization over the trailing dims from `axis`";
   let description = [{
@@ -431,6 +452,30 @@ def Dtc_EmbeddingOp
   let results = (outs Dtc_FloatTensor:$output);
   let assemblyFormat =
       "$table `,` $ids attr-dict `:` functional-type(operands, results)";
+}
+
+def Dtc_GatherElementsOp
+    : Dtc_ShapedOp<"gather_elements", [Dtc_Differentiable]> {
+  let summary = "Element lookup along one axis (ONNX GatherElements)";
+  let description = [{
+    `output[i0, ..., ia, ..., ir-1] = data[i0, ..., indices[i], ..., ir-1]`
+    with `ia` replaced along `axis`; the result has the shape of `indices`
+    and the element type of `data`, whose other dims equal the indices'.
+    A negative index counts from the end of the axis (ONNX); one outside
+    `[-s, s)` is an error at run time. Loops: the indices dims (parallel)
+    and the data's axis (a reduction that is not a sum: a lookup needs the
+    whole axis, so it is never split).
+
+    ```mlir
+    %p = dtc.gather_elements %t, %ids {axis = 1 : i64}
+        : (tensor<2x512xi64>, tensor<2x8xi64>) -> tensor<2x8xi64>
+    ```
+  }];
+  let arguments = (ins Dtc_Tensor:$data, Dtc_IndexTensor:$indices,
+                   I64Attr:$axis);
+  let results = (outs Dtc_Tensor:$output);
+  let assemblyFormat =
+      "$data `,` $indices attr-dict `:` functional-type(operands, results)";
 }
 
 //===----------------------------------------------------------------------===//

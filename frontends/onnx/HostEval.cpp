@@ -376,6 +376,7 @@ private:
   Results cast(int32_t to);
   Results gather();
   Results gatherND();
+  Results gatherElements();
   Results concat();
   Results transpose();
   Results slice(const HostTensor &data, const SliceDims &dims);
@@ -505,6 +506,46 @@ Results Evaluator::gather() {
         copyElement(out, (o * count + j) * inner + i, data,
                     (o * n + k) * inner + i);
     }
+  return one(std::move(out));
+}
+
+/// GatherElements: out[i] = data[i with indices[i] along axis]; the
+/// indices may be smaller than the data off the axis (ONNX).
+Results Evaluator::gatherElements() {
+  if (!in(1))
+    return fail("needs data and indices inputs");
+  const HostTensor &data = *in(0), &indices = *in(1);
+  if (indices.isFloat())
+    return fail("indices must be integers");
+  int64_t rank = data.rank();
+  if (indices.rank() != rank)
+    return fail("data and indices differ in rank");
+  std::optional<int64_t> axis =
+      normalizeAxis(getIntAttr(node, "axis", 0), rank, error);
+  if (!axis)
+    return std::nullopt;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != *axis && indices.shape[d] > data.shape[d])
+      return fail("indices " + shapeString(indices.shape) +
+                  " exceed the data " + shapeString(data.shape) +
+                  " off the axis");
+  HostTensor out = HostTensor::zeros(data.dataType, indices.shape);
+  int64_t n = data.shape[*axis];
+  SmallVector<int64_t> index(rank, 0);
+  for (int64_t e = 0, count = indices.size(); e < count; ++e) {
+    int64_t k = indices.ints[e];
+    if (k < 0)
+      k += n;
+    if (k < 0 || k >= n)
+      return fail("index " + str(indices.ints[e]) +
+                  " is out of range for a dim of size " + str(n));
+    int64_t offset = 0;
+    for (int64_t d = 0; d < rank; ++d)
+      offset = offset * data.shape[d] + (d == *axis ? k : index[d]);
+    copyElement(out, e, data, offset);
+    for (int64_t d = rank - 1; d >= 0 && ++index[d] == indices.shape[d]; --d)
+      index[d] = 0;
+  }
   return one(std::move(out));
 }
 
@@ -1025,6 +1066,7 @@ static const llvm::StringSet<> &hostOps() {
       "Where",
       "Xor",
       "GatherND",
+      "GatherElements",
   };
   return ops;
 }
@@ -1261,6 +1303,8 @@ Results Evaluator::run() {
     return gather();
   if (op == "GatherND")
     return gatherND();
+  if (op == "GatherElements")
+    return gatherElements();
   if (op == "Slice") {
     if (!in(1) || !in(2))
       return fail("needs starts and ends inputs");

@@ -165,6 +165,7 @@ public:
   Error lowerMatMul(llvm::ArrayRef<Entry *> ins);
   Error lowerGemm(llvm::ArrayRef<Entry *> ins);
   Error lowerReduce(llvm::ArrayRef<Entry *> ins);
+  Error lowerCumSum(llvm::ArrayRef<Entry *> ins);
   // ops/NN.cpp
   /// Softmax over the node's `axis` of its first input, shared by Softmax
   /// and LogSoftmax.
@@ -196,6 +197,7 @@ public:
   Error lowerSequenceAt(llvm::ArrayRef<Entry *> ins);
   Error lowerGather(llvm::ArrayRef<Entry *> ins);
   Error lowerGatherND(llvm::ArrayRef<Entry *> ins);
+  Error lowerGatherElements(llvm::ArrayRef<Entry *> ins);
   Error lowerWhere(llvm::ArrayRef<Entry *> ins);
   Error lowerCompare(llvm::ArrayRef<Entry *> ins);
   Error lowerLogic(llvm::ArrayRef<Entry *> ins);

@@ -156,6 +156,27 @@ StateDictInfo dtc::onnx::readStateDict(const ::onnx::GraphProto &graph) {
         info.aliasOf[own] = input;
     }
   }
+  // A parameter no node reads whose module's one direct child holds a
+  // parameter of the same leaf: the child's tensor, assigned to the parent
+  // (Hugging Face's `self.decoder.bias = self.bias` in BERT's LM head; the
+  // exporter keeps the name the graph reads).
+  for (const std::string &parameter : info.parameters) {
+    if (initializers.contains(parameter) || info.aliasOf.contains(parameter))
+      continue;
+    auto [module, leaf] = llvm::StringRef(parameter).rsplit('.');
+    if (leaf.empty())
+      continue;
+    llvm::SmallVector<std::string, 2> children;
+    for (const auto &init : graph.initializer()) {
+      llvm::StringRef name = init.name();
+      if (parameters.contains(name) && name.consume_front(module) &&
+          name.consume_front(".") && name.consume_back("." + leaf.str()) &&
+          !name.empty() && !name.contains('.'))
+        children.push_back(init.name());
+    }
+    if (children.size() == 1)
+      info.aliasOf[parameter] = children.front();
+  }
   return info;
 }
 

@@ -46,7 +46,10 @@ struct InitializerOrigin {
 /// in order. A target without an initializer of its own is a tied alias the
 /// exporter folded into another (nanoGPT's `transformer.wte.weight` into
 /// `lm_head.weight`); `aliasOf` maps it to that initializer where a node's
-/// module scope (`pkg.torch.onnx.name_scopes`) shows which.
+/// module scope (`pkg.torch.onnx.name_scopes`) shows which, or where the
+/// target's module has one direct child with a parameter of the target's
+/// leaf (BERT's `cls.predictions.bias`, read as
+/// `cls.predictions.decoder.bias`).
 struct StateDictInfo {
   std::vector<std::string> keys;
   /// The keys that are PARAMETERs, in order.

@@ -86,4 +86,76 @@ Expected<EmbeddingRows> readEmbeddingGrad(const KernelCall &call) {
   return e;
 }
 
+namespace {
+
+/// The lookup of `indices` into `data` (the forward's data shape) along
+/// the call's `axis`.
+Expected<ElementLookup> readElementLookup(const KernelCall &call,
+                                          const TensorRef &data,
+                                          const TensorRef &indices,
+                                          StringRef dataName) {
+  if (indices.dtype != DType::I64 && indices.dtype != DType::I32)
+    return call.error("indices must be i64 or i32, got " +
+                      dtypeName(indices.dtype));
+  int64_t rank = indices.rank(), axis = call.i64("axis", 0);
+  if (data.rank() != rank || axis < 0 || axis >= rank)
+    return call.error(dataName + " " + shapeString(data.shape) +
+                      " and indices " + shapeString(indices.shape) +
+                      " need one rank and an axis in it, got axis " +
+                      Twine(axis));
+  ElementLookup l;
+  l.ids64 = indices.dtype == DType::I64;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != axis && data.shape[d] != indices.shape[d])
+      return call.error(dataName + " " + shapeString(data.shape) +
+                        " and indices " + shapeString(indices.shape) +
+                        " differ off axis " + Twine(axis));
+    if (d < axis)
+      l.outer *= indices.shape[d];
+    else if (d > axis)
+      l.inner *= indices.shape[d];
+  }
+  l.count = indices.shape[axis];
+  l.size = data.shape[axis];
+  return l;
+}
+
+} // namespace
+
+Expected<ElementLookup> readGatherElements(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return std::move(err);
+  const TensorRef &data = call.input(0), &indices = call.input(1);
+  const TensorRef &out = call.output(0);
+  if (out.dtype != data.dtype)
+    return call.error("result dtype " + dtypeName(out.dtype) +
+                      " is not the data's " + dtypeName(data.dtype));
+  if (auto err = expectShape(call, out, indices.shape, "result"))
+    return std::move(err);
+  return readElementLookup(call, data, indices, "data");
+}
+
+Expected<ElementLookup> readGatherElementsGrad(const KernelCall &call) {
+  if (auto err = expectArity(call, 2, 1))
+    return std::move(err);
+  const TensorRef &dy = call.input(0), &indices = call.input(1);
+  const TensorRef &out = call.output(0);
+  if (auto err = expectFloat(call, dy, "grad"))
+    return std::move(err);
+  if (auto err = expectFloat(call, out, "result"))
+    return std::move(err);
+  if (auto err = expectShape(call, dy, indices.shape, "grad"))
+    return std::move(err);
+  Expected<ElementLookup> l = readElementLookup(call, out, indices, "result");
+  if (!l)
+    return l.takeError();
+  int64_t size = call.i64("dim_size", l->size);
+  if (size != l->size)
+    return call.error("result dim " + Twine(l->size) +
+                      " along the axis is not "
+                      "dim_size " +
+                      Twine(size));
+  return l;
+}
+
 } // namespace dtc::runtime

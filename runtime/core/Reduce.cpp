@@ -58,4 +58,25 @@ llvm::Expected<ReduceGroups> readReduce(const KernelCall &call) {
   return groups;
 }
 
+llvm::Expected<Scan> readCumSum(const KernelCall &call) {
+  if (auto err = expectArity(call, 1, 1))
+    return std::move(err);
+  const TensorRef &in = call.input(0), &out = call.output(0);
+  if (out.dtype != in.dtype)
+    return call.error("result dtype " + dtypeName(out.dtype) +
+                      " is not the input's " + dtypeName(in.dtype));
+  if (auto err = expectShape(call, out, in.shape, "result"))
+    return std::move(err);
+  int64_t rank = in.rank(), axis = call.i64("axis", 0);
+  if (axis < 0 || axis >= rank)
+    return call.error("axis " + llvm::Twine(axis) +
+                      " is out of range for rank " + llvm::Twine(rank));
+  Scan s;
+  for (int64_t d = 0; d < rank; ++d)
+    (d < axis ? s.outer : d > axis ? s.inner : s.length) *= in.shape[d];
+  s.exclusive = call.flag("exclusive");
+  s.reverse = call.flag("reverse");
+  return s;
+}
+
 } // namespace dtc::runtime

@@ -2,7 +2,7 @@
 //
 // The shapes of dtc.reduce_sum, reduce_mean and reduce_max, read and checked
 // once for every backend, with the input's dims collapsed into the groups
-// both backends' loops run over.
+// both backends' loops run over; and dtc.cumsum's scan.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +32,17 @@ struct ReduceGroups {
 /// Reads `dims` (negative counts from the end; repeats allowed) and checks
 /// that the result has the input's dtype and its kept elements.
 llvm::Expected<ReduceGroups> readReduce(const KernelCall &call);
+
+/// dtc.cumsum over an input [outer, length, inner] (the scanned axis in the
+/// middle): element (o, i, k) at (o * length + i) * inner + k.
+struct Scan {
+  int64_t outer = 1, length = 1, inner = 1;
+  bool exclusive = false, reverse = false;
+};
+
+/// Reads `axis`, `exclusive` and `reverse` and checks that the result has
+/// the input's dtype and shape.
+llvm::Expected<Scan> readCumSum(const KernelCall &call);
 
 } // namespace dtc::runtime
 

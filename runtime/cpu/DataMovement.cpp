@@ -1,6 +1,6 @@
-//===- DataMovement.cpp - Reshape, transpose, concat, slice, embedding ----===//
+//===- DataMovement.cpp - Reshape, transpose, concat, slice, lookups ------===//
 //
-// Byte-level kernels, dtype-agnostic except embedding's ids. Copies run over
+// Byte-level kernels, dtype-agnostic except the lookups' ids. Copies run over
 // the longest contiguous chunk each op allows (memcpy), rows split across
 // threads.
 //
@@ -137,6 +137,25 @@ llvm::Error embeddingKernel(const KernelCall &call) {
   return llvm::Error::success();
 }
 
+llvm::Error gatherElementsKernel(const KernelCall &call) {
+  llvm::Expected<ElementLookup> l = readGatherElements(call);
+  if (!l)
+    return l.takeError();
+  llvm::Expected<std::vector<int64_t>> ids =
+      readAxisIndices(call, call.input(1), l->size);
+  if (!ids)
+    return ids.takeError();
+  size_t elem = dtypeSize(call.input(0).dtype);
+  const char *src = static_cast<const char *>(call.input(0).data);
+  char *dst = static_cast<char *>(call.output(0).data);
+  parallelFor(l->elements(), 1, [&](int64_t rangeBegin, int64_t rangeEnd) {
+    for (int64_t e = rangeBegin; e < rangeEnd; ++e)
+      std::memcpy(dst + e * elem, src + l->dataOffset(e, (*ids)[e]) * elem,
+                  elem);
+  });
+  return llvm::Error::success();
+}
+
 } // namespace
 
 void registerDataMovementKernels(KernelRegistry &registry) {
@@ -146,6 +165,7 @@ void registerDataMovementKernels(KernelRegistry &registry) {
   registry.add("dtc.slice", sliceKernel);
   registry.add("dtc.embedding", embeddingKernel);
   registry.add("dtc.embedding_shard", embeddingKernel);
+  registry.add("dtc.gather_elements", gatherElementsKernel);
 }
 
 } // namespace dtc::runtime::cpu

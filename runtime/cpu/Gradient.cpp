@@ -305,6 +305,31 @@ Error embeddingGradKernel(const KernelCall &call) {
 }
 
 //===----------------------------------------------------------------------===//
+// gather_elements_grad
+//===----------------------------------------------------------------------===//
+
+/// Scatter-add in index order, serial: elements of one row along the axis
+/// may land on the same data element, and a lookup's gradient is small.
+Error gatherElementsGradKernel(const KernelCall &call) {
+  Expected<ElementLookup> l = readGatherElementsGrad(call);
+  if (!l)
+    return l.takeError();
+  Expected<std::vector<int64_t>> ids =
+      readAxisIndices(call, call.input(1), l->size);
+  if (!ids)
+    return ids.takeError();
+  F32In gv(call.input(0));
+  F32Out data(call.output(0));
+  const float *gp = gv.data();
+  float *dp = data.data();
+  std::fill(dp, dp + l->outer * l->size * l->inner, 0.0f);
+  for (int64_t e = 0, n = l->elements(); e < n; ++e)
+    dp[l->dataOffset(e, (*ids)[e])] += gp[e];
+  data.commit();
+  return Error::success();
+}
+
+//===----------------------------------------------------------------------===//
 // cross_entropy_grad
 //===----------------------------------------------------------------------===//
 
@@ -701,6 +726,7 @@ void registerGradientKernels(KernelRegistry &registry) {
   registry.add("dtc.gelu_grad", geluGradKernel);
   registry.add("dtc.silu_grad", siluGradKernel);
   registry.add("dtc.slice_grad", sliceGradKernel);
+  registry.add("dtc.gather_elements_grad", gatherElementsGradKernel);
   registry.add("dtc.conv_grad_input", convGradInputKernel);
   registry.add("dtc.conv_grad_weight", convGradWeightKernel);
   registry.add("dtc.max_pool_grad", maxPoolGradKernel);

@@ -24,6 +24,20 @@ readIndices(const KernelCall &call, const TensorRef &t, int64_t limit,
   return values;
 }
 
+llvm::Expected<std::vector<int64_t>>
+readAxisIndices(const KernelCall &call, const TensorRef &t, int64_t size) {
+  std::vector<int64_t> values(t.numElements());
+  for (int64_t i = 0, n = values.size(); i < n; ++i) {
+    int64_t id = loadAsInt(t, i);
+    if (id < -size || id >= size)
+      return call.error("index " + llvm::Twine(id) + " at position " +
+                        llvm::Twine(i) + " is out of range [" +
+                        llvm::Twine(-size) + ", " + llvm::Twine(size) + ")");
+    values[i] = id < 0 ? id + size : id;
+  }
+  return values;
+}
+
 void loadF32(const TensorRef &t, std::vector<float> &out) {
   int64_t n = t.numElements();
   out.resize(n);

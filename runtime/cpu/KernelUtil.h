@@ -39,6 +39,12 @@ llvm::Expected<std::vector<int64_t>>
 readIndices(const KernelCall &call, const TensorRef &t, int64_t limit,
             llvm::StringRef what, std::optional<int64_t> ignore = {});
 
+/// Indices along an axis of `size` elements read as i64 and normalized the
+/// ONNX way: a negative one counts from the end; one outside [-size, size)
+/// is an error.
+llvm::Expected<std::vector<int64_t>>
+readAxisIndices(const KernelCall &call, const TensorRef &t, int64_t size);
+
 /// An input as a contiguous f32 array: the tensor's own memory when it is
 /// f32, a converted copy otherwise.
 class F32In {

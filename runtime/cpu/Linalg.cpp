@@ -256,9 +256,63 @@ template <ReduceKind Kind> llvm::Error reduceKernel(const KernelCall &call) {
   return llvm::Error::success();
 }
 
+/// Running sums along the middle dim of [outer, length, inner], each line
+/// in order, accumulated in `Acc`.
+template <typename T, typename Acc>
+void scanLoop(const T *in, T *out, const Scan &s) {
+  parallelFor(s.outer * s.inner, s.length, [&](int64_t begin, int64_t end) {
+    for (int64_t line = begin; line < end; ++line) {
+      int64_t o = line / s.inner, k = line % s.inner;
+      const T *x = in + o * s.length * s.inner + k;
+      T *y = out + o * s.length * s.inner + k;
+      Acc acc = 0;
+      for (int64_t step = 0; step < s.length; ++step) {
+        int64_t i = s.reverse ? s.length - 1 - step : step;
+        Acc value = static_cast<Acc>(x[i * s.inner]);
+        if (!s.exclusive)
+          acc += value;
+        y[i * s.inner] = static_cast<T>(acc);
+        if (s.exclusive)
+          acc += value;
+      }
+    }
+  });
+}
+
+llvm::Error cumSumKernel(const KernelCall &call) {
+  llvm::Expected<Scan> scan = readCumSum(call);
+  if (!scan)
+    return scan.takeError();
+  const TensorRef &in = call.input(0), &out = call.output(0);
+  switch (in.dtype) {
+  case DType::F64:
+    scanLoop<double, double>(in.as<double>(), out.as<double>(), *scan);
+    break;
+  case DType::I64:
+    scanLoop<int64_t, int64_t>(in.as<int64_t>(), out.as<int64_t>(), *scan);
+    break;
+  case DType::I32:
+    scanLoop<int32_t, int32_t>(in.as<int32_t>(), out.as<int32_t>(), *scan);
+    break;
+  case DType::F32:
+  case DType::BF16:
+  case DType::F16: {
+    F32In x(in);
+    F32Out y(out);
+    scanLoop<float, float>(x.data(), y.data(), *scan);
+    y.commit();
+    break;
+  }
+  default:
+    return call.error("unsupported dtype " + dtypeName(in.dtype));
+  }
+  return llvm::Error::success();
+}
+
 } // namespace
 
 void registerLinalgKernels(KernelRegistry &registry) {
+  registry.add("dtc.cumsum", cumSumKernel);
   registry.add("dtc.matmul", matmulKernel);
   registry.add("dtc.reduce_sum", reduceKernel<ReduceKind::Sum>);
   registry.add("dtc.reduce_mean", reduceKernel<ReduceKind::Mean>);

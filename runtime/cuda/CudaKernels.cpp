@@ -325,6 +325,37 @@ Error embeddingGradKernel(const KernelCall &call) {
                                         out.data, code(out.dtype)));
 }
 
+ops::ElementLookup deviceElementLookup(const ElementLookup &l) {
+  ops::ElementLookup d;
+  d.outer = l.outer;
+  d.count = l.count;
+  d.size = l.size;
+  d.inner = l.inner;
+  d.ids64 = l.ids64;
+  return d;
+}
+
+Error gatherElementsKernel(const KernelCall &call) {
+  Expected<ElementLookup> l = readGatherElements(call);
+  if (!l)
+    return l.takeError();
+  const TensorRef &data = call.input(0);
+  return check(call,
+               ops::gatherElements(deviceElementLookup(*l), data.data,
+                                   static_cast<int>(dtypeSize(data.dtype)),
+                                   call.input(1).data, call.output(0).data));
+}
+
+Error gatherElementsGradKernel(const KernelCall &call) {
+  Expected<ElementLookup> l = readGatherElementsGrad(call);
+  if (!l)
+    return l.takeError();
+  const TensorRef &dy = call.input(0), &out = call.output(0);
+  return check(call, ops::gatherElementsGrad(deviceElementLookup(*l), dy.data,
+                                             code(dy.dtype), call.input(1).data,
+                                             out.data, code(out.dtype)));
+}
+
 /// This rank's part of a replicated tensor (runtime/cpu/Collective.cpp):
 /// the group of `mesh_axes` splits `dim` (interleaved by `block`).
 Error shardSliceKernel(const KernelCall &call) {
@@ -356,6 +387,16 @@ Error shardSliceKernel(const KernelCall &call) {
 //===----------------------------------------------------------------------===//
 // Reductions, norms, losses
 //===----------------------------------------------------------------------===//
+
+Error cumSumKernel(const KernelCall &call) {
+  Expected<Scan> scan = readCumSum(call);
+  if (!scan)
+    return scan.takeError();
+  const TensorRef &in = call.input(0);
+  return check(call, ops::cumSum(code(in.dtype), in.data, call.output(0).data,
+                                 scan->outer, scan->length, scan->inner,
+                                 scan->exclusive, scan->reverse));
+}
 
 template <ops::Reduce Kind> Error reduceKernel(const KernelCall &call) {
   Expected<ReduceGroups> groups = readReduce(call);
@@ -1056,6 +1097,9 @@ void registerCudaKernels(KernelRegistry &registry) {
   registry.add("dtc.shard_slice", shardSliceKernel);
   registry.add("dtc.embedding_grad", embeddingGradKernel);
   registry.add("dtc.embedding_shard_grad", embeddingGradKernel);
+  registry.add("dtc.gather_elements", gatherElementsKernel);
+  registry.add("dtc.gather_elements_grad", gatherElementsGradKernel);
+  registry.add("dtc.cumsum", cumSumKernel);
   registry.add("dtc.reduce_sum", reduceKernel<ops::Reduce::Sum>);
   registry.add("dtc.reduce_mean", reduceKernel<ops::Reduce::Mean>);
   registry.add("dtc.reduce_max", reduceKernel<ops::Reduce::Max>);

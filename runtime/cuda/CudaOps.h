@@ -50,6 +50,7 @@ enum DeviceError : int {
   kLabelOutOfRange = 2,
   kBadAdamStep = 3,
   kSlotOutOfRange = 4,
+  kIndexOutOfRange = 5,
 };
 
 //===--- runtime (Runtime.cu) ---------------------------------------------===//
@@ -149,6 +150,21 @@ std::string embedding(const Lookup &l, const void *table, int elemSize,
 /// ids outside the shard add nothing.
 std::string embeddingGrad(const Lookup &l, const void *dy, int dyDtype,
                           const void *ids, void *out, int outDtype);
+/// dtc.gather_elements over `l.elements()` elements: data element
+/// (o, index, i) for indices element (o, j, i) (ElementLookup,
+/// runtime/core/Embedding.h); indices outside [-size, size) flag
+/// kIndexOutOfRange.
+struct ElementLookup {
+  int64_t outer = 1, count = 1, size = 1, inner = 1;
+  bool ids64 = true;
+};
+std::string gatherElements(const ElementLookup &l, const void *data,
+                           int elemSize, const void *indices, void *out);
+/// Its gradient: zeros of the data shape (any float dtype), each dy element
+/// added at its index.
+std::string gatherElementsGrad(const ElementLookup &l, const void *dy,
+                               int dyDtype, const void *indices, void *out,
+                               int outDtype);
 /// dtc.zigzag_order: `outer` runs of 2 * parts pieces of `pieceBytes`; piece
 /// p of each run is piece p / 2 (p even) or 2 * parts - 1 - p / 2 (p odd) of
 /// the input's run, or the reverse with `inverse`. `in` may be `out`.
@@ -161,6 +177,10 @@ enum class Reduce { Sum, Mean, Max };
 /// [outer, count, inner] -> [outer, inner], dtype in and out.
 std::string reduce(Reduce kind, int dtype, const void *in, void *out,
                    int64_t outer, int64_t count, int64_t inner);
+/// dtc.cumsum over [outer, length, inner] along the middle dim, dtype in and
+/// out (floats accumulate in f32, f64 in f64, integers in i64).
+std::string cumSum(int dtype, const void *in, void *out, int64_t outer,
+                   int64_t length, int64_t inner, bool exclusive, bool reverse);
 std::string softmax(int dtype, const void *in, void *out, int64_t outer,
                     int64_t size, int64_t inner);
 std::string softmaxGrad(int yDtype, const void *y, int dyDtype, const void *dy,

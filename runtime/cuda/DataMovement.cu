@@ -1,4 +1,4 @@
-//===- DataMovement.cu - Strided copies, zigzag order, embedding ----------===//
+//===- DataMovement.cu - Strided copies, zigzag order, lookups ------------===//
 
 #include "runtime/cuda/CudaCommon.cuh"
 
@@ -134,7 +134,104 @@ __global__ void embeddingGradKernel(Lookup l, const void *dy, int dyDtype,
     atomicAdd(out + row * l.dim + j, loadF(dy, dyDtype, i * l.dim + j));
 }
 
+/// Indices element `e`'s data offset, or -1 (flagged) for an index outside
+/// [-size, size); a negative index counts from the end (ONNX).
+__device__ int64_t elementOffset(const ElementLookup &l, const void *indices,
+                                 int64_t e, int *error) {
+  int64_t id = l.ids64 ? static_cast<const int64_t *>(indices)[e]
+                       : static_cast<const int32_t *>(indices)[e];
+  if (id < -l.size || id >= l.size) {
+    flagError(error, kIndexOutOfRange);
+    return -1;
+  }
+  if (id < 0)
+    id += l.size;
+  int64_t o = e / (l.count * l.inner), i = e % l.inner;
+  return (o * l.size + id) * l.inner + i;
+}
+
+template <typename T>
+__global__ void gatherElementsKernel(ElementLookup l, const T *data,
+                                     const void *indices, T *out, int64_t n,
+                                     int *error) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t at = elementOffset(l, indices, e, error);
+    out[e] = at < 0 ? T() : data[at];
+  }
+}
+
+__global__ void gatherElementsGradKernel(ElementLookup l, const void *dy,
+                                         int dyDtype, const void *indices,
+                                         float *out, int64_t n, int *error) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t at = elementOffset(l, indices, e, error);
+    if (at >= 0)
+      atomicAdd(out + at, loadF(dy, dyDtype, e));
+  }
+}
+
+template <typename T>
+void launchGatherElements(const ElementLookup &l, const void *data,
+                          const void *indices, void *out, int64_t n) {
+  gatherElementsKernel<T><<<blocksFor(n), 256, 0, computeStream()>>>(
+      l, static_cast<const T *>(data), indices, static_cast<T *>(out), n,
+      errorWord());
+}
+
 } // namespace
+
+std::string gatherElements(const ElementLookup &l, const void *data,
+                           int elemSize, const void *indices, void *out) {
+  int64_t n = l.outer * l.count * l.inner;
+  if (n == 0)
+    return "";
+  switch (elemSize) {
+  case 1:
+    launchGatherElements<uint8_t>(l, data, indices, out, n);
+    break;
+  case 2:
+    launchGatherElements<uint16_t>(l, data, indices, out, n);
+    break;
+  case 4:
+    launchGatherElements<uint32_t>(l, data, indices, out, n);
+    break;
+  case 8:
+    launchGatherElements<uint64_t>(l, data, indices, out, n);
+    break;
+  default:
+    return "gather_elements: unsupported element size " +
+           std::to_string(elemSize);
+  }
+  return launched("gather_elements kernel");
+}
+
+// Elements landing on one data element add with atomics: the sum's order
+// (and so its last bits) may vary from run to run, unlike the CPU kernel's.
+std::string gatherElementsGrad(const ElementLookup &l, const void *dy,
+                               int dyDtype, const void *indices, void *out,
+                               int outDtype) {
+  int64_t dataElements = l.outer * l.size * l.inner,
+          n = l.outer * l.count * l.inner;
+  size_t bytes = dataElements * sizeof(float);
+  Scratch scratch(outDtype == kF32 ? 0 : bytes);
+  float *acc =
+      outDtype == kF32 ? static_cast<float *>(out) : scratch.as<float>();
+  if (!acc && bytes)
+    return "gather_elements_grad: out of device memory";
+  if (std::string e = memsetZero(acc, bytes); !e.empty())
+    return e;
+  if (n) {
+    gatherElementsGradKernel<<<blocksFor(n), 256, 0, computeStream()>>>(
+        l, dy, dyDtype, indices, acc, n, errorWord());
+    if (std::string e = launched("gather_elements_grad kernel"); !e.empty())
+      return e;
+  }
+  if (outDtype != kF32)
+    return cast(kF32, acc, outDtype, out, dataElements);
+  return "";
+}
 
 std::string gather(const void *in, void *out, int elemSize,
                    const Layout &layout) {

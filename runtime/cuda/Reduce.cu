@@ -184,4 +184,66 @@ std::string reduce(Reduce kind, int dtype, const void *in, void *out,
   }
 }
 
+namespace {
+
+/// One thread per line of the scan: lines are independent and short (a
+/// sequence of positions), so the sum runs in order, as the CPU kernel's.
+template <typename Acc>
+__global__ void cumSumKernel(int dtype, const void *in, void *out,
+                             int64_t outer, int64_t length, int64_t inner,
+                             bool exclusive, bool reverse) {
+  for (int64_t line = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+       line < outer * inner; line += int64_t(gridDim.x) * blockDim.x) {
+    int64_t base = (line / inner) * length * inner + line % inner;
+    Acc acc = 0;
+    for (int64_t step = 0; step < length; ++step) {
+      int64_t at = base + (reverse ? length - 1 - step : step) * inner;
+      Acc value;
+      if constexpr (std::is_same_v<Acc, int64_t>)
+        value = loadI(in, dtype, at);
+      else
+        value = static_cast<Acc>(loadD(in, dtype, at));
+      if (!exclusive)
+        acc += value;
+      if constexpr (std::is_same_v<Acc, int64_t>)
+        storeI(out, dtype, at, acc);
+      else
+        storeD(out, dtype, at, static_cast<double>(acc));
+      if (exclusive)
+        acc += value;
+    }
+  }
+}
+
+} // namespace
+
+std::string cumSum(int dtype, const void *in, void *out, int64_t outer,
+                   int64_t length, int64_t inner, bool exclusive,
+                   bool reverse) {
+  int64_t lines = outer * inner;
+  if (lines == 0 || length == 0)
+    return "";
+  cudaStream_t s = computeStream();
+  switch (dtype) {
+  case kF64:
+    cumSumKernel<double><<<blocksFor(lines), 256, 0, s>>>(
+        dtype, in, out, outer, length, inner, exclusive, reverse);
+    break;
+  case kI64:
+  case kI32:
+    cumSumKernel<int64_t><<<blocksFor(lines), 256, 0, s>>>(
+        dtype, in, out, outer, length, inner, exclusive, reverse);
+    break;
+  case kF32:
+  case kBF16:
+  case kF16:
+    cumSumKernel<float><<<blocksFor(lines), 256, 0, s>>>(
+        dtype, in, out, outer, length, inner, exclusive, reverse);
+    break;
+  default:
+    return "cumsum: unsupported dtype";
+  }
+  return launched("cumsum kernel");
+}
+
 } // namespace dtc::cuda

@@ -33,6 +33,8 @@ const char *deviceErrorText(int code) {
     return "dtc.adamw: step must be at least 1 (1-based)";
   case kSlotOutOfRange:
     return "dtc.moe_*: a slot holds a position outside [-1, sequence)";
+  case kIndexOutOfRange:
+    return "dtc.gather_elements: an index is out of range of its axis";
   default:
     return "a kernel flagged an unknown error";
   }

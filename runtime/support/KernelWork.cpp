@@ -151,10 +151,11 @@ KernelWork dtc::kernelWork(const KernelDesc &op) {
     w.flops += t.elements();
   w.executedFlops = w.flops;
   if (name == "dtc.embedding" || name == "dtc.slice" ||
-      name == "dtc.shard_slice") {
+      name == "dtc.shard_slice" || name == "dtc.gather_elements") {
     // They read only the rows or the part they return, not the whole table
     // or tensor: the result's bytes in and out, plus the indices.
-    w.bytes = 2 * out0.bytes() + (name == "dtc.embedding" ? in1.bytes() : 0);
+    bool lookup = name == "dtc.embedding" || name == "dtc.gather_elements";
+    w.bytes = 2 * out0.bytes() + (lookup ? in1.bytes() : 0);
   }
   return w;
 }

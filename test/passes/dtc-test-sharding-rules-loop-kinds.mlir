@@ -28,6 +28,16 @@ func.func @kinds(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %l: tensor<4x8x32xf3
   // The weight gradient sums over the rows it does not index.
   // CHECK: dtc.rms_norm_grad {{.*}}dtc.sums_over_parallel_loops
   %n:2 = dtc.rms_norm_grad %x, %v, %d {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>)
+  // A lookup along an axis reads the whole data axis (its last loop), so
+  // that loop is not a sum; its gradient scatters each split of the
+  // indices' axis into zeros (a partial sum) and never splits the result's.
+  // CHECK: dtc.gather_elements {{.*}}dtc.loop_kinds = ["parallel", "parallel", "max-like"]
+  %ge = dtc.gather_elements %x, %y {axis = 1 : i64} : (tensor<4x8xf32>, tensor<4x8xi64>) -> tensor<4x8xf32>
+  // CHECK: dtc.gather_elements_grad {{.*}}dtc.loop_kinds = ["parallel", "sum", "max-like"]
+  %gg = dtc.gather_elements_grad %x, %y {axis = 1 : i64, dim_size = 16 : i64} : (tensor<4x8xf32>, tensor<4x8xi64>) -> tensor<4x16xf32>
+  // A running sum needs the sums of the parts before: not a sum loop.
+  // CHECK: dtc.cumsum {{.*}}dtc.loop_kinds = ["parallel", "max-like"]
+  %cs = dtc.cumsum %x {axis = 1 : i64} : tensor<4x8xf32>
   // CHECK: dtc.exp {{.*}}dtc.loop_kinds = ["parallel", "parallel"]
   // CHECK-NOT: dtc.sums_over_parallel_loops
   %e = dtc.exp %x : tensor<4x8xf32>

@@ -889,6 +889,67 @@ TEST_F(CudaKernel, EmbeddingAndGradient) {
   }
 }
 
+/// `shape` indices in [-limit, limit): negative ones count from the end.
+Tensor signedIds(DType dtype, llvm::ArrayRef<int64_t> shape, int64_t limit,
+                 unsigned seed) {
+  Tensor t = ids(dtype, shape, 2 * limit, seed);
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    if (dtype == DType::I64)
+      t.as<int64_t>()[i] -= limit;
+    else
+      t.as<int32_t>()[i] -= static_cast<int32_t>(limit);
+  }
+  return t;
+}
+
+TEST_F(CudaKernel, GatherElementsAndGradient) {
+  for (DType idType : {I64, I32}) {
+    // Along the middle axis of [3, 7, 5]: 4 indices per line, some negative.
+    Case("dtc.gather_elements")
+        .i("axis", 1)
+        .in(randomTensor(F32, {3, 7, 5}, -1, 1, 60))
+        .in(signedIds(idType, {3, 4, 5}, 7, 61))
+        .out(F32, {3, 4, 5})
+        .check(0, 0);
+    Case("dtc.gather_elements")
+        .i("axis", 0)
+        .in(ids(I64, {6, 3}, 100, 62))
+        .in(signedIds(idType, {9, 3}, 6, 63))
+        .out(I64, {9, 3})
+        .check(0, 0);
+    // Repeated indices add up (in another order than the CPU's).
+    Case("dtc.gather_elements_grad")
+        .i("axis", 1)
+        .i("dim_size", 7)
+        .in(randomTensor(F32, {3, 12, 5}, -1, 1, 64))
+        .in(signedIds(idType, {3, 12, 5}, 7, 65))
+        .out(F32, {3, 7, 5})
+        .check(1e-6, 1e-5);
+  }
+}
+
+TEST_F(CudaKernel, CumSum) {
+  for (bool exclusive : {false, true})
+    for (bool reverse : {false, true}) {
+      Case f("dtc.cumsum");
+      f.i("axis", 1);
+      if (exclusive)
+        f.flag("exclusive");
+      if (reverse)
+        f.flag("reverse");
+      f.in(randomTensor(F32, {3, 40, 6}, -1, 1, 66))
+          .out(F32, {3, 40, 6})
+          .check(1e-6, 1e-5);
+      Case n("dtc.cumsum");
+      n.i("axis", 0);
+      if (exclusive)
+        n.flag("exclusive");
+      if (reverse)
+        n.flag("reverse");
+      n.in(ids(I64, {9, 4}, 2, 67)).out(I64, {9, 4}).check(0, 0);
+    }
+}
+
 TEST_F(CudaKernel, EmbeddingIdOutOfRangeIsReported) {
   Tensor bad(I64, {2});
   bad.as<int64_t>()[0] = 1;

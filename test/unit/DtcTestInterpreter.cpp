@@ -568,6 +568,44 @@ llvm::Error Interpreter::run(Operation *op) {
         }
         return set(std::move(out));
       })
+      .Case([&](d::GatherElementsOp g) -> llvm::Error {
+        const RefTensor &data = get(g.getData()),
+                        &indices = get(g.getIndices());
+        int64_t axis = g.getAxis(), size = data.shape[axis];
+        auto strides = stridesOf(data.shape);
+        RefTensor out = make(shapeOf(g.getResult()));
+        for (int64_t i = 0, e = out.data.size(); i < e; ++i) {
+          auto idx = unflatten(i, out.shape);
+          int64_t k = static_cast<int64_t>(indices.data[i]);
+          if (k < -size || k >= size)
+            return error(op, "index out of range");
+          idx[axis] = k < 0 ? k + size : k;
+          int64_t src = 0;
+          for (size_t dim = 0; dim < idx.size(); ++dim)
+            src += idx[dim] * strides[dim];
+          out.data[i] = data.data[src];
+        }
+        return set(std::move(out));
+      })
+      .Case([&](d::CumSumOp c) {
+        const RefTensor &x = get(c.getInput());
+        int64_t axis = c.getAxis(), n = x.shape[axis];
+        int64_t stride = stridesOf(x.shape)[axis];
+        RefTensor out = make(x.shape);
+        for (int64_t i = 0, e = out.data.size(); i < e; ++i) {
+          int64_t k = unflatten(i, x.shape)[axis];
+          // out[k] sums x[j] for j <= k (>= k reversed), k itself unless
+          // exclusive.
+          double sum = 0;
+          for (int64_t j = 0; j < n; ++j) {
+            bool before = c.getReverse() ? j > k : j < k;
+            if (before || (j == k && !c.getExclusive()))
+              sum += x.data[i + (j - k) * stride];
+          }
+          out.data[i] = sum;
+        }
+        return set(std::move(out));
+      })
       .Case([&](d::AttentionOp a) -> llvm::Error {
         auto out = attention(a);
         if (!out)

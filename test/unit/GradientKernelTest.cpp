@@ -549,6 +549,67 @@ TEST_F(GradientKernelTest, EmbeddingGradScatterAddsRepeatedIds) {
   }
 }
 
+TEST_F(GradientKernelTest, GatherElementsGradScatterAddsAlongTheAxis) {
+  // data [2, 4, 3], indices [2, 5, 3] along axis 1, with repeats and
+  // negative indices (ONNX: -1 is the last of the 4).
+  int64_t lines = 2, size = 4, count = 5, inner = 3;
+  std::vector<int64_t> ids = {0,  -1, 2, 1, 1, -4, 3, 0, 0, -2, 1, 2, 0, 0, 3,
+                              -1, 2,  2, 1, 0, 0,  3, 3, 3, -3, 1, 2, 0, 1, 0};
+  Vec data = randomVec(rng, lines * size * inner),
+      dy = randomVec(rng, lines * count * inner);
+  auto at = [&](int64_t e) {
+    int64_t o = e / (count * inner), k = ids[e] < 0 ? ids[e] + size : ids[e];
+    return (o * size + k) * inner + e % inner;
+  };
+  auto forward = [&](const Vec &x) {
+    Vec out(ids.size());
+    for (size_t e = 0; e < ids.size(); ++e)
+      out[e] = x[at(e)];
+    return out;
+  };
+  checkForward(
+      Op("dtc.gather_elements").i("axis", 1),
+      {f32({lines, size, inner}, data), i64({lines, count, inner}, ids)},
+      {lines, count, inner}, forward(data));
+  Tensor grad =
+      run(Op("dtc.gather_elements_grad").i("axis", 1).i("dim_size", size),
+          {f32({lines, count, inner}, dy), i64({lines, count, inner}, ids)},
+          {{DType::F32, {lines, size, inner}}})[0];
+  checkDirectional(
+      [&](const std::vector<Vec> &in) { return dotVec(forward(in[0]), dy); },
+      {data}, 0, toVec(grad), "gather_elements");
+}
+
+TEST_F(GradientKernelTest, GatherElementsRejectsOutOfRangeIndices) {
+  std::string message =
+      errorOf(Op("dtc.gather_elements").i("axis", 0),
+              {f32({3}, {1, 2, 3}), i64({2}, {-3, 3})}, {{DType::F32, {2}}});
+  EXPECT_NE(message.find("index 3 at position 1 is out of range [-3, 3)"),
+            std::string::npos)
+      << message;
+}
+
+TEST_F(GradientKernelTest, CumSumMatchesRunningSums) {
+  // [2, 3] along axis 1 in each mode, against sums written out.
+  Vec x = {1, 2, 4, 8, 16, 32};
+  struct Mode {
+    bool exclusive, reverse;
+    Vec expected;
+  } modes[] = {{false, false, {1, 3, 7, 8, 24, 56}},
+               {true, false, {0, 1, 3, 0, 8, 24}},
+               {false, true, {7, 6, 4, 56, 48, 32}},
+               {true, true, {6, 4, 0, 48, 32, 0}}};
+  for (const Mode &m : modes) {
+    Op op("dtc.cumsum");
+    op.i("axis", 1);
+    if (m.exclusive)
+      op.b("exclusive");
+    if (m.reverse)
+      op.b("reverse");
+    checkForward(op, {f32({2, 3}, x)}, {2, 3}, m.expected);
+  }
+}
+
 TEST_F(GradientKernelTest, EmbeddingGradRejectsOutOfRangeIds) {
   std::string message = errorOf(Op("dtc.embedding_grad").i("num_rows", 3),
                                 {f32({2, 2}, {1, 2, 3, 4}), i64({2}, {0, 3})},

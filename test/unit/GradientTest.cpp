@@ -567,6 +567,36 @@ TEST(Gradient, SliceStrided) {
                   "tensor<3x3xf32>"});
 }
 
+TEST(Gradient, GatherElementsRepeatedAndNegative) {
+  // Along axis 1 of [2, 4]: element (0, 1) is read twice (index 1 and -3),
+  // (1, 3) through -1, and (0, 2), (1, 1) not at all (zero gradient).
+  checkGradients(
+      {"%arg0: tensor<2x4xf32>",
+       R"(  %ids = dtc.constant dense<[[1, -3, 0], [-1, 0, 2]]> : tensor<2x3xi64>
+  %out = dtc.gather_elements %arg0, %ids {axis = 1 : i64} : (tensor<2x4xf32>, tensor<2x3xi64>) -> tensor<2x3xf32>)",
+       "tensor<2x3xf32>"});
+}
+TEST(Gradient, GatherElementsAxis0) {
+  checkGradients(
+      {"%arg0: tensor<3x2x2xf32>",
+       R"(  %ids = dtc.constant dense<[[[2, 0], [1, 1]], [[0, 0], [2, -1]]]> : tensor<2x2x2xi32>
+  %0 = dtc.gather_elements %arg0, %ids {axis = 0 : i64} : (tensor<3x2x2xf32>, tensor<2x2x2xi32>) -> tensor<2x2x2xf32>
+  %out = dtc.tanh %0 : tensor<2x2x2xf32>)",
+       "tensor<2x2x2xf32>"});
+}
+TEST(Gradient, CumSum) {
+  checkGradients({"%arg0: tensor<2x5xf32>",
+                  R"(  %0 = dtc.cumsum %arg0 {axis = 1 : i64} : tensor<2x5xf32>
+  %out = dtc.tanh %0 : tensor<2x5xf32>)",
+                  "tensor<2x5xf32>"});
+}
+TEST(Gradient, CumSumExclusiveReverse) {
+  checkGradients({"%arg0: tensor<4x3xf32>",
+                  "  %out = dtc.cumsum %arg0 {axis = 0 : i64, exclusive, "
+                  "reverse} : tensor<4x3xf32>",
+                  "tensor<4x3xf32>"});
+}
+
 //===----------------------------------------------------------------------===//
 // Transformer ops and losses
 //===----------------------------------------------------------------------===//

@@ -1,7 +1,7 @@
 //===- Math.cpp - Elementwise math, matmul, reductions --------------------===//
 //
 // Lowerings of arithmetic (Add ... Sum), unary math (Exp ... Gelu), MatMul,
-// Gemm and reductions.
+// Gemm, reductions and CumSum.
 //
 //===----------------------------------------------------------------------===//
 
@@ -287,6 +287,38 @@ Error ModelImporter::lowerReduce(llvm::ArrayRef<Entry *> ins) {
   return defineValue(0, *result);
 }
 
+/// CumSum of a run-time tensor along a constant axis (constant inputs fold
+/// on the host): RoBERTa's position ids, the running count of non-pad ids.
+Error ModelImporter::lowerCumSum(llvm::ArrayRef<Entry *> ins) {
+  if (ins.size() != 2 || !ins[1])
+    return nodeError("needs x and axis inputs");
+  if (!ins[1]->known || ins[1]->known->size() != 1)
+    return nodeError("the axis '{0}' must be a constant scalar",
+                     node->input(1));
+  if (ins[0]->dataType == kBool || ins[0]->dataType == kInt8)
+    return nodeError("CumSum of {0} is not supported",
+                     dataTypeName(ins[0]->dataType));
+  std::string error;
+  auto axis =
+      normalizeAxis(ins[1]->known->getInt(0), ins[0]->shape.size(), error);
+  if (!axis)
+    return nodeError("{0}", error);
+  auto input = valueOf(*ins[0]);
+  if (!input)
+    return input.takeError();
+  UnitAttr exclusive = getIntAttr(*node, "exclusive", 0) != 0
+                           ? builder.getUnitAttr()
+                           : UnitAttr();
+  UnitAttr reverse =
+      getIntAttr(*node, "reverse", 0) != 0 ? builder.getUnitAttr() : UnitAttr();
+  auto result = finish(d::CumSumOp::create(
+      builder, loc(), input->getType(), *input,
+      builder.getI64IntegerAttr(*axis), exclusive, reverse));
+  if (!result)
+    return result.takeError();
+  return defineValue(0, *result);
+}
+
 void ::dtc::onnx::detail::registerMathOps(LoweringTable &table) {
   table["Add"] = &ModelImporter::lowerBinary;
   table["Sub"] = &ModelImporter::lowerBinary;
@@ -312,4 +344,5 @@ void ::dtc::onnx::detail::registerMathOps(LoweringTable &table) {
   table["ReduceMean"] = &ModelImporter::lowerReduce;
   table["ReduceSum"] = &ModelImporter::lowerReduce;
   table["ReduceMax"] = &ModelImporter::lowerReduce;
+  table["CumSum"] = &ModelImporter::lowerCumSum;
 }

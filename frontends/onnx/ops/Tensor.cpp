@@ -1,7 +1,8 @@
 //===- Tensor.cpp - Shapes, data movement, casts --------------------------===//
 //
 // Lowerings of Identity, Reshape-like ops, Transpose, Concat, Slice, Split,
-// SplitToSequence / SequenceAt, Gather, Where, Expand and casts.
+// SplitToSequence / SequenceAt, Gather, GatherElements, Where, Expand and
+// casts.
 //
 //===----------------------------------------------------------------------===//
 
@@ -437,6 +438,71 @@ Error ModelImporter::lowerGather(llvm::ArrayRef<Entry *> ins) {
   return defineValue(0, result);
 }
 
+/// GatherElements with run-time data or indices (both known fold on the
+/// host): dtc.gather_elements, after slicing the data to the indices'
+/// extent off the axis (ONNX lets them be smaller) and checking constant
+/// indices here, where the error can name the node.
+Error ModelImporter::lowerGatherElements(llvm::ArrayRef<Entry *> ins) {
+  if (ins.size() != 2 || !ins[1])
+    return nodeError("needs data and indices inputs");
+  Entry &data = *ins[0], &indices = *ins[1];
+  if (!isIntegerType(indices.dataType) || indices.dataType == kBool)
+    return nodeError("indices must be integers, got {0}",
+                     dataTypeName(indices.dataType));
+  int64_t rank = data.shape.size();
+  if (static_cast<int64_t>(indices.shape.size()) != rank)
+    return nodeError("data {0} and indices {1} differ in rank",
+                     shapeString(data.shape), shapeString(indices.shape));
+  std::string error;
+  auto axis = normalizeAxis(getIntAttr(*node, "axis", 0), rank, error);
+  if (!axis)
+    return nodeError("{0}", error);
+  auto input = valueOf(data);
+  if (!input)
+    return input.takeError();
+  Value table = *input;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == *axis || indices.shape[d] == data.shape[d])
+      continue;
+    if (indices.shape[d] > data.shape[d])
+      return nodeError("indices {0} exceed the data {1} in dim {2}",
+                       shapeString(indices.shape), shapeString(data.shape), d);
+    auto part = sliceAxis(table, d, 0, indices.shape[d]);
+    if (!part)
+      return part.takeError();
+    table = *part;
+  }
+  Value ids;
+  if (indices.known) {
+    int64_t size = data.shape[*axis];
+    for (int64_t i : indices.known->ints)
+      if (i < -size || i >= size)
+        return nodeError("index {0} is out of range for dim {1} of size {2}", i,
+                         *axis, size);
+    auto c = constant(HostTensor::fromInts(indices.known->ints, indices.shape));
+    if (!c)
+      return c.takeError();
+    ids = *c;
+  } else {
+    auto v = valueOf(indices);
+    if (!v)
+      return v.takeError();
+    ids = *v;
+    if (indices.dataType != kInt64 && indices.dataType != kInt32) {
+      auto cast = finish(d::CastOp::create(builder, loc(), placeholder(), ids,
+                                           builder.getI64Type()));
+      if (!cast)
+        return cast.takeError();
+      ids = *cast;
+    }
+  }
+  auto result = finish(d::GatherElementsOp::create(
+      builder, loc(), placeholder(), table, ids, *axis));
+  if (!result)
+    return result.takeError();
+  return defineValue(0, *result);
+}
+
 Error ModelImporter::lowerWhere(llvm::ArrayRef<Entry *> ins) {
   if (ins.size() != 3 || !ins[1] || !ins[2])
     return nodeError("needs condition, X and Y inputs");
@@ -697,6 +763,7 @@ void ::dtc::onnx::detail::registerTensorOps(LoweringTable &table) {
   table["SplitToSequence"] = &ModelImporter::lowerSplitToSequence;
   table["SequenceAt"] = &ModelImporter::lowerSequenceAt;
   table["Gather"] = &ModelImporter::lowerGather;
+  table["GatherElements"] = &ModelImporter::lowerGatherElements;
   table["Where"] = &ModelImporter::lowerWhere;
   table["Expand"] = &ModelImporter::lowerExpand;
   table["Cast"] = &ModelImporter::lowerCastOp;
