@@ -847,22 +847,33 @@ LogicalResult SoftmaxOp::verify() {
   return verifyAxis(getLoc(), getAxis(), getInput().getType().getRank());
 }
 
-// The normalized dimension is a reduction loop that the output also indexes:
-// splitting it needs the op's own cross-shard statistics.
-SmallVector<IteratorType> SoftmaxOp::getLoopIteratorTypes() {
-  int64_t rank = getInput().getType().getRank(), axis = getAxis();
+/// The loops of an op along one axis of its input (softmax, a running sum):
+/// that axis is a reduction the output also indexes, every other parallel.
+/// verify() reports a bad axis; no out-of-bounds index if this is asked
+/// before (or without) verification.
+static SmallVector<IteratorType> axisReductionLoops(int64_t rank,
+                                                    int64_t axis) {
   SmallVector<IteratorType> types(rank, IteratorType::parallel);
-  // SoftmaxOp::verify reports a bad axis; do not index out of bounds if this
-  // is asked before (or without) verification.
   if (axis >= 0 && axis < rank)
     types[axis] = IteratorType::reduction;
   return types;
 }
 
-SmallVector<AffineMap> SoftmaxOp::getIndexingMaps() {
-  auto map = AffineMap::getMultiDimIdentityMap(getInput().getType().getRank(),
-                                               getContext());
+/// Input and output both indexed by every loop.
+static SmallVector<AffineMap> identityInputOutput(RankedTensorType input) {
+  auto map =
+      AffineMap::getMultiDimIdentityMap(input.getRank(), input.getContext());
   return {map, map};
+}
+
+// The normalized dimension is a reduction loop that the output also indexes:
+// splitting it needs the op's own cross-shard statistics.
+SmallVector<IteratorType> SoftmaxOp::getLoopIteratorTypes() {
+  return axisReductionLoops(getInput().getType().getRank(), getAxis());
+}
+
+SmallVector<AffineMap> SoftmaxOp::getIndexingMaps() {
+  return identityInputOutput(getInput().getType());
 }
 
 LogicalResult CumSumOp::verify() {
@@ -872,17 +883,11 @@ LogicalResult CumSumOp::verify() {
 // The scanned dimension is a reduction loop that the output also indexes,
 // as softmax's: a split of it would need the sums of the parts before.
 SmallVector<IteratorType> CumSumOp::getLoopIteratorTypes() {
-  int64_t rank = getInput().getType().getRank(), axis = getAxis();
-  SmallVector<IteratorType> types(rank, IteratorType::parallel);
-  if (axis >= 0 && axis < rank)
-    types[axis] = IteratorType::reduction;
-  return types;
+  return axisReductionLoops(getInput().getType().getRank(), getAxis());
 }
 
 SmallVector<AffineMap> CumSumOp::getIndexingMaps() {
-  auto map = AffineMap::getMultiDimIdentityMap(getInput().getType().getRank(),
-                                               getContext());
-  return {map, map};
+  return identityInputOutput(getInput().getType());
 }
 
 // d/dx_j of sum_{j <= i} x_j is 1 for every i >= j: the gradient's running

@@ -133,6 +133,7 @@ public:
   /// node is not worth memoizing.
   std::string memoKey(llvm::ArrayRef<Entry *> args);
   Expected<Value> valueOf(Entry &entry);
+  Expected<Value> indexValue(Entry &indices);
   Expected<Value> constant(const HostTensor &tensor);
   /// The int64 values of a known input, or an error naming the input.
   Expected<std::vector<int64_t>> knownInts(int index, llvm::StringRef what);

@@ -992,6 +992,22 @@ static void setOptimizerOptions(PassOptions &o, const OptimizerConfig &c) {
   o.gradClip = c.gradClip;
 }
 
+/// With overlap: TP collectives in row blocks (with chunks > 1), then every
+/// collective started early and waited for late, on each function.
+static void addCollectiveOverlap(mlir::OpPassManager &pm,
+                                 const TrainingStepOptions &options) {
+  namespace md = mlir::dtc;
+  if (!options.overlap)
+    return;
+  if (options.tpCommChunks > 1) {
+    md::DtcChunkTpCollectivesOptions chunk;
+    chunk.chunks = options.tpCommChunks;
+    pm.addNestedPass<mlir::func::FuncOp>(
+        md::createDtcChunkTpCollectives(chunk));
+  }
+  pm.addNestedPass<mlir::func::FuncOp>(md::createDtcScheduleCollectives());
+}
+
 /// The pipeline-parallel step: the forward function cut into chunk
 /// modules, on each of which the data/tensor-parallel step's registered
 /// passes run nested (sharding, the chunk's gradient, recompute, its
@@ -1034,13 +1050,7 @@ static void addPipelineStep(mlir::OpPassManager &pm,
     shard.deferGradientSync = true;
     buildForwardPartitionPipeline(chunk, shard);
   }
-  if (options.overlap) {
-    md::DtcChunkTpCollectivesOptions chunks;
-    chunks.chunks = options.tpCommChunks;
-    chunk.addNestedPass<mlir::func::FuncOp>(
-        md::createDtcChunkTpCollectives(chunks));
-    chunk.addNestedPass<mlir::func::FuncOp>(md::createDtcScheduleCollectives());
-  }
+  addCollectiveOverlap(chunk, options);
 
   md::DtcPipelineAssembleOptions assemble;
   assemble.zeroStage = options.zeroStage;
@@ -1094,15 +1104,7 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
     partition.deferGradientSync = true;
     pm.addPass(md::createDtcPartition(partition));
   }
-  if (options.overlap) {
-    if (options.tpCommChunks > 1) {
-      md::DtcChunkTpCollectivesOptions chunk;
-      chunk.chunks = options.tpCommChunks;
-      pm.addNestedPass<mlir::func::FuncOp>(
-          md::createDtcChunkTpCollectives(chunk));
-    }
-    pm.addNestedPass<mlir::func::FuncOp>(md::createDtcScheduleCollectives());
-  }
+  addCollectiveOverlap(pm, options);
   md::DtcMicroStepOptions micro;
   micro.mesh = options.mesh;
   micro.zeroStage = options.zeroStage;

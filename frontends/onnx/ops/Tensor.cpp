@@ -312,6 +312,18 @@ Error ModelImporter::lowerSequenceAt(llvm::ArrayRef<Entry *> ins) {
   return define(node->output(0), std::move(copy));
 }
 
+/// An index tensor computed at run time as the dtc ops read it: int32 and
+/// int64 as they are, other integer types cast to i64.
+Expected<Value> ModelImporter::indexValue(Entry &indices) {
+  auto v = valueOf(indices);
+  if (!v)
+    return v.takeError();
+  if (indices.dataType == kInt64 || indices.dataType == kInt32)
+    return *v;
+  return finish(d::CastOp::create(builder, loc(), placeholder(), *v,
+                                  builder.getI64Type()));
+}
+
 Error ModelImporter::lowerGather(llvm::ArrayRef<Entry *> ins) {
   if (ins.size() != 2 || !ins[1])
     return nodeError("needs data and indices inputs");
@@ -364,17 +376,10 @@ Error ModelImporter::lowerGather(llvm::ArrayRef<Entry *> ins) {
       return c.takeError();
     ids = *c;
   } else {
-    auto v = valueOf(indices);
+    auto v = indexValue(indices);
     if (!v)
       return v.takeError();
     ids = *v;
-    if (indices.dataType != kInt64 && indices.dataType != kInt32) {
-      auto cast = finish(d::CastOp::create(builder, loc(), placeholder(), ids,
-                                           builder.getI64Type()));
-      if (!cast)
-        return cast.takeError();
-      ids = *cast;
-    }
   }
 
   // A row lookup: dtc.embedding, with the gathered axis moved to the front
@@ -484,17 +489,10 @@ Error ModelImporter::lowerGatherElements(llvm::ArrayRef<Entry *> ins) {
       return c.takeError();
     ids = *c;
   } else {
-    auto v = valueOf(indices);
+    auto v = indexValue(indices);
     if (!v)
       return v.takeError();
     ids = *v;
-    if (indices.dataType != kInt64 && indices.dataType != kInt32) {
-      auto cast = finish(d::CastOp::create(builder, loc(), placeholder(), ids,
-                                           builder.getI64Type()));
-      if (!cast)
-        return cast.takeError();
-      ids = *cast;
-    }
   }
   auto result = finish(d::GatherElementsOp::create(
       builder, loc(), placeholder(), table, ids, *axis));
