@@ -251,126 +251,135 @@ int64_t GraphPlanner::defaultGlobalBatch() {
   return std::max<int64_t>(unit, (32 * gpus + unit - 1) / unit * unit);
 }
 
-llvm::Expected<Prediction>
-GraphPlanner::predict(const ParallelPlan &plan,
-                      std::vector<StageDetail> *stages) {
-  const Cluster &cluster = request.cluster;
-  const int64_t p = plan.pp, m = plan.microBatches();
-  if (plan.cp != 1 || plan.ep != 1 || plan.vpp != 1)
-    return badInput("plan {0}: the IR-priced planner prices dp, tp and pp "
-                    "only",
-                    planSummary(plan));
-  if (m < 1 || plan.globalBatch % (plan.dp * plan.microBatch))
-    return badInput("--global-batch {0} is not a multiple of dp x "
-                    "micro-batch = {1}",
-                    plan.globalBatch, plan.dp * plan.microBatch);
-  auto tpProfile = profile(plan.microBatch, plan.tp);
-  if (!tpProfile)
-    return tpProfile.takeError();
-  const Profile &P = **tpProfile;
-  if (!P.error.empty())
-    return badInput("--tp {0}: {1}; pin --tp 1", plan.tp, P.error);
-  // Stage shares come from the unpartitioned function, where the cuts are.
-  auto whole = profile(plan.microBatch, 1);
-  if (!whole)
-    return whole.takeError();
-  const Profile &W = **whole;
-  auto stageCuts = cuts(plan.microBatch, p);
-  if (!stageCuts)
-    return stageCuts.takeError();
-  const Cuts &C = **stageCuts;
-  if (!C.error.empty())
-    return badInput("--pp {0}: {1}", p, C.error);
+namespace {
+/// Prices one plan from the profiles of its tp rank (`P`) and of the whole
+/// function (`W`, where the stage cuts `C` are).
+class GraphStepPricer {
+public:
+  using Profile = GraphPlanner::Profile;
+  using Cuts = GraphPlanner::Cuts;
 
-  const double md = static_cast<double>(m), e = dtypeBytes(request.dtype);
+  GraphStepPricer(const GraphPlanRequest &request, const ParallelPlan &plan,
+                  const Profile &P, const Profile &W, const Cuts &C);
+
+  /// Stage `s`'s time per micro-batch, communication and memory.
+  StageCost stage(int64_t s) const;
+  /// The data-parallel reduction and ZeRO's gathers, the tp sum of
+  /// replicated gradients, the optimizer step.
+  void addOncePerStep(StepCost &step) const;
+  /// Tokens and FLOPs per step.
+  void setFlops(StepCost &step) const;
+
+private:
+  /// Stage `s`'s share of the whole function's `field`, in the
+  /// proportions of the unpartitioned ops it runs.
+  double share(int64_t s, double Profile::Op::*field) const;
+  /// Parameters of a stage on one tp rank: its unpartitioned parameters in
+  /// the proportion the partitioner left on the rank.
+  double stageParams(int64_t s) const { return C.paramElements[s] * rankShare; }
+  double p2pSeconds(int64_t s) const;
+  MemoryBreakdown stageMemory(int64_t s) const;
+
+  const GraphPlanRequest &request;
+  const ParallelPlan &plan;
+  const Cluster &cluster;
+  const Profile &P, &W;
+  const Cuts &C;
+  const double e;
+  const bool full;
+  GroupPlacement tpGroup, dpGroup, ppPair;
+  double rankShare = 1;
+  double tpForward = 0, tpBackwardExposed = 0;
+};
+} // namespace
+
+GraphStepPricer::GraphStepPricer(const GraphPlanRequest &request,
+                                 const ParallelPlan &plan, const Profile &P,
+                                 const Profile &W, const Cuts &C)
+    : request(request), plan(plan), cluster(request.cluster), P(P), W(W), C(C),
+      e(dtypeBytes(request.dtype)), full(plan.recompute == Recompute::Full) {
   int64_t gpn = cluster.gpusPerNode;
-  GroupPlacement tpGroup = placeGroup(plan.tp, plan.stride(MeshAxis::TP), gpn);
-  GroupPlacement dpGroup = placeGroup(plan.dp, plan.stride(MeshAxis::DP), gpn);
-  GroupPlacement ppPair = placeGroup(2, plan.stride(MeshAxis::PP), gpn);
-
+  tpGroup = placeGroup(plan.tp, plan.stride(MeshAxis::TP), gpn);
+  dpGroup = placeGroup(plan.dp, plan.stride(MeshAxis::DP), gpn);
+  ppPair = placeGroup(2, plan.stride(MeshAxis::PP), gpn);
+  rankShare = W.paramElements > 0 ? P.paramElements / W.paramElements : 1;
   // The tensor-parallel collectives of one micro-batch's forward; the
   // backward runs their transposes (an all-reduce's is an all-reduce, an
   // all-gather's a reduce-scatter), priced alike. The backward's hide
   // behind the weight-gradient GEMMs when the plan overlaps them.
-  double tpForward = 0;
   for (const Profile::Op &op : P.ops)
     if (op.comm)
       tpForward +=
           collectiveTime(op.collective, op.commBytes, tpGroup, cluster);
-  double tpBackwardExposed =
+  tpBackwardExposed =
       plan.overlapTpComm ? std::max(0.0, tpForward - P.weightGrad) : tpForward;
-  // The replicated parameters' gradients, summed over tp once per step
-  // (with dp's, behind the last backward when it overlaps). An upper
-  // bound: a gradient the ranks computed alike needs no sum.
-  double tpGradSync =
-      plan.tp > 1
-          ? collectiveTime(Collective::AllReduce, e * P.replicatedParamElements,
-                           tpGroup, cluster)
-          : 0;
+}
 
-  // Each stage's share of the tp rank's work, in the proportions of the
-  // unpartitioned ops it runs.
-  auto share = [&](int64_t s, auto field) {
-    double part = 0, total = 0;
-    for (auto [i, op] : llvm::enumerate(W.ops)) {
-      total += op.*field;
-      if (i >= C.begin[s] && i < C.begin[s + 1])
-        part += op.*field;
-    }
-    return total > 0 ? part / total : 1.0 / static_cast<double>(p);
-  };
-  bool full = plan.recompute == Recompute::Full;
-  // Parameters of a stage on one tp rank: its unpartitioned parameters in
-  // the proportion the partitioner left on the rank.
-  double rankShare =
-      W.paramElements > 0 ? P.paramElements / W.paramElements : 1;
-  auto stageParams = [&](int64_t s) { return C.paramElements[s] * rankShare; };
-
-  StepCost step;
-  step.microBatches = m;
-  for (int64_t s = 0; s < p; ++s) {
-    StageCost stage;
-    double forward = P.forward * share(s, &Profile::Op::forward);
-    double backward = P.backward * share(s, &Profile::Op::backward);
-    stage.forward = forward;
-    stage.kernels = forward + backward + (full ? forward : 0);
-    double tpShare = share(s, &Profile::Op::forward);
-    stage.comm.tp = 2 * tpForward * tpShare;
-    stage.exposed.tp = (tpForward + tpBackwardExposed) * tpShare;
-    // Per micro-batch a stage receives its input and its output's gradient
-    // and sends their counterparts (the boundary activation, whole on every
-    // tp rank).
-    double p2p = 0;
-    if (s > 0)
-      p2p += 2 * collectiveTime(Collective::SendRecv, C.inputBytes[s], ppPair,
-                                cluster);
-    if (s + 1 < p)
-      p2p += 2 * collectiveTime(Collective::SendRecv, C.inputBytes[s + 1],
-                                ppPair, cluster);
-    stage.comm.pp = stage.exposed.pp = p2p;
-    stage.time = stage.kernels + stage.exposed.total();
-    // Memory: model states, and the activations of the micro-batches in
-    // flight (under full recompute only each one's stage input, plus one
-    // micro-batch's whole set while its backward recomputes it).
-    MemoryBreakdown &mem = stage.memory;
-    StateBytes states = modelStateBytes(request.dtype, plan, stageParams(s), 0);
-    mem.params = states.params;
-    mem.grads = states.grads;
-    mem.optimizer = states.optimizer;
-    double inFlight = microBatchesInFlight(plan.schedule, p, m, 1, s);
-    double activations =
-        P.activationBytes * share(s, &Profile::Op::activationBytes);
-    double input = s > 0 ? C.inputBytes[s] : 0;
-    mem.activations = full ? inFlight * input : inFlight * activations;
-    mem.workspace = kRuntimeBytes + (full ? activations : 0);
-    if (plan.zero >= 3) // The gathered parameters of the stage.
-      mem.workspace += e * stageParams(s);
-    mem.reserveForFragmentation();
-    step.stages.push_back(stage);
+double GraphStepPricer::share(int64_t s, double Profile::Op::*field) const {
+  double part = 0, total = 0;
+  for (auto [i, op] : llvm::enumerate(W.ops)) {
+    total += op.*field;
+    if (i >= C.begin[s] && i < C.begin[s + 1])
+      part += op.*field;
   }
+  return total > 0 ? part / total : 1.0 / static_cast<double>(plan.pp);
+}
 
-  // Data parallelism on stage 0, whose last backward ends the step.
+// Per micro-batch a stage receives its input and its output's gradient and
+// sends their counterparts (the boundary activation, whole on every tp
+// rank).
+double GraphStepPricer::p2pSeconds(int64_t s) const {
+  double p2p = 0;
+  if (s > 0)
+    p2p += 2 * collectiveTime(Collective::SendRecv, C.inputBytes[s], ppPair,
+                              cluster);
+  if (s + 1 < plan.pp)
+    p2p += 2 * collectiveTime(Collective::SendRecv, C.inputBytes[s + 1], ppPair,
+                              cluster);
+  return p2p;
+}
+
+// Model states, and the activations of the micro-batches in flight (under
+// full recompute only each one's stage input, plus one micro-batch's whole
+// set while its backward recomputes it).
+MemoryBreakdown GraphStepPricer::stageMemory(int64_t s) const {
+  MemoryBreakdown mem;
+  StateBytes states = modelStateBytes(request.dtype, plan, stageParams(s), 0);
+  mem.params = states.params;
+  mem.grads = states.grads;
+  mem.optimizer = states.optimizer;
+  double inFlight =
+      microBatchesInFlight(plan.schedule, plan.pp, plan.microBatches(), 1, s);
+  double activations =
+      P.activationBytes * share(s, &Profile::Op::activationBytes);
+  double input = s > 0 ? C.inputBytes[s] : 0;
+  mem.activations = full ? inFlight * input : inFlight * activations;
+  mem.workspace = kRuntimeBytes + (full ? activations : 0);
+  if (plan.zero >= 3) // The gathered parameters of the stage.
+    mem.workspace += e * stageParams(s);
+  mem.reserveForFragmentation();
+  return mem;
+}
+
+StageCost GraphStepPricer::stage(int64_t s) const {
+  StageCost stage;
+  double forward = P.forward * share(s, &Profile::Op::forward);
+  double backward = P.backward * share(s, &Profile::Op::backward);
+  stage.forward = forward;
+  stage.kernels = forward + backward + (full ? forward : 0);
+  double tpShare = share(s, &Profile::Op::forward);
+  stage.comm.tp = 2 * tpForward * tpShare;
+  stage.exposed.tp = (tpForward + tpBackwardExposed) * tpShare;
+  stage.comm.pp = stage.exposed.pp = p2pSeconds(s);
+  stage.time = stage.kernels + stage.exposed.total();
+  stage.memory = stageMemory(s);
+  return stage;
+}
+
+// Data parallelism on stage 0, whose last backward ends the step.
+void GraphStepPricer::addOncePerStep(StepCost &step) const {
   const StageCost &first = step.stages.front();
+  const double md = static_cast<double>(plan.microBatches());
   DataParallelCost dp =
       dataParallelCost(plan, e * stageParams(0), 0, e, dpGroup, dpGroup,
                        first.kernels - first.forward, first.forward, cluster);
@@ -389,6 +398,14 @@ GraphPlanner::predict(const ParallelPlan &plan,
   }
   step.comm.dp = dp.time;
   step.exposed.dp = dp.exposed;
+  // The replicated parameters' gradients, summed over tp once per step
+  // (with dp's, behind the last backward when it overlaps). An upper
+  // bound: a gradient the ranks computed alike needs no sum.
+  double tpGradSync =
+      plan.tp > 1
+          ? collectiveTime(Collective::AllReduce, e * P.replicatedParamElements,
+                           tpGroup, cluster)
+          : 0;
   step.comm.tp = tpGradSync;
   step.exposed.tp =
       plan.overlapGradReduce
@@ -398,7 +415,9 @@ GraphPlanner::predict(const ParallelPlan &plan,
       plan.zero >= 1 ? stageParams(0) / static_cast<double>(plan.dp)
                      : stageParams(0),
       e, cluster);
+}
 
+void GraphStepPricer::setFlops(StepCost &step) const {
   double sequences = static_cast<double>(plan.globalBatch);
   double samplesPerMicroBatch = static_cast<double>(plan.microBatch);
   step.tokens = sequences * W.tokensPerSample;
@@ -406,7 +425,43 @@ GraphPlanner::predict(const ParallelPlan &plan,
   step.hwFlops = step.modelFlops * (full ? 4.0 / 3.0 : 1.0);
   step.gpus = static_cast<double>(plan.gpus());
   step.peakFlops = cluster.peakFlops(request.dtype);
-  return composeStep(step, cluster, stages);
+}
+
+llvm::Expected<Prediction>
+GraphPlanner::predict(const ParallelPlan &plan,
+                      std::vector<StageDetail> *stages) {
+  const int64_t p = plan.pp, m = plan.microBatches();
+  if (plan.cp != 1 || plan.ep != 1 || plan.vpp != 1)
+    return badInput("plan {0}: the IR-priced planner prices dp, tp and pp "
+                    "only",
+                    planSummary(plan));
+  if (m < 1 || plan.globalBatch % (plan.dp * plan.microBatch))
+    return badInput("--global-batch {0} is not a multiple of dp x "
+                    "micro-batch = {1}",
+                    plan.globalBatch, plan.dp * plan.microBatch);
+  auto tpProfile = profile(plan.microBatch, plan.tp);
+  if (!tpProfile)
+    return tpProfile.takeError();
+  if (!(*tpProfile)->error.empty())
+    return badInput("--tp {0}: {1}; pin --tp 1", plan.tp, (*tpProfile)->error);
+  // Stage shares come from the unpartitioned function, where the cuts are.
+  auto whole = profile(plan.microBatch, 1);
+  if (!whole)
+    return whole.takeError();
+  auto stageCuts = cuts(plan.microBatch, p);
+  if (!stageCuts)
+    return stageCuts.takeError();
+  if (!(*stageCuts)->error.empty())
+    return badInput("--pp {0}: {1}", p, (*stageCuts)->error);
+
+  GraphStepPricer pricer(request, plan, **tpProfile, **whole, **stageCuts);
+  StepCost step;
+  step.microBatches = m;
+  for (int64_t s = 0; s < p; ++s)
+    step.stages.push_back(pricer.stage(s));
+  pricer.addOncePerStep(step);
+  pricer.setFlops(step);
+  return composeStep(step, request.cluster, stages);
 }
 
 llvm::Expected<PlanResult> GraphPlanner::search(const SearchOptions &options) {

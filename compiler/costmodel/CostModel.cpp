@@ -246,189 +246,224 @@ static bool tpChunksFit(const Context &c, int64_t chunks) {
          (split / c.plan.tp) % chunks == 0;
 }
 
-static BlockCost blockCost(const Context &c, const LayerParams &params,
-                           int64_t chunks) {
+namespace {
+/// The kernels of one block on one GPU for one micro-batch: its GEMMs (the
+/// TP ones in `chunks` row blocks) and the attention core.
+struct BlockKernels {
+  LinearTimes qkv, proj, up, down, router;
+  double coreForward = 0, coreBackward = 0;
+  double routed = 1; ///< Expert rows per token; 1 for a dense MLP.
+  double chunks = 1;
+};
+} // namespace
+
+/// Passes of the forward per step: two under full recompute.
+static double forwardPasses(const ParallelPlan &plan) {
+  return plan.recompute == Recompute::Full ? 2 : 1;
+}
+
+static void blockGemms(const Context &c, BlockKernels &k) {
   const TransformerSpec &spec = c.spec;
-  const ParallelPlan &plan = c.plan;
-  const Cluster &cluster = c.cluster;
   double a = static_cast<double>(spec.heads);
   double kv = static_cast<double>(spec.kvHeadCount());
   double hd = static_cast<double>(spec.headDim());
   double f = static_cast<double>(spec.ffn());
-  double t = c.t, T = c.tokens, h = c.h, e = c.e;
-  double mask = spec.dropout ? 1 : 0;
-  BlockCost cost;
-
-  // GEMMs of the block; the TP ones in `chunks` row blocks.
-  double k = static_cast<double>(chunks);
+  double t = c.t, T = c.tokens, h = c.h;
   auto tpLinear = [&](double n, double depth) {
-    LinearTimes one = linearTimes(T / k, n, depth, 1, c.type, cluster);
-    return LinearTimes{k * one.forward, k * one.backward, k * one.inputGrad};
+    LinearTimes one = linearTimes(T / k.chunks, n, depth, 1, c.type, c.cluster);
+    return LinearTimes{k.chunks * one.forward, k.chunks * one.backward,
+                       k.chunks * one.inputGrad};
   };
-  LinearTimes qkv = tpLinear((a + 2 * kv) * hd / t, h);
-  LinearTimes proj = tpLinear(h, a * hd / t);
-  double routed = 1;
-  LinearTimes up, down, router;
+  k.qkv = tpLinear((a + 2 * kv) * hd / t, h);
+  k.proj = tpLinear(h, a * hd / t);
   double gateWidth = spec.gatedMlp ? 2 : 1;
-  if (spec.moe()) {
-    double localExperts = static_cast<double>(spec.experts / plan.ep);
-    routed = spec.expertRows();
-    // A ragged dispatch waits for its busiest expert; a static buffer is
-    // the same size for every expert.
-    double load = spec.expertRowsPerToken > 0 ? 1 : spec.routingImbalance;
-    double perExpert = T * routed * load / localExperts;
-    up = linearTimes(perExpert, gateWidth * f / t, h, localExperts, c.type,
-                     cluster);
-    down = linearTimes(perExpert, h, f / t, localExperts, c.type, cluster);
-    router = linearTimes(T, static_cast<double>(spec.experts), h, 1, c.type,
-                         cluster);
-  } else {
-    up = tpLinear(gateWidth * f / t, h);
-    down = tpLinear(h, f / t);
+  if (!spec.moe()) {
+    k.up = tpLinear(gateWidth * f / t, h);
+    k.down = tpLinear(h, f / t);
+    return;
   }
+  double localExperts = static_cast<double>(spec.experts / c.plan.ep);
+  k.routed = spec.expertRows();
+  // A ragged dispatch waits for its busiest expert; a static buffer is the
+  // same size for every expert.
+  double load = spec.expertRowsPerToken > 0 ? 1 : spec.routingImbalance;
+  double perExpert = T * k.routed * load / localExperts;
+  k.up = linearTimes(perExpert, gateWidth * f / t, h, localExperts, c.type,
+                     c.cluster);
+  k.down = linearTimes(perExpert, h, f / t, localExperts, c.type, c.cluster);
+  k.router = linearTimes(T, static_cast<double>(spec.experts), h, 1, c.type,
+                         c.cluster);
+}
 
-  // Attention core.
-  double heads = c.b * a / t;
-  double coreForward = 0, coreBackward = 0;
-  if (plan.fusedAttention) {
+static void attentionCore(const Context &c, BlockKernels &k) {
+  const TransformerSpec &spec = c.spec;
+  double hd = static_cast<double>(spec.headDim());
+  double heads = c.b * static_cast<double>(spec.heads) / c.t;
+  if (c.plan.fusedAttention) {
     double flops = 4 * heads * c.sq * c.s * hd * (spec.causal ? 0.5 : 1);
-    double rate = cluster.peakFlops(attentionType(c.type)) *
-                  fusedAttentionEfficiency(c.sq, c.s, hd, cluster);
-    coreForward = flops / rate;
+    double rate = c.cluster.peakFlops(attentionType(c.type)) *
+                  fusedAttentionEfficiency(c.sq, c.s, hd, c.cluster);
+    k.coreForward = flops / rate;
     // The backward re-forms the scores: five GEMMs against two on a GPU
     // (the cluster's attentionBackwardRatio).
-    coreBackward = cluster.attentionBackwardRatio * coreForward;
-  } else {
-    DType core = attentionType(c.type);
-    LinearTimes scores = linearTimes(c.sq, c.s, hd, heads, core, cluster);
-    LinearTimes values = linearTimes(c.sq, hd, c.s, heads, core, cluster);
-    double p = heads * c.sq * c.s;
-    // Fused scale-mask-softmax reads and writes the scores; dropout reads
-    // them and writes its output and mask.
-    double softmaxFwd = 2 * e * p + mask * (2 * e + 1) * p;
-    double softmaxBwd = 3 * e * p + mask * (2 * e + 1) * p;
-    coreForward =
-        scores.forward + values.forward + streamTime(softmaxFwd, cluster);
-    coreBackward =
-        scores.backward + values.backward + streamTime(softmaxBwd, cluster);
+    k.coreBackward = c.cluster.attentionBackwardRatio * k.coreForward;
+    return;
   }
+  DType core = attentionType(c.type);
+  LinearTimes scores = linearTimes(c.sq, c.s, hd, heads, core, c.cluster);
+  LinearTimes values = linearTimes(c.sq, hd, c.s, heads, core, c.cluster);
+  double p = heads * c.sq * c.s, e = c.e;
+  double mask = spec.dropout ? 1 : 0;
+  // Fused scale-mask-softmax reads and writes the scores; dropout reads
+  // them and writes its output and mask.
+  double softmaxFwd = 2 * e * p + mask * (2 * e + 1) * p;
+  double softmaxBwd = 3 * e * p + mask * (2 * e + 1) * p;
+  k.coreForward =
+      scores.forward + values.forward + streamTime(softmaxFwd, c.cluster);
+  k.coreBackward =
+      scores.backward + values.backward + streamTime(softmaxBwd, c.cluster);
+}
 
+/// Tensor parallelism: blocking collectives on the activations, twice per
+/// pass; a full recompute repeats the forward ones.
+static void addTensorParallelComm(const Context &c, const BlockKernels &g,
+                                  BlockCost &cost) {
+  const ParallelPlan &plan = c.plan;
+  double k = g.chunks, passes = forwardPasses(plan);
+  double bytes = c.e * c.tokens * c.h;
+  // Each collective in `chunks` blocks: as many latencies.
+  auto coll = [&](Collective kind) {
+    return k * c.coll(kind, bytes / k, c.tpGroup);
+  };
+  // The weight-gradient GEMMs of the two column-parallel linears, which the
+  // reduction of their input gradients may run behind.
+  double qkvWgrad = g.qkv.backward - g.qkv.inputGrad;
+  double upWgrad = g.up.backward - g.up.inputGrad;
+  auto behind = [&](double comm, double window) {
+    return plan.overlapTpComm ? std::max(0.0, comm - window) : comm;
+  };
+  // A collective pipelined block by block with its GEMM.
+  auto pipelined = [&](double comm, double gemm) {
+    return pipelinedExposed(comm, gemm, k);
+  };
+  if (!plan.sequenceParallel) {
+    // Forward: all-reduce after each row-parallel linear. Backward:
+    // all-reduce of each column-parallel input gradient.
+    double ar = coll(Collective::AllReduce);
+    cost.comm.tp = (2 * passes + 2) * ar;
+    cost.exposed.tp = passes * (pipelined(ar, g.proj.forward) +
+                                pipelined(ar, g.down.forward)) +
+                      behind(pipelined(ar, g.qkv.inputGrad), qkvWgrad) +
+                      behind(pipelined(ar, g.up.inputGrad), upWgrad);
+  } else {
+    // Forward: all-gather before each column-parallel linear,
+    // reduce-scatter after each row-parallel one. Backward: all-gather of
+    // the row-parallel output gradients (before their input-gradient GEMM),
+    // a re-gather of the column-parallel inputs behind their input-gradient
+    // GEMM, and the reduce-scatter of those input gradients behind the
+    // weight gradient.
+    double ag = coll(Collective::AllGather);
+    double rs = coll(Collective::ReduceScatter);
+    // The re-gathers feed only the weight gradient, which reads all rows:
+    // never in blocks.
+    double regather = c.coll(Collective::AllGather, bytes, c.tpGroup);
+    cost.comm.tp = 2 * passes * (ag + rs) + 2 * (ag + regather + rs);
+    cost.exposed.tp =
+        passes *
+            (pipelined(ag, g.qkv.forward) + pipelined(ag, g.up.forward) +
+             pipelined(rs, g.proj.forward) + pipelined(rs, g.down.forward)) +
+        pipelined(ag, g.proj.inputGrad) + pipelined(ag, g.down.inputGrad) +
+        std::max(0.0, regather - g.qkv.inputGrad) +
+        std::max(0.0, regather - g.up.inputGrad) +
+        behind(pipelined(rs, g.qkv.inputGrad), qkvWgrad) +
+        behind(pipelined(rs, g.up.inputGrad), upWgrad);
+  }
+  if (k > 1) {
+    // Slicing a GEMM's input into blocks and concatenating its results
+    // copies about one activation per chunked collective (the runtime
+    // copies slices; a GEMM writing into its block of the result would
+    // not).
+    double perPass =
+        (plan.sequenceParallel ? 4 : 2) * streamTime(2 * bytes, c.cluster);
+    cost.forward += perPass;
+    cost.backward += perPass;
+    if (plan.recompute == Recompute::Full)
+      cost.recompute += perPass;
+  }
+}
+
+/// Context parallelism: K and V travel around the ring, one hop per peer,
+/// behind the attention of the block already received.
+static void addContextParallelComm(const Context &c, const BlockKernels &g,
+                                   BlockCost &cost) {
+  double kv = static_cast<double>(c.spec.kvHeadCount());
+  double hd = static_cast<double>(c.spec.headDim());
+  double hop = c.coll(Collective::SendRecv, 2 * c.e * c.tokens * kv * hd / c.t,
+                      c.cpGroup);
+  double ring = static_cast<double>(c.plan.cp - 1) * hop;
+  double fwd = std::max(0.0, ring - g.coreForward);
+  double bwd = std::max(0.0, 2 * ring - g.coreBackward); // K, V and dK, dV.
+  double passes = forwardPasses(c.plan);
+  cost.comm.cp = passes * ring + 2 * ring;
+  cost.exposed.cp = passes * fwd + bwd;
+}
+
+/// ZeRO-3: gather the block's weights before its forward and backward,
+/// scatter its gradients after; prefetched behind the neighbouring block.
+static void addZero3Comm(const Context &c, const LayerParams &params,
+                         BlockCost &cost) {
+  double e = c.e;
+  double gather =
+      c.coll(Collective::AllGather, e * params.dense, c.gradGroup) +
+      c.coll(Collective::AllGather, e * params.expert, c.expertGradGroup);
+  double scatter =
+      c.coll(Collective::ReduceScatter, e * params.dense, c.gradGroup) +
+      c.coll(Collective::ReduceScatter, e * params.expert, c.expertGradGroup);
+  cost.comm.dp = 2 * gather + scatter;
+  cost.exposed.dp =
+      std::max(0.0, gather - cost.forward) +
+      std::max(0.0, gather + scatter - cost.backward - cost.recompute);
+}
+
+static BlockCost blockCost(const Context &c, const LayerParams &params,
+                           int64_t chunks) {
+  const TransformerSpec &spec = c.spec;
+  const ParallelPlan &plan = c.plan;
+  BlockKernels g;
+  g.chunks = static_cast<double>(chunks);
+  blockGemms(c, g);
+  attentionCore(c, g);
+  BlockCost cost;
   // Streaming kernels: two norms, two bias(-dropout)-residual adds, the
   // activation function; a backward moves about twice the bytes.
-  double x = T * h;
+  double e = c.e, x = c.tokens * c.h, mask = spec.dropout ? 1 : 0;
   double streamFwd = 2 * (2 * e * x * c.rep) + 2 * (3 * e + mask) * x * c.rep +
-                     (spec.gatedMlp ? 3 : 2) * e * T * routed * f / t;
-  double gemmFwd =
-      qkv.forward + proj.forward + up.forward + down.forward + router.forward;
-  double gemmBwd = qkv.backward + proj.backward + up.backward + down.backward +
-                   router.backward;
-  cost.forward = gemmFwd + coreForward + streamTime(streamFwd, cluster);
-  cost.backward = gemmBwd + coreBackward + streamTime(2 * streamFwd, cluster);
+                     (spec.gatedMlp ? 3 : 2) * e * c.tokens * g.routed *
+                         static_cast<double>(spec.ffn()) / c.t;
+  double gemmFwd = g.qkv.forward + g.proj.forward + g.up.forward +
+                   g.down.forward + g.router.forward;
+  double gemmBwd = g.qkv.backward + g.proj.backward + g.up.backward +
+                   g.down.backward + g.router.backward;
+  cost.forward = gemmFwd + g.coreForward + streamTime(streamFwd, c.cluster);
+  cost.backward =
+      gemmBwd + g.coreBackward + streamTime(2 * streamFwd, c.cluster);
   if (plan.recompute == Recompute::Full)
     cost.recompute = cost.forward;
   else if (plan.recompute == Recompute::Selective && !plan.fusedAttention)
-    cost.recompute = coreForward;
-
-  // Tensor parallelism: blocking collectives on the activations, twice per
-  // pass; a full recompute repeats the forward ones.
-  double forwardPasses = plan.recompute == Recompute::Full ? 2 : 1;
-  if (plan.tp > 1) {
-    double bytes = e * x;
-    // Each collective in `chunks` blocks: as many latencies.
-    auto coll = [&](Collective kind) {
-      return k * c.coll(kind, bytes / k, c.tpGroup);
-    };
-    // The weight-gradient GEMMs of the two column-parallel linears, which
-    // the reduction of their input gradients may run behind.
-    double qkvWgrad = qkv.backward - qkv.inputGrad;
-    double upWgrad = up.backward - up.inputGrad;
-    auto behind = [&](double comm, double window) {
-      return plan.overlapTpComm ? std::max(0.0, comm - window) : comm;
-    };
-    // A collective pipelined block by block with its GEMM.
-    auto pipelined = [&](double comm, double gemm) {
-      return pipelinedExposed(comm, gemm, k);
-    };
-    if (!plan.sequenceParallel) {
-      // Forward: all-reduce after each row-parallel linear. Backward:
-      // all-reduce of each column-parallel input gradient.
-      double ar = coll(Collective::AllReduce);
-      cost.comm.tp = (2 * forwardPasses + 2) * ar;
-      cost.exposed.tp = forwardPasses * (pipelined(ar, proj.forward) +
-                                         pipelined(ar, down.forward)) +
-                        behind(pipelined(ar, qkv.inputGrad), qkvWgrad) +
-                        behind(pipelined(ar, up.inputGrad), upWgrad);
-    } else {
-      // Forward: all-gather before each column-parallel linear,
-      // reduce-scatter after each row-parallel one. Backward: all-gather of
-      // the row-parallel output gradients (before their input-gradient
-      // GEMM), a re-gather of the column-parallel inputs behind their
-      // input-gradient GEMM, and the reduce-scatter of those input
-      // gradients behind the weight gradient.
-      double ag = coll(Collective::AllGather);
-      double rs = coll(Collective::ReduceScatter);
-      // The re-gathers feed only the weight gradient, which reads all rows:
-      // never in blocks.
-      double regather = c.coll(Collective::AllGather, bytes, c.tpGroup);
-      cost.comm.tp = 2 * forwardPasses * (ag + rs) + 2 * (ag + regather + rs);
-      cost.exposed.tp =
-          forwardPasses *
-              (pipelined(ag, qkv.forward) + pipelined(ag, up.forward) +
-               pipelined(rs, proj.forward) + pipelined(rs, down.forward)) +
-          pipelined(ag, proj.inputGrad) + pipelined(ag, down.inputGrad) +
-          std::max(0.0, regather - qkv.inputGrad) +
-          std::max(0.0, regather - up.inputGrad) +
-          behind(pipelined(rs, qkv.inputGrad), qkvWgrad) +
-          behind(pipelined(rs, up.inputGrad), upWgrad);
-    }
-    if (chunks > 1) {
-      // Slicing a GEMM's input into blocks and concatenating its results
-      // copies about one activation per chunked collective (the runtime
-      // copies slices; a GEMM writing into its block of the result would
-      // not).
-      double perPass =
-          (plan.sequenceParallel ? 4 : 2) * streamTime(2 * bytes, cluster);
-      cost.forward += perPass;
-      cost.backward += perPass;
-      if (plan.recompute == Recompute::Full)
-        cost.recompute += perPass;
-    }
-  }
-
-  // Context parallelism: K and V travel around the ring, one hop per peer,
-  // behind the attention of the block already received.
-  if (plan.cp > 1) {
-    double hop =
-        c.coll(Collective::SendRecv, 2 * e * c.tokens * kv * hd / t, c.cpGroup);
-    double ring = static_cast<double>(plan.cp - 1) * hop;
-    double fwd = std::max(0.0, ring - coreForward);
-    double bwd = std::max(0.0, 2 * ring - coreBackward); // K, V and dK, dV.
-    cost.comm.cp = forwardPasses * ring + 2 * ring;
-    cost.exposed.cp = forwardPasses * fwd + bwd;
-  }
-
+    cost.recompute = g.coreForward;
+  if (plan.tp > 1)
+    addTensorParallelComm(c, g, cost);
+  if (plan.cp > 1)
+    addContextParallelComm(c, g, cost);
   // Expert parallelism: dispatch and combine all-to-alls, blocking.
   if (spec.moe() && plan.ep > 1) {
-    double a2a =
-        c.coll(Collective::AllToAll, e * T * routed * h * c.rep, c.epGroup);
-    cost.comm.ep = (2 * forwardPasses + 2) * a2a;
+    double a2a = c.coll(Collective::AllToAll,
+                        e * c.tokens * g.routed * c.h * c.rep, c.epGroup);
+    cost.comm.ep = (2 * forwardPasses(plan) + 2) * a2a;
     cost.exposed.ep = cost.comm.ep;
   }
-
-  // ZeRO-3: gather the block's weights before its forward and backward,
-  // scatter its gradients after; prefetched behind the neighbouring block.
-  if (plan.zero >= 3 && plan.dp * plan.cp > 1) {
-    double gather =
-        c.coll(Collective::AllGather, e * params.dense, c.gradGroup) +
-        c.coll(Collective::AllGather, e * params.expert, c.expertGradGroup);
-    double scatter =
-        c.coll(Collective::ReduceScatter, e * params.dense, c.gradGroup) +
-        c.coll(Collective::ReduceScatter, e * params.expert, c.expertGradGroup);
-    cost.comm.dp = 2 * gather + scatter;
-    cost.exposed.dp =
-        std::max(0.0, gather - cost.forward) +
-        std::max(0.0, gather + scatter - cost.backward - cost.recompute);
-  }
+  if (plan.zero >= 3 && plan.dp * plan.cp > 1)
+    addZero3Comm(c, params, cost);
   return cost;
 }
 
@@ -567,86 +602,85 @@ double dtc::optimizerStepSeconds(double shardParams, double elementBytes,
   return streamTime(shardParams * stepBytesPerParam, cluster);
 }
 
-llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
-                                        const ParallelPlan &plan,
-                                        const Cluster &cluster,
-                                        std::vector<StageDetail> *stages) {
-  if (llvm::Error err = validatePlan(spec, plan, cluster))
-    return std::move(err);
-
-  Context c(spec, plan, cluster);
-  const int64_t p = plan.pp, v = plan.vpp, m = plan.microBatches();
-  const double vd = static_cast<double>(v);
-
-  LayerParams params = layerParamCount(spec, plan);
-  // TP blocks: the plan's, or the fastest that fits (dense TP only; the
-  // program leaves MoE layers whole).
-  int64_t chunks = 1;
+/// The block's cost with the plan's TP row blocks, or the fastest that fits
+/// (dense TP only; the program leaves MoE layers whole); `chunks` receives
+/// the count.
+static BlockCost blockWithTpChunks(const Context &c, const LayerParams &params,
+                                   int64_t &chunks) {
+  const ParallelPlan &plan = c.plan;
+  chunks = 1;
   BlockCost block = blockCost(c, params, 1);
   llvm::SmallVector<int64_t, 2> candidates{2, 4};
   if (plan.tpCommChunks)
     candidates.assign({plan.tpCommChunks});
-  if (plan.tp > 1 && plan.overlapTpComm && !spec.moe())
-    for (int64_t k : candidates) {
-      if (k < 2 || !tpChunksFit(c, k))
-        continue;
-      BlockCost split = blockCost(c, params, k);
-      if (plan.tpCommChunks || split.time() < block.time()) {
-        block = split;
-        chunks = k;
-      }
+  if (plan.tp == 1 || !plan.overlapTpComm || c.spec.moe())
+    return block;
+  for (int64_t k : candidates) {
+    if (k < 2 || !tpChunksFit(c, k))
+      continue;
+    BlockCost split = blockCost(c, params, k);
+    if (plan.tpCommChunks || split.time() < block.time()) {
+      block = split;
+      chunks = k;
     }
-  EdgeCost embed = embeddingCost(c), output = outputCost(c, chunks);
-
-  // Pipeline p2p: the stage boundary activation, split over the TP ranks
-  // (scatter-gather, or SP) and re-gathered on NVLink.
-  double p2p = 0;
-  if (p > 1) {
-    double bytes = c.e * c.tokens * c.h;
-    p2p = c.coll(Collective::SendRecv, bytes / c.t, c.ppPair);
-    if (plan.tp > 1 && !plan.sequenceParallel)
-      p2p += c.coll(Collective::AllGather, bytes, c.tpGroup);
   }
+  return block;
+}
+
+namespace {
+/// Each pipeline stage's share of the model: its layers, parameters and
+/// memory.
+class StageShares {
+public:
+  StageShares(const Context &c, const LayerParams &params)
+      : c(c), params(params),
+        embeddingParams(static_cast<double>(c.spec.vocab) * c.h / c.t),
+        act(layerActivationBytes(c.spec, c.plan)) {}
 
   // Layers per device: the sum of its chunks (stage, stage + p, ...).
   // Uneven splits give the extra layers to the first chunks, whose
   // embedding is cheap next to the last stage's output layer.
-  auto layersOn = [&](int64_t stage) {
-    int64_t chunks = p * v, layers = 0;
+  int64_t layersOn(int64_t stage) const {
+    int64_t p = c.plan.pp, chunks = p * c.plan.vpp, layers = 0;
     for (int64_t chunk = stage; chunk < chunks; chunk += p)
-      layers += spec.layers / chunks + (chunk < spec.layers % chunks ? 1 : 0);
+      layers +=
+          c.spec.layers / chunks + (chunk < c.spec.layers % chunks ? 1 : 0);
     return layers;
-  };
-  // Model states of a device's share of the model.
-  double embeddingParams = static_cast<double>(spec.vocab) * c.h / c.t;
-  auto stageParams = [&](int64_t stage, double &expert) {
+  }
+
+  /// Parameters on one device of `stage`; `expert` receives the experts'.
+  double paramsOn(int64_t stage, double &expert) const {
+    int64_t p = c.plan.pp;
     double layers = static_cast<double>(layersOn(stage));
     expert = layers * params.expert;
     double total = layers * params.total();
     if (stage == 0)
       total += embeddingParams;
     if (stage == p - 1) {
-      if (p > 1 || !spec.tiedEmbeddings)
+      if (p > 1 || !c.spec.tiedEmbeddings)
         total += embeddingParams; // Output layer (a tied copy if p > 1).
       total += 2 * c.h;
     }
     return total;
-  };
+  }
 
-  // Memory: model states, the activations of the micro-batches in flight,
-  // the last stage's logits.
-  LayerActivations act = layerActivationBytes(spec, plan);
-  double mask = spec.dropout ? 1 : 0;
-  double x = c.tokens * c.h;
-  auto stageMemory = [&](int64_t stage) {
+  /// Model states, the activations of the micro-batches in flight, the
+  /// last stage's logits.
+  MemoryBreakdown memoryOf(int64_t stage) const {
+    const TransformerSpec &spec = c.spec;
+    const ParallelPlan &plan = c.plan;
+    int64_t p = plan.pp;
+    double mask = spec.dropout ? 1 : 0;
+    double x = c.tokens * c.h;
     MemoryBreakdown mem;
     double expert = 0;
-    double total = stageParams(stage, expert);
+    double total = paramsOn(stage, expert);
     StateBytes states = modelStateBytes(spec, plan, total, expert);
     mem.params = states.params;
     mem.grads = states.grads;
     mem.optimizer = states.optimizer;
-    double inFlight = microBatchesInFlight(plan.schedule, p, m, v, stage);
+    double inFlight = microBatchesInFlight(
+        plan.schedule, p, plan.microBatches(), plan.vpp, stage);
     double layers = static_cast<double>(layersOn(stage));
     mem.activations = inFlight * layers * act.stored;
     if (stage == 0) // Embedding dropout mask.
@@ -660,14 +694,101 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
       mem.workspace += 2 * c.e * params.total() + c.e * params.total();
     mem.reserveForFragmentation();
     return mem;
-  };
+  }
 
+  const double &embedding() const { return embeddingParams; }
+
+private:
+  const Context &c;
+  const LayerParams &params;
+  double embeddingParams;
+  LayerActivations act;
+};
+} // namespace
+
+/// Once per step: the data-parallel reduction on stage 0 (its last backward
+/// ends the step), a tied embedding's sum and the optimizer step.
+static void addOncePerStep(const Context &c, const StageShares &shares,
+                           const BlockCost &block, StepCost &step) {
+  const ParallelPlan &plan = c.plan;
+  const int64_t p = plan.pp;
+  double expert0 = 0;
+  double params0 = shares.paramsOn(0, expert0);
+  double dense0 = params0 - expert0;
+  double layers0 = static_cast<double>(shares.layersOn(0));
+  double lastBackward = layers0 * (block.backward + block.recompute);
+  double firstForward = layers0 * block.forward;
+  DataParallelCost dpCost = dataParallelCost(
+      plan, c.e * dense0, c.e * expert0, c.e, c.gradGroup, c.expertGradGroup,
+      lastBackward, firstForward, c.cluster);
+  step.comm.dp = dpCost.time;
+  step.exposed.dp = dpCost.exposed;
+  // Tied embedding: first and last stage sum their copies' gradients.
+  if (p > 1 && c.spec.tiedEmbeddings) {
+    GroupPlacement ends = placeGroup(2, plan.stride(MeshAxis::PP) * (p - 1),
+                                     c.cluster.gpusPerNode);
+    step.comm.pp = step.exposed.pp =
+        c.coll(Collective::AllReduce, c.e * shares.embedding(), ends);
+  }
+  double optimizerShard =
+      plan.zero >= 1 ? dense0 / static_cast<double>(plan.dp * plan.cp) +
+                           expert0 * static_cast<double>(plan.ep) /
+                               static_cast<double>(plan.dp * plan.cp)
+                     : params0;
+  step.optimizerS = optimizerStepSeconds(optimizerShard, c.e, c.cluster);
+}
+
+/// Tokens, model and hardware FLOPs (recompute included) per step.
+static void setStepFlops(const Context &c, StepCost &step) {
+  const TransformerSpec &spec = c.spec;
+  const ParallelPlan &plan = c.plan;
+  double sequences = static_cast<double>(plan.globalBatch);
+  step.tokens = sequences * static_cast<double>(spec.seqLen);
+  step.modelFlops = trainingFlopsPerToken(spec) * step.tokens;
+  double recomputeFlops = 0;
+  if (plan.recompute == Recompute::Full)
+    recomputeFlops = blockForwardFlops(spec);
+  else if (plan.recompute == Recompute::Selective && !plan.fusedAttention)
+    recomputeFlops =
+        4 * c.s * c.s * static_cast<double>(spec.heads * spec.headDim());
+  step.hwFlops = step.modelFlops +
+                 sequences * static_cast<double>(spec.layers) * recomputeFlops;
+  step.gpus = static_cast<double>(plan.gpus());
+  step.peakFlops = c.cluster.peakFlops(spec.dtype);
+}
+
+llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
+                                        const ParallelPlan &plan,
+                                        const Cluster &cluster,
+                                        std::vector<StageDetail> *stages) {
+  if (llvm::Error err = validatePlan(spec, plan, cluster))
+    return std::move(err);
+
+  Context c(spec, plan, cluster);
+  const int64_t p = plan.pp, v = plan.vpp;
+  const double vd = static_cast<double>(v);
+  LayerParams params = layerParamCount(spec, plan);
+  int64_t chunks = 1;
+  BlockCost block = blockWithTpChunks(c, params, chunks);
+  EdgeCost embed = embeddingCost(c), output = outputCost(c, chunks);
+
+  // Pipeline p2p: the stage boundary activation, split over the TP ranks
+  // (scatter-gather, or SP) and re-gathered on NVLink.
+  double p2p = 0;
+  if (p > 1) {
+    double bytes = c.e * c.tokens * c.h;
+    p2p = c.coll(Collective::SendRecv, bytes / c.t, c.ppPair);
+    if (plan.tp > 1 && !plan.sequenceParallel)
+      p2p += c.coll(Collective::AllGather, bytes, c.tpGroup);
+  }
+
+  StageShares shares(c, params);
   StepCost step;
-  step.microBatches = m;
+  step.microBatches = plan.microBatches();
   step.chunksPerStage = v;
   step.tpCommChunks = chunks;
   for (int64_t i = 0; i < p; ++i) {
-    double layers = static_cast<double>(layersOn(i));
+    double layers = static_cast<double>(shares.layersOn(i));
     StageCost stage;
     stage.forward = layers * block.forward;
     stage.kernels =
@@ -683,50 +804,11 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
     // Each chunk receives its input and its output gradient once.
     stage.comm.pp = stage.exposed.pp = 2 * vd * p2p;
     stage.time = stage.kernels + stage.exposed.total();
-    stage.memory = stageMemory(i);
+    stage.memory = shares.memoryOf(i);
     step.stages.push_back(stage);
   }
-
-  // Data parallelism, on stage 0: its last backward ends the step.
-  double expert0 = 0;
-  double params0 = stageParams(0, expert0);
-  double dense0 = params0 - expert0;
-  double lastBackward =
-      static_cast<double>(layersOn(0)) * (block.backward + block.recompute);
-  double firstForward = static_cast<double>(layersOn(0)) * block.forward;
-  DataParallelCost dpCost =
-      dataParallelCost(plan, c.e * dense0, c.e * expert0, c.e, c.gradGroup,
-                       c.expertGradGroup, lastBackward, firstForward, cluster);
-  step.comm.dp = dpCost.time;
-  step.exposed.dp = dpCost.exposed;
-  // Tied embedding: first and last stage sum their copies' gradients.
-  if (p > 1 && spec.tiedEmbeddings) {
-    GroupPlacement ends =
-        placeGroup(2, plan.stride(MeshAxis::PP) * (p - 1), cluster.gpusPerNode);
-    step.comm.pp = step.exposed.pp =
-        c.coll(Collective::AllReduce, c.e * embeddingParams, ends);
-  }
-  double optimizerShard =
-      plan.zero >= 1 ? dense0 / static_cast<double>(plan.dp * plan.cp) +
-                           expert0 * static_cast<double>(plan.ep) /
-                               static_cast<double>(plan.dp * plan.cp)
-                     : params0;
-  step.optimizerS = optimizerStepSeconds(optimizerShard, c.e, cluster);
-
-  // Throughput.
-  double sequences = static_cast<double>(plan.globalBatch);
-  step.tokens = sequences * static_cast<double>(spec.seqLen);
-  step.modelFlops = trainingFlopsPerToken(spec) * step.tokens;
-  double recomputeFlops = 0;
-  if (plan.recompute == Recompute::Full)
-    recomputeFlops = blockForwardFlops(spec);
-  else if (plan.recompute == Recompute::Selective && !plan.fusedAttention)
-    recomputeFlops =
-        4 * c.s * c.s * static_cast<double>(spec.heads * spec.headDim());
-  step.hwFlops = step.modelFlops +
-                 sequences * static_cast<double>(spec.layers) * recomputeFlops;
-  step.gpus = static_cast<double>(plan.gpus());
-  step.peakFlops = cluster.peakFlops(spec.dtype);
+  addOncePerStep(c, shares, block, step);
+  setStepFlops(c, step);
   return composeStep(step, cluster, stages);
 }
 

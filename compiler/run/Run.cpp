@@ -1269,88 +1269,186 @@ static void printStep(const program::Program &p, const RunOptions &o,
   }
 }
 
-llvm::Error runTraining(const program::Program &p, const RankContext &context,
-                        rt::Executor &executor, rt::Communicator *communicator,
-                        const RunOptions &o, llvm::raw_ostream &out) {
-  const program::Training &train = p.training();
-  if (!o.steps)
-    return badInput("--steps N is required for training");
-  auto parts = localDataParts(p, context);
-  if (!parts)
-    return parts.takeError();
+/// Loads the newest checkpoint under --ckpt-dir when --resume asks for it;
+/// `position` is where training starts otherwise.
+static llvm::Expected<TrainingPosition>
+resumePosition(const RankContext &context, rt::Executor &executor,
+               const RunOptions &o, TrainingPosition position) {
+  if (!o.resume)
+    return position;
+  bool reports = context.reports();
+  auto loadStart = std::chrono::steady_clock::now();
+  auto resumed =
+      resumeTraining(*context.program, context.mesh, context.rank, executor,
+                     o.ckptDir, position.globalBatch, position.shards);
+  if (!resumed)
+    return resumed.takeError();
+  if (*resumed) {
+    if (reports)
+      llvm::errs() << llvm::formatv(
+          "resumed at step {0} from {1} (saved under {2}) in {3:f2} s\n",
+          (*resumed)->position.step, (*resumed)->directory,
+          (*resumed)->savedPlan,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                        loadStart)
+              .count());
+    return (*resumed)->position;
+  }
+  if (reports)
+    llvm::errs() << "no checkpoint in " << o.ckptDir
+                 << " yet: training from step 0\n";
+  return position;
+}
+
+/// Where the samples come from: windows of a token file (masked for
+/// masked-lm), rows of a shard set, or synthetic samples drawn from `seed`.
+static llvm::Expected<SampleSource>
+sampleSourceFor(const program::Training &train, const TrainingData &data,
+                uint64_t seed) {
+  SampleSource source;
+  source.data = &data;
+  source.synthetic = {seed, std::max<int64_t>(1, train.vocab())};
+  if (!data.tokens)
+    return source;
+  source.windows = data.tokens->count - train.seq_len();
+  if (train.objective() == "masked-lm") {
+    auto masking = MaskedLm::of(train, seed);
+    if (!masking)
+      return masking.takeError();
+    source.masking = *masking;
+  }
+  return source;
+}
+
+/// The reporting rank's straggler check: each rank against the ranks that
+/// run the same program.
+static StragglerWatch stragglerWatchFor(const program::Program &p,
+                                        const RunOptions &o) {
+  std::vector<std::vector<int>> peers(p.world_size());
+  for (int r = 0; r < p.world_size(); ++r)
+    for (int q = 0; q < p.world_size(); ++q)
+      if (rt::rankProgramOf(p, q) == rt::rankProgramOf(p, r))
+        peers[r].push_back(q);
+  return StragglerWatch(o.stragglerFactor, std::move(peers));
+}
+
+/// Whether this rank counts MoE routing figures: the ranks that route their
+/// own tokens (the first of each group of replicas: coordinate 0 on the
+/// axes other than dp, ep and pp).
+static bool countsMoeRouting(const RankContext &context) {
+  std::vector<int64_t> at = context.mesh.coordinates(context.rank);
+  bool counts = true;
+  for (auto [i, axis] : llvm::enumerate(context.mesh.axes()))
+    if (axis.name != "dp" && axis.name != "ep" && axis.name != "pp")
+      counts = counts && at[i] == 0;
+  return counts;
+}
+
+namespace {
+/// One training run on this rank: its data, its position, its saves and
+/// traces; `run` trains the steps left up to --steps.
+class TrainingLoop {
+public:
+  TrainingLoop(const program::Program &p, const RankContext &context,
+               rt::Executor &executor, rt::Communicator *communicator,
+               const RunOptions &o, llvm::raw_ostream &out)
+      : p(p), train(p.training()), context(context), executor(executor),
+        communicator(communicator), o(o), out(out), reports(context.reports()),
+        mb(train.micro_batch()),
+        accum(std::max<int64_t>(1, train.grad_accum())) {}
+
+  llvm::Error run();
+
+private:
+  /// Data parts, the global batch, the resume point, the sample source.
+  llvm::Error prepareData();
+  /// The checkpoint saver, traces, straggler and MoE routing figures.
+  llvm::Error prepareTelemetry();
+  /// Trains `step` and reports it; returns its loss.
+  llvm::Expected<double> trainStep(int64_t step,
+                                   std::chrono::steady_clock::time_point start);
+  /// Runs `apply` (the optimizer) for `step`; returns the gradient norm.
+  llvm::Expected<double> applyOptimizer(int64_t step, double lr,
+                                        double divisor);
+  /// Every rank's figures and the MoE routing of `step`, then its line.
+  llvm::Error reportStep(int64_t step, double loss, double gradNorm, double lr,
+                         double stepS, double elapsedS);
+  /// Closes the traces and prints the run's summary.
+  llvm::Error finish(double firstLoss, double lastLoss);
+
+  const program::Program &p;
+  const program::Training &train;
+  const RankContext &context;
+  rt::Executor &executor;
+  rt::Communicator *communicator;
+  const RunOptions &o;
+  llvm::raw_ostream &out;
+  const bool reports;
+  bool terminal = false;
+  // `mb` rows of the global micro-batch, of which each data argument holds
+  // rows [firstRow, firstRow + rows) on this rank.
+  const int64_t mb;
+  int64_t accum, perCall = 1, microPerStep = 1;
+  std::vector<DataPart> parts;
+  std::optional<DataPart> wholeLabels;
+  TrainingData data;
+  SampleSource source;
+  TrainingPosition position;
+  int64_t firstStep = 1;
+
+  std::unique_ptr<TrainingSaver> saver;
+  // Traces, figures and guard rails (docs/observability.md).
+  TrainingFaults faults;
+  PlanFigures planFigures;
+  std::vector<rt::InstructionEvent> events;
+  std::vector<TraceWriter::Call> calls;
+  std::unique_ptr<TraceWriter> trace;
+  std::optional<StragglerWatch> stragglers;
+  rt::MoeRoutingStats moeRouting;
+  bool countsRouting = true;
+};
+} // namespace
+
+llvm::Error TrainingLoop::prepareData() {
+  auto localParts = localDataParts(p, context);
+  if (!localParts)
+    return localParts.takeError();
+  parts = std::move(*localParts);
   // Token models read windows of --data FILE, any model rows of --data
   // DIR; without --data, classifiers train on synthetic samples.
-  TrainingData data;
   if (llvm::Error e = loadTrainingData(p, o).moveInto(data))
     return e;
   std::optional<llvm::json::Array> shardIdentity;
   if (data.shards)
     shardIdentity = data.shards->identity();
-  // `mb` rows of the global micro-batch, of which each data argument holds
-  // rows [firstRow, firstRow + rows) on this rank.
-  const int64_t mb = train.micro_batch(), seq = train.seq_len();
-  int64_t accum = std::max<int64_t>(1, train.grad_accum());
   if (o.globalBatch)
     if (llvm::Error e =
-            setGlobalBatch(*context.program, *o.globalBatch, mb, accum, *parts))
+            setGlobalBatch(*context.program, *o.globalBatch, mb, accum, parts))
       return e;
-  const int64_t perCall = parts->front().calls();
-  const int64_t microPerStep = accum * perCall;
-  std::optional<DataPart> wholeLabels;
+  perCall = parts.front().calls();
+  microPerStep = accum * perCall;
   if (train.loss_sums_counted_labels()) {
     auto whole = wholeLabelsPart(p, mb);
     if (!whole)
       return whole.takeError();
     wholeLabels = std::move(*whole);
   }
-  bool reports = context.reports();
-  bool terminal = reports && o.progress.value_or(
-                                 llvm::sys::Process::StandardErrIsDisplayed() &&
+  auto resumed = resumePosition(context, executor, o,
+                                {0, microPerStep * mb, o.seed, shardIdentity});
+  if (!resumed)
+    return resumed.takeError();
+  position = std::move(*resumed);
+  auto sampled = sampleSourceFor(train, data, position.seed);
+  if (!sampled)
+    return sampled.takeError();
+  source = std::move(*sampled);
+  return llvm::Error::success();
+}
+
+llvm::Error TrainingLoop::prepareTelemetry() {
+  terminal = reports &&
+             o.progress.value_or(llvm::sys::Process::StandardErrIsDisplayed() &&
                                  !o.logJson);
-  TrainingPosition position{0, microPerStep * mb, o.seed, shardIdentity};
-  if (o.resume) {
-    auto loadStart = std::chrono::steady_clock::now();
-    auto resumed =
-        resumeTraining(*context.program, context.mesh, context.rank, executor,
-                       o.ckptDir, position.globalBatch, shardIdentity);
-    if (!resumed)
-      return resumed.takeError();
-    if (*resumed) {
-      position = (*resumed)->position;
-      if (reports)
-        llvm::errs() << llvm::formatv(
-            "resumed at step {0} from {1} (saved under {2}) in {3:f2} s\n",
-            position.step, (*resumed)->directory, (*resumed)->savedPlan,
-            std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                          loadStart)
-                .count());
-    } else if (reports) {
-      llvm::errs() << "no checkpoint in " << o.ckptDir
-                   << " yet: training from step 0\n";
-    }
-  }
-  const int64_t firstStep = position.step + 1;
-  const uint64_t seed = position.seed;
-  SampleSource source;
-  source.data = &data;
-  source.synthetic = {seed, std::max<int64_t>(1, train.vocab())};
-  if (data.tokens) {
-    source.windows = data.tokens->count - seq;
-    if (train.objective() == "masked-lm") {
-      auto masking = MaskedLm::of(train, seed);
-      if (!masking)
-        return masking.takeError();
-      source.masking = *masking;
-    }
-  }
-  if (firstStep > *o.steps) {
-    if (reports)
-      out << llvm::formatv("already at step {0}: nothing to train up to "
-                           "--steps {1}\n",
-                           position.step, *o.steps);
-    return llvm::Error::success();
-  }
-  std::unique_ptr<TrainingSaver> saver;
   if (!o.ckptDir.empty()) {
     auto created = TrainingSaver::create(p, context.mesh, context.rank,
                                          o.ckptDir, o.bundle);
@@ -1358,153 +1456,138 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
       return created.takeError();
     saver = std::move(*created);
   }
-  // Traces, figures and guard rails (docs/observability.md).
-  const TrainingFaults faults = TrainingFaults::fromEnvironment();
-  const PlanFigures planFigures = readPlanFigures(o.bundle);
-  std::vector<rt::InstructionEvent> events;
-  std::vector<TraceWriter::Call> calls;
+  faults = TrainingFaults::fromEnvironment();
+  planFigures = readPlanFigures(o.bundle);
   auto startedTrace = startTrace(context, executor, communicator, events, o);
   if (!startedTrace)
     return startedTrace.takeError();
-  std::unique_ptr<TraceWriter> trace = std::move(*startedTrace);
-  std::optional<StragglerWatch> stragglers;
-  if (reports) {
-    std::vector<std::vector<int>> peers(p.world_size());
-    for (int r = 0; r < p.world_size(); ++r)
-      for (int q = 0; q < p.world_size(); ++q)
-        if (rt::rankProgramOf(p, q) == rt::rankProgramOf(p, r))
-          peers[r].push_back(q);
-    stragglers.emplace(o.stragglerFactor, std::move(peers));
-  }
-  // MoE routing figures: counted by the ranks that route their own tokens
-  // (the first of each group of replicas: coordinate 0 on the axes other
-  // than dp, ep and pp).
-  rt::MoeRoutingStats moeRouting;
-  const int64_t moeLayers = train.moe_layers(), experts = train.moe_experts();
-  bool countsRouting = true;
-  {
-    std::vector<int64_t> at = context.mesh.coordinates(context.rank);
-    for (auto [i, axis] : llvm::enumerate(context.mesh.axes()))
-      if (axis.name != "dp" && axis.name != "ep" && axis.name != "pp")
-        countsRouting = countsRouting && at[i] == 0;
-  }
-  if (moeLayers > 0)
+  trace = std::move(*startedTrace);
+  if (reports)
+    stragglers.emplace(stragglerWatchFor(p, o));
+  countsRouting = countsMoeRouting(context);
+  if (train.moe_layers() > 0)
     executor.collectMoeRouting(&moeRouting);
-  int64_t failedStep = firstStep;
-  auto closeTrace = llvm::make_scope_exit([&] {
-    if (trace)
-      llvm::consumeError(
-          trace->close(llvm::formatv("failed at step {0}", failedStep).str()));
-  });
+  return llvm::Error::success();
+}
 
-  int64_t logEvery = std::max<int64_t>(1, *o.steps / 10);
-  auto start = std::chrono::steady_clock::now();
-  double firstLoss = 0, lastLoss = 0;
-  for (int64_t step = firstStep; step <= *o.steps; ++step) {
-    failedStep = step;
-    auto stepStart = std::chrono::steady_clock::now();
-    executor.resetWaitTimes();
-    events.clear();
-    calls.clear();
-    faults.poison(executor, step, /*parameters=*/true);
-    // What the step's loss and gradients are divided by: its micro-batches
-    // (each returns a mean), or the labels it counts (each returns a sum).
-    double divisor = static_cast<double>(microPerStep);
-    if (wholeLabels) {
-      auto counted =
-          countedLabels(*wholeLabels, step, microPerStep, mb, source);
-      if (!counted)
-        return counted.takeError();
-      divisor = static_cast<double>(*counted);
-    }
-    auto lossSum = runMicroSteps(train, context, executor, *parts, source,
-                                 faults, step, accum, mb, events, calls);
-    if (!lossSum)
-      return lossSum.takeError();
-    double loss = *lossSum / divisor;
-    faults.poison(executor, step, /*parameters=*/false);
-    if (llvm::Error e =
-            checkDivergence(p, context, executor, communicator, step, loss))
-      return e;
-    double lr = learningRate(train.optimizer(), step);
-    size_t firstEvent = events.size();
-    auto applied = executor.run(train.apply(),
-                                {scalarF32(static_cast<float>(lr)),
-                                 scalarF32(static_cast<float>(step)),
-                                 scalarF32(static_cast<float>(1.0 / divisor))});
-    if (!applied)
-      return failure("step {0}: {1}", step,
-                     llvm::toString(applied.takeError()));
-    calls.push_back({firstEvent, events.size(), 0, -1});
-    double gradNorm = (*applied)[0].as<float>()[0];
-    if (!std::isfinite(gradNorm))
-      return failure("step {0}: the gradient norm is {1}; training diverged",
-                     step, gradNorm);
-    // The snapshot is taken here; the files are written while the next
-    // steps train.
-    position.step = step;
-    if (saver &&
-        ((o.saveEvery > 0 && step % o.saveEvery == 0) || step == *o.steps))
-      if (llvm::Error e = saver->save(executor, position))
-        return e;
-    if (saver)
-      if (llvm::Error e = o.ckptSync ? saver->finish() : saver->poll())
-        return e;
-    // Writing the trace counts in the step time (what tracing costs).
-    if (trace)
-      if (llvm::Error e = trace->writeStep(step, stepStart,
-                                           std::chrono::steady_clock::now(),
-                                           loss, events, calls))
-        return e;
-    auto now = std::chrono::steady_clock::now();
-    double stepS = std::chrono::duration<double>(now - stepStart).count();
-    double elapsed = std::chrono::duration<double>(now - start).count();
-    double tokensPerS = static_cast<double>(microPerStep * mb * seq) / stepS;
-    // Every rank's figures, for the metrics and the straggler check:
-    // [step seconds, collective waits, pipeline waits, peak memory].
-    const rt::WaitTimes &waits = executor.waitTimes();
-    auto figures =
-        gatherFromRanks(communicator, executor.memory(),
-                        {stepS, waits.collectiveSeconds, waits.pipelineSeconds,
-                         static_cast<double>(executor.memory().isHost()
-                                                 ? peakResidentBytes()
-                                                 : executor.allocatedBytes())});
-    if (!figures)
-      return failure("step {0}: gathering the ranks' figures: {1}", step,
-                     llvm::toString(figures.takeError()));
-    std::optional<MoeStepFigures> moe;
-    if (moeLayers > 0) {
-      auto all = gatherFromRanks(
-          communicator, executor.memory(),
-          flattenMoeRouting(moeRouting, moeLayers, experts, countsRouting));
-      if (!all)
-        return failure("step {0}: gathering the MoE routing figures: {1}", step,
-                       llvm::toString(all.takeError()));
-      moe = summarizeMoeRouting(*all, moeLayers, experts);
-      moeRouting.layers.clear();
-    }
-    if (step == firstStep)
-      firstLoss = loss;
-    lastLoss = loss;
-    if (!reports)
-      continue;
-    StepLine line{step,
-                  loss,
-                  gradNorm,
-                  lr,
-                  tokensPerS,
-                  stepS,
-                  elapsed / static_cast<double>(step - firstStep + 1) *
-                      static_cast<double>(*o.steps - step),
-                  std::move(moe)};
-    printStep(p, o, planFigures, *figures, line, *stragglers, terminal,
-              step % logEvery == 0 || step == firstStep, out);
+llvm::Expected<double> TrainingLoop::applyOptimizer(int64_t step, double lr,
+                                                    double divisor) {
+  size_t firstEvent = events.size();
+  auto applied = executor.run(train.apply(),
+                              {scalarF32(static_cast<float>(lr)),
+                               scalarF32(static_cast<float>(step)),
+                               scalarF32(static_cast<float>(1.0 / divisor))});
+  if (!applied)
+    return failure("step {0}: {1}", step, llvm::toString(applied.takeError()));
+  calls.push_back({firstEvent, events.size(), 0, -1});
+  double gradNorm = (*applied)[0].as<float>()[0];
+  if (!std::isfinite(gradNorm))
+    return failure("step {0}: the gradient norm is {1}; training diverged",
+                   step, gradNorm);
+  return gradNorm;
+}
+
+llvm::Error TrainingLoop::reportStep(int64_t step, double loss, double gradNorm,
+                                     double lr, double stepS, double elapsedS) {
+  double tokensPerS =
+      static_cast<double>(microPerStep * mb * train.seq_len()) / stepS;
+  // Every rank's figures, for the metrics and the straggler check:
+  // [step seconds, collective waits, pipeline waits, peak memory].
+  const rt::WaitTimes &waits = executor.waitTimes();
+  auto figures =
+      gatherFromRanks(communicator, executor.memory(),
+                      {stepS, waits.collectiveSeconds, waits.pipelineSeconds,
+                       static_cast<double>(executor.memory().isHost()
+                                               ? peakResidentBytes()
+                                               : executor.allocatedBytes())});
+  if (!figures)
+    return failure("step {0}: gathering the ranks' figures: {1}", step,
+                   llvm::toString(figures.takeError()));
+  std::optional<MoeStepFigures> moe;
+  const int64_t moeLayers = train.moe_layers(), experts = train.moe_experts();
+  if (moeLayers > 0) {
+    auto all = gatherFromRanks(
+        communicator, executor.memory(),
+        flattenMoeRouting(moeRouting, moeLayers, experts, countsRouting));
+    if (!all)
+      return failure("step {0}: gathering the MoE routing figures: {1}", step,
+                     llvm::toString(all.takeError()));
+    moe = summarizeMoeRouting(*all, moeLayers, experts);
+    moeRouting.layers.clear();
   }
-  // Rank 0 returns once the last save is committed.
+  if (!reports)
+    return llvm::Error::success();
+  int64_t logEvery = std::max<int64_t>(1, *o.steps / 10);
+  StepLine line{step,
+                loss,
+                gradNorm,
+                lr,
+                tokensPerS,
+                stepS,
+                elapsedS / static_cast<double>(step - firstStep + 1) *
+                    static_cast<double>(*o.steps - step),
+                std::move(moe)};
+  printStep(p, o, planFigures, *figures, line, *stragglers, terminal,
+            step % logEvery == 0 || step == firstStep, out);
+  return llvm::Error::success();
+}
+
+llvm::Expected<double>
+TrainingLoop::trainStep(int64_t step,
+                        std::chrono::steady_clock::time_point start) {
+  auto stepStart = std::chrono::steady_clock::now();
+  executor.resetWaitTimes();
+  events.clear();
+  calls.clear();
+  faults.poison(executor, step, /*parameters=*/true);
+  // What the step's loss and gradients are divided by: its micro-batches
+  // (each returns a mean), or the labels it counts (each returns a sum).
+  double divisor = static_cast<double>(microPerStep);
+  if (wholeLabels) {
+    auto counted = countedLabels(*wholeLabels, step, microPerStep, mb, source);
+    if (!counted)
+      return counted.takeError();
+    divisor = static_cast<double>(*counted);
+  }
+  auto lossSum = runMicroSteps(train, context, executor, parts, source, faults,
+                               step, accum, mb, events, calls);
+  if (!lossSum)
+    return lossSum.takeError();
+  double loss = *lossSum / divisor;
+  faults.poison(executor, step, /*parameters=*/false);
+  if (llvm::Error e =
+          checkDivergence(p, context, executor, communicator, step, loss))
+    return std::move(e);
+  double lr = learningRate(train.optimizer(), step);
+  auto gradNorm = applyOptimizer(step, lr, divisor);
+  if (!gradNorm)
+    return gradNorm.takeError();
+  // The snapshot is taken here; the files are written while the next
+  // steps train.
+  position.step = step;
+  if (saver &&
+      ((o.saveEvery > 0 && step % o.saveEvery == 0) || step == *o.steps))
+    if (llvm::Error e = saver->save(executor, position))
+      return std::move(e);
   if (saver)
-    if (llvm::Error e = saver->finish())
-      return e;
-  closeTrace.release();
+    if (llvm::Error e = o.ckptSync ? saver->finish() : saver->poll())
+      return std::move(e);
+  // Writing the trace counts in the step time (what tracing costs).
+  if (trace)
+    if (llvm::Error e =
+            trace->writeStep(step, stepStart, std::chrono::steady_clock::now(),
+                             loss, events, calls))
+      return std::move(e);
+  auto now = std::chrono::steady_clock::now();
+  if (llvm::Error e =
+          reportStep(step, loss, *gradNorm, lr,
+                     std::chrono::duration<double>(now - stepStart).count(),
+                     std::chrono::duration<double>(now - start).count()))
+    return std::move(e);
+  return loss;
+}
+
+llvm::Error TrainingLoop::finish(double firstLoss, double lastLoss) {
   if (trace) {
     executor.recordTrace(nullptr);
     if (llvm::Error e = trace->close("complete"))
@@ -1517,6 +1600,52 @@ llvm::Error runTraining(const program::Program &p, const RankContext &context,
     out << llvm::formatv("trained {0} steps: loss {1:f4} -> {2:f4}\n",
                          *o.steps - firstStep + 1, firstLoss, lastLoss);
   return llvm::Error::success();
+}
+
+llvm::Error TrainingLoop::run() {
+  if (!o.steps)
+    return badInput("--steps N is required for training");
+  if (llvm::Error e = prepareData())
+    return e;
+  firstStep = position.step + 1;
+  if (firstStep > *o.steps) {
+    if (reports)
+      out << llvm::formatv("already at step {0}: nothing to train up to "
+                           "--steps {1}\n",
+                           position.step, *o.steps);
+    return llvm::Error::success();
+  }
+  if (llvm::Error e = prepareTelemetry())
+    return e;
+  int64_t failedStep = firstStep;
+  auto closeTrace = llvm::make_scope_exit([&] {
+    if (trace)
+      llvm::consumeError(
+          trace->close(llvm::formatv("failed at step {0}", failedStep).str()));
+  });
+  auto start = std::chrono::steady_clock::now();
+  double firstLoss = 0, lastLoss = 0;
+  for (int64_t step = firstStep; step <= *o.steps; ++step) {
+    failedStep = step;
+    auto loss = trainStep(step, start);
+    if (!loss)
+      return loss.takeError();
+    if (step == firstStep)
+      firstLoss = *loss;
+    lastLoss = *loss;
+  }
+  // Rank 0 returns once the last save is committed.
+  if (saver)
+    if (llvm::Error e = saver->finish())
+      return e;
+  closeTrace.release();
+  return finish(firstLoss, lastLoss);
+}
+
+llvm::Error runTraining(const program::Program &p, const RankContext &context,
+                        rt::Executor &executor, rt::Communicator *communicator,
+                        const RunOptions &o, llvm::raw_ostream &out) {
+  return TrainingLoop(p, context, executor, communicator, o, out).run();
 }
 
 /// Writes this rank's parameters (its shards) as the initializers of an
@@ -2104,6 +2233,240 @@ llvm::Error verifyInference(const VerifyOptions &v, const program::Program &p,
 
 } // namespace
 
+namespace {
+/// The multi-rank run of the plan: its losses and wall time.
+struct PlanRun {
+  std::vector<double> losses;
+  double seconds = 0;
+};
+
+/// The one-device run of the reference program: its losses, its executor
+/// after training and one holding the parameters before it.
+struct DeviceRun {
+  std::vector<double> losses;
+  std::unique_ptr<rt::Executor> trained, initial;
+};
+
+/// How far the plan's parameters are from one device's, each judged
+/// against its own update.
+struct ParameterComparison {
+  double worstUpdate = -1, worstAbs = 0;
+  std::string worstParam, worstAbsParam;
+  /// Elements whose gradient is rounding noise, their bound, and the first
+  /// parameter where one exceeded it.
+  int64_t noiseElements = 0;
+  double noiseBound = 0;
+  std::string noiseBroken;
+};
+
+/// An element whose gradient second moment on one device is below this
+/// fraction of the model's RMS gradient has a gradient of rounding noise.
+constexpr double kRoundoffGradient = 1e-4;
+} // namespace
+
+/// Runs the plan at its rank count, one process per rank, dumping each
+/// rank's parameters into `dir`.
+static llvm::Expected<PlanRun> runPlanRanks(const VerifyOptions &v,
+                                            const program::Program &p,
+                                            const std::string &data,
+                                            llvm::StringRef dir) {
+  LaunchOptions launch;
+  launch.ranks = p.world_size();
+  launch.command = {v.executable,
+                    "run",
+                    v.bundle,
+                    "--steps",
+                    std::to_string(v.steps),
+                    "--seed",
+                    std::to_string(v.seed),
+                    "--log-json",
+                    "--dump-state",
+                    std::string(dir)};
+  if (!data.empty())
+    launch.command.insert(launch.command.end(), {"--data", data});
+  if (v.init)
+    launch.command.push_back("--init");
+  launch.stdoutPath = (dir + "/ranks.jsonl").str();
+  auto runStart = std::chrono::steady_clock::now();
+  if (llvm::Error e = launchRanks(launch))
+    return std::move(e);
+  PlanRun run;
+  run.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart)
+          .count();
+  auto planLog = llvm::MemoryBuffer::getFile(launch.stdoutPath);
+  if (!planLog)
+    return failure("verify: the ranks wrote no log");
+  auto losses = parseLosses((*planLog)->getBuffer(), "the multi-rank run");
+  if (!losses)
+    return losses.takeError();
+  run.losses = std::move(*losses);
+  return run;
+}
+
+/// Trains the reference program on one device (in this process, on the
+/// CPU kernels, the numbers every backend is checked against) on the same
+/// data: the same global micro-batches.
+static llvm::Expected<DeviceRun> runOneDevice(const VerifyOptions &v,
+                                              const program::Program &reference,
+                                              const std::string &data) {
+  RunOptions single;
+  single.bundle = v.bundle;
+  single.steps = v.steps;
+  single.data = data;
+  single.seed = v.seed;
+  single.init = v.init;
+  single.logJson = true;
+  single.progress = false;
+  auto context = rankContext(reference, 0);
+  if (!context)
+    return context.takeError();
+  std::string refLog;
+  llvm::raw_string_ostream refOs(refLog);
+  DeviceRun run;
+  Backend cpu{&cpuKernels(), &rt::hostMemory(), false};
+  // The parameters before training, to measure each one's update.
+  auto initial = rt::Executor::create(*context->program, cpuKernels(), nullptr,
+                                      rt::hostMemory());
+  if (!initial)
+    return failure("verify: {0}", llvm::toString(initial.takeError()));
+  run.initial = std::move(*initial);
+  if (llvm::Error e =
+          initializeVariables(reference, *context, *run.initial, single))
+    return std::move(e);
+  if (llvm::Error e = runRank(reference, *context, cpu, nullptr, single, refOs,
+                              &run.trained))
+    return failure("verify: the single-device run failed: {0}",
+                   llvm::toString(std::move(e)));
+  auto losses = parseLosses(refLog, "the single-device run");
+  if (!losses)
+    return losses.takeError();
+  run.losses = std::move(*losses);
+  return run;
+}
+
+/// The gradient RMS below which (times kRoundoffGradient) an element's
+/// gradient is rounding noise, from one device's second moments.
+static double
+gradientNoiseFloor(const std::map<std::string, rt::Tensor> &params,
+                   rt::Executor &trained) {
+  double meanSquares = 0;
+  int64_t moments = 0;
+  for (auto &[name, tensor] : params)
+    if (rt::Tensor *v = trained.variable("exp_avg_sq:" + name);
+        v && v->dtype() == rt::DType::F32) {
+      for (int64_t i = 0; i < v->numElements(); ++i)
+        meanSquares += v->as<float>()[i];
+      moments += v->numElements();
+    }
+  return moments ? kRoundoffGradient * std::sqrt(meanSquares / moments) : 0;
+}
+
+// Each parameter is judged against its own update: the L2 norm of the
+// plan's difference from one device over the norm of what training moved
+// it (an absolute bound failed on another CPU's GEMM kernels, where Adam
+// turned rounding noise in gradients that are zero in exact arithmetic
+// into lr-sized steps of a few elements).
+//
+// An element whose gradient is zero in exact arithmetic (a bias the
+// softmax cancels, a dimension rotary leaves out) has a gradient of pure
+// rounding noise on both sides, and Adam's m / sqrt(v) turns that noise
+// into a step of about lr in either direction: its value is not
+// comparable. Such elements are those whose gradient second moment on
+// one device is below kRoundoffGradient of the model's RMS gradient;
+// they are held to the bound of two opposite Adam steps per step
+// instead, and counted.
+static llvm::Expected<ParameterComparison>
+compareParameters(const std::map<std::string, rt::Tensor> &params,
+                  const DeviceRun &device, double lrMax, int64_t steps) {
+  ParameterComparison c;
+  const double noiseFloor = gradientNoiseFloor(params, *device.trained);
+  c.noiseBound = 2 * 2 * lrMax * static_cast<double>(steps);
+  for (auto &[name, tensor] : params) {
+    rt::Tensor *ref = device.trained->variable(name);
+    rt::Tensor *start = device.initial->variable(name);
+    if (!ref || !start || ref->shape() != tensor.shape() ||
+        ref->dtype() != rt::DType::F32 || start->shape() != ref->shape())
+      return failure("verify: parameter '{0}' has no counterpart of its shape "
+                     "on one device",
+                     name);
+    rt::Tensor *moment = device.trained->variable("exp_avg_sq:" + name);
+    if (moment && (moment->dtype() != rt::DType::F32 ||
+                   moment->numElements() != ref->numElements()))
+      moment = nullptr; // sharded differently: compare every element
+    double diffSq = 0, updateSq = 0, maxDiff = 0;
+    for (int64_t i = 0; i < ref->numElements(); ++i) {
+      double a = tensor.as<float>()[i], b = ref->as<float>()[i];
+      double diff = std::abs(a - b), moved = b - start->as<float>()[i];
+      maxDiff = std::isnan(diff) ? INFINITY : std::max(maxDiff, diff);
+      if (moment && std::sqrt(moment->as<float>()[i]) < noiseFloor) {
+        ++c.noiseElements;
+        if (!(diff <= c.noiseBound) && c.noiseBroken.empty())
+          c.noiseBroken = name;
+        continue;
+      }
+      diffSq += diff * diff;
+      updateSq += moved * moved;
+    }
+    // A parameter training did not move must come out the same.
+    double relative = std::sqrt(diffSq) / std::max(std::sqrt(updateSq), 1e-30);
+    if (std::isnan(relative))
+      relative = INFINITY;
+    if (!(maxDiff <= c.worstAbs)) {
+      c.worstAbs = maxDiff;
+      c.worstAbsParam = name;
+    }
+    if (!(relative <= c.worstUpdate)) {
+      c.worstUpdate = relative;
+      c.worstParam = name;
+    }
+  }
+  return c;
+}
+
+/// Prints the comparison and returns whether it passes.
+static bool printVerifyReport(const VerifyOptions &v, const program::Program &p,
+                              const PlanRun &plan, const DeviceRun &device,
+                              size_t parameters, const ParameterComparison &c,
+                              llvm::raw_ostream &out) {
+  double worstLoss = 0;
+  int64_t worstStep = 0;
+  for (size_t i = 0; i < device.losses.size(); ++i) {
+    double rel = std::abs(plan.losses[i] - device.losses[i]) /
+                 std::max(std::abs(device.losses[i]), 1e-12);
+    if (!(rel <= worstLoss)) {
+      worstLoss = rel;
+      worstStep = static_cast<int64_t>(i) + 1;
+    }
+  }
+  bool pass = worstLoss <= v.lossTolerance &&
+              c.worstUpdate <= v.paramTolerance && c.noiseBroken.empty();
+  out << llvm::formatv("verify   {0} ranks (mesh {1}) vs one device, {2} "
+                       "steps, {3} parameters ({4:f1} s)\n",
+                       p.world_size(), p.mesh(), v.steps, parameters,
+                       plan.seconds);
+  out << llvm::formatv("loss     {0:f6} -> {1:f6}; worst relative error "
+                       "{2:e2} at step {3} (tolerance {4:e1})\n",
+                       device.losses.front(), device.losses.back(), worstLoss,
+                       worstStep, v.lossTolerance);
+  out << llvm::formatv("params   worst error {0:e2} of the update in '{1}' "
+                       "(L2 norms, tolerance {2:e1}); worst absolute {3:e2} "
+                       "in '{4}'\n",
+                       std::max(c.worstUpdate, 0.0), c.worstParam,
+                       v.paramTolerance, c.worstAbs, c.worstAbsParam);
+  if (c.noiseElements)
+    out << llvm::formatv(
+        "         {0} element{1} with a gradient of rounding noise (below "
+        "{2:e0} of the model's RMS gradient) held to two Adam steps per step "
+        "({3:e1}){4}\n",
+        c.noiseElements, c.noiseElements == 1 ? "" : "s", kRoundoffGradient,
+        c.noiseBound,
+        c.noiseBroken.empty() ? std::string()
+                              : ": exceeded in '" + c.noiseBroken + "'");
+  out << "result   " << (pass ? "PASS" : "FAIL") << "\n";
+  return pass;
+}
+
 llvm::Error verifyBundle(const VerifyOptions &v, llvm::raw_ostream &out) {
   auto p = loadProgram(v.bundle);
   if (!p)
@@ -2149,186 +2512,24 @@ llvm::Error verifyBundle(const VerifyOptions &v, llvm::raw_ostream &out) {
             data, count, train.vocab() > 0 ? train.vocab() : 256, v.seed))
       return e;
   }
-
-  // The plan at its rank count, one process per rank.
-  LaunchOptions launch;
-  launch.ranks = p->world_size();
-  launch.command = {v.executable,
-                    "run",
-                    v.bundle,
-                    "--steps",
-                    std::to_string(v.steps),
-                    "--seed",
-                    std::to_string(v.seed),
-                    "--log-json",
-                    "--dump-state",
-                    std::string(dir)};
-  if (!data.empty())
-    launch.command.insert(launch.command.end(), {"--data", data});
-  if (v.init)
-    launch.command.push_back("--init");
-  launch.stdoutPath = (dir + "/ranks.jsonl").str();
-  auto runStart = std::chrono::steady_clock::now();
-  if (llvm::Error e = launchRanks(launch))
-    return e;
-  double planSeconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart)
-          .count();
-  auto planLog = llvm::MemoryBuffer::getFile(launch.stdoutPath);
-  if (!planLog)
-    return failure("verify: the ranks wrote no log");
-  auto planLosses = parseLosses((*planLog)->getBuffer(), "the multi-rank run");
-  if (!planLosses)
-    return planLosses.takeError();
-
-  // One device on the same data: the same global micro-batches.
-  RunOptions single;
-  single.bundle = v.bundle;
-  single.steps = v.steps;
-  single.data = data;
-  single.seed = v.seed;
-  single.init = v.init;
-  single.logJson = true;
-  single.progress = false;
-  auto context = rankContext(*reference, 0);
-  if (!context)
-    return context.takeError();
-  std::string refLog;
-  llvm::raw_string_ostream refOs(refLog);
-  std::unique_ptr<rt::Executor> refExecutor;
-  // The reference runs on the CPU kernels, the numbers every backend is
-  // checked against.
-  Backend cpu{&cpuKernels(), &rt::hostMemory(), false};
-  // The parameters before training, to measure each one's update.
-  auto initial = rt::Executor::create(*context->program, cpuKernels(), nullptr,
-                                      rt::hostMemory());
-  if (!initial)
-    return failure("verify: {0}", llvm::toString(initial.takeError()));
-  if (llvm::Error e =
-          initializeVariables(*reference, *context, **initial, single))
-    return e;
-  if (llvm::Error e = runRank(*reference, *context, cpu, nullptr, single, refOs,
-                              &refExecutor))
-    return failure("verify: the single-device run failed: {0}",
-                   llvm::toString(std::move(e)));
-  auto refLosses = parseLosses(refLog, "the single-device run");
-  if (!refLosses)
-    return refLosses.takeError();
-  if (refLosses->size() != planLosses->size())
+  auto plan = runPlanRanks(v, *p, data, dir);
+  if (!plan)
+    return plan.takeError();
+  auto device = runOneDevice(v, *reference, data);
+  if (!device)
+    return device.takeError();
+  if (device->losses.size() != plan->losses.size())
     return failure("verify: {0} losses from the plan, {1} from one device",
-                   planLosses->size(), refLosses->size());
-
-  double worstLoss = 0;
-  int64_t worstStep = 0;
-  for (size_t i = 0; i < refLosses->size(); ++i) {
-    double rel = std::abs((*planLosses)[i] - (*refLosses)[i]) /
-                 std::max(std::abs((*refLosses)[i]), 1e-12);
-    if (!(rel <= worstLoss)) {
-      worstLoss = rel;
-      worstStep = static_cast<int64_t>(i) + 1;
-    }
-  }
+                   plan->losses.size(), device->losses.size());
   auto gathered = gatherParameters(*p, dir);
   if (!gathered)
     return gathered.takeError();
-  // Each parameter is judged against its own update: the L2 norm of the
-  // plan's difference from one device over the norm of what training moved
-  // it (an absolute bound failed on another CPU's GEMM kernels, where Adam
-  // turned rounding noise in gradients that are zero in exact arithmetic
-  // into lr-sized steps of a few elements).
-  //
-  // An element whose gradient is zero in exact arithmetic (a bias the
-  // softmax cancels, a dimension rotary leaves out) has a gradient of pure
-  // rounding noise on both sides, and Adam's m / sqrt(v) turns that noise
-  // into a step of about lr in either direction: its value is not
-  // comparable. Such elements are those whose gradient second moment on
-  // one device is below kRoundoffGradient of the model's RMS gradient;
-  // they are held to the bound of two opposite Adam steps per step
-  // instead, and counted.
-  constexpr double kRoundoffGradient = 1e-4;
-  double meanSquares = 0;
-  int64_t moments = 0;
-  for (auto &[name, tensor] : *gathered)
-    if (rt::Tensor *v = refExecutor->variable("exp_avg_sq:" + name);
-        v && v->dtype() == rt::DType::F32) {
-      for (int64_t i = 0; i < v->numElements(); ++i)
-        meanSquares += v->as<float>()[i];
-      moments += v->numElements();
-    }
-  const double noiseFloor =
-      moments ? kRoundoffGradient * std::sqrt(meanSquares / moments) : 0;
-  const double lrMax = reference->training().optimizer().lr();
-  const double noiseBound = 2 * 2 * lrMax * static_cast<double>(v.steps);
-  int64_t noiseElements = 0;
-  std::string noiseBroken;
-  double worstAbs = 0, worstUpdate = -1;
-  std::string worstAbsParam, worstParam;
-  for (auto &[name, tensor] : *gathered) {
-    rt::Tensor *ref = refExecutor->variable(name);
-    rt::Tensor *start = (*initial)->variable(name);
-    if (!ref || !start || ref->shape() != tensor.shape() ||
-        ref->dtype() != rt::DType::F32 || start->shape() != ref->shape())
-      return failure("verify: parameter '{0}' has no counterpart of its shape "
-                     "on one device",
-                     name);
-    rt::Tensor *moment = refExecutor->variable("exp_avg_sq:" + name);
-    if (moment && (moment->dtype() != rt::DType::F32 ||
-                   moment->numElements() != ref->numElements()))
-      moment = nullptr; // sharded differently: compare every element
-    double diffSq = 0, updateSq = 0, maxDiff = 0;
-    for (int64_t i = 0; i < ref->numElements(); ++i) {
-      double a = tensor.as<float>()[i], b = ref->as<float>()[i];
-      double diff = std::abs(a - b), moved = b - start->as<float>()[i];
-      maxDiff = std::isnan(diff) ? INFINITY : std::max(maxDiff, diff);
-      if (moment && std::sqrt(moment->as<float>()[i]) < noiseFloor) {
-        ++noiseElements;
-        if (!(diff <= noiseBound) && noiseBroken.empty())
-          noiseBroken = name;
-        continue;
-      }
-      diffSq += diff * diff;
-      updateSq += moved * moved;
-    }
-    // A parameter training did not move must come out the same.
-    double relative = std::sqrt(diffSq) / std::max(std::sqrt(updateSq), 1e-30);
-    if (std::isnan(relative))
-      relative = INFINITY;
-    if (!(maxDiff <= worstAbs)) {
-      worstAbs = maxDiff;
-      worstAbsParam = name;
-    }
-    if (!(relative <= worstUpdate)) {
-      worstUpdate = relative;
-      worstParam = name;
-    }
-  }
-
-  bool pass = worstLoss <= v.lossTolerance && worstUpdate <= v.paramTolerance &&
-              noiseBroken.empty();
-  out << llvm::formatv("verify   {0} ranks (mesh {1}) vs one device, {2} "
-                       "steps, {3} parameters ({4:f1} s)\n",
-                       p->world_size(), p->mesh(), v.steps, gathered->size(),
-                       planSeconds);
-  out << llvm::formatv("loss     {0:f6} -> {1:f6}; worst relative error "
-                       "{2:e2} at step {3} (tolerance {4:e1})\n",
-                       refLosses->front(), refLosses->back(), worstLoss,
-                       worstStep, v.lossTolerance);
-  out << llvm::formatv("params   worst error {0:e2} of the update in '{1}' "
-                       "(L2 norms, tolerance {2:e1}); worst absolute {3:e2} "
-                       "in '{4}'\n",
-                       std::max(worstUpdate, 0.0), worstParam, v.paramTolerance,
-                       worstAbs, worstAbsParam);
-  if (noiseElements)
-    out << llvm::formatv(
-        "         {0} element{1} with a gradient of rounding noise (below "
-        "{2:e0} of the model's RMS gradient) held to two Adam steps per step "
-        "({3:e1}){4}\n",
-        noiseElements, noiseElements == 1 ? "" : "s", kRoundoffGradient,
-        noiseBound,
-        noiseBroken.empty() ? std::string()
-                            : ": exceeded in '" + noiseBroken + "'");
-  out << "result   " << (pass ? "PASS" : "FAIL") << "\n";
-  if (!pass)
+  auto compared = compareParameters(
+      *gathered, *device, reference->training().optimizer().lr(), v.steps);
+  if (!compared)
+    return compared.takeError();
+  if (!printVerifyReport(v, *p, *plan, *device, gathered->size(), *compared,
+                         out))
     return failure("verify: the plan does not compute what one device "
                    "computes (errors above the tolerance)");
   return llvm::Error::success();

@@ -499,39 +499,109 @@ llvm::StringSet<> buildSyncingMicroStep(mlir::func::FuncOp step,
   return synced;
 }
 
-void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
-                const TrainingStepOptions &options,
-                const ZeroLayout &zeroLayout,
-                llvm::ArrayRef<std::string> extraNormAxes,
-                const llvm::StringSet<> &syncedInStep, bool scatteredInStep,
-                llvm::ArrayRef<StageSharedGradient> sharedOverStages) {
-  mlir::OpBuilder b(module.getBodyRegion());
-  b.setInsertionPointToEnd(module.getBody());
-  mlir::Location loc = module.getLoc();
-  auto f32Scalar = mlir::RankedTensorType::get({}, b.getF32Type());
-  // ZeRO's replica axes (dp, and cp inside it) and their rank count.
-  llvm::ArrayRef<std::string> dpAxes = zeroLayout.axes;
-  const int64_t dp = zeroLayout.parts;
-  mlir::ArrayAttr dpAxesAttr = b.getStrArrayAttr(
-      llvm::SmallVector<llvm::StringRef>(dpAxes.begin(), dpAxes.end()));
+namespace {
 
-  llvm::SmallVector<mlir::Type> argTypes{f32Scalar, f32Scalar};
-  llvm::SmallVector<mlir::DictionaryAttr> argAttrs{
+/// Builds `apply`: the step's gradient sync, the clipped global norm and
+/// one AdamW update per parameter, in that order, each phase one method.
+class ApplyBuilder {
+public:
+  ApplyBuilder(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
+               const TrainingStepOptions &options, const ZeroLayout &zeroLayout,
+               const llvm::StringSet<> &syncedInStep, bool scatteredInStep)
+      : params(params), options(options), zeroLayout(zeroLayout),
+        syncedInStep(syncedInStep), scatteredInStep(scatteredInStep),
+        b(module.getBodyRegion()), loc(module.getLoc()), comm(b, loc),
+        dpAxes(zeroLayout.axes), dp(zeroLayout.parts) {
+    b.setInsertionPointToEnd(module.getBody());
+    dpAxesAttr = b.getStrArrayAttr(
+        llvm::SmallVector<llvm::StringRef>(dpAxes.begin(), dpAxes.end()));
+  }
+
+  void build(llvm::ArrayRef<std::string> extraNormAxes,
+             llvm::ArrayRef<StageSharedGradient> sharedOverStages) {
+    createFunction();
+    startGradientSyncs(sharedOverStages);
+    sumOverStages(sharedOverStages);
+    finishGradientSyncs();
+    mlir::Value norm = gradientNorm(extraNormAxes);
+    writeUpdates(norm, gradScale(norm));
+  }
+
+private:
+  /// The signature: lr, step, each parameter's gradient accumulator and
+  /// AdamW moments, and 1 / the micro-batches accumulated.
+  void createFunction();
+  /// Starts the all-reduce of each gradient over the axes it is a partial
+  /// sum over that the step did not reduce.
+  void startGradientSyncs(llvm::ArrayRef<StageSharedGradient> shared);
+  /// Sums the gradients of parameters several pipeline stages read.
+  void sumOverStages(llvm::ArrayRef<StageSharedGradient> shared);
+  /// Waits for the syncs and takes each ZeRO-sharded gradient's part.
+  void finishGradientSyncs();
+  /// ||g / A|| over all parameters.
+  mlir::Value gradientNorm(llvm::ArrayRef<std::string> extraNormAxes);
+  /// The factor AdamW applies to g: 1 / A, clipped by the norm.
+  mlir::Value gradScale(mlir::Value norm);
+  /// One dtc.adamw per parameter, its results and the zeroed accumulator
+  /// returned as the new state.
+  void writeUpdates(mlir::Value norm, mlir::Value scale);
+
+  /// Whether `p`'s gradient is reduce-scattered over the ZeRO axes here.
+  bool scatters(const GradientResult &p) const {
+    return zeroLayout.shards(p.parameter) && options.zeroStage >= 2 &&
+           !sharedHere.contains(p.parameter);
+  }
+  void addStateArg(mlir::Type type, const std::string &role,
+                   const std::string &param, bool flat);
+
+  llvm::ArrayRef<GradientResult> params;
+  const TrainingStepOptions &options;
+  const ZeroLayout &zeroLayout;
+  const llvm::StringSet<> &syncedInStep;
+  bool scatteredInStep;
+  mlir::OpBuilder b;
+  mlir::Location loc;
+  Collectives comm;
+  /// ZeRO's replica axes (dp, and cp inside it) and their rank count.
+  llvm::ArrayRef<std::string> dpAxes;
+  const int64_t dp;
+  mlir::ArrayAttr dpAxesAttr;
+
+  llvm::SmallVector<mlir::Type> argTypes;
+  llvm::SmallVector<mlir::DictionaryAttr> argAttrs;
+  mlir::func::FuncOp apply;
+  mlir::Block *body = nullptr;
+  mlir::Value lr, step, inverseAccum;
+  /// Per parameter: its gradient, the sync in flight, the axes its norm's
+  /// partial sum of squares is reduced over.
+  llvm::SmallVector<mlir::Value> grads;
+  llvm::SmallVector<d::AllReduceStartOp> syncs;
+  llvm::SmallVector<llvm::SmallVector<std::string>> normAxes;
+  /// Stage-shared parameters held here, and those whose norm another
+  /// stage counts.
+  llvm::StringSet<> sharedHere, countedElsewhere;
+};
+
+void ApplyBuilder::addStateArg(mlir::Type type, const std::string &role,
+                               const std::string &param, bool flat) {
+  argTypes.push_back(type);
+  std::string name = role == "grad" ? "grad:" + param : role + ":" + param;
+  llvm::SmallVector<mlir::NamedAttribute> attrs = {
+      b.getNamedAttr("dtc.state", b.getStringAttr(name)),
+      b.getNamedAttr("dtc.state_role", b.getStringAttr(role)),
+      b.getNamedAttr("dtc.state_of", b.getStringAttr(param))};
+  // A ZeRO moment: this rank's flat part of the parameter's shard.
+  if (flat)
+    attrs.push_back(b.getNamedAttr("dtc.flat_shard", dpAxesAttr));
+  argAttrs.push_back(b.getDictionaryAttr(attrs));
+}
+
+void ApplyBuilder::createFunction() {
+  auto f32Scalar = mlir::RankedTensorType::get({}, b.getF32Type());
+  argTypes = {f32Scalar, f32Scalar};
+  argAttrs = {
       b.getDictionaryAttr(b.getNamedAttr("dtc.feed", b.getStringAttr("lr"))),
       b.getDictionaryAttr(b.getNamedAttr("dtc.feed", b.getStringAttr("step")))};
-  auto stateArg = [&](mlir::Type type, const std::string &role,
-                      const std::string &param, bool flat = false) {
-    argTypes.push_back(type);
-    std::string name = role == "grad" ? "grad:" + param : role + ":" + param;
-    llvm::SmallVector<mlir::NamedAttribute> attrs = {
-        b.getNamedAttr("dtc.state", b.getStringAttr(name)),
-        b.getNamedAttr("dtc.state_role", b.getStringAttr(role)),
-        b.getNamedAttr("dtc.state_of", b.getStringAttr(param))};
-    // A ZeRO moment: this rank's flat part of the parameter's shard.
-    if (flat)
-      attrs.push_back(b.getNamedAttr("dtc.flat_shard", dpAxesAttr));
-    argAttrs.push_back(b.getDictionaryAttr(attrs));
-  };
   for (const GradientResult &p : params) {
     // Optimizer moments of a ZeRO-sharded parameter: its flat part.
     mlir::Type stateType = p.type;
@@ -541,10 +611,10 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
     bool flat = zeroLayout.shards(p.parameter);
     // ZeRO-2/3 accumulate the reduce-scattered part (micro_step).
     bool scattered = flat && options.zeroStage >= 2 && scatteredInStep;
-    stateArg(scattered ? stateType : mlir::Type(p.type), "grad", p.parameter,
-             scattered);
-    stateArg(stateType, "exp_avg", p.parameter, flat);
-    stateArg(stateType, "exp_avg_sq", p.parameter, flat);
+    addStateArg(scattered ? stateType : mlir::Type(p.type), "grad", p.parameter,
+                scattered);
+    addStateArg(stateType, "exp_avg", p.parameter, flat);
+    addStateArg(stateType, "exp_avg_sq", p.parameter, flat);
   }
   // Last: 1 / the micro-batches accumulated this step, fed by the runtime
   // so that a run may accumulate another number than compiled (`dtc run
@@ -552,35 +622,31 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
   argTypes.push_back(f32Scalar);
   argAttrs.push_back(b.getDictionaryAttr(
       b.getNamedAttr("dtc.feed", b.getStringAttr("inverse_micro_batches"))));
-  auto apply = mlir::func::FuncOp::create(b, loc, "apply",
-                                          b.getFunctionType(argTypes, {}));
-  mlir::Block *body = apply.addEntryBlock();
+  apply = mlir::func::FuncOp::create(b, loc, "apply",
+                                     b.getFunctionType(argTypes, {}));
+  body = apply.addEntryBlock();
   b.setInsertionPointToStart(body);
-  mlir::Value lr = body->getArgument(0), step = body->getArgument(1);
-  mlir::Value inverseAccum = body->getArguments().back();
+  lr = body->getArgument(0);
+  step = body->getArgument(1);
+  inverseAccum = body->getArguments().back();
   if (!options.mesh.empty())
     apply->setAttr("dtc.mesh", b.getStringAttr(options.mesh));
-  Collectives comm(b, loc);
+}
 
-  // The gradient sync: each accumulated gradient is reduced over the axes
-  // it is a partial sum over, once per step. All-reduces start before the
-  // first wait, so the norm of one gradient is computed while the next is
-  // on the wire. A ZeRO-2/3 gradient is reduce-scattered over dp instead
-  // (after an all-reduce over any other axis it is partial over).
-  // A gradient summed over pipeline stages is reduced whole first, its
-  // ZeRO part sliced afterwards: each stage's part must be complete before
-  // they are added, and stages may differ in what their step reduced.
-  llvm::StringSet<> sharedHere;
-  for (const StageSharedGradient &shared : sharedOverStages)
-    if (shared.held)
-      sharedHere.insert(shared.parameter);
-  auto scatters = [&](const GradientResult &p) {
-    return zeroLayout.shards(p.parameter) && options.zeroStage >= 2 &&
-           !sharedHere.contains(p.parameter);
-  };
-  llvm::SmallVector<mlir::Value> grads;
-  llvm::SmallVector<d::AllReduceStartOp> syncs(params.size());
-  llvm::SmallVector<llvm::SmallVector<std::string>> normAxes;
+// The gradient sync: each accumulated gradient is reduced over the axes it
+// is a partial sum over, once per step. All-reduces start before the first
+// wait, so the norm of one gradient is computed while the next is on the
+// wire. A ZeRO-2/3 gradient is reduce-scattered over dp instead (after an
+// all-reduce over any other axis it is partial over). A gradient summed
+// over pipeline stages is reduced whole first, its ZeRO part sliced
+// afterwards: each stage's part must be complete before they are added,
+// and stages may differ in what their step reduced.
+void ApplyBuilder::startGradientSyncs(
+    llvm::ArrayRef<StageSharedGradient> shared) {
+  for (const StageSharedGradient &s : shared)
+    if (s.held)
+      sharedHere.insert(s.parameter);
+  syncs.assign(params.size(), nullptr);
   for (auto [i, p] : llvm::enumerate(params)) {
     mlir::Value g = body->getArgument(2 + 3 * i);
     llvm::SmallVector<std::string> axes = p.syncAxes;
@@ -595,22 +661,22 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
       syncs[i] = comm.startAllReduce(g, axes);
     grads.push_back(g);
   }
-  // The gradients of parameters several pipeline stages read, each stage's
-  // part complete (synced above), summed over those stages.
-  llvm::StringSet<> countedElsewhere;
-  for (const StageSharedGradient &shared : sharedOverStages) {
-    if (!shared.held) {
-      comm.allReduce(
-          d::ConstantOp::create(
-              b, loc,
-              mlir::DenseElementsAttr::get(
-                  shared.type, b.getZeroAttr(shared.type.getElementType()))),
-          {shared.axis});
+}
+
+// Each stage's part complete (synced above), summed over those stages.
+void ApplyBuilder::sumOverStages(llvm::ArrayRef<StageSharedGradient> shared) {
+  for (const StageSharedGradient &s : shared) {
+    if (!s.held) {
+      comm.allReduce(d::ConstantOp::create(
+                         b, loc,
+                         mlir::DenseElementsAttr::get(
+                             s.type, b.getZeroAttr(s.type.getElementType()))),
+                     {s.axis});
       continue;
     }
     size_t i = llvm::find_if(params,
                              [&](const GradientResult &p) {
-                               return p.parameter == shared.parameter;
+                               return p.parameter == s.parameter;
                              }) -
                params.begin();
     if (syncs[i])
@@ -623,7 +689,7 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
       std::string axis;
     };
     llvm::SmallVector<Split> splits;
-    if (auto sharding = llvm::dyn_cast_or_null<d::ShardingAttr>(shared.shard))
+    if (auto sharding = llvm::dyn_cast_or_null<d::ShardingAttr>(s.shard))
       for (unsigned dim = 0; dim < sharding.getDims().size(); ++dim)
         for (llvm::StringRef axis : sharding.getDimAxes(dim))
           splits.push_back({dim, sharding.getBlocks()[dim], axis.str()});
@@ -632,19 +698,22 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
     for (const Split &split : splits) {
       auto part = tensorType(g);
       llvm::SmallVector<int64_t> shape(part.getShape());
-      shape[split.dim] = shared.type.getDimSize(split.dim);
+      shape[split.dim] = s.type.getDimSize(split.dim);
       partTypes.push_back(part);
       g = comm.allGather(g, split.axis, split.dim, split.block,
                          part.clone(shape));
     }
-    g = comm.allReduce(g, {shared.axis});
+    g = comm.allReduce(g, {s.axis});
     for (size_t k = splits.size(); k-- > 0;)
       g = comm.slice(g, splits[k].axis, splits[k].dim, splits[k].block,
                      partTypes[k]);
     grads[i] = g;
-    if (!shared.countsInNorm)
-      countedElsewhere.insert(shared.parameter);
+    if (!s.countsInNorm)
+      countedElsewhere.insert(s.parameter);
   }
+}
+
+void ApplyBuilder::finishGradientSyncs() {
   for (auto [i, p] : llvm::enumerate(params)) {
     if (syncs[i])
       grads[i] = comm.wait(syncs[i]);
@@ -660,10 +729,12 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
     llvm::append_range(normAxes.back(), dpAxes);
     llvm::sort(normAxes.back());
   }
+}
 
-  // ||g / A|| over all parameters, and the factor AdamW applies to g. A
-  // split gradient's local sum of squares is summed over its split axes
-  // (once per distinct set of axes); a replicated one counts once.
+// A split gradient's local sum of squares is summed over its split axes
+// (once per distinct set of axes); a replicated one counts once.
+mlir::Value
+ApplyBuilder::gradientNorm(llvm::ArrayRef<std::string> extraNormAxes) {
   std::map<llvm::SmallVector<std::string>, mlir::Value> sumSquaresByAxes;
   for (auto [i, p] : llvm::enumerate(params)) {
     if (countedElsewhere.contains(p.parameter))
@@ -690,19 +761,24 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
   // both the stage axes and "pp" would wait for a peer stage that has none.
   if (!extraNormAxes.empty())
     sumSquares = comm.allReduce(sumSquares, extraNormAxes);
-  mlir::Value norm = d::MulOp::create(
-      b, loc, d::SqrtOp::create(b, loc, sumSquares), inverseAccum);
-  mlir::Value gradScale = inverseAccum;
-  if (options.optimizer.gradClip > 0) {
-    mlir::Value clip = d::MinOp::create(
-        b, loc, scalar(b, loc, 1.0f),
-        d::DivOp::create(
-            b, loc,
-            scalar(b, loc, static_cast<float>(options.optimizer.gradClip)),
-            d::AddOp::create(b, loc, norm, scalar(b, loc, 1e-6f))));
-    gradScale = d::MulOp::create(b, loc, clip, gradScale);
-  }
+  return d::MulOp::create(b, loc, d::SqrtOp::create(b, loc, sumSquares),
+                          inverseAccum);
+}
 
+mlir::Value ApplyBuilder::gradScale(mlir::Value norm) {
+  mlir::Value scale = inverseAccum;
+  if (options.optimizer.gradClip <= 0)
+    return scale;
+  mlir::Value clip = d::MinOp::create(
+      b, loc, scalar(b, loc, 1.0f),
+      d::DivOp::create(
+          b, loc,
+          scalar(b, loc, static_cast<float>(options.optimizer.gradClip)),
+          d::AddOp::create(b, loc, norm, scalar(b, loc, 1e-6f))));
+  return d::MulOp::create(b, loc, clip, scale);
+}
+
+void ApplyBuilder::writeUpdates(mlir::Value norm, mlir::Value scale) {
   llvm::SmallVector<mlir::Value> results{norm};
   llvm::SmallVector<mlir::DictionaryAttr> resultAttrs{b.getDictionaryAttr(
       b.getNamedAttr("dtc.name", b.getStringAttr("grad_norm")))};
@@ -731,7 +807,7 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
     double decay = p.type.getRank() >= 2 ? opt.weightDecay : 0.0;
     mlir::Type type = param.getType();
     mlir::OperationState state(loc, "dtc.adamw");
-    state.addOperands({param, g, m, v, lr, step, gradScale});
+    state.addOperands({param, g, m, v, lr, step, scale});
     state.addTypes({type, type, type});
     state.addAttribute("beta1", b.getF64FloatAttr(opt.beta1));
     state.addAttribute("beta2", b.getF64FloatAttr(opt.beta2));
@@ -756,6 +832,19 @@ void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
       b.getFunctionType(argTypes, mlir::ValueRange(results).getTypes()));
   apply.setAllArgAttrs(argAttrs);
   apply.setAllResultAttrs(resultAttrs);
+}
+
+} // namespace
+
+void buildApply(mlir::ModuleOp module, llvm::ArrayRef<GradientResult> params,
+                const TrainingStepOptions &options,
+                const ZeroLayout &zeroLayout,
+                llvm::ArrayRef<std::string> extraNormAxes,
+                const llvm::StringSet<> &syncedInStep, bool scatteredInStep,
+                llvm::ArrayRef<StageSharedGradient> sharedOverStages) {
+  ApplyBuilder(module, params, options, zeroLayout, syncedInStep,
+               scatteredInStep)
+      .build(extraNormAxes, sharedOverStages);
 }
 
 //===----------------------------------------------------------------------===//
