@@ -47,6 +47,18 @@ Models (vocab 64, hidden 32, 2 layers, 4 heads):
                   RobertaForSequenceClassification(input_ids) -> logits
                   [batch, 10] from the first token; labels the classes
                   (position ids from the non-pad ids: a run-time CumSum)
+  mamba-clm       MambaForCausalLM(input_ids) -> logits (state size 4,
+                  depthwise causal Conv1d of width 4, expand 2; the
+                  selective scan as transformers' slow path writes it
+                  without the mamba_ssm kernels: Softplus, the recurrence
+                  unrolled over the SEQ positions), next-token on the token
+                  file like export_training_oracle's models (no NAME.data:
+                  the rows `dtc run --data tokens.bin --seed 0` reads)
+  mamba2-clm      Mamba2ForCausalLM(input_ids) -> logits (4 heads of 16,
+                  state size 8, one group, chunks of 4 positions): the
+                  chunked scan of transformers' torch path (Einsum, Pad to
+                  whole chunks, CumSum and Trilu segment sums), next-token
+                  on the token file
 """
 import argparse
 import json
@@ -129,6 +141,22 @@ def roberta():
         num_labels=CLASSES))
 
 
+def mamba():
+    from transformers import MambaConfig, MambaForCausalLM
+    return MambaForCausalLM(MambaConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+        state_size=4, conv_kernel=4, expand=2, use_cache=False))
+
+
+def mamba2():
+    from transformers import Mamba2Config, Mamba2ForCausalLM
+    return Mamba2ForCausalLM(Mamba2Config(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+        state_size=8, conv_kernel=4, expand=2, num_heads=HEADS,
+        head_dim=2 * HIDDEN // HEADS, n_groups=1, chunk_size=4,
+        use_cache=False))
+
+
 def mlm_batch(g):
     ids = torch.randint(5, VOCAB, (BATCH, SEQ), generator=g)
     labels = ids.clone()
@@ -166,6 +194,12 @@ def image_batch(g):
     return {"pixel_values": pixels, "labels": labels}
 
 
+def token_batch(g):
+    """Token models train on the token file's rows; this batch only traces
+    the export."""
+    return {"input_ids": torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)}
+
+
 def ce(logits, labels):
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)),
                            labels.reshape(-1), ignore_index=-100)
@@ -192,7 +226,12 @@ MODELS = {
     "roberta-classify": (roberta, text_classify_batch, ["input_ids"],
                          lambda m, b: ce(m(input_ids=b["input_ids"]).logits,
                                          b["labels"])),
+    "mamba-clm": (mamba, token_batch, ["input_ids"], None),
+    "mamba2-clm": (mamba2, token_batch, ["input_ids"], None),
 }
+# Next-token models: trained on test/models/oracle/tokens.bin (written by
+# export_training_oracle.py), the rows dtc reads, with its loss.
+TOKEN_MODELS = {"mamba-clm", "mamba2-clm"}
 FIXED_BATCH = set()
 LOSS_TEXT = {
     "distilbert-mlm": "F.cross_entropy(logits, labels, ignore_index=-100)",
@@ -201,6 +240,8 @@ LOSS_TEXT = {
     "vit-loss": "the model's own loss (forward(pixel_values, labels).loss)",
     "bert-mlm": "F.cross_entropy(logits, labels, ignore_index=-100)",
     "roberta-classify": "F.cross_entropy(logits, labels)",
+    "mamba-clm": "F.cross_entropy(logits, next tokens) on the token file",
+    "mamba2-clm": "F.cross_entropy(logits, next tokens) on the token file",
 }
 
 
@@ -218,7 +259,7 @@ def export(name, batch, path):
     _, _, inputs, _ = MODELS[name]
     kwargs = {k: batch[k] for k in inputs}
     kwargs["return_dict"] = False
-    if name == "bart-seq2seq":
+    if name in ("bart-seq2seq", "mamba-clm", "mamba2-clm"):
         kwargs["use_cache"] = False          # no past key/values outputs
     dim = torch.export.Dim("batch", min=1, max=1024)
     shapes = {k: {0: dim} for k in inputs}
@@ -252,6 +293,20 @@ def export(name, batch, path):
 def train_reference(name, batch, out):
     """PyTorch's two AdamW steps on `batch`, in export_training_oracle's
     reference format."""
+    if name in TOKEN_MODELS:
+        tokens = np.fromfile(os.path.join(out, "tokens.bin"),
+                             dtype="<u2").astype(np.int64)
+        rows = []
+        return oracle.reference_steps(
+            name, build(name),
+            oracle.token_loss(tokens, rows,
+                              forward=lambda m, x: m(input_ids=x).logits),
+            os.path.join(out, name + ".reference"),
+            {"batch": oracle.BATCH, "seq": oracle.SEQ, "seed": oracle.SEED,
+             "vocab": VOCAB, "tokens_file": "tokens.bin", "rows": rows,
+             "hyperparameters": dict(oracle.HYPER, loss=LOSS_TEXT[name]),
+             "versions": dict(oracle.versions(), transformers=__import__(
+                 "transformers").__version__)})
     loss_of = MODELS[name][3]
     return oracle.reference_steps(
         name, build(name), lambda model, step: loss_of(model, batch),
@@ -275,12 +330,13 @@ def main():
     for name in args.models:
         g = torch.Generator().manual_seed(DATA_SEED)
         batch = MODELS[name][1](g)
-        data = os.path.join(out, name + ".data")
-        os.makedirs(data, exist_ok=True)
-        # The graph's dtypes: int64 ids and labels, float32 pixels.
-        from safetensors.torch import save_file
-        save_file({k: v.contiguous() for k, v in batch.items()},
-                  os.path.join(data, "batch.safetensors"))
+        if name not in TOKEN_MODELS:
+            data = os.path.join(out, name + ".data")
+            os.makedirs(data, exist_ok=True)
+            # The graph's dtypes: int64 ids and labels, float32 pixels.
+            from safetensors.torch import save_file
+            save_file({k: v.contiguous() for k, v in batch.items()},
+                      os.path.join(data, "batch.safetensors"))
         path = os.path.join(out, name + ".onnx")
         export(name, batch, path)
         info = train_reference(name, batch, out)

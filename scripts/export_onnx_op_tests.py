@@ -445,6 +445,42 @@ def cases(rng):
             "q": rand(rng, 2, 4, 5, 8), "k": rand(rng, 2, 2, 5, 8),
             "v": rand(rng, 2, 2, 5, 6), "q3": rand(rng, 2, 5, 32),
             "k3": rand(rng, 2, 7, 16), "v3": rand(rng, 2, 7, 12)}
+    # Einsum as one batched matmul (batch, free, contracted and summed
+    # labels, an output in another order: Mamba2's chunked scan writes
+    # "bclhn,bcshn->bclsh"), constant-mode Pad (positive, negative, with
+    # axes) and Softplus over both tails.
+    yield "einsum_pad_softplus", model(
+        [helper.make_node("Einsum", ["a", "b"], ["scan"], name="scan",
+                          equation="bclhn,bcshn->bclsh"),
+         helper.make_node("Einsum", ["m", "w"], ["mm"], name="mm",
+                          equation="ij,jk->ik"),
+         helper.make_node("Einsum", ["t", "w"], ["summed"], name="summed",
+                          equation="ijq,jk->ki"),
+         helper.make_node("Einsum", ["t", "u"], ["outer"], name="outer",
+                          equation="ijq,jp->pqi"),
+         const("pads", np.array([1, -1, 0, 2], dtype=np.int64)),
+         const("half", np.float32(0.5)),
+         helper.make_node("Pad", ["m", "pads", "half"], ["padded"],
+                          name="pad"),
+         const("axis_pads", np.array([2, 1], dtype=np.int64)),
+         const("axes", np.array([-1], dtype=np.int64)),
+         helper.make_node("Pad", ["t", "axis_pads", "", "axes"],
+                          ["padded_axis"], name="pad_axes"),
+         const("scale", np.float32(30.0)),
+         helper.make_node("Mul", ["x", "scale"], ["wide"], name="widen"),
+         helper.make_node("Softplus", ["wide"], ["softplus"],
+                          name="softplus")],
+        [vi("a", F, [2, 2, 3, 2, 4]), vi("b", F, [2, 2, 3, 2, 4]),
+         vi("m", F, [3, 4]), vi("t", F, [3, 4, 2]), vi("u", F, [4, 5]),
+         vi("x", F, [4, 5])],
+        [vi("scan", F, [2, 2, 3, 3, 2]), vi("mm", F, [3, 5]),
+         vi("summed", F, [5, 3]), vi("outer", F, [5, 2, 3]),
+         vi("padded", F, [4, 5]), vi("padded_axis", F, [3, 4, 5]),
+         vi("softplus", F, [4, 5])],
+        [init("w", rand(rng, 4, 5))], opset=18), {
+            "a": rand(rng, 2, 2, 3, 2, 4), "b": rand(rng, 2, 2, 3, 2, 4),
+            "m": rand(rng, 3, 4), "t": rand(rng, 3, 4, 2),
+            "u": rand(rng, 4, 5), "x": rand(rng, 4, 5)}
     # MoE with ORT's fused SwiGLU (what FuseMoe makes of transformers 5's
     # batched experts): GPT-OSS's clamped form with biases, and plain
     # silu(gate) * value. (ORT's CPU kernel fuses interleaved only; the

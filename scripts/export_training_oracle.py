@@ -416,15 +416,17 @@ def reference_steps(name, model, loss_of_step, prefix, extra, keep=None):
     return info
 
 
-def token_loss(tokens, rows, batch=BATCH, seq=SEQ, seed=SEED):
+def token_loss(tokens, rows, batch=BATCH, seq=SEQ, seed=SEED,
+               forward=lambda model, x: model(x)):
     """loss_of_step for a model input_ids -> logits [b, t, V] trained on
     the token file: F.cross_entropy(logits.view(-1, V), labels.view(-1))
-    on the rows dtc feeds at the step (appended to `rows`)."""
+    on the rows dtc feeds at the step (appended to `rows`). `forward`
+    returns the logits (a Hugging Face model's are `.logits`)."""
     def loss_of_step(model, step):
         starts, x, y = batch_of_step(tokens, step, batch, seq, seed)
         rows.append({"step": step, "window_starts": starts,
                      "tokens": x.tolist(), "labels": y.tolist()})
-        logits = model(x)
+        logits = forward(model, x)
         return F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
     return loss_of_step
 

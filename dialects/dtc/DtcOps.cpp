@@ -291,6 +291,13 @@ LogicalResult SigmoidOp::buildGradient(GradientBuilder &gb) {
   return success();
 }
 
+// d softplus = sigmoid(x)
+LogicalResult SoftplusOp::buildGradient(GradientBuilder &gb) {
+  Value slope = SigmoidOp::create(gb.b, gb.loc, getInput());
+  gb.setGrad(0, gb.mul(gb.grad(), slope));
+  return success();
+}
+
 // g where x > 0 (0 at x = 0, as PyTorch).
 LogicalResult ReluOp::buildGradient(GradientBuilder &gb) {
   Value x = getInput();

@@ -126,6 +126,7 @@ def Dtc_ReciprocalOp : Dtc_UnaryOp<"reciprocal", "reciprocal">;
 def Dtc_TanhOp : Dtc_UnaryOp<"tanh", "hyperbolic tangent">;
 def Dtc_ErfOp : Dtc_UnaryOp<"erf", "error function">;
 def Dtc_SigmoidOp : Dtc_UnaryOp<"sigmoid", "logistic sigmoid">;
+def Dtc_SoftplusOp : Dtc_UnaryOp<"softplus", "log(1 + exp(x))">;
 def Dtc_ReluOp : Dtc_UnaryOp<"relu", "max(x, 0)">;
 def Dtc_SiluOp : Dtc_UnaryOp<"silu", "x * sigmoid(x) (swish)">;
 def Dtc_GeluOp : Dtc_UnaryOp<"gelu", "Gaussian error linear unit"> {

@@ -167,6 +167,11 @@ public:
   Error lowerGemm(llvm::ArrayRef<Entry *> ins);
   Error lowerReduce(llvm::ArrayRef<Entry *> ins);
   Error lowerCumSum(llvm::ArrayRef<Entry *> ins);
+  Error lowerEinsum(llvm::ArrayRef<Entry *> ins);
+  Expected<Value> einsumOperand(Value input, std::string from,
+                                llvm::StringRef summed, llvm::StringRef order,
+                                llvm::ArrayRef<int64_t> shape);
+  Error lowerPad(llvm::ArrayRef<Entry *> ins);
   // ops/NN.cpp
   /// Softmax over the node's `axis` of its first input, shared by Softmax
   /// and LogSoftmax.

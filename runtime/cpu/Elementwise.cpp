@@ -148,6 +148,14 @@ struct Sigmoid {
     return T(1) / (T(1) + activationExp(-x));
   }
 };
+/// log(1 + e^x) as max(x, 0) + log1p(e^-|x|): no overflow for large x and
+/// full precision for very negative x, where the result is e^x.
+struct Softplus {
+  static constexpr int64_t kWork = kWorkTranscendental;
+  template <typename T> T operator()(T x) const {
+    return std::max(x, T(0)) + std::log1p(std::exp(-std::abs(x)));
+  }
+};
 struct Relu {
   static constexpr int64_t kWork = kWorkCopy;
   // NaN stays NaN, as in PyTorch.
@@ -415,6 +423,7 @@ void registerElementwiseKernels(KernelRegistry &registry) {
   registry.add("dtc.tanh", unaryKernel<Tanh>);
   registry.add("dtc.erf", unaryKernel<Erf>);
   registry.add("dtc.sigmoid", unaryKernel<Sigmoid>);
+  registry.add("dtc.softplus", unaryKernel<Softplus>);
   registry.add("dtc.relu", unaryKernel<Relu>);
   registry.add("dtc.silu", unaryKernel<Silu>);
   registry.add("dtc.gelu", geluKernel);

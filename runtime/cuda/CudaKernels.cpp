@@ -1074,6 +1074,7 @@ void registerCudaKernels(KernelRegistry &registry) {
   registry.add("dtc.tanh", unaryKernel<U::Tanh>);
   registry.add("dtc.erf", unaryKernel<U::Erf>);
   registry.add("dtc.sigmoid", unaryKernel<U::Sigmoid>);
+  registry.add("dtc.softplus", unaryKernel<U::Softplus>);
   registry.add("dtc.relu", unaryKernel<U::Relu>);
   registry.add("dtc.silu", unaryKernel<U::Silu>);
   registry.add("dtc.gelu", geluKernel);

@@ -91,6 +91,7 @@ enum class Unary {
   Tanh,
   Erf,
   Sigmoid,
+  Softplus,
   Relu,
   Silu,
   GeluErf,

@@ -34,6 +34,8 @@ template <typename T> __device__ T applyUnary(Unary op, T x) {
     return erf(x);
   case Unary::Sigmoid:
     return T(1) / (T(1) + exp(-x));
+  case Unary::Softplus: // As the CPU kernel: stable for either sign.
+    return (x < T(0) ? T(0) : x) + log1p(exp(-fabs(x)));
   case Unary::Relu:
     return x < T(0) ? T(0) : x;
   case Unary::Silu:

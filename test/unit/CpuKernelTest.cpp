@@ -135,13 +135,14 @@ TEST(CpuElementwise, UnaryOps) {
   struct Case {
     const char *op;
     float x, y;
-  } cases[] = {{"dtc.neg", 1.5f, -1.5f},        {"dtc.abs", -2.0f, 2.0f},
-               {"dtc.exp", 1.0f, 2.7182818f},   {"dtc.log", 1.0f, 0.0f},
-               {"dtc.sqrt", 9.0f, 3.0f},        {"dtc.rsqrt", 4.0f, 0.5f},
-               {"dtc.reciprocal", 4.0f, 0.25f}, {"dtc.tanh", 0.5f, 0.46211716f},
-               {"dtc.erf", 1.0f, 0.84270079f},  {"dtc.sigmoid", 0.0f, 0.5f},
-               {"dtc.relu", -3.0f, 0.0f},       {"dtc.silu", 1.0f, 0.73105858f},
-               {"dtc.gelu", 1.0f, 0.84134475f}};
+  } cases[] = {
+      {"dtc.neg", 1.5f, -1.5f},        {"dtc.abs", -2.0f, 2.0f},
+      {"dtc.exp", 1.0f, 2.7182818f},   {"dtc.log", 1.0f, 0.0f},
+      {"dtc.sqrt", 9.0f, 3.0f},        {"dtc.rsqrt", 4.0f, 0.5f},
+      {"dtc.reciprocal", 4.0f, 0.25f}, {"dtc.tanh", 0.5f, 0.46211716f},
+      {"dtc.erf", 1.0f, 0.84270079f},  {"dtc.sigmoid", 0.0f, 0.5f},
+      {"dtc.relu", -3.0f, 0.0f},       {"dtc.silu", 1.0f, 0.73105858f},
+      {"dtc.gelu", 1.0f, 0.84134475f}, {"dtc.softplus", 0.0f, 0.69314718f}};
   for (const Case &c : cases) {
     Call call(c.op);
     call.in(f32({1}, {c.x})).out(DType::F32, {1});
@@ -194,6 +195,8 @@ TEST(CpuElementwise, ActivationsAreAccurateOverTheirRange) {
   });
   check("dtc.sigmoid", false, [](double v) { return 1 / (1 + std::exp(-v)); });
   check("dtc.silu", false, [](double v) { return v / (1 + std::exp(-v)); });
+  check("dtc.softplus", false,
+        [](double v) { return std::log1p(std::exp(v)); });
 }
 
 TEST(CpuElementwise, UnaryOnBf16RoundsTheResult) {

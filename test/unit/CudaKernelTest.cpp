@@ -270,12 +270,13 @@ TEST_F(CudaKernel, UnaryOps) {
   struct Op {
     const char *name;
     float lo, hi;
-  } unary[] = {
-      {"dtc.neg", -3, 3},          {"dtc.abs", -3, 3},  {"dtc.exp", -5, 5},
-      {"dtc.log", 0.01f, 10},      {"dtc.sqrt", 0, 10}, {"dtc.rsqrt", 0.1f, 10},
-      {"dtc.reciprocal", 0.1f, 5}, {"dtc.tanh", -4, 4}, {"dtc.erf", -3, 3},
-      {"dtc.sigmoid", -8, 8},      {"dtc.relu", -3, 3}, {"dtc.silu", -8, 8},
-      {"dtc.gelu", -6, 6}};
+  } unary[] = {{"dtc.neg", -3, 3},          {"dtc.abs", -3, 3},
+               {"dtc.exp", -5, 5},          {"dtc.log", 0.01f, 10},
+               {"dtc.sqrt", 0, 10},         {"dtc.rsqrt", 0.1f, 10},
+               {"dtc.reciprocal", 0.1f, 5}, {"dtc.tanh", -4, 4},
+               {"dtc.erf", -3, 3},          {"dtc.sigmoid", -8, 8},
+               {"dtc.relu", -3, 3},         {"dtc.silu", -8, 8},
+               {"dtc.gelu", -6, 6},         {"dtc.softplus", -25, 25}};
   for (const Op &op : unary) {
     SCOPED_TRACE(op.name);
     Case(op.name)

@@ -455,6 +455,9 @@ llvm::Error Interpreter::run(Operation *op) {
       .Case([&](d::SigmoidOp) {
         return set(unary(op, [](double x) { return 1 / (1 + std::exp(-x)); }));
       })
+      .Case([&](d::SoftplusOp) {
+        return set(unary(op, [](double x) { return std::log1p(std::exp(x)); }));
+      })
       .Case([&](d::ReluOp) {
         return set(unary(op, [](double x) { return x > 0 ? x : 0.0; }));
       })

@@ -348,6 +348,7 @@ TEST(Gradient, Reciprocal) {
   checkGradients(unary("reciprocal", Dist::Positive));
 }
 TEST(Gradient, Tanh) { checkGradients(unary("tanh")); }
+TEST(Gradient, Softplus) { checkGradients(unary("softplus")); }
 TEST(Gradient, Erf) { checkGradients(unary("erf")); }
 TEST(Gradient, Sigmoid) { checkGradients(unary("sigmoid")); }
 TEST(Gradient, Relu) { checkGradients(unary("relu", Dist::AwayFromZero)); }

@@ -453,7 +453,8 @@ INSTANTIATE_TEST_SUITE_P(
                     "gelu_op", "attention", "host_eval", "ce_softmax_loss",
                     "ce_softmax_loss_3d", "ce_logsoftmax_nll", "ms_attention",
                     "ms_skip_ln_gelu", "ms_simplified_ln", "ms_mha",
-                    "ms_rotary", "ms_gqa", "attention23"));
+                    "ms_rotary", "ms_gqa", "attention23",
+                    "einsum_pad_softplus"));
 
 TEST(OnnxImporterOps, RaisedForms) {
   MLIRContext ctx;

@@ -9,6 +9,8 @@
 #include "frontends/onnx/HostEval.h"
 #include "frontends/onnx/ImporterImpl.h"
 
+#include "llvm/ADT/StringExtras.h"
+
 using namespace mlir;
 using namespace ::dtc::onnx;
 using namespace ::dtc::onnx::detail;
@@ -105,6 +107,8 @@ Error ModelImporter::lowerUnary(llvm::ArrayRef<Entry *> ins) {
     created = d::ErfOp::create(builder, l, type, *input);
   else if (op == "Sigmoid")
     created = d::SigmoidOp::create(builder, l, type, *input);
+  else if (op == "Softplus")
+    created = d::SoftplusOp::create(builder, l, type, *input);
   else if (op == "Relu")
     created = d::ReluOp::create(builder, l, type, *input);
   else if (op == "Abs")
@@ -319,6 +323,191 @@ Error ModelImporter::lowerCumSum(llvm::ArrayRef<Entry *> ins) {
   return defineValue(0, *result);
 }
 
+namespace {
+/// A two-operand einsum's labels, classified: batch labels are in both
+/// operands and the output, contracted ones in both operands only, free
+/// ones in one operand and the output, summed ones in one operand only.
+struct EinsumPlan {
+  std::string lhs, rhs, out;
+  std::string batch, contracted, lhsFree, rhsFree, lhsSummed, rhsSummed;
+};
+
+/// Parses "ab,bc->ac" (explicit output, letters only, no label repeated
+/// within an operand); the error says what is not supported.
+std::optional<EinsumPlan> planEinsum(llvm::StringRef equation,
+                                     std::string &error) {
+  std::string text;
+  for (char c : equation)
+    if (c != ' ')
+      text += c;
+  size_t arrow = text.find("->"), comma = text.find(',');
+  if (arrow == std::string::npos || comma == std::string::npos ||
+      comma > arrow || text.find(',', comma + 1) < arrow) {
+    error = "needs two operands and an explicit output ('ab,bc->ac')";
+    return std::nullopt;
+  }
+  EinsumPlan plan;
+  plan.lhs = text.substr(0, comma);
+  plan.rhs = text.substr(comma + 1, arrow - comma - 1);
+  plan.out = text.substr(arrow + 2);
+  for (const std::string *labels : {&plan.lhs, &plan.rhs, &plan.out})
+    for (auto [i, c] : llvm::enumerate(*labels))
+      if (!llvm::isAlpha(c) || labels->find(c, i + 1) != std::string::npos) {
+        error = "supports letters, each once per operand (no ellipsis, no "
+                "diagonal)";
+        return std::nullopt;
+      }
+  auto has = [](const std::string &s, char c) {
+    return s.find(c) != std::string::npos;
+  };
+  for (char c : plan.out)
+    if (!has(plan.lhs, c) && !has(plan.rhs, c)) {
+      error = std::string("output label '") + c + "' is in no operand";
+      return std::nullopt;
+    }
+  for (char c : plan.lhs) {
+    bool inRhs = has(plan.rhs, c), inOut = has(plan.out, c);
+    (inRhs ? (inOut ? plan.batch : plan.contracted)
+           : (inOut ? plan.lhsFree : plan.lhsSummed)) += c;
+  }
+  for (char c : plan.rhs)
+    if (!has(plan.lhs, c))
+      (has(plan.out, c) ? plan.rhsFree : plan.rhsSummed) += c;
+  return plan;
+}
+} // namespace
+
+/// `input` with labels `from` summed over `summed` and transposed to
+/// `order`, then reshaped to `shape`.
+Expected<Value> ModelImporter::einsumOperand(Value input, std::string from,
+                                             llvm::StringRef summed,
+                                             llvm::StringRef order,
+                                             llvm::ArrayRef<int64_t> shape) {
+  llvm::ArrayRef<int64_t> dims =
+      cast<RankedTensorType>(input.getType()).getShape();
+  if (!summed.empty()) {
+    llvm::SmallVector<int64_t> axes;
+    std::string kept;
+    for (auto [i, c] : llvm::enumerate(from)) {
+      if (summed.contains(c))
+        axes.push_back(static_cast<int64_t>(i));
+      else
+        kept += c;
+    }
+    auto reduced = finish(d::ReduceSumOp::create(builder, loc(), placeholder(),
+                                                 input, axes, false));
+    if (!reduced)
+      return reduced.takeError();
+    input = *reduced;
+    from = kept;
+    dims = cast<RankedTensorType>(input.getType()).getShape();
+  }
+  llvm::SmallVector<int64_t> perm;
+  for (char c : order)
+    perm.push_back(static_cast<int64_t>(from.find(c)));
+  if (!llvm::equal(perm, llvm::seq<int64_t>(0, perm.size()))) {
+    auto moved = finish(
+        d::TransposeOp::create(builder, loc(), placeholder(), input, perm));
+    if (!moved)
+      return moved.takeError();
+    input = *moved;
+  }
+  if (cast<RankedTensorType>(input.getType()).getShape() == shape)
+    return input;
+  return reshape(input, shape);
+}
+
+/// Einsum of two operands as one batched matmul: each operand's summed
+/// labels reduced, then [batch..., lhsFree, contracted] x [batch...,
+/// contracted, rhsFree] (free and contracted labels flattened), reshaped
+/// and transposed to the output's labels. Mamba2's chunked scan writes
+/// such equations ("bclhn,bcshn->bclsh").
+Error ModelImporter::lowerEinsum(llvm::ArrayRef<Entry *> ins) {
+  if (ins.size() != 2 || !ins[0] || !ins[1])
+    return nodeError("supports two operands, got {0}", ins.size());
+  if (!isFloatType(ins[0]->dataType) || ins[0]->dataType != ins[1]->dataType)
+    return nodeError("needs floating-point operands of one type, got {0} and "
+                     "{1}",
+                     dataTypeName(ins[0]->dataType),
+                     dataTypeName(ins[1]->dataType));
+  std::string error;
+  std::string equation = getStringAttr(*node, "equation", "");
+  auto plan = planEinsum(equation, error);
+  if (!plan)
+    return nodeError("equation '{0}': {1}", equation, error);
+  if (plan->lhs.size() != ins[0]->shape.size() ||
+      plan->rhs.size() != ins[1]->shape.size())
+    return nodeError("equation '{0}' does not match the operands' ranks {1} "
+                     "and {2}",
+                     equation, ins[0]->shape.size(), ins[1]->shape.size());
+  llvm::DenseMap<char, int64_t> size;
+  for (auto [labels, entry] :
+       {std::pair{&plan->lhs, ins[0]}, {&plan->rhs, ins[1]}})
+    for (auto [i, c] : llvm::enumerate(*labels)) {
+      auto [it, inserted] = size.try_emplace(c, entry->shape[i]);
+      if (!inserted && it->second != entry->shape[i])
+        return nodeError("label '{0}' is {1} in one operand and {2} in the "
+                         "other (no broadcasting)",
+                         std::string(1, c), it->second, entry->shape[i]);
+    }
+  auto product = [&](llvm::StringRef labels) {
+    int64_t n = 1;
+    for (char c : labels)
+      n *= size[c];
+    return n;
+  };
+  llvm::SmallVector<int64_t> batchDims;
+  for (char c : plan->batch)
+    batchDims.push_back(size[c]);
+  auto with = [&](std::initializer_list<int64_t> tail) {
+    llvm::SmallVector<int64_t> shape(batchDims);
+    shape.append(tail);
+    return shape;
+  };
+  int64_t m = product(plan->lhsFree), k = product(plan->contracted),
+          n = product(plan->rhsFree);
+  auto lhs = valueOf(*ins[0]);
+  if (!lhs)
+    return lhs.takeError();
+  auto rhs = valueOf(*ins[1]);
+  if (!rhs)
+    return rhs.takeError();
+  auto a = einsumOperand(*lhs, plan->lhs, plan->lhsSummed,
+                         plan->batch + plan->lhsFree + plan->contracted,
+                         with({m, k}));
+  if (!a)
+    return a.takeError();
+  auto b = einsumOperand(*rhs, plan->rhs, plan->rhsSummed,
+                         plan->batch + plan->contracted + plan->rhsFree,
+                         with({k, n}));
+  if (!b)
+    return b.takeError();
+  auto mm = finish(
+      d::MatmulOp::create(builder, loc(), placeholder(), *a, *b, false, false));
+  if (!mm)
+    return mm.takeError();
+  // [batch..., m, n] -> the labels batch + lhsFree + rhsFree -> the output.
+  std::string labels = plan->batch + plan->lhsFree + plan->rhsFree;
+  llvm::SmallVector<int64_t> unflat;
+  for (char c : labels)
+    unflat.push_back(size[c]);
+  llvm::SmallVector<int64_t> outShape;
+  for (char c : plan->out)
+    outShape.push_back(size[c]);
+  Value result = *mm;
+  if (cast<RankedTensorType>(result.getType()).getShape() !=
+      llvm::ArrayRef<int64_t>(unflat)) {
+    auto r = reshape(result, unflat);
+    if (!r)
+      return r.takeError();
+    result = *r;
+  }
+  auto out = einsumOperand(result, labels, "", plan->out, outShape);
+  if (!out)
+    return out.takeError();
+  return defineValue(0, *out);
+}
+
 void ::dtc::onnx::detail::registerMathOps(LoweringTable &table) {
   table["Add"] = &ModelImporter::lowerBinary;
   table["Sub"] = &ModelImporter::lowerBinary;
@@ -336,6 +525,8 @@ void ::dtc::onnx::detail::registerMathOps(LoweringTable &table) {
   table["Tanh"] = &ModelImporter::lowerUnary;
   table["Erf"] = &ModelImporter::lowerUnary;
   table["Sigmoid"] = &ModelImporter::lowerUnary;
+  table["Softplus"] = &ModelImporter::lowerUnary;
+  table["Einsum"] = &ModelImporter::lowerEinsum;
   table["Relu"] = &ModelImporter::lowerUnary;
   table["Abs"] = &ModelImporter::lowerUnary;
   table["Gelu"] = &ModelImporter::lowerUnary;

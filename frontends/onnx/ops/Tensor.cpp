@@ -661,6 +661,92 @@ Error ModelImporter::lowerExpand(llvm::ArrayRef<Entry *> ins) {
   return defineValue(0, *result);
 }
 
+/// Pad in constant mode with constant pads: a negative pad is a slice, a
+/// positive one a concatenation with a splat of the constant value on that
+/// side. Mamba2's chunked scan pads the sequence to whole chunks this way.
+Error ModelImporter::lowerPad(llvm::ArrayRef<Entry *> ins) {
+  std::string mode = getStringAttr(*node, "mode", "constant");
+  if (mode != "constant")
+    return nodeError("mode '{0}' is not supported; dtc pads with a constant",
+                     mode);
+  if (ins.size() < 2 || !ins[1])
+    return nodeError("needs data and pads inputs");
+  auto pads = knownInts(1, "pads");
+  if (!pads)
+    return pads.takeError();
+  int64_t rank = ins[0]->shape.size();
+  std::vector<int64_t> axes;
+  if (ins.size() > 3 && ins[3]) {
+    auto known = knownInts(3, "axes");
+    if (!known)
+      return known.takeError();
+    std::string error;
+    for (int64_t axis : *known) {
+      auto normalized = normalizeAxis(axis, rank, error);
+      if (!normalized)
+        return nodeError("{0}", error);
+      axes.push_back(*normalized);
+    }
+  } else {
+    for (int64_t axis = 0; axis < rank; ++axis)
+      axes.push_back(axis);
+  }
+  if (pads->size() != 2 * axes.size())
+    return nodeError("has {0} pads for {1} axes (two per axis)", pads->size(),
+                     axes.size());
+  std::optional<HostTensor> fill;
+  if (ins.size() > 2 && ins[2]) {
+    if (!ins[2]->known || ins[2]->known->size() != 1)
+      return nodeError("the constant_value '{0}' must be a constant scalar",
+                       node->input(2));
+    fill = *ins[2]->known;
+  }
+  auto input = valueOf(*ins[0]);
+  if (!input)
+    return input.takeError();
+  Value x = *input;
+  for (auto [i, axis] : llvm::enumerate(axes)) {
+    int64_t begin = (*pads)[i], end = (*pads)[i + axes.size()];
+    int64_t size = cast<RankedTensorType>(x.getType()).getDimSize(axis);
+    if (begin < 0 || end < 0) {
+      int64_t start = std::max<int64_t>(-begin, 0);
+      auto cut =
+          sliceAxis(x, axis, start, size - start - std::max<int64_t>(-end, 0));
+      if (!cut)
+        return cut.takeError();
+      x = *cut;
+      begin = std::max<int64_t>(begin, 0);
+      end = std::max<int64_t>(end, 0);
+    }
+    llvm::SmallVector<Value, 3> parts;
+    for (int64_t width : {begin, int64_t(-1), end}) {
+      if (width < 0) {
+        parts.push_back(x);
+        continue;
+      }
+      if (width == 0)
+        continue;
+      llvm::SmallVector<int64_t> shape(
+          cast<RankedTensorType>(x.getType()).getShape());
+      shape[axis] = width;
+      HostTensor value = fill ? HostTensor::filled(*fill, shape)
+                              : HostTensor::zeros(ins[0]->dataType, shape);
+      auto side = constant(value);
+      if (!side)
+        return side.takeError();
+      parts.push_back(*side);
+    }
+    if (parts.size() == 1)
+      continue;
+    auto joined =
+        finish(d::ConcatOp::create(builder, loc(), placeholder(), parts, axis));
+    if (!joined)
+      return joined.takeError();
+    x = *joined;
+  }
+  return defineValue(0, x);
+}
+
 Error ModelImporter::lowerCastOp(llvm::ArrayRef<Entry *> ins) {
   return lowerCast(ins, getIntAttr(*node, "to", kUndefined));
 }
@@ -766,4 +852,5 @@ void ::dtc::onnx::detail::registerTensorOps(LoweringTable &table) {
   table["Expand"] = &ModelImporter::lowerExpand;
   table["Cast"] = &ModelImporter::lowerCastOp;
   table["CastLike"] = &ModelImporter::lowerCastLike;
+  table["Pad"] = &ModelImporter::lowerPad;
 }
