@@ -66,6 +66,23 @@ Executor::create(const program::RankProgram &program,
 }
 
 llvm::Error Executor::prepare() {
+  if (llvm::Error e = allocateVariables())
+    return e;
+  if (llvm::Error e = loadConstants())
+    return e;
+  if (llvm::Error e = allocateArena())
+    return e;
+  for (auto [functionIndex, f] : llvm::enumerate(program_.functions()))
+    if (llvm::Error e = prepareFunction(f, static_cast<int32_t>(functionIndex)))
+      return e;
+  for (auto &entry : functions_)
+    if (entry.second.function->has_pipeline())
+      if (llvm::Error e = checkPipeline(entry.second))
+        return e;
+  return llvm::Error::success();
+}
+
+llvm::Error Executor::allocateVariables() {
   for (const program::Variable &v : program_.variables()) {
     llvm::Expected<int64_t> bytes =
         bytesOf(v.type(), "variable '" + v.name() + "'");
@@ -87,6 +104,10 @@ llvm::Error Executor::prepare() {
                               "': " + llvm::toString(t.takeError()));
     variables_[v.name()] = std::move(*t);
   }
+  return llvm::Error::success();
+}
+
+llvm::Error Executor::loadConstants() {
   for (const program::Constant &c : program_.constants()) {
     if (llvm::Expected<int64_t> bytes = bytesOf(c.type(), "a constant"); !bytes)
       return bytes.takeError();
@@ -117,7 +138,10 @@ llvm::Error Executor::prepare() {
     }
     constants_.push_back(std::move(t));
   }
+  return llvm::Error::success();
+}
 
+llvm::Error Executor::allocateArena() {
   // One arena, the largest function's: functions run one at a time and keep
   // nothing in it between calls (what outlives a call is a variable or a
   // result, copied out; a call waits for all its communication), so the
@@ -134,153 +158,175 @@ llvm::Error Executor::prepare() {
     return dtc::failureText("the functions' arena: " +
                             llvm::toString(arenaTensor.takeError()));
   arena_ = std::move(*arenaTensor);
-  auto *arena = static_cast<char *>(arena_.data());
+  return llvm::Error::success();
+}
 
-  for (auto [functionIndex, f] : llvm::enumerate(program_.functions())) {
-    PreparedFunction &prepared = functions_[f.name()];
-    prepared.function = &f;
-    prepared.index = static_cast<int32_t>(functionIndex);
-    for (const program::Value &v : f.values()) {
-      if (v.id() != static_cast<int>(prepared.views.size()))
-        return programError("function '" + f.name() +
-                            "': value ids are not dense");
-      llvm::Expected<int64_t> checkedBytes =
-          bytesOf(v.type(), "function '" + f.name() + "': value " +
-                                std::to_string(v.id()));
-      if (!checkedBytes)
-        return checkedBytes.takeError();
-      int64_t bytes = *checkedBytes;
-      void *data = nullptr;
-      switch (v.storage_case()) {
-      case program::Value::kArenaOffset:
-        // Written so that no sum overflows: both sizes are >= 0.
-        if (v.arena_offset() < 0 || bytes > f.arena_bytes() ||
-            v.arena_offset() > f.arena_bytes() - bytes)
-          return programError("function '" + f.name() + "': value " +
-                              std::to_string(v.id()) +
-                              " lies outside the arena");
-        data = arena + v.arena_offset();
-        break;
-      case program::Value::kState: {
-        Tensor *var = storage(v.state());
-        if (!var)
-          return programError("function '" + f.name() +
-                              "' reads unknown variable '" + v.state() + "'");
-        if (static_cast<int64_t>(var->bytes()) != bytes)
-          return programError("value of variable '" + v.state() +
-                              "' has the wrong size");
-        data = var->data();
-        break;
-      }
-      case program::Value::kConstant:
-        if (v.constant() < 0 ||
-            v.constant() >= static_cast<int>(constants_.size()) ||
-            static_cast<int64_t>(constants_[v.constant()].bytes()) != bytes)
-          return programError("function '" + f.name() +
-                              "': bad constant reference");
-        data = constants_[v.constant()].data();
-        break;
-      case program::Value::kArgument:
-        break; // bound per call
-      default:
+llvm::Error Executor::prepareFunction(const program::Function &f,
+                                      int32_t functionIndex) {
+  PreparedFunction &prepared = functions_[f.name()];
+  prepared.function = &f;
+  prepared.index = functionIndex;
+  if (llvm::Error e = placeValues(prepared))
+    return e;
+  markCommunication(prepared);
+  if (llvm::Error e = lookupKernels(prepared))
+    return e;
+  if (llvm::Error e = prepareArguments(prepared))
+    return e;
+  return checkResults(prepared);
+}
+
+llvm::Error Executor::placeValues(PreparedFunction &prepared) {
+  const program::Function &f = *prepared.function;
+  auto *arena = static_cast<char *>(arena_.data());
+  for (const program::Value &v : f.values()) {
+    if (v.id() != static_cast<int>(prepared.views.size()))
+      return programError("function '" + f.name() +
+                          "': value ids are not dense");
+    llvm::Expected<int64_t> checkedBytes =
+        bytesOf(v.type(),
+                "function '" + f.name() + "': value " + std::to_string(v.id()));
+    if (!checkedBytes)
+      return checkedBytes.takeError();
+    int64_t bytes = *checkedBytes;
+    void *data = nullptr;
+    switch (v.storage_case()) {
+    case program::Value::kArenaOffset:
+      // Written so that no sum overflows: both sizes are >= 0.
+      if (v.arena_offset() < 0 || bytes > f.arena_bytes() ||
+          v.arena_offset() > f.arena_bytes() - bytes)
         return programError("function '" + f.name() + "': value " +
-                            std::to_string(v.id()) + " has no storage");
-      }
-      prepared.views.push_back(viewOf(v.type(), data));
-    }
-    auto validId = [&](int id) {
-      return id >= 0 && id < static_cast<int>(prepared.views.size());
-    };
-    // A wait is for a pipeline transfer when its start (same `request`)
-    // is a send or a receive.
-    llvm::DenseMap<int64_t, WaitKind> requestKind;
-    for (const program::Instruction &inst : f.instructions()) {
-      auto request = inst.attrs().find("request");
-      if (request == inst.attrs().end())
-        continue;
-      llvm::StringRef op = inst.op();
-      if (op == "dtc.wait")
-        continue;
-      requestKind[request->second.i()] =
-          op == "dtc.send_start" || op == "dtc.recv_start"
-              ? WaitKind::Pipeline
-              : WaitKind::Collective;
-    }
-    prepared.waits.assign(f.instructions_size(), WaitKind::None);
-    prepared.communicates.assign(f.instructions_size(), false);
-    for (auto [index, inst] : llvm::enumerate(f.instructions())) {
-      auto request = inst.attrs().find("request");
-      prepared.communicates[index] = request != inst.attrs().end();
-      if (inst.op() != "dtc.wait" || request == inst.attrs().end())
-        continue;
-      auto kind = requestKind.find(request->second.i());
-      prepared.waits[index] =
-          kind == requestKind.end() ? WaitKind::Collective : kind->second;
-    }
-    for (const program::Instruction &inst : f.instructions()) {
-      KernelFn fn = kernels_.lookup(inst.op());
-      if (!fn)
-        return dtc::failureText(
-            "the " + llvm::Twine(memory_.isHost() ? "CPU" : memory_.name()) +
-            " backend has no kernel for " + inst.op() +
-            (inst.loc().empty() ? "" : " (at '" + inst.loc() + "')"));
-      for (int id : inst.inputs())
-        if (!validId(id))
-          return programError(inst.op() + " reads an unknown value");
-      for (int id : inst.outputs())
-        if (!validId(id))
-          return programError(inst.op() + " writes an unknown value");
-      prepared.kernels.push_back(fn);
-    }
-    llvm::DenseMap<int, int> argumentIndex; // Value.argument -> position
-    for (auto [index, a] : llvm::enumerate(f.arguments())) {
-      if (!validId(a.value()) || !f.values(a.value()).has_argument())
-        return programError("function '" + f.name() + "': bad argument");
-      argumentIndex[f.values(a.value()).argument()] = index;
-      if (memory_.isHost())
-        continue;
-      const TensorRef &view = prepared.views[a.value()];
-      llvm::Expected<Tensor> buffer =
-          Tensor::allocate(view.dtype, view.shape, memory_);
-      if (!buffer)
-        return buffer.takeError();
-      prepared.arguments.push_back(std::move(*buffer));
-    }
-    for (const program::Value &v : f.values()) {
-      if (!v.has_argument())
-        continue;
-      auto it = argumentIndex.find(v.argument());
-      if (it == argumentIndex.end())
-        return programError("function '" + f.name() + "': value " +
-                            std::to_string(v.id()) +
-                            " reads an argument the function does not have");
-      // A view (reshape) of an argument reads exactly the argument's bytes.
-      int argumentValue = f.arguments(it->second).value();
-      if (prepared.views[v.id()].bytes() !=
-          prepared.views[argumentValue].bytes())
-        return programError("function '" + f.name() + "': value " +
-                            std::to_string(v.id()) +
-                            " views an argument of another size");
-      prepared.argumentViews.emplace_back(v.id(), it->second);
-    }
-    for (const program::Result &r : f.results()) {
-      if (!validId(r.value()))
-        return programError("function '" + f.name() + "': bad result");
-      if (r.state().empty())
-        continue;
-      Tensor *var = storage(r.state());
+                            std::to_string(v.id()) + " lies outside the arena");
+      data = arena + v.arena_offset();
+      break;
+    case program::Value::kState: {
+      Tensor *var = storage(v.state());
       if (!var)
         return programError("function '" + f.name() +
-                            "' writes unknown variable '" + r.state() + "'");
-      if (var->bytes() != prepared.views[r.value()].bytes())
-        return programError("function '" + f.name() + "' writes variable '" +
-                            r.state() + "' with a value of another size");
+                            "' reads unknown variable '" + v.state() + "'");
+      if (static_cast<int64_t>(var->bytes()) != bytes)
+        return programError("value of variable '" + v.state() +
+                            "' has the wrong size");
+      data = var->data();
+      break;
     }
+    case program::Value::kConstant:
+      if (v.constant() < 0 ||
+          v.constant() >= static_cast<int>(constants_.size()) ||
+          static_cast<int64_t>(constants_[v.constant()].bytes()) != bytes)
+        return programError("function '" + f.name() +
+                            "': bad constant reference");
+      data = constants_[v.constant()].data();
+      break;
+    case program::Value::kArgument:
+      break; // bound per call
+    default:
+      return programError("function '" + f.name() + "': value " +
+                          std::to_string(v.id()) + " has no storage");
+    }
+    prepared.views.push_back(viewOf(v.type(), data));
   }
-  for (auto &entry : functions_)
-    if (entry.second.function->has_pipeline())
-      if (llvm::Error e = checkPipeline(entry.second))
-        return e;
+  return llvm::Error::success();
+}
+
+void Executor::markCommunication(PreparedFunction &prepared) {
+  const program::Function &f = *prepared.function;
+  // A wait is for a pipeline transfer when its start (same `request`)
+  // is a send or a receive.
+  llvm::DenseMap<int64_t, WaitKind> requestKind;
+  for (const program::Instruction &inst : f.instructions()) {
+    auto request = inst.attrs().find("request");
+    if (request == inst.attrs().end())
+      continue;
+    llvm::StringRef op = inst.op();
+    if (op == "dtc.wait")
+      continue;
+    requestKind[request->second.i()] =
+        op == "dtc.send_start" || op == "dtc.recv_start" ? WaitKind::Pipeline
+                                                         : WaitKind::Collective;
+  }
+  prepared.waits.assign(f.instructions_size(), WaitKind::None);
+  prepared.communicates.assign(f.instructions_size(), false);
+  for (auto [index, inst] : llvm::enumerate(f.instructions())) {
+    auto request = inst.attrs().find("request");
+    prepared.communicates[index] = request != inst.attrs().end();
+    if (inst.op() != "dtc.wait" || request == inst.attrs().end())
+      continue;
+    auto kind = requestKind.find(request->second.i());
+    prepared.waits[index] =
+        kind == requestKind.end() ? WaitKind::Collective : kind->second;
+  }
+}
+
+llvm::Error Executor::lookupKernels(PreparedFunction &prepared) {
+  for (const program::Instruction &inst : prepared.function->instructions()) {
+    KernelFn fn = kernels_.lookup(inst.op());
+    if (!fn)
+      return dtc::failureText(
+          "the " + llvm::Twine(memory_.isHost() ? "CPU" : memory_.name()) +
+          " backend has no kernel for " + inst.op() +
+          (inst.loc().empty() ? "" : " (at '" + inst.loc() + "')"));
+    for (int id : inst.inputs())
+      if (!prepared.hasValue(id))
+        return programError(inst.op() + " reads an unknown value");
+    for (int id : inst.outputs())
+      if (!prepared.hasValue(id))
+        return programError(inst.op() + " writes an unknown value");
+    prepared.kernels.push_back(fn);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Executor::prepareArguments(PreparedFunction &prepared) {
+  const program::Function &f = *prepared.function;
+  llvm::DenseMap<int, int> argumentIndex; // Value.argument -> position
+  for (auto [index, a] : llvm::enumerate(f.arguments())) {
+    if (!prepared.hasValue(a.value()) || !f.values(a.value()).has_argument())
+      return programError("function '" + f.name() + "': bad argument");
+    argumentIndex[f.values(a.value()).argument()] = index;
+    if (memory_.isHost())
+      continue;
+    const TensorRef &view = prepared.views[a.value()];
+    llvm::Expected<Tensor> buffer =
+        Tensor::allocate(view.dtype, view.shape, memory_);
+    if (!buffer)
+      return buffer.takeError();
+    prepared.arguments.push_back(std::move(*buffer));
+  }
+  for (const program::Value &v : f.values()) {
+    if (!v.has_argument())
+      continue;
+    auto it = argumentIndex.find(v.argument());
+    if (it == argumentIndex.end())
+      return programError("function '" + f.name() + "': value " +
+                          std::to_string(v.id()) +
+                          " reads an argument the function does not have");
+    // A view (reshape) of an argument reads exactly the argument's bytes.
+    int argumentValue = f.arguments(it->second).value();
+    if (prepared.views[v.id()].bytes() != prepared.views[argumentValue].bytes())
+      return programError("function '" + f.name() + "': value " +
+                          std::to_string(v.id()) +
+                          " views an argument of another size");
+    prepared.argumentViews.emplace_back(v.id(), it->second);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Executor::checkResults(const PreparedFunction &prepared) {
+  const program::Function &f = *prepared.function;
+  for (const program::Result &r : f.results()) {
+    if (!prepared.hasValue(r.value()))
+      return programError("function '" + f.name() + "': bad result");
+    if (r.state().empty())
+      continue;
+    Tensor *var = storage(r.state());
+    if (!var)
+      return programError("function '" + f.name() +
+                          "' writes unknown variable '" + r.state() + "'");
+    if (var->bytes() != prepared.views[r.value()].bytes())
+      return programError("function '" + f.name() + "' writes variable '" +
+                          r.state() + "' with a value of another size");
+  }
   return llvm::Error::success();
 }
 

@@ -105,6 +105,12 @@ private:
            MemorySpace &memory)
       : program_(program), kernels_(kernels), memory_(memory) {}
   llvm::Error prepare();
+  /// Allocates every variable, refusing sizes beyond the host's memory.
+  llvm::Error allocateVariables();
+  /// Checks the constants' bytes and copies them into the executor's memory.
+  llvm::Error loadConstants();
+  /// Allocates the arena all functions share (the largest one's).
+  llvm::Error allocateArena();
   /// The variable's tensor in the executor's memory, or nullptr.
   Tensor *storage(llvm::StringRef name);
   /// The variable `name`, checked to have `host`'s dtype and shape.
@@ -112,6 +118,23 @@ private:
                                         const Tensor &host);
 
   struct PreparedFunction;
+  /// Prepares function `f` (number `functionIndex` in the program): its
+  /// values' storage, waits, kernels, arguments and results.
+  llvm::Error prepareFunction(const program::Function &f,
+                              int32_t functionIndex);
+  /// Gives each value of the function its view: arena, variable, constant
+  /// or (bound per call) argument.
+  llvm::Error placeValues(PreparedFunction &prepared);
+  /// Records which instructions communicate and what each wait waits for.
+  void markCommunication(PreparedFunction &prepared);
+  /// Finds each instruction's kernel and checks the values it reads and
+  /// writes.
+  llvm::Error lookupKernels(PreparedFunction &prepared);
+  /// Checks the arguments and the values that view them; allocates the
+  /// device's argument buffers.
+  llvm::Error prepareArguments(PreparedFunction &prepared);
+  /// Checks that each result is a value and fits the variable it writes.
+  llvm::Error checkResults(const PreparedFunction &prepared);
   /// Checks `args` against the function's arguments and binds them (copied
   /// to the device's argument buffers on a device). A pipeline step's
   /// arguments may stack any number of micro-batches.
@@ -132,6 +155,9 @@ private:
   llvm::Error checkPipeline(const PreparedFunction &step);
   llvm::Expected<std::vector<Tensor>> runPipeline(PreparedFunction &step,
                                                   llvm::ArrayRef<Tensor> args);
+  /// The state and actions of one run of a pipeline step
+  /// (ExecutorPipeline.cpp).
+  class PipelineRun;
   /// Buffers of the executor's memory that a pipeline step keeps between
   /// its passes (kept activations, messages), reused from step to step.
   llvm::Expected<Tensor> acquire(DType dtype, llvm::ArrayRef<int64_t> shape);
@@ -153,6 +179,10 @@ private:
     std::vector<std::pair<int, int>> argumentViews;
     /// Device memory only: where each argument is copied, by position.
     std::vector<Tensor> arguments;
+    /// Whether `id` names one of the function's values.
+    bool hasValue(int id) const {
+      return id >= 0 && id < static_cast<int>(views.size());
+    }
   };
 
   const program::RankProgram &program_;

@@ -130,6 +130,312 @@ llvm::Error Executor::checkPipeline(const PreparedFunction &step) {
   return llvm::Error::success();
 }
 
+/// One run of a pipeline step: the state its actions share (kept
+/// activations, messages in flight, the loss so far), and one method per
+/// kind of action.
+class Executor::PipelineRun {
+public:
+  PipelineRun(Executor &executor, PreparedFunction &step,
+              const PipelineShape &shape);
+  /// Runs one action of the stage's schedule.
+  llvm::Error perform(const PipelineAction &a);
+  /// After an error: completes what is in flight so no buffer is freed
+  /// under a transfer, then recycles the buffers.
+  void abandon();
+  /// Whether the schedule left messages or kept activations unread.
+  bool leftovers() const {
+    return !receiving.empty() || !arrived.empty() || !kept.empty();
+  }
+  /// Gives every buffer the step holds back to the pool.
+  void recycle();
+  /// The mean loss over `micro` micro-batches (0 on the stages that have
+  /// none).
+  float meanLoss(int64_t micro) const {
+    return haveLoss ? lossSum * (1.0f / static_cast<float>(micro)) : 0.0f;
+  }
+
+private:
+  struct ChunkFunctions {
+    PreparedFunction *forward = nullptr, *backward = nullptr;
+    bool first = false, last = false;
+  };
+
+  /// The tensor a message fills (checkPipeline found every chunk's pass
+  /// functions).
+  const TensorRef &messageType(const PipelineMessage &m) const;
+  /// Runs `wait`, counting its time as time waited for the pipeline.
+  template <typename Wait> llvm::Error timed(Wait &&wait);
+  llvm::Error postReceive(const PipelineAction &a);
+  llvm::Error waitReceive(const PipelineAction &a);
+  llvm::Error send(const PipelineAction &a);
+  llvm::Error waitSends();
+  /// Runs a forward or backward pass of a chunk on a micro-batch.
+  llvm::Error runPass(const PipelineAction &a);
+  /// The message of `kind` that model chunk `model` reads for micro-batch
+  /// `micro`, taken from the arrived ones.
+  llvm::Expected<Tensor> takeMessage(PipelineMessage::Kind kind, int64_t model,
+                                     int64_t micro);
+  /// The function a pass calls, with its arguments in `callArgs` (the
+  /// buffers it owns for the call in `inputs`).
+  llvm::Expected<PreparedFunction *>
+  passInputs(const PipelineAction &a,
+             llvm::SmallVectorImpl<TensorRef> &callArgs,
+             std::vector<Tensor> &inputs);
+  /// Keeps what a backward pass returns: the loss on the last chunk, the
+  /// rest to send.
+  llvm::Error takeBackwardResults(const ChunkFunctions &c,
+                                  const PreparedFunction &fn,
+                                  std::vector<Tensor> &results);
+
+  Executor &executor;
+  const program::Pipeline &p;
+  const PipelineShape &shape;
+  Communicator *comm;
+  const std::string &axis;
+  std::vector<TensorRef> stacked;
+  std::vector<ChunkFunctions> chunks;
+
+  // The step's state; every buffer goes back to the pool at the end, also
+  // on an error (the step's partial results are lost either way).
+  std::map<std::pair<int64_t, int64_t>, std::vector<Tensor>> kept;
+  std::map<PipelineMessage, std::pair<Request, Tensor>> receiving;
+  std::map<PipelineMessage, Tensor> arrived;
+  std::vector<std::pair<Request, Tensor>> sending;
+  std::vector<Tensor> outgoing; // what the last pass left to send
+  float lossSum = 0;
+  bool haveLoss = false;
+};
+
+Executor::PipelineRun::PipelineRun(Executor &executor, PreparedFunction &step,
+                                   const PipelineShape &shape)
+    : executor(executor), p(step.function->pipeline()), shape(shape),
+      comm(executor.context_.communicator), axis(p.axis()) {
+  for (const program::Argument &a : step.function->arguments())
+    stacked.push_back(step.views[a.value()]);
+  for (auto [k, chunk] : llvm::enumerate(p.chunks())) {
+    ChunkFunctions c;
+    int64_t model = shape.modelChunk(p.stage(), k);
+    c.first = model == 0;
+    c.last = model == shape.chunks() - 1;
+    if (!c.last)
+      c.forward = &executor.functions_.find(chunk.forward())->second;
+    c.backward = &executor.functions_.find(chunk.backward())->second;
+    chunks.push_back(c);
+  }
+}
+
+const TensorRef &
+Executor::PipelineRun::messageType(const PipelineMessage &m) const {
+  MessageReader to = messageReader(p, shape, m);
+  const PreparedFunction &reader =
+      executor.functions_.find(*to.function)->second;
+  const program::Function &fn = *reader.function;
+  int index = to.lastArgument ? fn.arguments_size() - 1 : 0;
+  return reader.views[fn.arguments(index).value()];
+}
+
+void Executor::PipelineRun::recycle() {
+  for (auto &entry : kept)
+    for (Tensor &t : entry.second)
+      executor.release(std::move(t));
+  for (auto &entry : arrived)
+    executor.release(std::move(entry.second));
+  for (Tensor &t : outgoing)
+    executor.release(std::move(t));
+  kept.clear();
+  arrived.clear();
+  outgoing.clear();
+  executor.microBatch_ = -1;
+}
+
+void Executor::PipelineRun::abandon() {
+  for (auto &entry : receiving)
+    llvm::consumeError(comm->wait(entry.second.first));
+  for (auto &entry : sending)
+    llvm::consumeError(comm->wait(entry.first));
+  receiving.clear();
+  sending.clear();
+  recycle();
+}
+
+template <typename Wait> llvm::Error Executor::PipelineRun::timed(Wait &&wait) {
+  auto begin = TraceClock::now();
+  llvm::Error e = wait();
+  executor.waits_.pipelineSeconds +=
+      std::chrono::duration<double>(TraceClock::now() - begin).count();
+  return e;
+}
+
+llvm::Error Executor::PipelineRun::perform(const PipelineAction &a) {
+  switch (a.kind) {
+  case PipelineAction::PostReceive:
+    return postReceive(a);
+  case PipelineAction::WaitReceive:
+    return waitReceive(a);
+  case PipelineAction::Send:
+    return send(a);
+  case PipelineAction::WaitSends:
+    return waitSends();
+  case PipelineAction::Forward:
+  case PipelineAction::Backward:
+    break;
+  }
+  return runPass(a);
+}
+
+llvm::Error Executor::PipelineRun::postReceive(const PipelineAction &a) {
+  if (!comm)
+    return pipelineError("it receives over '" + axis +
+                         "' but the rank has no communicator");
+  const TensorRef &type = messageType(a.message);
+  llvm::Expected<Tensor> buffer = executor.acquire(type.dtype, type.shape);
+  if (!buffer)
+    return buffer.takeError();
+  TensorRef into = buffer->ref();
+  llvm::Expected<Request> request = comm->recv(axis, a.peer, into);
+  if (!request)
+    return request.takeError();
+  receiving[a.message] = {*request, std::move(*buffer)};
+  return llvm::Error::success();
+}
+
+llvm::Error Executor::PipelineRun::waitReceive(const PipelineAction &a) {
+  auto it = receiving.find(a.message);
+  if (it == receiving.end())
+    return pipelineError("a message is waited for but never received");
+  Request request = it->second.first;
+  arrived[a.message] = std::move(it->second.second);
+  receiving.erase(it);
+  return timed([&] { return comm->wait(request); });
+}
+
+llvm::Error Executor::PipelineRun::send(const PipelineAction &a) {
+  if (!comm || outgoing.empty())
+    return pipelineError("a send has nothing to send or no communicator");
+  Tensor payload = std::move(outgoing.front());
+  outgoing.erase(outgoing.begin());
+  llvm::Expected<Request> request = comm->send(axis, a.peer, payload.ref());
+  if (!request)
+    return request.takeError();
+  sending.emplace_back(*request, std::move(payload));
+  return llvm::Error::success();
+}
+
+llvm::Error Executor::PipelineRun::waitSends() {
+  for (auto &[request, payload] : sending) {
+    Request r = request;
+    if (llvm::Error e = timed([&] { return comm->wait(r); }))
+      return e;
+    executor.release(std::move(payload));
+  }
+  sending.clear();
+  return llvm::Error::success();
+}
+
+llvm::Expected<Tensor>
+Executor::PipelineRun::takeMessage(PipelineMessage::Kind kind, int64_t model,
+                                   int64_t micro) {
+  auto it = arrived.find({kind, model, micro});
+  if (it == arrived.end())
+    return pipelineError("a pass reads a message not yet received");
+  Tensor t = std::move(it->second);
+  arrived.erase(it);
+  return t;
+}
+
+llvm::Expected<Executor::PreparedFunction *>
+Executor::PipelineRun::passInputs(const PipelineAction &a,
+                                  llvm::SmallVectorImpl<TensorRef> &callArgs,
+                                  std::vector<Tensor> &inputs) {
+  const ChunkFunctions &c = chunks[a.chunk];
+  const program::PipelineChunk &chunk = p.chunks(a.chunk);
+  const int64_t model = shape.modelChunk(p.stage(), a.chunk);
+  const bool forward = a.kind == PipelineAction::Forward;
+  if (forward || c.last) {
+    if (!c.first) {
+      auto activation =
+          takeMessage(PipelineMessage::Activation, model, a.micro);
+      if (!activation)
+        return activation.takeError();
+      inputs.push_back(std::move(*activation));
+      callArgs.push_back(inputs.back().ref());
+    }
+    for (int32_t arg : chunk.data())
+      callArgs.push_back(sliceOf(stacked[arg], a.micro));
+    return forward ? c.forward : c.backward;
+  }
+  auto node = kept.extract({a.chunk, a.micro});
+  if (node.empty())
+    return pipelineError("a backward pass runs before its forward pass");
+  inputs = std::move(node.mapped());
+  auto gradient = takeMessage(PipelineMessage::Gradient, model, a.micro);
+  if (!gradient)
+    return gradient.takeError();
+  inputs.push_back(std::move(*gradient));
+  for (const Tensor &t : inputs)
+    callArgs.push_back(t.ref());
+  return c.backward;
+}
+
+llvm::Error Executor::PipelineRun::runPass(const PipelineAction &a) {
+  const bool forward = a.kind == PipelineAction::Forward;
+  if (comm && (!receiving.empty() || !sending.empty()))
+    comm->computing();
+  // Outgoing buffers were handed to their sends; what remains of the
+  // previous pass was not sent (an objective nobody reads).
+  for (Tensor &t : outgoing)
+    executor.release(std::move(t));
+  outgoing.clear();
+  llvm::SmallVector<TensorRef, 16> callArgs;
+  std::vector<Tensor> inputs; // owned for the call, recycled after it
+  llvm::Expected<PreparedFunction *> fn = passInputs(a, callArgs, inputs);
+  if (!fn)
+    return fn.takeError();
+  executor.microBatch_ = static_cast<int32_t>(a.micro);
+  if (llvm::Error e = executor.bindViews(**fn, callArgs))
+    return e;
+  if (llvm::Error e = executor.execute(**fn))
+    return e;
+  std::vector<Tensor> results;
+  if (llvm::Error e = executor.keepResults(**fn, results))
+    return e;
+  executor.microBatch_ = -1;
+  for (Tensor &t : inputs)
+    executor.release(std::move(t));
+  if (!forward)
+    return takeBackwardResults(chunks[a.chunk], **fn, results);
+  if (results.empty())
+    return pipelineError("'" + (*fn)->function->name() + "' returns no output");
+  outgoing.push_back(std::move(results.front()));
+  kept[{a.chunk, a.micro}].assign(std::make_move_iterator(results.begin() + 1),
+                                  std::make_move_iterator(results.end()));
+  return llvm::Error::success();
+}
+
+llvm::Error
+Executor::PipelineRun::takeBackwardResults(const ChunkFunctions &c,
+                                           const PreparedFunction &fn,
+                                           std::vector<Tensor> &results) {
+  auto resultIt = results.begin();
+  if (c.last) {
+    if (results.empty() || results.front().numElements() != 1 ||
+        results.front().dtype() != DType::F32)
+      return pipelineError("'" + fn.function->name() +
+                           "' returns no f32 loss first");
+    float loss = 0;
+    if (llvm::Error e = executor.memory_.copyToHost(
+            &loss, results.front().data(), sizeof(float)))
+      return e;
+    lossSum = haveLoss ? lossSum + loss : loss;
+    haveLoss = true;
+    executor.release(std::move(results.front()));
+    ++resultIt;
+  }
+  for (; resultIt != results.end(); ++resultIt)
+    outgoing.push_back(std::move(*resultIt));
+  return llvm::Error::success();
+}
+
 llvm::Expected<std::vector<Tensor>>
 Executor::runPipeline(PreparedFunction &step, llvm::ArrayRef<Tensor> args) {
   const program::Function &f = *step.function;
@@ -153,226 +459,21 @@ Executor::runPipeline(PreparedFunction &step, llvm::ArrayRef<Tensor> args) {
     return actions.takeError();
   const std::vector<PipelineAction> &mine = (*actions)[p.stage()];
 
-  std::vector<TensorRef> stacked;
-  for (const program::Argument &a : f.arguments())
-    stacked.push_back(step.views[a.value()]);
-  struct ChunkFunctions {
-    PreparedFunction *forward = nullptr, *backward = nullptr;
-    bool first = false, last = false;
-  };
-  std::vector<ChunkFunctions> chunks;
-  for (auto [k, chunk] : llvm::enumerate(p.chunks())) {
-    ChunkFunctions c;
-    int64_t model = shape.modelChunk(p.stage(), k);
-    c.first = model == 0;
-    c.last = model == shape.chunks() - 1;
-    if (!c.last)
-      c.forward = &functions_.find(chunk.forward())->second;
-    c.backward = &functions_.find(chunk.backward())->second;
-    chunks.push_back(c);
-  }
-  // The tensor a message fills (checkPipeline found every chunk's pass
-  // functions).
-  auto messageType = [&](const PipelineMessage &m) -> const TensorRef & {
-    MessageReader to = messageReader(p, shape, m);
-    const PreparedFunction &reader = functions_.find(*to.function)->second;
-    const program::Function &fn = *reader.function;
-    int index = to.lastArgument ? fn.arguments_size() - 1 : 0;
-    return reader.views[fn.arguments(index).value()];
-  };
-  Communicator *comm = context_.communicator;
-  const std::string &axis = p.axis();
-
-  // The step's state; every buffer goes back to the pool at the end, also
-  // on an error (the step's partial results are lost either way).
-  std::map<std::pair<int64_t, int64_t>, std::vector<Tensor>> kept;
-  std::map<PipelineMessage, std::pair<Request, Tensor>> receiving;
-  std::map<PipelineMessage, Tensor> arrived;
-  std::vector<std::pair<Request, Tensor>> sending;
-  std::vector<Tensor> outgoing; // what the last pass left to send
-  float lossSum = 0;
-  bool haveLoss = false;
-  auto recycle = [&] {
-    for (auto &entry : kept)
-      for (Tensor &t : entry.second)
-        release(std::move(t));
-    for (auto &entry : arrived)
-      release(std::move(entry.second));
-    for (Tensor &t : outgoing)
-      release(std::move(t));
-    kept.clear();
-    arrived.clear();
-    outgoing.clear();
-    microBatch_ = -1;
-  };
-  auto timed = [&](auto &&wait) -> llvm::Error {
-    auto begin = TraceClock::now();
-    llvm::Error e = wait();
-    waits_.pipelineSeconds +=
-        std::chrono::duration<double>(TraceClock::now() - begin).count();
-    return e;
-  };
-  auto runAction = [&](const PipelineAction &a) -> llvm::Error {
-    switch (a.kind) {
-    case PipelineAction::PostReceive: {
-      if (!comm)
-        return pipelineError("it receives over '" + axis +
-                             "' but the rank has no communicator");
-      const TensorRef &type = messageType(a.message);
-      llvm::Expected<Tensor> buffer = acquire(type.dtype, type.shape);
-      if (!buffer)
-        return buffer.takeError();
-      TensorRef into = buffer->ref();
-      llvm::Expected<Request> request = comm->recv(axis, a.peer, into);
-      if (!request)
-        return request.takeError();
-      receiving[a.message] = {*request, std::move(*buffer)};
-      return llvm::Error::success();
-    }
-    case PipelineAction::WaitReceive: {
-      auto it = receiving.find(a.message);
-      if (it == receiving.end())
-        return pipelineError("a message is waited for but never received");
-      Request request = it->second.first;
-      arrived[a.message] = std::move(it->second.second);
-      receiving.erase(it);
-      return timed([&] { return comm->wait(request); });
-    }
-    case PipelineAction::Send: {
-      if (!comm || outgoing.empty())
-        return pipelineError("a send has nothing to send or no communicator");
-      Tensor payload = std::move(outgoing.front());
-      outgoing.erase(outgoing.begin());
-      llvm::Expected<Request> request = comm->send(axis, a.peer, payload.ref());
-      if (!request)
-        return request.takeError();
-      sending.emplace_back(*request, std::move(payload));
-      return llvm::Error::success();
-    }
-    case PipelineAction::WaitSends:
-      for (auto &[request, payload] : sending) {
-        Request r = request;
-        if (llvm::Error e = timed([&] { return comm->wait(r); }))
-          return e;
-        release(std::move(payload));
-      }
-      sending.clear();
-      return llvm::Error::success();
-    case PipelineAction::Forward:
-    case PipelineAction::Backward:
-      break;
-    }
-
-    const ChunkFunctions &c = chunks[a.chunk];
-    const program::PipelineChunk &chunk = p.chunks(a.chunk);
-    const int64_t model = shape.modelChunk(p.stage(), a.chunk);
-    const bool forward = a.kind == PipelineAction::Forward;
-    if (comm && (!receiving.empty() || !sending.empty()))
-      comm->computing();
-    // Outgoing buffers were handed to their sends; what remains of the
-    // previous pass was not sent (an objective nobody reads).
-    for (Tensor &t : outgoing)
-      release(std::move(t));
-    outgoing.clear();
-    auto takeMessage =
-        [&](PipelineMessage::Kind kind) -> llvm::Expected<Tensor> {
-      auto it = arrived.find({kind, model, a.micro});
-      if (it == arrived.end())
-        return pipelineError("a pass reads a message not yet received");
-      Tensor t = std::move(it->second);
-      arrived.erase(it);
-      return t;
-    };
-    llvm::SmallVector<TensorRef, 16> callArgs;
-    std::vector<Tensor> inputs; // owned for the call, recycled after it
-    PreparedFunction *fn = nullptr;
-    if (forward || c.last) {
-      fn = forward ? c.forward : c.backward;
-      if (!c.first) {
-        auto activation = takeMessage(PipelineMessage::Activation);
-        if (!activation)
-          return activation.takeError();
-        inputs.push_back(std::move(*activation));
-        callArgs.push_back(inputs.back().ref());
-      }
-      for (int32_t arg : chunk.data())
-        callArgs.push_back(sliceOf(stacked[arg], a.micro));
-    } else {
-      fn = c.backward;
-      auto node = kept.extract({a.chunk, a.micro});
-      if (node.empty())
-        return pipelineError("a backward pass runs before its forward pass");
-      inputs = std::move(node.mapped());
-      auto gradient = takeMessage(PipelineMessage::Gradient);
-      if (!gradient)
-        return gradient.takeError();
-      inputs.push_back(std::move(*gradient));
-      for (const Tensor &t : inputs)
-        callArgs.push_back(t.ref());
-    }
-    microBatch_ = static_cast<int32_t>(a.micro);
-    if (llvm::Error e = bindViews(*fn, callArgs))
-      return e;
-    if (llvm::Error e = execute(*fn))
-      return e;
-    std::vector<Tensor> results;
-    if (llvm::Error e = keepResults(*fn, results))
-      return e;
-    microBatch_ = -1;
-    for (Tensor &t : inputs)
-      release(std::move(t));
-    if (forward) {
-      if (results.empty())
-        return pipelineError("'" + fn->function->name() +
-                             "' returns no output");
-      outgoing.push_back(std::move(results.front()));
-      kept[{a.chunk, a.micro}].assign(
-          std::make_move_iterator(results.begin() + 1),
-          std::make_move_iterator(results.end()));
-      return llvm::Error::success();
-    }
-    auto resultIt = results.begin();
-    if (c.last) {
-      if (results.empty() || results.front().numElements() != 1 ||
-          results.front().dtype() != DType::F32)
-        return pipelineError("'" + fn->function->name() +
-                             "' returns no f32 loss first");
-      float loss = 0;
-      if (llvm::Error e =
-              memory_.copyToHost(&loss, results.front().data(), sizeof(float)))
-        return e;
-      lossSum = haveLoss ? lossSum + loss : loss;
-      haveLoss = true;
-      release(std::move(results.front()));
-      ++resultIt;
-    }
-    for (; resultIt != results.end(); ++resultIt)
-      outgoing.push_back(std::move(*resultIt));
-    return llvm::Error::success();
-  };
-
+  PipelineRun pipeline(*this, step, shape);
   for (const PipelineAction &a : mine)
-    if (llvm::Error e = runAction(a)) {
-      // Complete what is in flight so no buffer is freed under a transfer.
-      for (auto &entry : receiving)
-        llvm::consumeError(comm->wait(entry.second.first));
-      for (auto &entry : sending)
-        llvm::consumeError(comm->wait(entry.first));
-      receiving.clear();
-      sending.clear();
-      recycle();
+    if (llvm::Error e = pipeline.perform(a)) {
+      pipeline.abandon();
       return std::move(e);
     }
-  if (!receiving.empty() || !arrived.empty() || !kept.empty())
+  if (pipeline.leftovers())
     return pipelineError("the schedule leaves messages or kept activations "
                          "unused");
-  recycle();
+  pipeline.recycle();
 
   // The mean loss over the micro-batches (the last stage has it; the others
   // give 0), summed over the stages by the loss function.
   Tensor mean(DType::F32, {});
-  mean.as<float>()[0] =
-      haveLoss ? lossSum * (1.0f / static_cast<float>(micro)) : 0.0f;
+  mean.as<float>()[0] = pipeline.meanLoss(micro);
   return run(p.loss(), {mean});
 }
 
