@@ -795,7 +795,17 @@ const CheckpointTensor *Checkpoint::find(llvm::StringRef key) const {
   return it == tensors_.end() ? nullptr : &it->second;
 }
 
-llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef p) {
+namespace {
+
+/// An error for a damaged index.json.
+llvm::Error damagedIndex(const llvm::Twine &indexFile, const llvm::Twine &why) {
+  return corrupt(indexFile + ": " + why +
+                 "; the checkpoint is damaged, use an earlier step");
+}
+
+/// The step directory that `p` names: `p` itself, or the latest committed
+/// step of a checkpoint root; an error unless it is a committed step.
+llvm::Expected<std::string> committedStepDirectory(llvm::StringRef p) {
   std::string dir = p.str();
   if (!fs::is_directory(dir))
     return corrupt(p + ": no such checkpoint directory");
@@ -816,13 +826,186 @@ llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef p) {
     return corrupt(dir + ": not committed (interrupted save); load the "
                          "checkpoint root to use the latest committed step, "
                          "or delete this directory");
-  std::string indexFile = join(dir, "index.json");
+  return dir;
+}
+
+/// Reads the tensors of a step's index.json, checking each chunk against
+/// the rank files it lies in.
+class IndexTensorReader {
+public:
+  IndexTensorReader(std::string indexFile, uint64_t blockBytes)
+      : indexFile(std::move(indexFile)), blockBytes(blockBytes) {}
+
+  llvm::Error bad(const llvm::Twine &why) const {
+    return damagedIndex(indexFile, why);
+  }
+  /// Records the size of each of the `worldSize` rank files in `dir`.
+  llvm::Error statRankFiles(const std::string &dir, int worldSize);
+  /// The tensor `key` that the index's `value` describes.
+  llvm::Expected<CheckpointTensor> readTensor(llvm::StringRef key,
+                                              const llvm::json::Value &value);
+  /// Checks that no two chunks of a rank file overlap.
+  llvm::Error checkOverlaps();
+
+private:
+  llvm::Error badTensor(const CheckpointTensor &t,
+                        const llvm::Twine &why) const {
+    return bad("tensor '" + t.key + "': " + why);
+  }
+  /// The chunk of tensor `t` that `c` describes.
+  llvm::Expected<CheckpointChunk> readChunk(const CheckpointTensor &t,
+                                            const llvm::json::Value &c);
+
+  std::string indexFile;
+  uint64_t blockBytes;
+  // Rank file -> its size, and the byte ranges the index puts in it: chunks
+  // must lie inside their file without overlapping, so that no read
+  // allocates more than the files hold, whatever sizes the index claims.
+  std::map<std::string, uint64_t> files;
+  std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> ranges;
+};
+
+llvm::Error IndexTensorReader::statRankFiles(const std::string &dir,
+                                             int worldSize) {
+  for (int r = 0; r < worldSize; ++r) {
+    std::string file = rankFileName(r);
+    uint64_t size = 0;
+    if (std::error_code ec = fs::file_size(join(dir, file), size)) {
+      if (ec != std::errc::no_such_file_or_directory)
+        return ioError(join(dir, file) + ": cannot stat: " + ec.message());
+      return corrupt(join(dir, file) + ": missing (" + llvm::Twine(worldSize) +
+                     " ranks saved); the checkpoint is incomplete, use an "
+                     "earlier step");
+    }
+    files[file] = size;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<CheckpointTensor>
+IndexTensorReader::readTensor(llvm::StringRef key,
+                              const llvm::json::Value &value) {
+  CheckpointTensor t;
+  t.key = key.str();
+  const llvm::json::Object *entry = value.getAsObject();
+  if (!entry)
+    return badTensor(t, "not an object");
+  const llvm::json::Array *shape = entry->getArray("shape");
+  auto dtype = entry->getString("dtype");
+  const llvm::json::Array *chunks = entry->getArray("chunks");
+  if (!shape || !dtype || !chunks)
+    return badTensor(t, "no shape, dtype or chunks");
+  // Element and byte counts must not overflow: a wrapped product could
+  // match the chunks' sizes while the shape claims far more.
+  int64_t elements = 1, tensorBytes;
+  for (const llvm::json::Value &d : *shape) {
+    auto dim = d.getAsInteger();
+    if (!dim || *dim < 0 || llvm::MulOverflow(elements, *dim, elements))
+      return badTensor(t, "invalid shape");
+    t.shape.push_back(*dim);
+  }
+  t.dtype = parseSafetensorsDType(*dtype);
+  if (t.dtype == DType::DTYPE_UNSPECIFIED)
+    return badTensor(t, "unknown dtype '" + *dtype + "'");
+  if (llvm::MulOverflow(elements, static_cast<int64_t>(dtypeSize(t.dtype)),
+                        tensorBytes))
+    return badTensor(t, "invalid shape");
+  t.role = entry->getString("role").value_or("").str();
+  t.parameter = entry->getString("parameter").value_or("").str();
+  if (const llvm::json::Array *aliases = entry->getArray("aliases"))
+    for (const llvm::json::Value &alias : *aliases) {
+      std::optional<llvm::StringRef> name = alias.getAsString();
+      if (!name || name->empty())
+        return badTensor(t, "an alias is not a name");
+      t.aliases.push_back(name->str());
+    }
+  for (const llvm::json::Value &c : *chunks) {
+    llvm::Expected<CheckpointChunk> k = readChunk(t, c);
+    if (!k)
+      return k.takeError();
+    t.chunks.push_back(std::move(*k));
+  }
+  return t;
+}
+
+llvm::Expected<CheckpointChunk>
+IndexTensorReader::readChunk(const CheckpointTensor &t,
+                             const llvm::json::Value &c) {
+  const llvm::json::Object *chunk = c.getAsObject();
+  if (!chunk)
+    return badTensor(t, "a chunk is not an object");
+  CheckpointChunk k;
+  auto layout = ShardLayout::fromChunkJson(t.shape, *chunk);
+  if (!layout)
+    return badTensor(t, llvm::toString(layout.takeError()));
+  k.layout = std::move(*layout);
+  auto file = chunk->getString("file");
+  auto name = chunk->getString("name");
+  auto offset = chunk->getInteger("offset");
+  auto bytes = chunk->getInteger("bytes");
+  auto sha = chunk->getString("sha256");
+  const llvm::json::Array *blocks = chunk->getArray("block_sha256");
+  if (!file || !name || !offset || *offset < 0 || !bytes || *bytes < 0 ||
+      !sha || !blocks)
+    return badTensor(t, "a chunk lacks file, name, offset, bytes, sha256 "
+                        "or block_sha256");
+  auto fileSize = files.find(file->str());
+  if (fileSize == files.end())
+    return badTensor(t, "chunk in unknown file '" + *file + "'");
+  if (static_cast<uint64_t>(*offset) > fileSize->second ||
+      static_cast<uint64_t>(*bytes) > fileSize->second - *offset)
+    return badTensor(t, "chunk '" + *name + "' at bytes [" +
+                            llvm::Twine(*offset) + ", +" + llvm::Twine(*bytes) +
+                            ") lies past the end of " + *file + " (" +
+                            llvm::Twine(fileSize->second) + " bytes)");
+  ranges[file->str()].push_back(
+      {static_cast<uint64_t>(*offset), static_cast<uint64_t>(*bytes)});
+  k.file = file->str();
+  k.name = name->str();
+  k.offset = *offset;
+  k.bytes = *bytes;
+  k.sha256 = sha->str();
+  uint64_t expected = numElements(k.layout.localShape()) * dtypeSize(t.dtype);
+  if (k.bytes != expected)
+    return badTensor(t, "chunk '" + k.name + "' has " + llvm::Twine(k.bytes) +
+                            " bytes, its layout " + llvm::Twine(expected));
+  for (const llvm::json::Value &b : *blocks) {
+    auto h = b.getAsString();
+    if (!h)
+      return badTensor(t, "a block hash is not a string");
+    k.blockSha256.push_back(h->str());
+  }
+  if (k.blockSha256.size() != (k.bytes + blockBytes - 1) / blockBytes)
+    return badTensor(
+        t, "chunk '" + k.name + "' has " + llvm::Twine(k.blockSha256.size()) +
+               " block hashes for " + llvm::Twine(k.bytes) + " bytes");
+  return k;
+}
+
+llvm::Error IndexTensorReader::checkOverlaps() {
+  for (auto &[file, list] : ranges) {
+    llvm::sort(list);
+    for (size_t i = 1; i < list.size(); ++i)
+      if (list[i - 1].first + list[i - 1].second > list[i].first)
+        return bad(file + ": chunks at bytes " +
+                   llvm::Twine(list[i - 1].first) + " and " +
+                   llvm::Twine(list[i].first) + " overlap");
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef p) {
+  llvm::Expected<std::string> dir = committedStepDirectory(p);
+  if (!dir)
+    return dir.takeError();
+  std::string indexFile = join(*dir, "index.json");
   auto json = readJson(indexFile);
   if (!json)
     return json.takeError();
   auto bad = [&](const llvm::Twine &why) {
-    return corrupt(indexFile + ": " + why +
-                   "; the checkpoint is damaged, use an earlier step");
+    return damagedIndex(indexFile, why);
   };
   const llvm::json::Object *index = json->getAsObject();
   if (!index)
@@ -830,7 +1013,7 @@ llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef p) {
   if (index->getString("schema") != kSchema)
     return bad("schema is not \"" + kSchema + "\"");
   Checkpoint ckpt;
-  ckpt.dir_ = dir;
+  ckpt.dir_ = *dir;
   auto step = index->getInteger("step");
   auto world = index->getInteger("world_size");
   auto block = index->getInteger("hash_block_bytes");
@@ -848,125 +1031,17 @@ llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef p) {
   if (const llvm::json::Object *meta = index->getObject("meta"))
     ckpt.meta_ = *meta;
 
-  // Rank file -> its size, and the byte ranges the index puts in it: chunks
-  // must lie inside their file without overlapping, so that no read
-  // allocates more than the files hold, whatever sizes the index claims.
-  std::map<std::string, uint64_t> files;
-  std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> ranges;
-  for (int r = 0; r < ckpt.worldSize_; ++r) {
-    std::string file = rankFileName(r);
-    uint64_t size = 0;
-    if (std::error_code ec = fs::file_size(join(dir, file), size)) {
-      if (ec != std::errc::no_such_file_or_directory)
-        return ioError(join(dir, file) + ": cannot stat: " + ec.message());
-      return corrupt(join(dir, file) + ": missing (" +
-                     llvm::Twine(ckpt.worldSize_) +
-                     " ranks saved); the checkpoint is incomplete, use an "
-                     "earlier step");
-    }
-    files[file] = size;
-  }
+  IndexTensorReader reader(indexFile, ckpt.blockBytes_);
+  if (llvm::Error e = reader.statRankFiles(*dir, ckpt.worldSize_))
+    return std::move(e);
   for (const auto &[keyRef, value] : *tensors) {
-    CheckpointTensor t;
-    t.key = keyRef.str();
-    auto badTensor = [&](const llvm::Twine &why) {
-      return bad("tensor '" + t.key + "': " + why);
-    };
-    const llvm::json::Object *entry = value.getAsObject();
-    if (!entry)
-      return badTensor("not an object");
-    const llvm::json::Array *shape = entry->getArray("shape");
-    auto dtype = entry->getString("dtype");
-    const llvm::json::Array *chunks = entry->getArray("chunks");
-    if (!shape || !dtype || !chunks)
-      return badTensor("no shape, dtype or chunks");
-    // Element and byte counts must not overflow: a wrapped product could
-    // match the chunks' sizes while the shape claims far more.
-    int64_t elements = 1, tensorBytes;
-    for (const llvm::json::Value &d : *shape) {
-      auto dim = d.getAsInteger();
-      if (!dim || *dim < 0 || llvm::MulOverflow(elements, *dim, elements))
-        return badTensor("invalid shape");
-      t.shape.push_back(*dim);
-    }
-    t.dtype = parseSafetensorsDType(*dtype);
-    if (t.dtype == DType::DTYPE_UNSPECIFIED)
-      return badTensor("unknown dtype '" + *dtype + "'");
-    if (llvm::MulOverflow(elements, static_cast<int64_t>(dtypeSize(t.dtype)),
-                          tensorBytes))
-      return badTensor("invalid shape");
-    t.role = entry->getString("role").value_or("").str();
-    t.parameter = entry->getString("parameter").value_or("").str();
-    if (const llvm::json::Array *aliases = entry->getArray("aliases"))
-      for (const llvm::json::Value &alias : *aliases) {
-        std::optional<llvm::StringRef> name = alias.getAsString();
-        if (!name || name->empty())
-          return badTensor("an alias is not a name");
-        t.aliases.push_back(name->str());
-      }
-    for (const llvm::json::Value &c : *chunks) {
-      const llvm::json::Object *chunk = c.getAsObject();
-      if (!chunk)
-        return badTensor("a chunk is not an object");
-      CheckpointChunk k;
-      auto layout = ShardLayout::fromChunkJson(t.shape, *chunk);
-      if (!layout)
-        return badTensor(llvm::toString(layout.takeError()));
-      k.layout = std::move(*layout);
-      auto file = chunk->getString("file");
-      auto name = chunk->getString("name");
-      auto offset = chunk->getInteger("offset");
-      auto bytes = chunk->getInteger("bytes");
-      auto sha = chunk->getString("sha256");
-      const llvm::json::Array *blocks = chunk->getArray("block_sha256");
-      if (!file || !name || !offset || *offset < 0 || !bytes || *bytes < 0 ||
-          !sha || !blocks)
-        return badTensor("a chunk lacks file, name, offset, bytes, sha256 "
-                         "or block_sha256");
-      auto fileSize = files.find(file->str());
-      if (fileSize == files.end())
-        return badTensor("chunk in unknown file '" + *file + "'");
-      if (static_cast<uint64_t>(*offset) > fileSize->second ||
-          static_cast<uint64_t>(*bytes) > fileSize->second - *offset)
-        return badTensor("chunk '" + *name + "' at bytes [" +
-                         llvm::Twine(*offset) + ", +" + llvm::Twine(*bytes) +
-                         ") lies past the end of " + *file + " (" +
-                         llvm::Twine(fileSize->second) + " bytes)");
-      ranges[file->str()].push_back(
-          {static_cast<uint64_t>(*offset), static_cast<uint64_t>(*bytes)});
-      k.file = file->str();
-      k.name = name->str();
-      k.offset = *offset;
-      k.bytes = *bytes;
-      k.sha256 = sha->str();
-      uint64_t expected =
-          numElements(k.layout.localShape()) * dtypeSize(t.dtype);
-      if (k.bytes != expected)
-        return badTensor("chunk '" + k.name + "' has " + llvm::Twine(k.bytes) +
-                         " bytes, its layout " + llvm::Twine(expected));
-      for (const llvm::json::Value &b : *blocks) {
-        auto h = b.getAsString();
-        if (!h)
-          return badTensor("a block hash is not a string");
-        k.blockSha256.push_back(h->str());
-      }
-      if (k.blockSha256.size() !=
-          (k.bytes + ckpt.blockBytes_ - 1) / ckpt.blockBytes_)
-        return badTensor(
-            "chunk '" + k.name + "' has " + llvm::Twine(k.blockSha256.size()) +
-            " block hashes for " + llvm::Twine(k.bytes) + " bytes");
-      t.chunks.push_back(std::move(k));
-    }
-    ckpt.tensors_.emplace(t.key, std::move(t));
+    llvm::Expected<CheckpointTensor> t = reader.readTensor(keyRef, value);
+    if (!t)
+      return t.takeError();
+    ckpt.tensors_.emplace(t->key, std::move(*t));
   }
-  for (auto &[file, list] : ranges) {
-    llvm::sort(list);
-    for (size_t i = 1; i < list.size(); ++i)
-      if (list[i - 1].first + list[i - 1].second > list[i].first)
-        return bad(file + ": chunks at bytes " +
-                   llvm::Twine(list[i - 1].first) + " and " +
-                   llvm::Twine(list[i].first) + " overlap");
-  }
+  if (llvm::Error e = reader.checkOverlaps())
+    return std::move(e);
   return ckpt;
 }
 
