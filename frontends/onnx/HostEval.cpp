@@ -314,6 +314,7 @@ private:
 };
 
 using Results = std::optional<SmallVector<HostTensor>>;
+using OptI = std::optional<int64_t>;
 
 /// Evaluation of one node.
 class Evaluator {
@@ -367,6 +368,27 @@ private:
     return in(i) ? in(i)->toInts() : std::vector<int64_t>{};
   }
 
+  // Each op group gives its op's results, or std::nullopt for an op
+  // outside the group.
+  /// Add, Sub, Mul, Div, Mod, Pow, Max, Min, Sum and Mean.
+  std::optional<Results> arithmetic(llvm::StringRef op);
+  /// The comparisons, the logic ops and Where.
+  std::optional<Results> comparisonOrLogic(llvm::StringRef op);
+  /// The elementwise math of one input (Neg, Sqrt, Exp, ...).
+  std::optional<Results> unaryMath(llvm::StringRef op);
+  /// Casts, shape ops and data movement (Gather, Slice, ...), reductions.
+  std::optional<Results> typesAndShapes(llvm::StringRef op);
+
+  /// Dropout in inference mode: the input, and an all-true mask.
+  Results dropout();
+  /// Reshape by the shape input (0 copies a dim unless allowzero).
+  Results reshape();
+  /// Flatten to 2-D at `axis`.
+  Results flatten();
+  /// Squeeze or Unsqueeze by the axes input or attribute.
+  Results squeezeOrUnsqueeze(llvm::StringRef op);
+  /// Slice by the starts, ends, axes and steps inputs.
+  Results sliceInputs();
   Results binary(int32_t resultType, std::function<double(double, double)> f,
                  std::function<std::optional<int64_t>(int64_t, int64_t)> g,
                  bool sameTypes = true);
@@ -1079,8 +1101,14 @@ Results Evaluator::run() {
   llvm::StringRef op = node.op_type();
   if (!in(0) && op != "ConstantOfShape")
     return fail("its first input is missing");
-  using OptI = std::optional<int64_t>;
+  for (auto group : {&Evaluator::arithmetic, &Evaluator::comparisonOrLogic,
+                     &Evaluator::unaryMath, &Evaluator::typesAndShapes})
+    if (std::optional<Results> r = (this->*group)(op))
+      return std::move(*r);
+  return fail("the host evaluator does not implement " + op.str());
+}
 
+std::optional<Results> Evaluator::arithmetic(llvm::StringRef op) {
   // Arithmetic.
   if (op == "Add")
     return binary(
@@ -1158,7 +1186,10 @@ Results Evaluator::run() {
     }
     return r;
   }
+  return std::nullopt;
+}
 
+std::optional<Results> Evaluator::comparisonOrLogic(llvm::StringRef op) {
   // Comparisons and logic.
   auto compare = [&](std::function<bool(double, double)> f) {
     return binary(
@@ -1192,7 +1223,10 @@ Results Evaluator::run() {
   }
   if (op == "Where")
     return where();
+  return std::nullopt;
+}
 
+std::optional<Results> Evaluator::unaryMath(llvm::StringRef op) {
   // Unary math.
   if (op == "Neg" || op == "Abs" || op == "Sign") {
     HostTensor out = *in(0);
@@ -1237,7 +1271,10 @@ Results Evaluator::run() {
     return unaryFloat([](double v) { return std::sin(v); });
   if (op == "Cos")
     return unaryFloat([](double v) { return std::cos(v); });
+  return std::nullopt;
+}
 
+std::optional<Results> Evaluator::typesAndShapes(llvm::StringRef op) {
   // Types and shapes.
   if (op == "Cast")
     return cast(getIntAttr(node, "to", kUndefined));
@@ -1248,51 +1285,18 @@ Results Evaluator::run() {
   }
   if (op == "Identity")
     return one(*in(0));
-  if (op == "Dropout") {
-    if (in(2) && in(2)->size() != 1)
-      return fail("training_mode must be a scalar");
-    if (in(2) && in(2)->getInt(0) != 0)
-      return fail("training_mode is true; dtc imports inference graphs");
-    SmallVector<HostTensor> outs = {*in(0)};
-    if (node.output_size() > 1) {
-      HostTensor mask = HostTensor::zeros(kBool, in(0)->shape);
-      std::fill(mask.ints.begin(), mask.ints.end(), 1);
-      outs.push_back(std::move(mask));
-    }
-    return outs;
-  }
+  if (op == "Dropout")
+    return dropout();
   if (op == "Shape")
     return shapeOf();
   if (op == "Size")
     return one(HostTensor::fromInts({in(0)->size()}, ArrayRef<int64_t>{}));
-  if (op == "Reshape") {
-    auto shape = resolveReshape(in(0)->shape, intsOf(1),
-                                getIntAttr(node, "allowzero", 0) != 0, error);
-    if (!shape)
-      return std::nullopt;
-    return one(withShape(*in(0), *shape));
-  }
-  if (op == "Flatten") {
-    std::optional<int64_t> axis = getIntAttr(node, "axis", 1);
-    if (*axis != in(0)->rank())
-      axis = normalizeAxis(*axis, in(0)->rank(), error);
-    if (!axis)
-      return std::nullopt;
-    ArrayRef<int64_t> s = in(0)->shape;
-    return one(withShape(*in(0), {numElements(s.take_front(*axis)),
-                                  numElements(s.drop_front(*axis))}));
-  }
-  if (op == "Unsqueeze" || op == "Squeeze") {
-    std::vector<int64_t> axes = intsOf(1);
-    if (!in(1))
-      if (auto attr = getIntsAttr(node, "axes"))
-        axes.assign(attr->begin(), attr->end());
-    auto shape = op == "Unsqueeze" ? unsqueezeShape(in(0)->shape, axes, error)
-                                   : squeezeShape(in(0)->shape, axes, error);
-    if (!shape)
-      return std::nullopt;
-    return one(withShape(*in(0), *shape));
-  }
+  if (op == "Reshape")
+    return reshape();
+  if (op == "Flatten")
+    return flatten();
+  if (op == "Unsqueeze" || op == "Squeeze")
+    return squeezeOrUnsqueeze(op);
   if (op == "MatMul")
     return matmul();
   if (op == "Transpose")
@@ -1305,16 +1309,8 @@ Results Evaluator::run() {
     return gatherND();
   if (op == "GatherElements")
     return gatherElements();
-  if (op == "Slice") {
-    if (!in(1) || !in(2))
-      return fail("needs starts and ends inputs");
-    std::vector<int64_t> starts = intsOf(1), ends = intsOf(2), axes = intsOf(3),
-                         steps = intsOf(4);
-    auto dims = resolveSlice(in(0)->shape, starts, ends, axes, steps, error);
-    if (!dims)
-      return std::nullopt;
-    return slice(*in(0), *dims);
-  }
+  if (op == "Slice")
+    return sliceInputs();
   if (op == "Split")
     return split();
   if (op == "Expand")
@@ -1331,7 +1327,63 @@ Results Evaluator::run() {
     return cumSum();
   if (op.starts_with("Reduce"))
     return reduce(op);
-  return fail("the host evaluator does not implement " + op.str());
+  return std::nullopt;
+}
+
+Results Evaluator::dropout() {
+  if (in(2) && in(2)->size() != 1)
+    return fail("training_mode must be a scalar");
+  if (in(2) && in(2)->getInt(0) != 0)
+    return fail("training_mode is true; dtc imports inference graphs");
+  SmallVector<HostTensor> outs = {*in(0)};
+  if (node.output_size() > 1) {
+    HostTensor mask = HostTensor::zeros(kBool, in(0)->shape);
+    std::fill(mask.ints.begin(), mask.ints.end(), 1);
+    outs.push_back(std::move(mask));
+  }
+  return outs;
+}
+
+Results Evaluator::reshape() {
+  auto shape = resolveReshape(in(0)->shape, intsOf(1),
+                              getIntAttr(node, "allowzero", 0) != 0, error);
+  if (!shape)
+    return std::nullopt;
+  return one(withShape(*in(0), *shape));
+}
+
+Results Evaluator::flatten() {
+  std::optional<int64_t> axis = getIntAttr(node, "axis", 1);
+  if (*axis != in(0)->rank())
+    axis = normalizeAxis(*axis, in(0)->rank(), error);
+  if (!axis)
+    return std::nullopt;
+  ArrayRef<int64_t> s = in(0)->shape;
+  return one(withShape(*in(0), {numElements(s.take_front(*axis)),
+                                numElements(s.drop_front(*axis))}));
+}
+
+Results Evaluator::squeezeOrUnsqueeze(llvm::StringRef op) {
+  std::vector<int64_t> axes = intsOf(1);
+  if (!in(1))
+    if (auto attr = getIntsAttr(node, "axes"))
+      axes.assign(attr->begin(), attr->end());
+  auto shape = op == "Unsqueeze" ? unsqueezeShape(in(0)->shape, axes, error)
+                                 : squeezeShape(in(0)->shape, axes, error);
+  if (!shape)
+    return std::nullopt;
+  return one(withShape(*in(0), *shape));
+}
+
+Results Evaluator::sliceInputs() {
+  if (!in(1) || !in(2))
+    return fail("needs starts and ends inputs");
+  std::vector<int64_t> starts = intsOf(1), ends = intsOf(2), axes = intsOf(3),
+                       steps = intsOf(4);
+  auto dims = resolveSlice(in(0)->shape, starts, ends, axes, steps, error);
+  if (!dims)
+    return std::nullopt;
+  return slice(*in(0), *dims);
 }
 
 std::optional<SmallVector<HostTensor>>
