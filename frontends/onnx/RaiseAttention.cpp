@@ -199,19 +199,88 @@ struct ChainFunction {
   MaskKind mask = MaskKind::None;
 };
 
-/// Evaluates `chain` at the probes x = 0, 1, 2 over every distinct position
-/// of its constants (the scores' shape with the dims no constant varies
-/// along collapsed to 1), then classifies what it lets through. Fails for
-/// anything softmax(scale * q.k [causal]) cannot express: a slope that
-/// varies, a non-linear f, a padding or sliding-window mask, a fully masked
-/// row.
-std::optional<ChainFunction> evaluateScoreChain(const ScoreChain &chain) {
-  auto scoreType = cast<RankedTensorType>(chain.scores.getType());
-  int64_t rank = scoreType.getRank();
-  ArrayRef<int64_t> full = scoreType.getShape();
-  SmallVector<int64_t> extent(rank, 1);
+/// The value of chain op `op` at operands `in`.
+double applyChainOp(Operation *op, ArrayRef<double> in) {
+  return llvm::TypeSwitch<Operation *, double>(op)
+      .Case([&](d::AddOp) { return in[0] + in[1]; })
+      .Case([&](d::SubOp) { return in[0] - in[1]; })
+      .Case([&](d::MulOp) { return in[0] * in[1]; })
+      .Case([&](d::DivOp) { return in[0] / in[1]; })
+      .Case([&](d::MaxOp) { return std::max(in[0], in[1]); })
+      .Case([&](d::MinOp) { return std::min(in[0], in[1]); })
+      .Case([&](d::NegOp) { return -in[0]; })
+      .Case([&](d::SelectOp) { return in[0] != 0 ? in[1] : in[2]; })
+      .Default([](Operation *) { return std::nan(""); });
+}
+
+/// Far below any score: -inf, a finite "large negative" fill (-1e4,
+/// -1e9, finfo.min) or x * 0 + fill.
+bool isMasked(double y) { return y <= -1e3; }
+
+/// Bitwise equality: NaN constants repeat like any other value.
+bool sameBits(double a, double b) {
+  uint64_t u, v;
+  std::memcpy(&u, &a, sizeof u);
+  std::memcpy(&v, &b, sizeof v);
+  return u == v;
+}
+
+/// The state of evaluateScoreChain: the chain's constants, read with
+/// broadcasting, and what f was found to be so far.
+class ScoreChainEvaluator {
+public:
+  explicit ScoreChainEvaluator(const ScoreChain &chain)
+      : chain(chain), scoreType(cast<RankedTensorType>(chain.scores.getType())),
+        rank(scoreType.getRank()), full(scoreType.getShape()), extent(rank, 1) {
+  }
+
+  /// Reads every op's constant operands; false if one is no constant the
+  /// scores broadcast.
+  bool readConstants();
+  /// Evaluates f over every distinct position of the constants, recording
+  /// which positions it lets through; false where softmax(slope * x)
+  /// cannot express f or batches and heads hold different masks.
+  bool sweep();
+  /// The slope and the mask of the positions let through.
+  std::optional<ChainFunction> function() const;
+
+private:
+  /// The constant operand `value`, broadcast against the scores (widening
+  /// `extent` along the dims it varies).
+  std::optional<ConstantOperand> readConstant(Value value);
+  /// f(0), f(1), f(2) at one position of the scores, from the constants'
+  /// values there (`read`, in chain order).
+  std::array<double, 3> evaluate(ArrayRef<double> read) const;
+  /// Classifies a freshly evaluated f: whether it masks the position, or
+  /// false when softmax(slope * x) cannot express it.
+  bool classify(const std::array<double, 3> &y, bool &off);
+  /// Sweeps row `i` of the positions of leading (batch, head) position
+  /// `lead`.
+  bool sweepRow(int64_t lead, int64_t i);
+
+  /// A constant in chain order, with its offset at the current row.
+  struct Reader {
+    const ConstantOperand *constant;
+    int64_t offset = 0;
+  };
+
+  const ScoreChain &chain;
+  RankedTensorType scoreType;
+  int64_t rank;
+  ArrayRef<int64_t> full;
+  SmallVector<int64_t> extent;
   // Per op, its constant operands (nullopt for the running one).
   std::vector<SmallVector<std::optional<ConstantOperand>, 3>> constants;
+  int64_t rows = 0, cols = 0;
+  SmallVector<Reader, 4> readers;
+  SmallVector<int64_t> index;
+  SmallVector<double, 4> read, lastRead;
+  bool haveLast = false, lastOff = false;
+  std::vector<bool> through;
+  std::optional<double> slope, intercept;
+};
+
+bool ScoreChainEvaluator::readConstants() {
   for (auto [op, running] : llvm::zip(chain.ops, chain.chainOperand)) {
     auto &row = constants.emplace_back();
     for (OpOperand &operand : op->getOpOperands()) {
@@ -219,193 +288,179 @@ std::optional<ChainFunction> evaluateScoreChain(const ScoreChain &chain) {
         row.push_back(std::nullopt);
         continue;
       }
-      DenseElementsAttr dense;
-      if (!matchPattern(operand.get(), m_Constant(&dense)))
-        return std::nullopt;
-      auto type = cast<RankedTensorType>(dense.getType());
-      if (type.getRank() > rank)
-        return std::nullopt;
-      ConstantOperand c;
-      // A splat varies along no dim: one value, read everywhere.
-      if (dense.isSplat()) {
-        if (isa<FloatType>(dense.getElementType()))
-          c.values.push_back(dense.getSplatValue<APFloat>().convertToDouble());
-        else if (isa<IntegerType>(dense.getElementType())) {
-          APInt i = dense.getSplatValue<APInt>();
-          c.values.push_back(i.getBitWidth() == 1 ? i.getZExtValue()
-                                                  : i.getSExtValue());
-        } else
-          return std::nullopt;
-        c.strides.assign(rank, 0);
-        row.push_back(std::move(c));
-        continue;
-      }
-      if (dense.getElementType().isF32()) {
-        ArrayRef<char> raw = dense.getRawData();
-        c.f32 = ArrayRef<float>(reinterpret_cast<const float *>(raw.data()),
-                                raw.size() / sizeof(float));
-      } else if (isa<FloatType>(dense.getElementType())) {
-        c.values.reserve(dense.getNumElements());
-        for (APFloat f : dense.getValues<APFloat>())
-          c.values.push_back(f.convertToDouble());
-      } else if (isa<IntegerType>(dense.getElementType())) {
-        c.values.reserve(dense.getNumElements());
-        for (APInt i : dense.getValues<APInt>())
-          c.values.push_back(i.getBitWidth() == 1 ? i.getZExtValue()
-                                                  : i.getSExtValue());
-      } else {
-        return std::nullopt;
-      }
-      // Right-aligned numpy broadcasting against the scores' shape.
-      c.strides.assign(rank, 0);
-      int64_t stride = 1;
-      for (int64_t dim = type.getRank() - 1; dim >= 0; --dim) {
-        int64_t at = rank - type.getRank() + dim, size = type.getDimSize(dim);
-        if (size != 1) {
-          if (size != full[at])
-            return std::nullopt;
-          c.strides[at] = stride;
-          extent[at] = full[at];
-        }
-        stride *= size;
-      }
-      row.push_back(std::move(c));
+      std::optional<ConstantOperand> c = readConstant(operand.get());
+      if (!c)
+        return false;
+      row.push_back(std::move(*c));
     }
   }
+  return true;
+}
 
-  if (rank < 2)
+std::optional<ConstantOperand> ScoreChainEvaluator::readConstant(Value value) {
+  DenseElementsAttr dense;
+  if (!matchPattern(value, m_Constant(&dense)))
     return std::nullopt;
-  int64_t s = full[rank - 2], t = full[rank - 1];
-  int64_t rows = extent[rank - 2], cols = extent[rank - 1];
+  auto type = cast<RankedTensorType>(dense.getType());
+  if (type.getRank() > rank)
+    return std::nullopt;
+  ConstantOperand c;
+  // A splat varies along no dim: one value, read everywhere.
+  if (dense.isSplat()) {
+    if (isa<FloatType>(dense.getElementType()))
+      c.values.push_back(dense.getSplatValue<APFloat>().convertToDouble());
+    else if (isa<IntegerType>(dense.getElementType())) {
+      APInt i = dense.getSplatValue<APInt>();
+      c.values.push_back(i.getBitWidth() == 1 ? i.getZExtValue()
+                                              : i.getSExtValue());
+    } else
+      return std::nullopt;
+    c.strides.assign(rank, 0);
+    return c;
+  }
+  if (dense.getElementType().isF32()) {
+    ArrayRef<char> raw = dense.getRawData();
+    c.f32 = ArrayRef<float>(reinterpret_cast<const float *>(raw.data()),
+                            raw.size() / sizeof(float));
+  } else if (isa<FloatType>(dense.getElementType())) {
+    c.values.reserve(dense.getNumElements());
+    for (APFloat f : dense.getValues<APFloat>())
+      c.values.push_back(f.convertToDouble());
+  } else if (isa<IntegerType>(dense.getElementType())) {
+    c.values.reserve(dense.getNumElements());
+    for (APInt i : dense.getValues<APInt>())
+      c.values.push_back(i.getBitWidth() == 1 ? i.getZExtValue()
+                                              : i.getSExtValue());
+  } else {
+    return std::nullopt;
+  }
+  // Right-aligned numpy broadcasting against the scores' shape.
+  c.strides.assign(rank, 0);
+  int64_t stride = 1;
+  for (int64_t dim = type.getRank() - 1; dim >= 0; --dim) {
+    int64_t at = rank - type.getRank() + dim, size = type.getDimSize(dim);
+    if (size != 1) {
+      if (size != full[at])
+        return std::nullopt;
+      c.strides[at] = stride;
+      extent[at] = full[at];
+    }
+    stride *= size;
+  }
+  return c;
+}
+
+// f depends on the position only through the constants' values there, and
+// neighbouring positions mostly read the same ones (a mask is runs of 0 and
+// -inf), so f is evaluated only where they change: a [4096, 4096] causal
+// mask is then one load and compare per position, not three chain
+// evaluations.
+std::array<double, 3>
+ScoreChainEvaluator::evaluate(ArrayRef<double> read) const {
+  std::array<double, 3> y;
+  for (int p = 0; p < 3; ++p) {
+    double x = p;
+    const double *next = read.data();
+    for (auto [op, row] : llvm::zip(chain.ops, constants)) {
+      SmallVector<double, 3> in;
+      for (const std::optional<ConstantOperand> &c : row)
+        in.push_back(c ? *next++ : x);
+      x = applyChainOp(op, in);
+    }
+    y[p] = x;
+  }
+  return y;
+}
+
+bool ScoreChainEvaluator::classify(const std::array<double, 3> &y, bool &off) {
+  off = isMasked(y[0]) && isMasked(y[1]) && isMasked(y[2]);
+  if (off)
+    return true;
+  // Softmax sees slope * x + intercept: the slope joins the scale and a
+  // common intercept cancels; both must be the same everywhere.
+  double a = y[1] - y[0], b = y[0];
+  auto near = [](double u, double v) {
+    return std::abs(u - v) <= 1e-6 * std::max(1.0, std::abs(v));
+  };
+  if (!(a > 0) || !near(y[2] - y[1], a) || (slope && !near(a, *slope)) ||
+      (intercept && !near(b, *intercept)))
+    return false;
+  slope = a;
+  intercept = b;
+  return true;
+}
+
+bool ScoreChainEvaluator::sweep() {
+  if (rank < 2)
+    return false;
+  rows = extent[rank - 2];
+  cols = extent[rank - 1];
   // The op applies one mask to every batch and head: a constant may be
   // stored per batch (HF's [b, 1, s, t]) but must hold the same mask in each.
   int64_t leading = 1;
   for (int64_t dim = 0; dim + 2 < rank; ++dim)
     leading *= extent[dim];
-
-  auto apply = [](Operation *op, ArrayRef<double> in) -> double {
-    return llvm::TypeSwitch<Operation *, double>(op)
-        .Case([&](d::AddOp) { return in[0] + in[1]; })
-        .Case([&](d::SubOp) { return in[0] - in[1]; })
-        .Case([&](d::MulOp) { return in[0] * in[1]; })
-        .Case([&](d::DivOp) { return in[0] / in[1]; })
-        .Case([&](d::MaxOp) { return std::max(in[0], in[1]); })
-        .Case([&](d::MinOp) { return std::min(in[0], in[1]); })
-        .Case([&](d::NegOp) { return -in[0]; })
-        .Case([&](d::SelectOp) { return in[0] != 0 ? in[1] : in[2]; })
-        .Default([](Operation *) { return std::nan(""); });
-  };
-  // Far below any score: -inf, a finite "large negative" fill (-1e4,
-  // -1e9, finfo.min) or x * 0 + fill.
-  auto masked = [](double y) { return y <= -1e3; };
-
-  // f(0), f(1), f(2) at one position of the scores, from the constants'
-  // values there (`read`, in chain order). f depends on the position only
-  // through those values, and neighbouring positions mostly read the same
-  // ones (a mask is runs of 0 and -inf), so f is evaluated only where they
-  // change: a [4096, 4096] causal mask is then one load and compare per
-  // position, not three chain evaluations.
-  auto evaluate = [&](ArrayRef<double> read) {
-    std::array<double, 3> y;
-    for (int p = 0; p < 3; ++p) {
-      double x = p;
-      const double *next = read.data();
-      for (auto [op, row] : llvm::zip(chain.ops, constants)) {
-        SmallVector<double, 3> in;
-        for (const std::optional<ConstantOperand> &c : row)
-          in.push_back(c ? *next++ : x);
-        x = apply(op, in);
-      }
-      y[p] = x;
-    }
-    return y;
-  };
-  // The constants in chain order, each with its offset at the current row.
-  struct Reader {
-    const ConstantOperand *constant;
-    int64_t offset = 0;
-  };
-  SmallVector<Reader, 4> readers;
   for (auto &row : constants)
     for (const std::optional<ConstantOperand> &c : row)
       if (c)
         readers.push_back({&*c});
-  // Bitwise equality: NaN constants repeat like any other value.
-  auto sameBits = [](double a, double b) {
-    uint64_t u, v;
-    std::memcpy(&u, &a, sizeof u);
-    std::memcpy(&v, &b, sizeof v);
-    return u == v;
-  };
 
-  std::optional<double> slope, intercept;
-  // Classifies a freshly evaluated f: whether it masks the position, or
-  // false when softmax(slope * x) cannot express it.
-  auto classify = [&](const std::array<double, 3> &y, bool &off) {
-    off = masked(y[0]) && masked(y[1]) && masked(y[2]);
-    if (off)
-      return true;
-    // Softmax sees slope * x + intercept: the slope joins the scale and a
-    // common intercept cancels; both must be the same everywhere.
-    double a = y[1] - y[0], b = y[0];
-    auto near = [](double u, double v) {
-      return std::abs(u - v) <= 1e-6 * std::max(1.0, std::abs(v));
-    };
-    if (!(a > 0) || !near(y[2] - y[1], a) || (slope && !near(a, *slope)) ||
-        (intercept && !near(b, *intercept)))
-      return false;
-    slope = a;
-    intercept = b;
-    return true;
-  };
-
-  SmallVector<int64_t> index(rank, 0);
-  SmallVector<double, 4> read(readers.size()), lastRead(readers.size());
-  bool haveLast = false, lastOff = false;
-  std::vector<bool> through(rows * cols);
+  index.assign(rank, 0);
+  read.resize(readers.size());
+  lastRead.resize(readers.size());
+  through.resize(rows * cols);
   for (int64_t lead = 0; lead < leading; ++lead) {
     for (int64_t rest = lead, dim = rank - 3; dim >= 0; --dim) {
       index[dim] = rest % extent[dim];
       rest /= extent[dim];
     }
-    for (int64_t i = 0; i < rows; ++i) {
-      for (Reader &r : readers) {
-        r.offset = i * r.constant->strides[rank - 2];
-        for (int64_t dim = 0; dim + 2 < rank; ++dim)
-          r.offset += index[dim] * r.constant->strides[dim];
-      }
-      for (int64_t j = 0; j < cols;) {
-        bool same = haveLast;
-        for (auto [k, r] : llvm::enumerate(readers)) {
-          read[k] =
-              r.constant->at(r.offset + j * r.constant->strides[rank - 1]);
-          same = same && sameBits(read[k], lastRead[k]);
-        }
-        if (!same) {
-          if (!classify(evaluate(read), lastOff))
-            return std::nullopt;
-          std::swap(read, lastRead);
-          haveLast = true;
-        }
-        // The run of positions from j on that read the same values, so
-        // get the same f.
-        int64_t end = cols;
-        for (auto [k, r] : llvm::enumerate(readers))
-          end = std::min(end, runEnd(*r.constant, r.offset,
-                                     r.constant->strides[rank - 1], j + 1, end,
-                                     lastRead[k]));
-        auto first = through.begin() + i * cols;
-        if (lead == 0)
-          std::fill(first + j, first + end, !lastOff);
-        else if (std::find(first + j, first + end, lastOff) != first + end)
-          return std::nullopt; // another mask in another batch or head
-        j = end;
-      }
-    }
+    for (int64_t i = 0; i < rows; ++i)
+      if (!sweepRow(lead, i))
+        return false;
   }
+  return true;
+}
+
+bool ScoreChainEvaluator::sweepRow(int64_t lead, int64_t i) {
+  for (Reader &r : readers) {
+    r.offset = i * r.constant->strides[rank - 2];
+    for (int64_t dim = 0; dim + 2 < rank; ++dim)
+      r.offset += index[dim] * r.constant->strides[dim];
+  }
+  for (int64_t j = 0; j < cols;) {
+    bool same = haveLast;
+    for (auto [k, r] : llvm::enumerate(readers)) {
+      read[k] = r.constant->at(r.offset + j * r.constant->strides[rank - 1]);
+      same = same && sameBits(read[k], lastRead[k]);
+    }
+    if (!same) {
+      if (!classify(evaluate(read), lastOff))
+        return false;
+      std::swap(read, lastRead);
+      haveLast = true;
+    }
+    // The run of positions from j on that read the same values, so
+    // get the same f.
+    int64_t end = cols;
+    for (auto [k, r] : llvm::enumerate(readers))
+      end = std::min(end, runEnd(*r.constant, r.offset,
+                                 r.constant->strides[rank - 1], j + 1, end,
+                                 lastRead[k]));
+    auto first = through.begin() + i * cols;
+    if (lead == 0)
+      std::fill(first + j, first + end, !lastOff);
+    else if (std::find(first + j, first + end, lastOff) != first + end)
+      return false; // another mask in another batch or head
+    j = end;
+  }
+  return true;
+}
+
+std::optional<ChainFunction> ScoreChainEvaluator::function() const {
   if (!slope)
     return std::nullopt; // every position masked
 
+  int64_t s = full[rank - 2], t = full[rank - 1];
   ChainFunction fn;
   fn.slope = *slope;
   bool none = llvm::all_of(through, [](bool b) { return b; });
@@ -421,6 +476,19 @@ std::optional<ChainFunction> evaluateScoreChain(const ScoreChain &chain) {
         return std::nullopt;
   fn.mask = MaskKind::Causal;
   return fn;
+}
+
+/// Evaluates `chain` at the probes x = 0, 1, 2 over every distinct position
+/// of its constants (the scores' shape with the dims no constant varies
+/// along collapsed to 1), then classifies what it lets through. Fails for
+/// anything softmax(scale * q.k [causal]) cannot express: a slope that
+/// varies, a non-linear f, a padding or sliding-window mask, a fully masked
+/// row.
+std::optional<ChainFunction> evaluateScoreChain(const ScoreChain &chain) {
+  ScoreChainEvaluator evaluator(chain);
+  if (!evaluator.readConstants() || !evaluator.sweep())
+    return std::nullopt;
+  return evaluator.function();
 }
 
 /// Every layer applies the same (uniqued) constants: each distinct chain is
