@@ -447,203 +447,256 @@ llvm::Error BatchRebinder::sliceMeetingOperands(ModelImporter &importer,
 // After a node: where its outputs carry the batch
 //===----------------------------------------------------------------------===//
 
-llvm::Expected<std::optional<BatchAxis>>
-BatchRebinder::expectedOutputAxis(ModelImporter &importer,
-                                  const ::onnx::NodeProto &node, int index) {
-  llvm::StringRef op = node.op_type();
-  auto shapeOf = [&](llvm::StringRef name) -> llvm::ArrayRef<int64_t> {
+/// The output whose batch axis expectedOutputAxis finds, and what its op
+/// rules share.
+struct BatchRebinder::OutputQuery {
+  ModelImporter &importer;
+  const ::onnx::NodeProto &node;
+  int index;
+  llvm::StringRef op;
+  int64_t outRank = 0;
+  /// The first batch-carrying input, its batch axis and its rank.
+  int first = -1;
+  BatchAxis at;
+  int64_t rank = 0;
+  std::string error;
+
+  /// The shape of value `name` (empty where unknown).
+  llvm::ArrayRef<int64_t> shapeOf(llvm::StringRef name) const {
     auto it = importer.values.find(name);
     if (it == importer.values.end())
       return {};
     return it->second.shape;
-  };
-  int64_t outRank = shapeOf(node.output(index)).size();
-  auto noRule = [&](llvm::StringRef why) {
+  }
+  /// The error for an op that mixes the batch with other dims.
+  llvm::Error noRule(llvm::StringRef why) const {
     return importer.nodeError("the batch cannot be followed through it: {0}",
                               why);
-  };
-  // The first batch-carrying input.
-  int first = -1;
-  for (int i = 0; i < node.input_size(); ++i)
-    if (!node.input(i).empty() && batchAxes.contains(node.input(i))) {
-      first = i;
-      break;
-    }
-  BatchAxis at = batchAxes.lookup(node.input(first));
-  int64_t rank = shapeOf(node.input(first)).size();
-  std::string error;
-  auto attrAxis = [&](int64_t fallback) {
+  }
+  /// The node's `axis` attribute, normalized to the first input's rank (-1
+  /// where out of range).
+  int64_t attrAxis(int64_t fallback) {
     return normalizeAxis(getIntAttr(node, "axis", fallback), rank, error)
         .value_or(-1);
-  };
+  }
+};
+
+llvm::Expected<std::optional<BatchAxis>>
+BatchRebinder::expectedOutputAxis(ModelImporter &importer,
+                                  const ::onnx::NodeProto &node, int index) {
+  llvm::StringRef op = node.op_type();
+  OutputQuery q{importer, node, index, op};
+  q.outRank = q.shapeOf(node.output(index)).size();
+  // The first batch-carrying input.
+  for (int i = 0; i < node.input_size(); ++i)
+    if (!node.input(i).empty() && batchAxes.contains(node.input(i))) {
+      q.first = i;
+      break;
+    }
+  q.at = batchAxes.lookup(node.input(q.first));
+  q.rank = q.shapeOf(node.input(q.first)).size();
+  const BatchAxis &at = q.at;
 
   if (!isDefaultDomain(node.domain()))
-    return noRule("dtc has no batch rule for ops outside the ONNX domain");
+    return q.noRule("dtc has no batch rule for ops outside the ONNX domain");
   if (op == "Shape" || op == "Size")
     return std::optional<BatchAxis>(); // shape arithmetic: batch-free ints
-  if (op == "CastLike" && first == 1)
+  if (op == "CastLike" && q.first == 1)
     return std::optional<BatchAxis>(); // reads only the type
-  if (isElementwise(op) || op == "CastLike") {
-    // Every batch-carrying input must land on the same dim.
-    std::optional<BatchAxis> result;
-    for (const std::string &in : node.input()) {
-      auto axis = batchAxisOf(in);
-      if (in.empty() || !axis)
-        continue;
-      BatchAxis o{axis->axis + outRank -
-                      static_cast<int64_t>(shapeOf(in).size()),
-                  axis->inner};
-      if (result && !(*result == o))
-        return noRule("its inputs carry the batch in different dims");
-      result = o;
-    }
-    return result;
-  }
+  if (isElementwise(op) || op == "CastLike")
+    return elementwiseOutputAxis(q);
   if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") {
-    if (attrAxis(-1) == at.axis)
-      return noRule("it normalizes over the batch");
+    if (q.attrAxis(-1) == at.axis)
+      return q.noRule("it normalizes over the batch");
     return std::optional<BatchAxis>(at);
   }
   if (op == "LayerNormalization") {
     if (index > 0)
-      return noRule("its mean and inverse deviation outputs are used");
-    if (attrAxis(-1) <= at.axis)
-      return noRule("it normalizes over the batch");
+      return q.noRule("its mean and inverse deviation outputs are used");
+    if (q.attrAxis(-1) <= at.axis)
+      return q.noRule("it normalizes over the batch");
     return std::optional<BatchAxis>(at);
   }
-  if (op == "CumSum") {
-    auto axes = importer.values.find(node.input(1));
-    if (first != 0 || axes == importer.values.end() || !axes->second.known)
-      return noRule("its axis is not a constant");
-    int64_t axis = axes->second.known->getInt(0);
-    if (axis < 0)
-      axis += rank;
-    if (axis == at.axis)
-      return noRule("it sums along the batch");
-    return std::optional<BatchAxis>(at);
-  }
-  if (op.starts_with("Reduce")) {
-    llvm::SmallVector<int64_t> axes =
-        getIntsAttr(node, "axes").value_or(llvm::SmallVector<int64_t>());
-    if (node.input_size() > 1 && !node.input(1).empty()) {
-      auto it = importer.values.find(node.input(1));
-      if (it == importer.values.end() || !it->second.known)
-        return noRule("its axes are not a constant");
-      std::vector<int64_t> known = it->second.known->toInts();
-      axes.assign(known.begin(), known.end());
-    }
-    bool noop = getIntAttr(node, "noop_with_empty_axes", 0) != 0;
-    auto resolved = resolveReduceAxes(axes, rank, noop, error);
-    if (!resolved)
-      return noRule(error);
-    if (llvm::is_contained(*resolved, at.axis))
-      return std::optional<BatchAxis>(); // the loss: reduced over the batch
-    int64_t axis = at.axis;
-    if (getIntAttr(node, "keepdims", 1) == 0)
-      axis -= llvm::count_if(*resolved, [&](int64_t a) { return a < at.axis; });
-    return std::optional<BatchAxis>(BatchAxis{axis, at.inner});
-  }
+  if (op == "CumSum")
+    return cumSumOutputAxis(q);
+  if (op.starts_with("Reduce"))
+    return reduceOutputAxis(q);
   if (op == "SoftmaxCrossEntropyLoss" || op == "NegativeLogLikelihoodLoss") {
     if (at.axis != 0)
-      return noRule("its batch is not dim 0");
+      return q.noRule("its batch is not dim 0");
     if (getStringAttr(node, "reduction", "mean") != "none" || index > 0)
       return std::optional<BatchAxis>();
     return std::optional<BatchAxis>(at);
   }
-  if (op == "Transpose") {
-    llvm::SmallVector<int64_t> perm =
-        getIntsAttr(node, "perm").value_or(llvm::SmallVector<int64_t>());
-    if (perm.empty())
-      for (int64_t i = rank - 1; i >= 0; --i)
-        perm.push_back(i);
-    auto it = llvm::find(perm, at.axis);
-    if (it == perm.end())
-      return noRule("its perm does not name the batch dim");
-    return std::optional<BatchAxis>(BatchAxis{it - perm.begin(), at.inner});
-  }
-  if (isReshapeLike(op)) {
-    const ValueAtExportedBatch *in = exported(node.input(0));
-    const ValueAtExportedBatch *out = exported(node.output(index));
-    if (!in || !out)
-      return noRule("no shape at the exported batch");
-    auto dim = reshapedBatchDim(in->shape, at.axis, out->shape, exportedBatch);
-    if (!dim)
-      return noRule("it does not keep the batch as the outermost part of one "
-                    "dim");
-    return std::optional<BatchAxis>(
-        BatchAxis{*dim, out->shape[*dim] / exportedBatch});
-  }
-  if (op == "MatMul") {
-    int64_t rankA = shapeOf(node.input(0)).size(),
-            rankB = shapeOf(node.input(1)).size();
-    std::optional<BatchAxis> result;
-    for (int i = 0; i < 2; ++i) {
-      auto axis = batchAxisOf(node.input(i));
-      if (!axis)
-        continue;
-      int64_t r = i == 0 ? rankA : rankB;
-      BatchAxis o;
-      if (r == 1 || axis->axis == (i == 0 ? r - 1 : r - 2))
-        return noRule("it contracts the batch");
-      if (axis->axis >= r - 2)
-        o = BatchAxis{i == 0 ? outRank - 2 + (rankB == 1 ? 1 : 0) : outRank - 1,
-                      axis->inner};
-      else
-        o = BatchAxis{axis->axis + outRank - r, axis->inner};
-      if (result && !(*result == o))
-        return noRule("its operands carry the batch in different dims");
-      result = o;
-    }
-    return result;
-  }
+  if (op == "Transpose")
+    return transposeOutputAxis(q);
+  if (isReshapeLike(op))
+    return reshapeOutputAxis(q);
+  if (op == "MatMul")
+    return matMulOutputAxis(q);
   if (op == "Gemm") {
-    if (first != 0)
-      return noRule("its weights carry the batch");
+    if (q.first != 0)
+      return q.noRule("its weights carry the batch");
     bool transA = getIntAttr(node, "transA", 0) != 0;
     if (at.axis != (transA ? 1 : 0))
-      return noRule("it contracts the batch");
+      return q.noRule("it contracts the batch");
     return std::optional<BatchAxis>(BatchAxis{0, at.inner});
   }
   if (op == "Conv" || op == "ConvTranspose" || op == "MaxPool" ||
       op == "AveragePool" || op == "GlobalAveragePool" ||
       op == "GlobalMaxPool" || op == "LpPool") {
-    if (first != 0 || at.axis != 0)
-      return noRule("its batch is not dim 0 of its data");
+    if (q.first != 0 || at.axis != 0)
+      return q.noRule("its batch is not dim 0 of its data");
     return std::optional<BatchAxis>(at);
   }
   if (op == "Concat" || op == "Expand" || op == "Slice" || op == "Split" ||
-      op == "Tile") {
-    if (first != 0 && op != "Concat")
-      return noRule("its shape operands carry the batch");
-    if (op == "Tile") {
-      auto it = importer.values.find(node.input(1));
-      if (it == importer.values.end() || !it->second.known ||
-          it->second.known->getInt(at.axis) != 1)
-        return noRule("it repeats the batch");
-    }
-    if (op == "Split" && attrAxis(0) == at.axis)
-      return noRule("it splits the batch");
-    // prepare() kept the batch dim whole (or refused).
-    return std::optional<BatchAxis>(
-        BatchAxis{at.axis + outRank - rank, at.inner});
-  }
-  if (op == "Gather") {
-    int64_t axis = attrAxis(0);
-    auto indices = batchAxisOf(node.input(1));
-    if (first == 0 && indices)
-      return noRule("both its data and its indices carry the batch");
-    if (first == 0) {
-      if (axis == at.axis)
-        return noRule("it gathers along the batch");
-      int64_t indicesRank = shapeOf(node.input(1)).size();
-      return std::optional<BatchAxis>(BatchAxis{
-          at.axis < axis ? at.axis : at.axis + indicesRank - 1, at.inner});
-    }
-    return std::optional<BatchAxis>(BatchAxis{axis + at.axis, at.inner});
-  }
+      op == "Tile")
+    return shapeOpOutputAxis(q);
+  if (op == "Gather")
+    return gatherOutputAxis(q);
   if (op == "SequenceAt")
     return std::optional<BatchAxis>(at);
-  return noRule("dtc has no batch rule for this op");
+  return q.noRule("dtc has no batch rule for this op");
+}
+llvm::Expected<std::optional<BatchAxis>>
+BatchRebinder::elementwiseOutputAxis(OutputQuery &q) {
+  // Every batch-carrying input must land on the same dim.
+  std::optional<BatchAxis> result;
+  for (const std::string &in : q.node.input()) {
+    auto axis = batchAxisOf(in);
+    if (in.empty() || !axis)
+      continue;
+    BatchAxis o{axis->axis + q.outRank -
+                    static_cast<int64_t>(q.shapeOf(in).size()),
+                axis->inner};
+    if (result && !(*result == o))
+      return q.noRule("its inputs carry the batch in different dims");
+    result = o;
+  }
+  return result;
+}
+
+llvm::Expected<std::optional<BatchAxis>>
+BatchRebinder::cumSumOutputAxis(OutputQuery &q) {
+  auto axes = q.importer.values.find(q.node.input(1));
+  if (q.first != 0 || axes == q.importer.values.end() || !axes->second.known)
+    return q.noRule("its axis is not a constant");
+  int64_t axis = axes->second.known->getInt(0);
+  if (axis < 0)
+    axis += q.rank;
+  if (axis == q.at.axis)
+    return q.noRule("it sums along the batch");
+  return std::optional<BatchAxis>(q.at);
+}
+
+llvm::Expected<std::optional<BatchAxis>>
+BatchRebinder::reduceOutputAxis(OutputQuery &q) {
+  llvm::SmallVector<int64_t> axes =
+      getIntsAttr(q.node, "axes").value_or(llvm::SmallVector<int64_t>());
+  if (q.node.input_size() > 1 && !q.node.input(1).empty()) {
+    auto it = q.importer.values.find(q.node.input(1));
+    if (it == q.importer.values.end() || !it->second.known)
+      return q.noRule("its axes are not a constant");
+    std::vector<int64_t> known = it->second.known->toInts();
+    axes.assign(known.begin(), known.end());
+  }
+  bool noop = getIntAttr(q.node, "noop_with_empty_axes", 0) != 0;
+  auto resolved = resolveReduceAxes(axes, q.rank, noop, q.error);
+  if (!resolved)
+    return q.noRule(q.error);
+  if (llvm::is_contained(*resolved, q.at.axis))
+    return std::optional<BatchAxis>(); // the loss: reduced over the batch
+  int64_t axis = q.at.axis;
+  if (getIntAttr(q.node, "keepdims", 1) == 0)
+    axis -= llvm::count_if(*resolved, [&](int64_t a) { return a < q.at.axis; });
+  return std::optional<BatchAxis>(BatchAxis{axis, q.at.inner});
+}
+
+llvm::Expected<std::optional<BatchAxis>>
+BatchRebinder::transposeOutputAxis(OutputQuery &q) {
+  llvm::SmallVector<int64_t> perm =
+      getIntsAttr(q.node, "perm").value_or(llvm::SmallVector<int64_t>());
+  if (perm.empty())
+    for (int64_t i = q.rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  auto it = llvm::find(perm, q.at.axis);
+  if (it == perm.end())
+    return q.noRule("its perm does not name the batch dim");
+  return std::optional<BatchAxis>(BatchAxis{it - perm.begin(), q.at.inner});
+}
+
+llvm::Expected<std::optional<BatchAxis>>
+BatchRebinder::reshapeOutputAxis(OutputQuery &q) {
+  const ValueAtExportedBatch *in = exported(q.node.input(0));
+  const ValueAtExportedBatch *out = exported(q.node.output(q.index));
+  if (!in || !out)
+    return q.noRule("no shape at the exported batch");
+  auto dim = reshapedBatchDim(in->shape, q.at.axis, out->shape, exportedBatch);
+  if (!dim)
+    return q.noRule("it does not keep the batch as the outermost part of one "
+                    "dim");
+  return std::optional<BatchAxis>(
+      BatchAxis{*dim, out->shape[*dim] / exportedBatch});
+}
+
+llvm::Expected<std::optional<BatchAxis>>
+BatchRebinder::matMulOutputAxis(OutputQuery &q) {
+  int64_t rankA = q.shapeOf(q.node.input(0)).size(),
+          rankB = q.shapeOf(q.node.input(1)).size();
+  std::optional<BatchAxis> result;
+  for (int i = 0; i < 2; ++i) {
+    auto axis = batchAxisOf(q.node.input(i));
+    if (!axis)
+      continue;
+    int64_t r = i == 0 ? rankA : rankB;
+    BatchAxis o;
+    if (r == 1 || axis->axis == (i == 0 ? r - 1 : r - 2))
+      return q.noRule("it contracts the batch");
+    if (axis->axis >= r - 2)
+      o = BatchAxis{i == 0 ? q.outRank - 2 + (rankB == 1 ? 1 : 0)
+                           : q.outRank - 1,
+                    axis->inner};
+    else
+      o = BatchAxis{axis->axis + q.outRank - r, axis->inner};
+    if (result && !(*result == o))
+      return q.noRule("its operands carry the batch in different dims");
+    result = o;
+  }
+  return result;
+}
+
+llvm::Expected<std::optional<BatchAxis>>
+BatchRebinder::shapeOpOutputAxis(OutputQuery &q) {
+  if (q.first != 0 && q.op != "Concat")
+    return q.noRule("its shape operands carry the batch");
+  if (q.op == "Tile") {
+    auto it = q.importer.values.find(q.node.input(1));
+    if (it == q.importer.values.end() || !it->second.known ||
+        it->second.known->getInt(q.at.axis) != 1)
+      return q.noRule("it repeats the batch");
+  }
+  if (q.op == "Split" && q.attrAxis(0) == q.at.axis)
+    return q.noRule("it splits the batch");
+  // prepare() kept the batch dim whole (or refused).
+  return std::optional<BatchAxis>(
+      BatchAxis{q.at.axis + q.outRank - q.rank, q.at.inner});
+}
+
+llvm::Expected<std::optional<BatchAxis>>
+BatchRebinder::gatherOutputAxis(OutputQuery &q) {
+  int64_t axis = q.attrAxis(0);
+  auto indices = batchAxisOf(q.node.input(1));
+  if (q.first == 0 && indices)
+    return q.noRule("both its data and its indices carry the batch");
+  if (q.first == 0) {
+    if (axis == q.at.axis)
+      return q.noRule("it gathers along the batch");
+    int64_t indicesRank = q.shapeOf(q.node.input(1)).size();
+    return std::optional<BatchAxis>(
+        BatchAxis{q.at.axis < axis ? q.at.axis : q.at.axis + indicesRank - 1,
+                  q.at.inner});
+  }
+  return std::optional<BatchAxis>(BatchAxis{axis + q.at.axis, q.at.inner});
 }
 
 void BatchRebinder::recordUniformAxes(ModelImporter &importer,

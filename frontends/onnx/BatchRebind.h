@@ -116,6 +116,28 @@ private:
   llvm::Expected<std::optional<BatchAxis>>
   expectedOutputAxis(ModelImporter &importer, const ::onnx::NodeProto &node,
                      int index);
+  /// The node and output expectedOutputAxis looks at (BatchRebind.cpp).
+  struct OutputQuery;
+  // The rules of expectedOutputAxis that take more than a few lines.
+  /// Elementwise ops (and CastLike of a batch-carrying input): where their
+  /// inputs broadcast the batch to.
+  llvm::Expected<std::optional<BatchAxis>>
+  elementwiseOutputAxis(OutputQuery &q);
+  /// CumSum: the batch stays, unless it sums along it.
+  llvm::Expected<std::optional<BatchAxis>> cumSumOutputAxis(OutputQuery &q);
+  /// Reductions: the batch stays (dims before it kept or dropped), or is
+  /// reduced away.
+  llvm::Expected<std::optional<BatchAxis>> reduceOutputAxis(OutputQuery &q);
+  /// Transpose: the batch moves where the perm sends it.
+  llvm::Expected<std::optional<BatchAxis>> transposeOutputAxis(OutputQuery &q);
+  /// Reshape-like ops: where the reshape at the exported batch kept it.
+  llvm::Expected<std::optional<BatchAxis>> reshapeOutputAxis(OutputQuery &q);
+  /// MatMul: the batch in either operand's batch or row/column dims.
+  llvm::Expected<std::optional<BatchAxis>> matMulOutputAxis(OutputQuery &q);
+  /// Concat, Expand, Slice, Split and Tile: the batch dim, kept whole.
+  llvm::Expected<std::optional<BatchAxis>> shapeOpOutputAxis(OutputQuery &q);
+  /// Gather: the batch of its data or of its indices.
+  llvm::Expected<std::optional<BatchAxis>> gatherOutputAxis(OutputQuery &q);
   /// A SplitToSequence has no shape: its parts carry the batch where its
   /// input does, when it splits another dim.
   llvm::Error classifySequence(ModelImporter &importer,
