@@ -49,159 +49,228 @@ attributeDefaults(const ::onnx::FunctionProto &fn) {
   return defaults;
 }
 
-} // namespace
+/// The key of a function or call: "::name" in the default domain,
+/// "domain::name" in others.
+std::string functionKey(llvm::StringRef domain, llvm::StringRef name) {
+  return (isDefaultDomain(domain) ? "" : domain.str()) + "::" + name.str();
+}
 
-Error ModelImporter::inlineLocalFunctions() {
-  if (model.functions_size() == 0)
-    return Error::success();
-  auto keyOf = [](llvm::StringRef domain, llvm::StringRef name) {
-    return (isDefaultDomain(domain) ? "" : domain.str()) + "::" + name.str();
-  };
+/// The values of one inlined call: formal inputs and outputs become the
+/// call's values; the rest get fresh names under the call's name.
+class CallRenaming {
+public:
+  CallRenaming(const ::onnx::NodeProto &call, const ::onnx::FunctionProto &fn,
+               llvm::StringSet<> &names);
+
+  /// The name `name` of the body has at the call site.
+  std::string renamed(const std::string &name);
+
+  std::string prefix;
+  /// The function's outputs that no body node produces (inputs passed
+  /// through), with the call's values they are.
+  llvm::SmallVector<std::pair<std::string, std::string>> passThrough;
+
+private:
+  llvm::StringSet<> &names;
+  llvm::StringMap<std::string> rename;
+};
+
+CallRenaming::CallRenaming(const ::onnx::NodeProto &call,
+                           const ::onnx::FunctionProto &fn,
+                           llvm::StringSet<> &names)
+    : prefix(nodeName(call) + "/"), names(names) {
+  for (auto [i, formal] : llvm::enumerate(fn.input()))
+    rename[formal] =
+        static_cast<int>(i) < call.input_size() ? call.input(i) : std::string();
+  llvm::StringSet<> produced;
+  for (const auto &n : fn.node())
+    produced.insert(n.output().begin(), n.output().end());
+  for (auto [i, formal] : llvm::enumerate(fn.output())) {
+    std::string actual = static_cast<int>(i) < call.output_size()
+                             ? call.output(i)
+                             : std::string();
+    if (!produced.contains(formal)) {
+      // An output that is an input (or undefined: reported later).
+      if (!actual.empty())
+        passThrough.emplace_back(formal, actual);
+    } else if (!actual.empty()) {
+      rename[formal] = actual;
+    }
+  }
+}
+
+std::string CallRenaming::renamed(const std::string &name) {
+  if (name.empty())
+    return name;
+  if (auto r = rename.find(name); r != rename.end())
+    return r->second;
+  std::string fresh = prefix + name;
+  for (int k = 1; names.contains(fresh); ++k)
+    fresh = prefix + name + "_" + std::to_string(k);
+  names.insert(fresh);
+  rename[name] = fresh;
+  return fresh;
+}
+
+/// Attributes of `bodyNode` referring to the function's (ref_attr_name)
+/// take the call's value, else the default; with neither they are absent.
+google::protobuf::RepeatedPtrField<::onnx::AttributeProto>
+boundAttributes(const ::onnx::NodeProto &bodyNode,
+                const ::onnx::NodeProto &call,
+                const llvm::StringMap<::onnx::AttributeProto> &defaults) {
+  google::protobuf::RepeatedPtrField<::onnx::AttributeProto> attrs;
+  for (const auto &attr : bodyNode.attribute()) {
+    if (attr.ref_attr_name().empty()) {
+      *attrs.Add() = attr;
+      continue;
+    }
+    const ::onnx::AttributeProto *value =
+        findAttribute(call, attr.ref_attr_name());
+    if (auto d = defaults.find(attr.ref_attr_name());
+        !value && d != defaults.end())
+      value = &d->second;
+    if (!value)
+      continue;
+    ::onnx::AttributeProto *added = attrs.Add();
+    *added = *value;
+    added->set_name(attr.name());
+  }
+  return attrs;
+}
+
+/// Replaces the calls of a model's local functions by their bodies,
+/// recursively, into a new node list.
+class FunctionInliner {
+public:
+  explicit FunctionInliner(ModelImporter &importer);
+
+  /// Appends top-level node `n` to `nodes`, its calls inlined.
+  Error inlineTopLevel(const ::onnx::NodeProto &n) {
+    top = &n;
+    return emit(n, 0);
+  }
+
+  google::protobuf::RepeatedPtrField<::onnx::NodeProto> nodes;
+
+private:
+  /// Appends `call` (a node of nesting `depth`) to `nodes`: itself, or the
+  /// body of the local function it calls.
+  Error emit(const ::onnx::NodeProto &call, int depth);
+  /// Whether function `fn` (under `key`) can be inlined at `call`.
+  Error checkCall(const ::onnx::NodeProto &call,
+                  const ::onnx::FunctionProto &fn, llvm::StringRef key,
+                  int depth);
+  /// Appends the body of `fn`, renamed for `call`.
+  Error inlineCall(const ::onnx::NodeProto &call,
+                   const ::onnx::FunctionProto &fn, int depth);
+
+  // Bounds for malformed models: recursion, and calls that multiply.
+  static constexpr int kMaxDepth = 32;
+  static constexpr int kMaxNodes = 1 << 22;
+
+  ModelImporter &importer;
   llvm::StringMap<const ::onnx::FunctionProto *> functions;
   llvm::StringSet<> overloaded;
-  for (const auto &fn : model.functions())
-    if (!functions.try_emplace(keyOf(fn.domain(), fn.name()), &fn).second)
-      overloaded.insert(keyOf(fn.domain(), fn.name()));
   int64_t modelOpset = 0;
+  // Every value name, so the renamed body values stay unique.
+  llvm::StringSet<> names;
+  const ::onnx::NodeProto *top = nullptr;
+};
+
+FunctionInliner::FunctionInliner(ModelImporter &importer) : importer(importer) {
+  const ::onnx::ModelProto &model = importer.model;
+  for (const auto &fn : model.functions())
+    if (!functions.try_emplace(functionKey(fn.domain(), fn.name()), &fn).second)
+      overloaded.insert(functionKey(fn.domain(), fn.name()));
   for (const auto &import : model.opset_import())
     if (isDefaultDomain(import.domain()))
       modelOpset = import.version();
 
-  // Every value name, so the renamed body values stay unique.
   const auto &graph = model.graph();
-  llvm::StringSet<> names;
   for (const auto &input : graph.input())
     names.insert(input.name());
   for (const auto &init : graph.initializer())
     names.insert(init.name());
   for (const auto &n : graph.node())
     names.insert(n.output().begin(), n.output().end());
+}
 
-  // Bounds for malformed models: recursion, and calls that multiply.
-  constexpr int kMaxDepth = 32;
-  constexpr int kMaxNodes = 1 << 22;
-  google::protobuf::RepeatedPtrField<::onnx::NodeProto> nodes;
-  const ::onnx::NodeProto *top = nullptr;
-  std::function<Error(const ::onnx::NodeProto &, int)> emit =
-      [&](const ::onnx::NodeProto &call, int depth) -> Error {
-    node = &call;
-    if (nodes.size() >= kMaxNodes)
-      return nodeError("inlining the local functions makes more than {0} "
-                       "nodes",
-                       kMaxNodes);
-    auto it = functions.find(keyOf(call.domain(), call.op_type()));
-    if (it == functions.end()) {
-      *nodes.Add() = call;
-      return Error::success();
-    }
-    const ::onnx::FunctionProto &fn = *it->second;
-    if (overloaded.contains(it->first()))
-      return nodeError("calls local function '{0}', which the model defines "
-                       "more than once; dtc does not inline overloads",
-                       fn.name());
-    if (depth >= kMaxDepth) {
-      node = top;
-      return nodeError("calls of local functions nest deeper than {0} "
-                       "inside it (a recursive function?)",
-                       kMaxDepth);
-    }
-    for (const auto &import : fn.opset_import())
-      if (isDefaultDomain(import.domain()) && import.version() != modelOpset)
-        return nodeError("calls local function '{0}', which uses opset {1} "
-                         "of the default domain, not the model's {2}",
-                         fn.name(), import.version(), modelOpset);
-    if (call.input_size() > fn.input_size() ||
-        call.output_size() > fn.output_size())
-      return nodeError("calls local function '{0}' with {1} inputs and {2} "
-                       "outputs; it has {3} and {4}",
-                       fn.name(), call.input_size(), call.output_size(),
-                       fn.input_size(), fn.output_size());
-
-    // Formal inputs and outputs become the call's values; the rest get
-    // fresh names under the call's name.
-    std::string prefix = nodeName(call) + "/";
-    llvm::StringMap<std::string> rename;
-    for (auto [i, formal] : llvm::enumerate(fn.input()))
-      rename[formal] = static_cast<int>(i) < call.input_size() ? call.input(i)
-                                                               : std::string();
-    llvm::StringSet<> produced;
-    for (const auto &n : fn.node())
-      produced.insert(n.output().begin(), n.output().end());
-    llvm::SmallVector<std::pair<std::string, std::string>> passThrough;
-    for (auto [i, formal] : llvm::enumerate(fn.output())) {
-      std::string actual = static_cast<int>(i) < call.output_size()
-                               ? call.output(i)
-                               : std::string();
-      if (!produced.contains(formal)) {
-        // An output that is an input (or undefined: reported later).
-        if (!actual.empty())
-          passThrough.emplace_back(formal, actual);
-      } else if (!actual.empty()) {
-        rename[formal] = actual;
-      }
-    }
-    auto renamed = [&](const std::string &name) -> std::string {
-      if (name.empty())
-        return name;
-      if (auto r = rename.find(name); r != rename.end())
-        return r->second;
-      std::string fresh = prefix + name;
-      for (int k = 1; names.contains(fresh); ++k)
-        fresh = prefix + name + "_" + std::to_string(k);
-      names.insert(fresh);
-      rename[name] = fresh;
-      return fresh;
-    };
-    llvm::StringMap<::onnx::AttributeProto> defaults = attributeDefaults(fn);
-    for (const auto &bodyNode : fn.node()) {
-      ::onnx::NodeProto copy = bodyNode;
-      copy.set_name(prefix + nodeName(bodyNode));
-      for (auto &in : *copy.mutable_input())
-        in = renamed(in);
-      for (auto &out : *copy.mutable_output())
-        out = renamed(out);
-      // Attributes referring to the function's (ref_attr_name) take the
-      // call's value, else the default; with neither they are absent.
-      google::protobuf::RepeatedPtrField<::onnx::AttributeProto> attrs;
-      for (const auto &attr : bodyNode.attribute()) {
-        if (attr.ref_attr_name().empty()) {
-          *attrs.Add() = attr;
-          continue;
-        }
-        const ::onnx::AttributeProto *value =
-            findAttribute(call, attr.ref_attr_name());
-        if (auto d = defaults.find(attr.ref_attr_name());
-            !value && d != defaults.end())
-          value = &d->second;
-        if (!value)
-          continue;
-        ::onnx::AttributeProto *added = attrs.Add();
-        *added = *value;
-        added->set_name(attr.name());
-      }
-      copy.mutable_attribute()->Swap(&attrs);
-      if (Error err = emit(copy, depth + 1))
-        return err;
-    }
-    for (const auto &[formal, actual] : passThrough) {
-      ::onnx::NodeProto *identity = nodes.Add();
-      identity->set_op_type("Identity");
-      identity->set_name(prefix + actual);
-      identity->add_input(renamed(formal));
-      identity->add_output(actual);
-    }
+Error FunctionInliner::emit(const ::onnx::NodeProto &call, int depth) {
+  importer.node = &call;
+  if (nodes.size() >= kMaxNodes)
+    return importer.nodeError("inlining the local functions makes more than "
+                              "{0} nodes",
+                              kMaxNodes);
+  auto it = functions.find(functionKey(call.domain(), call.op_type()));
+  if (it == functions.end()) {
+    *nodes.Add() = call;
     return Error::success();
-  };
-  for (const auto &n : graph.node()) {
-    top = &n;
-    if (Error err = emit(n, 0))
+  }
+  if (Error err = checkCall(call, *it->second, it->first(), depth))
+    return err;
+  return inlineCall(call, *it->second, depth);
+}
+
+Error FunctionInliner::checkCall(const ::onnx::NodeProto &call,
+                                 const ::onnx::FunctionProto &fn,
+                                 llvm::StringRef key, int depth) {
+  if (overloaded.contains(key))
+    return importer.nodeError("calls local function '{0}', which the model "
+                              "defines more than once; dtc does not inline "
+                              "overloads",
+                              fn.name());
+  if (depth >= kMaxDepth) {
+    importer.node = top;
+    return importer.nodeError("calls of local functions nest deeper than {0} "
+                              "inside it (a recursive function?)",
+                              kMaxDepth);
+  }
+  for (const auto &import : fn.opset_import())
+    if (isDefaultDomain(import.domain()) && import.version() != modelOpset)
+      return importer.nodeError("calls local function '{0}', which uses "
+                                "opset {1} of the default domain, not the "
+                                "model's {2}",
+                                fn.name(), import.version(), modelOpset);
+  if (call.input_size() > fn.input_size() ||
+      call.output_size() > fn.output_size())
+    return importer.nodeError("calls local function '{0}' with {1} inputs "
+                              "and {2} outputs; it has {3} and {4}",
+                              fn.name(), call.input_size(), call.output_size(),
+                              fn.input_size(), fn.output_size());
+  return Error::success();
+}
+
+Error FunctionInliner::inlineCall(const ::onnx::NodeProto &call,
+                                  const ::onnx::FunctionProto &fn, int depth) {
+  CallRenaming renaming(call, fn, names);
+  llvm::StringMap<::onnx::AttributeProto> defaults = attributeDefaults(fn);
+  for (const auto &bodyNode : fn.node()) {
+    ::onnx::NodeProto copy = bodyNode;
+    copy.set_name(renaming.prefix + nodeName(bodyNode));
+    for (auto &in : *copy.mutable_input())
+      in = renaming.renamed(in);
+    for (auto &out : *copy.mutable_output())
+      out = renaming.renamed(out);
+    google::protobuf::RepeatedPtrField<::onnx::AttributeProto> attrs =
+        boundAttributes(bodyNode, call, defaults);
+    copy.mutable_attribute()->Swap(&attrs);
+    if (Error err = emit(copy, depth + 1))
       return err;
   }
-  node = nullptr;
-  model.mutable_graph()->mutable_node()->Swap(&nodes);
+  for (const auto &[formal, actual] : renaming.passThrough) {
+    ::onnx::NodeProto *identity = nodes.Add();
+    identity->set_op_type("Identity");
+    identity->set_name(renaming.prefix + actual);
+    identity->add_input(renaming.renamed(formal));
+    identity->add_output(actual);
+  }
+  return Error::success();
+}
 
-  // Bodies may import domains the model does not; the functions' own
-  // domains, unused now, would only make the ONNX checks skip the model.
+/// Drops the local functions from `model`, and rewrites its opset imports:
+/// bodies may import domains the model does not; the functions' own
+/// domains, unused now, would only make the ONNX checks skip the model.
+void dropFunctions(::onnx::ModelProto &model) {
   std::map<std::string, int64_t> imports;
   for (const auto &import : model.opset_import())
     imports[import.domain()] = import.version();
@@ -223,5 +292,19 @@ Error ModelImporter::inlineLocalFunctions() {
     import->set_domain(domain);
     import->set_version(version);
   }
+}
+
+} // namespace
+
+Error ModelImporter::inlineLocalFunctions() {
+  if (model.functions_size() == 0)
+    return Error::success();
+  FunctionInliner inliner(*this);
+  for (const auto &n : model.graph().node())
+    if (Error err = inliner.inlineTopLevel(n))
+      return err;
+  node = nullptr;
+  model.mutable_graph()->mutable_node()->Swap(&inliner.nodes);
+  dropFunctions(model);
   return Error::success();
 }
