@@ -107,6 +107,20 @@ public:
   /// with a tensor), for checkpoints and `dtc ckpt consolidate`.
   void recordStateDict(mlir::ModuleOp module, const StateDictInfo &stateDict);
   Error importGraph(ModuleOp module);
+  /// Counts the uses of every value by nodes and graph outputs.
+  void countUses();
+  /// Tags each stack of expert weights with its members' common origin.
+  void tagStackedWeights(llvm::StringMap<InitializerOrigin> &origins) const;
+  /// Which of the floating-point initializers train.
+  Expected<llvm::StringMap<TrainableDecision>>
+  decideWeights(const StateDictInfo &stateDict);
+  /// Declares the weights as parameters (the other initializers are read
+  /// lazily) and records the state dict.
+  Error declareParameters(ModuleOp module);
+  /// Imports every node, re-binding the batch where asked.
+  Error importNodes();
+  /// The graph outputs' values, checked against their declared shapes.
+  Error graphResults(llvm::SmallVectorImpl<Value> &results);
 
   std::optional<int64_t> deduceMaxPositions(std::string &source);
 

@@ -1200,13 +1200,158 @@ void ModelImporter::recordStateDict(ModuleOp module,
   module->setAttr("dtc.state_dict", b.getArrayAttr(entries));
 }
 
-Error ModelImporter::importGraph(ModuleOp module) {
+void ModelImporter::countUses() {
   const auto &graph = model.graph();
   for (const auto &n : graph.node())
     for (const auto &input : n.input())
       ++useCounts[input];
   for (const auto &output : graph.output())
     ++useCounts[output.name()];
+}
+
+void ModelImporter::tagStackedWeights(
+    llvm::StringMap<InitializerOrigin> &origins) const {
+  // A stack of expert weights (FuseMoe) is what its members are.
+  for (const auto &[name, stack] : stackedWeights) {
+    std::optional<std::string> kind;
+    for (const std::string &member : stack.members) {
+      auto it = origins.find(member);
+      std::string memberKind = it == origins.end() ? "" : it->second.kind;
+      if (!kind)
+        kind = memberKind;
+      else if (*kind != memberKind)
+        kind = ""; // mixed: decided as an untagged tensor
+    }
+    if (kind && !kind->empty())
+      origins[name].kind = *kind;
+  }
+}
+
+Expected<llvm::StringMap<TrainableDecision>>
+ModelImporter::decideWeights(const StateDictInfo &stateDict) {
+  const auto &graph = model.graph();
+  // Floating-point initializers are the model's weights and buffers
+  // (which of them train: TrainableSet.h); integer ones are constants known
+  // on the host.
+  auto isWeight = [&](const ::onnx::TensorProto &init) {
+    return !values.contains(init.name()) && // not shadowed by a graph input
+           isFloatType(init.data_type()) &&
+           !hostConstants.contains(init.name()) &&
+           useCounts.lookup(init.name());
+  };
+  std::vector<std::string> weightNames;
+  for (const auto &init : graph.initializer())
+    if (isWeight(init))
+      weightNames.push_back(init.name());
+  llvm::StringMap<InitializerOrigin> origins = readInitializerOrigins(graph);
+  tagStackedWeights(origins);
+  llvm::StringSet<> allInitializers;
+  for (const auto &init : graph.initializer())
+    allInitializers.insert(init.name());
+  UseEvidence uses = readUseEvidence(graph);
+  if (!uses.hazard)
+    uses.hazard = foldedTiedCopy;
+  return decideTrainable(weightNames, origins, stateDict, allInitializers,
+                         options.trainable, options.training, uses);
+}
+
+Error ModelImporter::declareParameters(ModuleOp module) {
+  const auto &graph = model.graph();
+  StateDictInfo stateDict = readStateDict(graph);
+  auto decisions = decideWeights(stateDict);
+  if (!decisions)
+    return fileError("{0}", llvm::toString(decisions.takeError()));
+  for (const auto &init : graph.initializer()) {
+    if (values.contains(init.name()))
+      continue; // shadowed by a graph input
+    if (!isFloatType(init.data_type()) || hostConstants.contains(init.name())) {
+      lazyInitializers[init.name()] = &init;
+      continue;
+    }
+    if (!useCounts.lookup(init.name()))
+      continue;
+    Entry entry;
+    entry.dataType = init.data_type();
+    entry.shape.assign(init.dims().begin(), init.dims().end());
+    auto type = RankedTensorType::get(entry.shape,
+                                      toElementType(init.data_type(), ctx));
+    auto parameter =
+        d::ParameterOp::create(builder, locFor(init.name()), type, init.name());
+    if (!decisions->lookup(init.name()).trained)
+      parameter.setFrozen(true);
+    if (auto it = stackedWeights.find(init.name());
+        it != stackedWeights.end()) {
+      llvm::SmallVector<llvm::StringRef> members(it->second.members.begin(),
+                                                 it->second.members.end());
+      parameter.setStackAttr(builder.getStrArrayAttr(members));
+      parameter.setStackTransposed(it->second.transposed);
+    }
+    entry.value = parameter;
+    values[init.name()] = std::move(entry);
+  }
+  recordStateDict(module, stateDict);
+  return Error::success();
+}
+
+Error ModelImporter::importNodes() {
+  for (const auto &n : model.graph().node()) {
+    node = &n;
+    if (rebinder) {
+      auto prepared = rebinder->prepare(*this);
+      if (!prepared)
+        return prepared.takeError();
+      node = *prepared;
+    }
+    if (Error err = importNode())
+      return err;
+    if (rebinder)
+      if (Error err = rebinder->classifyOutputs(*this, *node))
+        return err;
+  }
+  node = nullptr;
+  if (rebinder)
+    if (Error err = rebinder->checkGraphOutputs(*this))
+      return err;
+  return Error::success();
+}
+
+Error ModelImporter::graphResults(llvm::SmallVectorImpl<Value> &results) {
+  for (const auto &output : model.graph().output()) {
+    auto it = values.find(output.name());
+    if (it == values.end())
+      return fileError("graph output '{0}' is not computed by any node",
+                       output.name());
+    nodeLoc = locFor(output.name());
+    Entry &entry = it->second;
+    if (!entry.value) {
+      auto c = constant(*entry.known);
+      if (!c)
+        return fileError("graph output '{0}': {1}", output.name(),
+                         llvm::toString(c.takeError()));
+      entry.value = *c;
+    }
+    // The declared static dims must agree with what the graph computes (at
+    // the exported batch: re-bound, the reference import checked them).
+    if (!rebinder && output.type().has_tensor_type() &&
+        output.type().tensor_type().has_shape()) {
+      const auto &dims = output.type().tensor_type().shape().dim();
+      bool agrees = dims.size() == static_cast<int>(entry.shape.size());
+      for (int i = 0; agrees && i < dims.size(); ++i)
+        agrees =
+            !dims[i].has_dim_value() || dims[i].dim_value() == entry.shape[i];
+      if (!agrees)
+        return fileError("graph output '{0}' is declared with another shape "
+                         "than the computed {1}",
+                         output.name(), shapeString(entry.shape));
+    }
+    results.push_back(entry.value);
+  }
+  return Error::success();
+}
+
+Error ModelImporter::importGraph(ModuleOp module) {
+  const auto &graph = model.graph();
+  countUses();
 
   // Signature: the graph inputs (minus initializers) with bound shapes.
   llvm::SmallVector<Type> argTypes;
@@ -1240,126 +1385,13 @@ Error ModelImporter::importGraph(ModuleOp module) {
       rebinder->addGraphInput(name);
   }
 
-  // Floating-point initializers are the model's weights and buffers
-  // (which of them train: TrainableSet.h); integer ones are constants known
-  // on the host.
-  auto isWeight = [&](const ::onnx::TensorProto &init) {
-    return !values.contains(init.name()) && // not shadowed by a graph input
-           isFloatType(init.data_type()) &&
-           !hostConstants.contains(init.name()) &&
-           useCounts.lookup(init.name());
-  };
-  std::vector<std::string> weightNames;
-  for (const auto &init : graph.initializer())
-    if (isWeight(init))
-      weightNames.push_back(init.name());
-  llvm::StringMap<InitializerOrigin> origins = readInitializerOrigins(graph);
-  // A stack of expert weights (FuseMoe) is what its members are.
-  for (const auto &[name, stack] : stackedWeights) {
-    std::optional<std::string> kind;
-    for (const std::string &member : stack.members) {
-      auto it = origins.find(member);
-      std::string memberKind = it == origins.end() ? "" : it->second.kind;
-      if (!kind)
-        kind = memberKind;
-      else if (*kind != memberKind)
-        kind = ""; // mixed: decided as an untagged tensor
-    }
-    if (kind && !kind->empty())
-      origins[name].kind = *kind;
-  }
-  StateDictInfo stateDict = readStateDict(graph);
-  llvm::StringSet<> allInitializers;
-  for (const auto &init : graph.initializer())
-    allInitializers.insert(init.name());
-  UseEvidence uses = readUseEvidence(graph);
-  if (!uses.hazard)
-    uses.hazard = foldedTiedCopy;
-  auto decisions =
-      decideTrainable(weightNames, origins, stateDict, allInitializers,
-                      options.trainable, options.training, uses);
-  if (!decisions)
-    return fileError("{0}", llvm::toString(decisions.takeError()));
-  for (const auto &init : graph.initializer()) {
-    if (values.contains(init.name()))
-      continue; // shadowed by a graph input
-    if (!isFloatType(init.data_type()) || hostConstants.contains(init.name())) {
-      lazyInitializers[init.name()] = &init;
-      continue;
-    }
-    if (!useCounts.lookup(init.name()))
-      continue;
-    Entry entry;
-    entry.dataType = init.data_type();
-    entry.shape.assign(init.dims().begin(), init.dims().end());
-    auto type = RankedTensorType::get(entry.shape,
-                                      toElementType(init.data_type(), ctx));
-    auto parameter =
-        d::ParameterOp::create(builder, locFor(init.name()), type, init.name());
-    if (!decisions->lookup(init.name()).trained)
-      parameter.setFrozen(true);
-    if (auto it = stackedWeights.find(init.name());
-        it != stackedWeights.end()) {
-      llvm::SmallVector<llvm::StringRef> members(it->second.members.begin(),
-                                                 it->second.members.end());
-      parameter.setStackAttr(builder.getStrArrayAttr(members));
-      parameter.setStackTransposed(it->second.transposed);
-    }
-    entry.value = parameter;
-    values[init.name()] = std::move(entry);
-  }
-  recordStateDict(module, stateDict);
-
-  for (const auto &n : graph.node()) {
-    node = &n;
-    if (rebinder) {
-      auto prepared = rebinder->prepare(*this);
-      if (!prepared)
-        return prepared.takeError();
-      node = *prepared;
-    }
-    if (Error err = importNode())
-      return err;
-    if (rebinder)
-      if (Error err = rebinder->classifyOutputs(*this, *node))
-        return err;
-  }
-  node = nullptr;
-  if (rebinder)
-    if (Error err = rebinder->checkGraphOutputs(*this))
-      return err;
-
+  if (Error err = declareParameters(module))
+    return err;
+  if (Error err = importNodes())
+    return err;
   llvm::SmallVector<Value> results;
-  for (const auto &output : graph.output()) {
-    auto it = values.find(output.name());
-    if (it == values.end())
-      return fileError("graph output '{0}' is not computed by any node",
-                       output.name());
-    nodeLoc = locFor(output.name());
-    Entry &entry = it->second;
-    if (!entry.value) {
-      auto c = constant(*entry.known);
-      if (!c)
-        return fileError("graph output '{0}': {1}", output.name(),
-                         llvm::toString(c.takeError()));
-      entry.value = *c;
-    }
-    // The declared static dims must agree with what the graph computes (at
-    // the exported batch: re-bound, the reference import checked them).
-    if (!rebinder && output.type().has_tensor_type() &&
-        output.type().tensor_type().has_shape()) {
-      const auto &dims = output.type().tensor_type().shape().dim();
-      bool agrees = dims.size() == static_cast<int>(entry.shape.size());
-      for (int i = 0; agrees && i < dims.size(); ++i)
-        agrees =
-            !dims[i].has_dim_value() || dims[i].dim_value() == entry.shape[i];
-      if (!agrees)
-        return fileError("graph output '{0}' is declared with another shape "
-                         "than the computed {1}",
-                         output.name(), shapeString(entry.shape));
-    }
-    results.push_back(entry.value);
-  }
+  if (Error err = graphResults(results))
+    return err;
   func::ReturnOp::create(builder, fileLoc, results);
   func.setType(
       builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
