@@ -122,6 +122,20 @@ struct BatchedBlock {
   const NodeProto *output = nullptr; // the ReduceSum over the k choices
 };
 
+/// The stacked expert parameters a router's choices gather: [E, out, in]
+/// matrices and [E, out] biases.
+struct GatheredExperts {
+  std::vector<const NodeProto *> matrices, biases;
+  int64_t experts = 0;
+};
+
+/// A gathered expert matrix's batched MatMul.
+struct BatchedMatMul {
+  const NodeProto *matmul = nullptr;
+  BatchedProjection projection;
+  std::string operand; // what the gathered matrix multiplies
+};
+
 class Fuser {
 public:
   Fuser(::onnx::ModelProto &model, llvm::StringRef path)
@@ -150,6 +164,25 @@ private:
   /// when no stacked expert weight is gathered by its choices.
   llvm::Expected<std::optional<BatchedBlock>>
   matchBatched(const NodeProto &topK);
+  /// The GatherND nodes within a few steps of the choices `chosen` that
+  /// read stacked expert parameters of one expert count.
+  GatheredExperts gatheredExperts(const std::string &chosen) const;
+  /// Matches the router (softmax, top-k, maybe renormalized) and the
+  /// hidden states it reads; returns the routing weights.
+  llvm::Expected<std::string>
+  matchBatchedRouting(BatchedBlock &block,
+                      const GatheredExperts &gathered) const;
+  /// The batched MatMul that reads the gathered matrix `gather`.
+  std::optional<BatchedMatMul> batchedMatMulOf(const NodeProto &gather) const;
+  /// Matches the two projections (with their biases) and the gated unit
+  /// between them; returns the expert MLP's output.
+  llvm::Expected<std::string> matchBatchedMlp(BatchedBlock &block,
+                                              const GatheredExperts &gathered);
+  /// Matches the expert outputs weighted by `weights` and summed over the
+  /// k choices.
+  llvm::Error matchWeightedSum(BatchedBlock &block,
+                               const std::string &expertOut,
+                               const std::string &weights) const;
   llvm::Error matchGatedUnit(BatchedBlock &block, const std::string &projected,
                              const std::string &activated);
   /// How many experts the router projection `gate` scores (0: not one).
@@ -623,12 +656,26 @@ Fuser::matchBatched(const NodeProto &topK) {
   if (topK.input_size() < 2 || topK.output_size() < 2 ||
       getIntAttr(topK, "largest", 1) != 1)
     return std::nullopt;
+  GatheredExperts gathered = gatheredExperts(topK.output(1));
+  if (gathered.matrices.empty() && gathered.biases.empty())
+    return std::nullopt;
+  // From here on these are batched experts: what does not match is an error.
+  llvm::Expected<std::string> weights = matchBatchedRouting(block, gathered);
+  if (!weights)
+    return weights.takeError();
+  llvm::Expected<std::string> expertOut = matchBatchedMlp(block, gathered);
+  if (!expertOut)
+    return expertOut.takeError();
+  if (llvm::Error err = matchWeightedSum(block, *expertOut, *weights))
+    return std::move(err);
+  return block;
+}
+
+GatheredExperts Fuser::gatheredExperts(const std::string &chosen) const {
   // The expert parameters the choices index: [E, out, in] matrices and
   // [E, out] biases.
-  const std::string &chosen = topK.output(1);
-  std::vector<const NodeProto *> matrices, biases;
+  GatheredExperts gathered;
   llvm::DenseSet<const NodeProto *> seen;
-  int64_t experts = 0;
   for (const NodeProto *n : reachableFrom(chosen, 4)) {
     if (n->op_type() != "GatherND" || n->input_size() != 2 ||
         getIntAttr(*n, "batch_dims", 0) != 0 || !seen.insert(n).second)
@@ -637,15 +684,19 @@ Fuser::matchBatched(const NodeProto &topK) {
     if (it == initializers.end() || !isFloatType(it->second->data_type()) ||
         it->second->dims_size() < 2 || it->second->dims_size() > 3)
       continue;
-    if (experts && it->second->dims(0) != experts)
+    if (gathered.experts && it->second->dims(0) != gathered.experts)
       continue;
-    experts = it->second->dims(0);
-    (it->second->dims_size() == 3 ? matrices : biases).push_back(n);
+    gathered.experts = it->second->dims(0);
+    (it->second->dims_size() == 3 ? gathered.matrices : gathered.biases)
+        .push_back(n);
   }
-  if (matrices.empty() && biases.empty())
-    return std::nullopt;
-  // From here on these are batched experts: what does not match is an error.
+  return gathered;
+}
 
+llvm::Expected<std::string>
+Fuser::matchBatchedRouting(BatchedBlock &block,
+                           const GatheredExperts &gathered) const {
+  const NodeProto &topK = *block.topK;
   // The routing weights: top-k of the softmax (maybe renormalized), or the
   // softmax of the top-k logits, which is the renormalized top-k softmax.
   std::string weights = topK.output(0);
@@ -670,16 +721,16 @@ Fuser::matchBatched(const NodeProto &topK) {
                             "are not supported yet)");
   }
   const NodeProto *gate = producer(block.logits);
-  if (!gate || routerExperts(*gate) != experts)
+  if (!gate || routerExperts(*gate) != gathered.experts)
     return blockError(topK,
                       "its router is not a projection of the hidden "
                       "states onto the {0} experts",
-                      experts);
-  if (matrices.size() != 2)
+                      gathered.experts);
+  if (gathered.matrices.size() != 2)
     return blockError(topK,
                       "its choices gather {0} stacked expert matrices; "
                       "batched experts gather two (gate-up and down)",
-                      matrices.size());
+                      gathered.matrices.size());
   auto k = constantInts(topK.input(1));
   if (!k || k->size() != 1)
     return blockError(topK, "its k is not a constant");
@@ -695,26 +746,27 @@ Fuser::matchBatched(const NodeProto &topK) {
       block.input = flatten->input(0);
     else
       break;
+  return weights;
+}
 
-  // Each matrix feeds one bmm; the first reads the routed token rows, the
-  // second the first's activation.
-  struct Bmm {
-    const NodeProto *matmul = nullptr;
-    BatchedProjection projection;
-    std::string operand; // what the gathered matrix multiplies
-  };
-  auto bmmOf = [&](const NodeProto &gather) -> std::optional<Bmm> {
-    const NodeProto *mm = userOfType(gather.output(0), "MatMul");
-    if (!mm || mm->input(0) == mm->input(1))
-      return std::nullopt;
-    Bmm bmm;
-    bmm.matmul = mm;
-    bmm.projection.weight = gather.input(0);
-    bmm.projection.storedInOut = mm->input(1) == gather.output(0);
-    bmm.operand = bmm.projection.storedInOut ? mm->input(0) : mm->input(1);
-    return bmm;
-  };
-  auto first = bmmOf(*matrices[0]), second = bmmOf(*matrices[1]);
+std::optional<BatchedMatMul>
+Fuser::batchedMatMulOf(const NodeProto &gather) const {
+  const NodeProto *mm = userOfType(gather.output(0), "MatMul");
+  if (!mm || mm->input(0) == mm->input(1))
+    return std::nullopt;
+  BatchedMatMul bmm;
+  bmm.matmul = mm;
+  bmm.projection.weight = gather.input(0);
+  bmm.projection.storedInOut = mm->input(1) == gather.output(0);
+  bmm.operand = bmm.projection.storedInOut ? mm->input(0) : mm->input(1);
+  return bmm;
+}
+
+llvm::Expected<std::string>
+Fuser::matchBatchedMlp(BatchedBlock &block, const GatheredExperts &gathered) {
+  const NodeProto &topK = *block.topK;
+  auto first = batchedMatMulOf(*gathered.matrices[0]),
+       second = batchedMatMulOf(*gathered.matrices[1]);
   if (!first || !second)
     return blockError(topK, "a gathered expert matrix is not read by one "
                             "batched MatMul");
@@ -735,7 +787,7 @@ Fuser::matchBatched(const NodeProto &topK) {
     if (!add)
       return out;
     std::string other = add->input(0) == out ? add->input(1) : add->input(0);
-    for (const NodeProto *b : biases)
+    for (const NodeProto *b : gathered.biases)
       if (backwardShapes(other) == b->output(0)) {
         projection.bias = b->input(0);
         biasesUsed.insert(b);
@@ -745,13 +797,19 @@ Fuser::matchBatched(const NodeProto &topK) {
   };
   std::string projected = biased(block.fc1, *first->matmul);
   std::string expertOut = biased(block.fc2, *second->matmul);
-  if (biasesUsed.size() != biases.size())
+  if (biasesUsed.size() != gathered.biases.size())
     return blockError(topK, "a gathered expert bias is not added to a "
                             "projection");
   if (llvm::Error err =
           matchGatedUnit(block, projected, backwardShapes(second->operand)))
     return std::move(err);
+  return expertOut;
+}
 
+llvm::Error Fuser::matchWeightedSum(BatchedBlock &block,
+                                    const std::string &expertOut,
+                                    const std::string &weights) const {
+  const NodeProto &topK = *block.topK;
   // Weighted by the routing weights, then summed over the k choices.
   const NodeProto *scaled = userOfType(expertOut, "Mul");
   if (!scaled || !dependsOn(scaled->input(0) == expertOut ? scaled->input(1)
@@ -771,7 +829,7 @@ Fuser::matchBatched(const NodeProto &topK) {
     return blockError(topK, "the weighted expert results are not summed "
                             "over the k choices");
   block.output = sum;
-  return block;
+  return llvm::Error::success();
 }
 
 llvm::Error Fuser::matchGatedUnit(BatchedBlock &block,
