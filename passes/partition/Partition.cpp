@@ -103,6 +103,25 @@ private:
   Attribute toAttr(const Layout &layout, RankedTensorType type);
   RankedTensorType localType(RankedTensorType global, const Layout &layout);
   FailureOr<Value> reshard(Value original, const Layout &to, Location loc);
+  /// A value on its way to a target layout in reshard(): the local value
+  /// and the layout it is in so far.
+  struct Resharding {
+    Value value;
+    Layout layout;
+    const Layout &to;
+    RankedTensorType global;
+    Location loc;
+  };
+  /// The type of a collective's handle that leaves `r`'s value in `next`.
+  AsyncType handleType(const Resharding &r, const Layout &next);
+  /// Ends the partial sums the target does not keep: reduce-scatters where
+  /// it splits the axis, else all-reduces.
+  LogicalResult reducePartialSums(Resharding &r);
+  /// Removes the splits the target does not keep: all-to-all where an axis
+  /// moves to another dim, else all-gather.
+  LogicalResult removeSplits(Resharding &r);
+  /// Cuts the target's new splits out of replicated data (local slices).
+  LogicalResult sliceNewSplits(Resharding &r);
   FailureOr<SmallVector<Value>> reshardOperands(Operation *op,
                                                 ArrayRef<Layout> layouts);
   LogicalResult nestingError(Location loc, RankedTensorType global, int64_t dim,
@@ -112,6 +131,38 @@ private:
                                size_t axis, bool inverse, Location loc);
   FailureOr<SmallVector<Layout>> resultLayouts(Operation *op);
   LogicalResult partitionRuleOp(ShardingRuleOpInterface rule);
+  /// An op with a sharding rule being partitioned: its loops, indexing maps
+  /// and result layouts, and the loops the mesh axes split.
+  struct RuleLoops {
+    ShardingRuleOpInterface rule;
+    Operation *op;
+    SmallVector<Layout> results;
+    SmallVector<IteratorType> iterators;
+    SmallVector<AffineMap> maps;
+    size_t numOperands = 0;
+    int64_t numLoops = 0;
+    SmallVector<int64_t> extent;
+    /// Per axis: the loop it splits (-1: none) and the loop's block.
+    SmallVector<int64_t> loopOf, blockOf;
+  };
+  /// The loop axis `a` splits by the results it splits, if any.
+  LogicalResult loopFromResults(RuleLoops &loops, size_t a);
+  /// The loop axis `a` splits for a result partial over it (or a
+  /// vocabulary-parallel loss), where no result is split over it.
+  LogicalResult loopFromPartialResult(RuleLoops &loops, size_t a);
+  /// Checks that every result is split or partial as the split loops say.
+  LogicalResult checkResultsMatchLoops(const RuleLoops &loops);
+  /// The layout each operand is read in, from the split loops.
+  FailureOr<SmallVector<Layout>> operandLayoutsFor(const RuleLoops &loops);
+  /// Refuses causal attention with split query positions.
+  LogicalResult checkCausalAttention(const RuleLoops &loops);
+  /// Lowers the copy `copy` of a loss or lookup split over the vocabulary.
+  LogicalResult lowerVocabParallel(const RuleLoops &loops, Operation *&copy);
+  /// Makes the attributes of `copy` that hold global positions or shapes
+  /// local.
+  LogicalResult localizeCopy(const RuleLoops &loops, Operation *copy);
+  /// Divides a mean over split loops by the axes' share of it.
+  void divideMeans(const RuleLoops &loops, Operation *copy, Value localLabels);
   LogicalResult partitionRingAttention(Operation *op, ArrayRef<Layout> results,
                                        size_t axis);
   SmallVector<std::pair<Value, Value>>
@@ -126,6 +177,30 @@ private:
   /// Replaces the local copy of an op by its lowering, which takes over the
   /// copy's attributes and its place in `current`.
   Operation *replaceCopy(Operation *copy, Operation *lowered);
+  /// Records the global type of every value of `body`; static tensors only.
+  LogicalResult recordGlobalTypes(Block &body);
+  /// Adds `func`'s arguments to `newBody` in the layouts of their
+  /// annotations (appended to `layouts`).
+  LogicalResult addLocalArguments(func::FuncOp func, Block &newBody,
+                                  SmallVectorImpl<Layout> &layouts);
+  /// Copies `op` of `func` into the new body, by its kind; a return adds its
+  /// results' shardings to `shardings`.
+  LogicalResult partitionOp(Operation &op, func::FuncOp func,
+                            SmallVectorImpl<Attribute> &shardings);
+  /// A parameter, stored as its first user reads it.
+  LogicalResult partitionParameter(ParameterOp param);
+  /// A constant: a splat local, other constants whole.
+  LogicalResult partitionConstant(ConstantOp constant);
+  /// A concat, its inputs read like the first minus the concatenated dim.
+  LogicalResult partitionConcat(ConcatOp concat);
+  /// The return, its values in their result layouts.
+  LogicalResult partitionReturn(func::ReturnOp ret, func::FuncOp func,
+                                SmallVectorImpl<Attribute> &resultShardings);
+  /// Replaces the body of `func` by `newBody`, and its type.
+  void replaceBody(func::FuncOp func, Block *newBody);
+  /// Annotates the new signature: argument and result shardings, the mesh.
+  void annotateSignature(func::FuncOp func, ArrayRef<Layout> argLayouts,
+                         ArrayRef<Attribute> resultShardings);
   LogicalResult partitionReshape(ReshapeOp op);
   LogicalResult partitionOther(Operation *op, const Layout *operandLayout);
   LogicalResult copyOp(Operation *op, ArrayRef<Layout> operandLayouts,
@@ -311,6 +386,10 @@ static llvm::SmallBitVector keptCuts(const Layout &from, const Layout &to) {
   return keeps;
 }
 
+AsyncType Partitioner::handleType(const Resharding &r, const Layout &next) {
+  return AsyncType::get(builder.getContext(), localType(r.global, next));
+}
+
 // From the layout the producer left `original` in to `to`: partial sums
 // first (reduce-scatter where the target splits that axis, else all-reduce),
 // then splits that go (all-gather) or move (all-to-all), then new splits
@@ -335,12 +414,19 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &target,
   auto &cache = resharded[original];
   if (auto it = cache.find(target.key()); it != cache.end())
     return it->second;
-  RankedTensorType global = globalType.lookup(original);
-  Layout layout = from;
-  auto handleType = [&](const Layout &next) {
-    return AsyncType::get(builder.getContext(), localType(global, next));
-  };
+  Resharding r{value, from, to, globalType.lookup(original), loc};
+  if (failed(reducePartialSums(r)) || failed(removeSplits(r)) ||
+      failed(sliceNewSplits(r)))
+    return failure();
+  assert(r.layout == to && "resharding must reach the target layout");
+  cache[target.key()] = r.value;
+  return r.value;
+}
 
+LogicalResult Partitioner::reducePartialSums(Resharding &r) {
+  const Layout &from = r.layout, &to = r.to;
+  Location loc = r.loc;
+  Layout layout = from;
   SmallVector<Attribute> reduceAxes;
   for (size_t a = 0; a < numAxes(); ++a) {
     // Each rank would hold a different part of its own summand: no
@@ -367,14 +453,14 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &target,
         continue;
       }
       FailureOr<Value> ordered =
-          zigzagOrder(value, to.dim[a], to.block[a], a, false, loc);
+          zigzagOrder(r.value, to.dim[a], to.block[a], a, false, loc);
       if (failed(ordered))
         return failure();
-      value = *ordered;
+      r.value = *ordered;
       auto start = ReduceScatterStartOp::create(
-          builder, loc, handleType(next), value,
+          builder, loc, handleType(r, next), r.value,
           builder.getArrayAttr({axisName(a)}), to.dim[a], to.block[a], "sum");
-      value = startAndWait(start);
+      r.value = startAndWait(start);
       layout = next;
     } else {
       reduceAxes.push_back(axisName(a));
@@ -383,11 +469,17 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &target,
   }
   if (!reduceAxes.empty()) {
     auto start =
-        AllReduceStartOp::create(builder, loc, handleType(layout), value,
+        AllReduceStartOp::create(builder, loc, handleType(r, layout), r.value,
                                  builder.getArrayAttr(reduceAxes), "sum");
-    value = startAndWait(start);
+    r.value = startAndWait(start);
   }
+  r.layout = layout;
+  return success();
+}
 
+LogicalResult Partitioner::removeSplits(Resharding &r) {
+  const Layout &to = r.to;
+  Layout &layout = r.layout;
   // Inner axes first: an axis leaves a dim only once no axis nests in it.
   // An axis whose own cut stays but whose chunk changes (an axis cut
   // outside it on its dim comes or goes) leaves too, and is cut again below.
@@ -401,7 +493,7 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &target,
       if (int b = layout.nestedInside(a); b >= 0) {
         if (!last)
           continue;
-        return nestingError(loc, global, layout.dim[a], a, b);
+        return nestingError(r.loc, r.global, layout.dim[a], a, b);
       }
       // An all-to-all lands the axis innermost on its new dim (the data
       // axes' batch cut, dp then ep, after the MoE experts).
@@ -417,28 +509,33 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &target,
       }
       if (moves) {
         auto start = AllToAllStartOp::create(
-            builder, loc, handleType(next), value,
+            builder, r.loc, handleType(r, next), r.value,
             builder.getArrayAttr({axisName(a)}), to.dim[a], layout.dim[a]);
-        value = startAndWait(start);
+        r.value = startAndWait(start);
       } else {
         next = layout;
         next.dim[a] = -1;
         next.block[a] = 0;
-        auto start =
-            AllGatherStartOp::create(builder, loc, handleType(next), value,
-                                     builder.getArrayAttr({axisName(a)}),
-                                     layout.dim[a], layout.block[a]);
-        value = startAndWait(start);
-        FailureOr<Value> natural =
-            zigzagOrder(value, layout.dim[a], layout.block[a], a, true, loc);
+        auto start = AllGatherStartOp::create(
+            builder, r.loc, handleType(r, next), r.value,
+            builder.getArrayAttr({axisName(a)}), layout.dim[a],
+            layout.block[a]);
+        r.value = startAndWait(start);
+        FailureOr<Value> natural = zigzagOrder(r.value, layout.dim[a],
+                                               layout.block[a], a, true, r.loc);
         if (failed(natural))
           return failure();
-        value = *natural;
+        r.value = *natural;
       }
       layout = next;
     }
   }
+  return success();
+}
 
+LogicalResult Partitioner::sliceNewSplits(Resharding &r) {
+  const Layout &to = r.to;
+  Layout &layout = r.layout;
   for (size_t a = 0; a < numAxes(); ++a) {
     if (!to.splits(a) || layout.splits(a))
       continue;
@@ -446,31 +543,29 @@ FailureOr<Value> Partitioner::reshard(Value original, const Layout &target,
     next.dim[a] = to.dim[a];
     next.block[a] = to.block[a];
     if (int b = next.nestedInside(a); b >= 0)
-      return nestingError(loc, global, to.dim[a], a, b);
+      return nestingError(r.loc, r.global, to.dim[a], a, b);
     // Every axis on the dim together must divide it.
     int64_t parts = 1;
     for (size_t b = 0; b < numAxes(); ++b)
       if (next.dim[b] == to.dim[a])
         parts *= axisSize(b);
-    if (global.getDimSize(to.dim[a]) % parts)
-      return emitError(loc)
-             << "cannot split dimension " << to.dimOf(a) << " of " << global
+    if (r.global.getDimSize(to.dim[a]) % parts)
+      return emitError(r.loc)
+             << "cannot split dimension " << to.dimOf(a) << " of " << r.global
              << " over \"" << mesh.axes[a].name
              << "\" too: its size is not divisible by the " << parts
              << " parts of all the mesh axes splitting it";
     FailureOr<Value> ordered =
-        zigzagOrder(value, to.dim[a], to.block[a], a, false, loc);
+        zigzagOrder(r.value, to.dim[a], to.block[a], a, false, r.loc);
     if (failed(ordered))
       return failure();
-    value = *ordered;
-    value = ShardSliceOp::create(builder, loc, localType(global, next), value,
-                                 builder.getArrayAttr({axisName(a)}), to.dim[a],
-                                 to.block[a]);
+    r.value = *ordered;
+    r.value = ShardSliceOp::create(builder, r.loc, localType(r.global, next),
+                                   r.value, builder.getArrayAttr({axisName(a)}),
+                                   to.dim[a], to.block[a]);
     layout = next;
   }
-  assert(layout == to && "resharding must reach the target layout");
-  cache[target.key()] = value;
-  return value;
+  return success();
 }
 
 FailureOr<SmallVector<Layout>> Partitioner::resultLayouts(Operation *op) {
@@ -580,129 +675,172 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
     return partitionRingAttention(op, *results, *contextAxis);
   if (isAddOfPartialSums(op, (*results)[0]))
     return addPartialSums(op);
-  SmallVector<IteratorType> iterators = rule.getLoopIteratorTypes();
-  SmallVector<AffineMap> maps = rule.getIndexingMaps();
-  size_t numOperands = op->getNumOperands();
-  int64_t numLoops = iterators.size();
+  RuleLoops loops{rule, op, std::move(*results)};
+  loops.iterators = rule.getLoopIteratorTypes();
+  loops.maps = rule.getIndexingMaps();
+  loops.numOperands = op->getNumOperands();
+  loops.numLoops = loops.iterators.size();
   SmallVector<Value> values(op->getOperands());
   llvm::append_range(values, op->getResults());
   SmallVector<ArrayRef<int64_t>> shapes;
   for (Value value : values)
     shapes.push_back(globalType.lookup(value).getShape());
-  SmallVector<int64_t> extent = loopExtents(maps, shapes, numLoops);
+  loops.extent = loopExtents(loops.maps, shapes, loops.numLoops);
 
-  // Per axis: the loop it splits (-1: none) and the loop's block.
-  SmallVector<int64_t> loopOf(numAxes(), -1), blockOf(numAxes(), 0);
+  loops.loopOf.assign(numAxes(), -1);
+  loops.blockOf.assign(numAxes(), 0);
   for (size_t a = 0; a < numAxes(); ++a) {
-    for (auto [r, layout] : llvm::enumerate(*results)) {
-      if (!layout.splits(a))
-        continue;
-      int64_t loop, offset;
-      if (!matchShifted(maps[numOperands + r].getResult(layout.dim[a]), loop,
-                        offset))
-        return op->emitOpError("result ")
-               << r << " is split on dimension " << layout.dimOf(a)
-               << ", which is not a loop of its sharding rule";
-      // The loop is split in runs of its whole extent, or of the block.
-      int64_t size =
-          globalType.lookup(op->getResult(r)).getDimSize(layout.dim[a]);
-      int64_t run = layout.block[a] ? layout.block[a] : size;
-      int64_t block = run == extent[loop] ? 0 : run;
-      if (loopOf[a] >= 0 && (loopOf[a] != loop || blockOf[a] != block))
-        return op->emitOpError("results disagree on the loop mesh axis \"")
-               << mesh.axes[a].name << "\" splits";
-      loopOf[a] = loop;
-      blockOf[a] = block;
-    }
-    if (loopOf[a] >= 0)
+    if (failed(loopFromResults(loops, a)))
+      return failure();
+    if (loops.loopOf[a] < 0 && failed(loopFromPartialResult(loops, a)))
+      return failure();
+  }
+  if (failed(checkResultsMatchLoops(loops)))
+    return failure();
+  FailureOr<SmallVector<Layout>> operandLayouts = operandLayoutsFor(loops);
+  if (failed(operandLayouts) || failed(checkCausalAttention(loops)))
+    return failure();
+
+  if (failed(copyOp(op, *operandLayouts, loops.results)))
+    return failure();
+  Operation *copy = current.lookup(op->getResult(0)).first.getDefiningOp();
+  // The local labels, before a vocabulary-parallel loss replaces the copy.
+  Value localLabels = isa<CrossEntropyOp, CrossEntropyGradOp>(copy)
+                          ? copy->getOperand(1)
+                          : Value();
+  if (failed(lowerVocabParallel(loops, copy)))
+    return failure();
+  if (failed(localizeCopy(loops, copy)))
+    return failure();
+  divideMeans(loops, copy, localLabels);
+  return success();
+}
+
+LogicalResult Partitioner::loopFromResults(RuleLoops &loops, size_t a) {
+  Operation *op = loops.op;
+  for (auto [r, layout] : llvm::enumerate(loops.results)) {
+    if (!layout.splits(a))
       continue;
-    auto partialResult = llvm::find_if(
-        *results, [&](const Layout &layout) { return layout.isPartial(a); });
-    if (partialResult == results->end()) {
-      // A whole loss of logits split on the vocabulary: the
-      // vocabulary-parallel loss (a contiguous split only: a shard is a
-      // range of ids).
-      const Layout &logits = current.lookup(op->getOperand(0)).second;
-      if (isa<CrossEntropyOp>(op) && logits.dim[a] == numLoops - 1 &&
-          !logits.block[a])
-        loopOf[a] = numLoops - 1;
-      continue;
+    int64_t loop, offset;
+    if (!matchShifted(
+            loops.maps[loops.numOperands + r].getResult(layout.dim[a]), loop,
+            offset))
+      return op->emitOpError("result ")
+             << r << " is split on dimension " << layout.dimOf(a)
+             << ", which is not a loop of its sharding rule";
+    // The loop is split in runs of its whole extent, or of the block.
+    int64_t size =
+        globalType.lookup(op->getResult(r)).getDimSize(layout.dim[a]);
+    int64_t run = layout.block[a] ? layout.block[a] : size;
+    int64_t block = run == loops.extent[loop] ? 0 : run;
+    if (loops.loopOf[a] >= 0 &&
+        (loops.loopOf[a] != loop || loops.blockOf[a] != block))
+      return op->emitOpError("results disagree on the loop mesh axis \"")
+             << mesh.axes[a].name << "\" splits";
+    loops.loopOf[a] = loop;
+    loops.blockOf[a] = block;
+  }
+  return success();
+}
+
+LogicalResult Partitioner::loopFromPartialResult(RuleLoops &loops, size_t a) {
+  Operation *op = loops.op;
+  int64_t numLoops = loops.numLoops;
+  auto partialResult = llvm::find_if(
+      loops.results, [&](const Layout &layout) { return layout.isPartial(a); });
+  if (partialResult == loops.results.end()) {
+    // A whole loss of logits split on the vocabulary: the
+    // vocabulary-parallel loss (a contiguous split only: a shard is a
+    // range of ids).
+    const Layout &logits = current.lookup(op->getOperand(0)).second;
+    if (isa<CrossEntropyOp>(op) && logits.dim[a] == numLoops - 1 &&
+        !logits.block[a])
+      loops.loopOf[a] = numLoops - 1;
+    return success();
+  }
+  // The reduction loop split: the one whose operand dims the producers
+  // already split over this axis, else the first one that may be split
+  // and that no earlier axis splits (the loss's positions: dp takes the
+  // batch, tp the sequence).
+  AffineMap resultMap =
+      loops.maps[loops.numOperands + (partialResult - loops.results.begin())];
+  SmallVector<int64_t> candidates;
+  for (int64_t l = 0; l < numLoops; ++l)
+    if (!resultMap.isFunctionOfDim(l) &&
+        ((loops.iterators[l] == IteratorType::reduction &&
+          isSumLikeReduction(op, l)) ||
+         sumsOverParallelLoops(op)))
+      candidates.push_back(l);
+  if (candidates.empty())
+    return op->emitOpError("result is partial over \"")
+           << mesh.axes[a].name << "\" but no loop of the op can be split";
+  loops.loopOf[a] = candidates.front();
+  for (int64_t l : candidates)
+    if (!llvm::is_contained(ArrayRef(loops.loopOf).take_front(a), l) &&
+        loops.extent[l] % axisSize(a) == 0) {
+      loops.loopOf[a] = l;
+      break;
     }
-    // The reduction loop split: the one whose operand dims the producers
-    // already split over this axis, else the first one that may be split
-    // and that no earlier axis splits (the loss's positions: dp takes the
-    // batch, tp the sequence).
-    AffineMap resultMap =
-        maps[numOperands + (partialResult - results->begin())];
-    SmallVector<int64_t> candidates;
-    for (int64_t l = 0; l < numLoops; ++l)
-      if (!resultMap.isFunctionOfDim(l) &&
-          ((iterators[l] == IteratorType::reduction &&
-            isSumLikeReduction(op, l)) ||
-           sumsOverParallelLoops(op)))
-        candidates.push_back(l);
-    if (candidates.empty())
-      return op->emitOpError("result is partial over \"")
-             << mesh.axes[a].name << "\" but no loop of the op can be split";
-    loopOf[a] = candidates.front();
-    for (int64_t l : candidates)
-      if (!llvm::is_contained(ArrayRef(loopOf).take_front(a), l) &&
-          extent[l] % axisSize(a) == 0) {
-        loopOf[a] = l;
-        break;
-      }
-    for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
-      const Layout &have = current.lookup(operand).second;
-      if (!have.splits(a))
-        continue;
-      int64_t loop, offset;
-      if (matchShifted(maps[i].getResult(have.dim[a]), loop, offset) &&
-          llvm::is_contained(candidates, loop)) {
-        int64_t size = globalType.lookup(operand).getDimSize(have.dim[a]);
-        int64_t run = have.block[a] ? have.block[a] : size;
-        loopOf[a] = loop;
-        blockOf[a] = run == extent[loop] ? 0 : run;
-        break;
-      }
+  for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+    const Layout &have = current.lookup(operand).second;
+    if (!have.splits(a))
+      continue;
+    int64_t loop, offset;
+    if (matchShifted(loops.maps[i].getResult(have.dim[a]), loop, offset) &&
+        llvm::is_contained(candidates, loop)) {
+      int64_t size = globalType.lookup(operand).getDimSize(have.dim[a]);
+      int64_t run = have.block[a] ? have.block[a] : size;
+      loops.loopOf[a] = loop;
+      loops.blockOf[a] = run == loops.extent[loop] ? 0 : run;
+      break;
     }
   }
+  return success();
+}
 
+LogicalResult Partitioner::checkResultsMatchLoops(const RuleLoops &loops) {
   // Every result must agree with the split loops: split where it indexes a
   // split loop, partial where it does not (else the local op would compute
   // something else than the annotation says).
   for (size_t a = 0; a < numAxes(); ++a)
-    for (auto [r, layout] : llvm::enumerate(*results)) {
-      AffineMap map = maps[numOperands + r];
-      bool indexed = loopOf[a] >= 0 && map.isFunctionOfDim(loopOf[a]);
+    for (auto [r, layout] : llvm::enumerate(loops.results)) {
+      AffineMap map = loops.maps[loops.numOperands + r];
+      int64_t loop = loops.loopOf[a];
+      bool indexed = loop >= 0 && map.isFunctionOfDim(loop);
       bool whole =
-          loopOf[a] < 0 || (!indexed && isVocabParallelLoop(op, loopOf[a]));
+          loop < 0 || (!indexed && isVocabParallelLoop(loops.op, loop));
       bool consistent =
           whole ? !layout.splits(a) && !layout.isPartial(a)
                 : (indexed ? layout.splits(a) && !layout.isPartial(a)
                            : layout.isPartial(a));
       if (!consistent)
-        return op->emitOpError("sharding of result ")
+        return loops.op->emitOpError("sharding of result ")
                << r << " does not match the loops its other results split "
                << "over mesh axis \"" << mesh.axes[a].name << "\"";
     }
+  return success();
+}
 
+FailureOr<SmallVector<Layout>>
+Partitioner::operandLayoutsFor(const RuleLoops &loops) {
+  Operation *op = loops.op;
   // The layout each operand is read in.
   SmallVector<LoopSplit> splits(numAxes());
   for (size_t a = 0; a < numAxes(); ++a)
-    splits[a] = {loopOf[a], blockOf[a], axisSize(a)};
+    splits[a] = {loops.loopOf[a], loops.blockOf[a], axisSize(a)};
   SmallVector<Layout> operandLayouts;
   for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
     Layout layout;
     std::optional<LoopLayoutError> error =
-        layoutForLoops(maps[i], globalType.lookup(operand).getShape(), splits,
-                       extent, /*groupedHeads=*/true, layout);
+        layoutForLoops(loops.maps[i], globalType.lookup(operand).getShape(),
+                       splits, loops.extent, /*groupedHeads=*/true, layout);
     if (error) {
       StringRef axis = mesh.axes[error->axis].name;
       switch (error->kind) {
       case LoopLayoutError::Misaligned:
         return op->emitOpError("operand ")
                << i << " dimension " << error->dim
-               << " cannot be split like loop " << loopOf[error->axis]
+               << " cannot be split like loop " << loops.loopOf[error->axis]
                << " over \"" << axis << "\"";
       case LoopLayoutError::UnevenGroups:
         return op->emitOpError("grouped-query attention with query heads "
@@ -719,40 +857,41 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
     }
     operandLayouts.push_back(layout);
   }
+  return operandLayouts;
+}
 
+LogicalResult Partitioner::checkCausalAttention(const RuleLoops &loops) {
   // Ops whose local computation needs more than local shapes.
   for (size_t a = 0; a < numAxes(); ++a) {
-    if (loopOf[a] < 0)
+    if (loops.loopOf[a] < 0)
       continue;
-    auto attention = dyn_cast<AttentionOp>(op);
-    auto attentionGrad = dyn_cast<AttentionGradOp>(op);
+    auto attention = dyn_cast<AttentionOp>(loops.op);
+    auto attentionGrad = dyn_cast<AttentionGradOp>(loops.op);
     if (((attention && attention.getCausal()) ||
          (attentionGrad && attentionGrad.getCausal())) &&
-        (*results)[0].dim[a] == 2)
-      return op->emitOpError("causal attention with query positions split "
-                             "over \"")
+        loops.results[0].dim[a] == 2)
+      return loops.op->emitOpError("causal attention with query positions "
+                                   "split over \"")
              << mesh.axes[a].name
              << "\" needs a position offset, which is not supported yet";
   }
+  return success();
+}
 
-  if (failed(copyOp(op, operandLayouts, *results)))
-    return failure();
-  Operation *copy = current.lookup(op->getResult(0)).first.getDefiningOp();
-
+LogicalResult Partitioner::lowerVocabParallel(const RuleLoops &loops,
+                                              Operation *&copy) {
+  Operation *op = loops.op;
   // The loss over vocabulary shards (one exchange of row statistics), and
   // lookups into table rows split over the vocabulary (the table is the
   // lookup's last loop).
   bool lookup = op->hasTrait<traits::RowLookup>();
-  // The local labels, before a vocabulary-parallel loss replaces the copy.
-  Value localLabels = isa<CrossEntropyOp, CrossEntropyGradOp>(copy)
-                          ? copy->getOperand(1)
-                          : Value();
   SmallVector<Attribute> vocabAxes;
   int64_t shards = 1;
   for (size_t a = 0; a < numAxes(); ++a)
-    if (loopOf[a] >= 0 && (isVocabParallelLoop(op, loopOf[a]) ||
-                           (lookup && loopOf[a] == numLoops - 1))) {
-      if (blockOf[a])
+    if (loops.loopOf[a] >= 0 &&
+        (isVocabParallelLoop(op, loops.loopOf[a]) ||
+         (lookup && loops.loopOf[a] == loops.numLoops - 1))) {
+      if (loops.blockOf[a])
         return op->emitOpError("an interleaved split of the vocabulary over \"")
                << mesh.axes[a].name << "\" is not supported";
       vocabAxes.push_back(axisName(a));
@@ -763,28 +902,36 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
   else if (!vocabAxes.empty())
     copy =
         lowerVocabParallelLoss(copy, builder.getArrayAttr(vocabAxes), shards);
+  return success();
+}
 
+LogicalResult Partitioner::localizeCopy(const RuleLoops &loops,
+                                        Operation *copy) {
   // Attributes that hold global positions or shapes.
-  if (auto local = dyn_cast<LocalFormOpInterface>(copy)) {
-    SmallVector<RankedTensorType> operandTypes;
-    for (Value operand : op->getOperands())
-      operandTypes.push_back(globalType.lookup(operand));
-    LocalForm form{op, operandTypes, {}};
-    for (size_t a = 0; a < numAxes(); ++a)
-      if ((*results)[0].dim[a] >= 0)
-        form.resultSplits.push_back({mesh.axes[a].name, (*results)[0].dim[a],
-                                     axisSize(a), isZigzag(a)});
-    if (failed(local.localize(form)))
-      return failure();
-  }
+  auto local = dyn_cast<LocalFormOpInterface>(copy);
+  if (!local)
+    return success();
+  SmallVector<RankedTensorType> operandTypes;
+  for (Value operand : loops.op->getOperands())
+    operandTypes.push_back(globalType.lookup(operand));
+  LocalForm form{loops.op, operandTypes, {}};
+  for (size_t a = 0; a < numAxes(); ++a)
+    if (loops.results[0].dim[a] >= 0)
+      form.resultSplits.push_back({mesh.axes[a].name, loops.results[0].dim[a],
+                                   axisSize(a), isZigzag(a)});
+  return local.localize(form);
+}
 
+void Partitioner::divideMeans(const RuleLoops &loops, Operation *copy,
+                              Value localLabels) {
+  ShardingRuleOpInterface rule = loops.rule;
   // Means over split loops: the copy divided by its local extent; a loss
   // over labels, by its share of the labels counted (ignored labels make
   // the ranks' counts differ).
   int64_t divisor = 1;
   SmallVector<Attribute> meanAxes;
   for (size_t a = 0; a < numAxes(); ++a)
-    if (loopOf[a] >= 0 && rule.isMeanLoop(loopOf[a])) {
+    if (loops.loopOf[a] >= 0 && rule.isMeanLoop(loops.loopOf[a])) {
       divisor *= axisSize(a);
       meanAxes.push_back(axisName(a));
     }
@@ -796,7 +943,6 @@ LogicalResult Partitioner::partitionRuleOp(ShardingRuleOpInterface rule) {
                          meanAxes);
   else if (divisor > 1)
     scaleResult(copy, 0, divisor);
-  return success();
 }
 
 // The cross-entropy over positions split across `axes` (data or context
@@ -1157,12 +1303,7 @@ LogicalResult Partitioner::partitionOther(Operation *op,
   return copyOp(op, operands, *results);
 }
 
-LogicalResult Partitioner::run(func::FuncOp func) {
-  if (numAxes() > kMaxMeshAxes)
-    return func.emitError() << "dtc-partition handles at most " << kMaxMeshAxes
-                            << " mesh axes, got " << numAxes();
-  Block &body = func.getBody().front();
-  MLIRContext *ctx = func.getContext();
+LogicalResult Partitioner::recordGlobalTypes(Block &body) {
   for (BlockArgument arg : body.getArguments())
     if (auto type = dyn_cast<RankedTensorType>(arg.getType());
         type && type.hasStaticShape())
@@ -1180,147 +1321,160 @@ LogicalResult Partitioner::run(func::FuncOp func) {
         return op.emitOpError("dtc-partition handles static tensors only, "
                               "got ")
                << result.getType();
+  return success();
+}
 
-  // The new body: local arguments in the layouts of their annotations.
-  auto *newBody = new Block();
-  SmallVector<Layout> argLayouts;
-  for (BlockArgument arg : body.getArguments()) {
+LogicalResult Partitioner::addLocalArguments(func::FuncOp func, Block &newBody,
+                                             SmallVectorImpl<Layout> &layouts) {
+  for (BlockArgument arg : func.getBody().front().getArguments()) {
     Layout layout = Layout::replicated(numAxes());
     if (Attribute attr = func.getArgAttr(arg.getArgNumber(), kShardingAttr)) {
       FailureOr<Layout> parsed =
           fromAttr(attr, globalType.lookup(arg), arg.getLoc());
-      if (failed(parsed)) {
-        delete newBody;
+      if (failed(parsed))
         return failure();
-      }
       layout = *parsed;
     }
-    Value local = newBody->addArgument(
-        localType(globalType.lookup(arg), layout), arg.getLoc());
+    Value local = newBody.addArgument(localType(globalType.lookup(arg), layout),
+                                      arg.getLoc());
     current[arg] = {local, layout};
-    argLayouts.push_back(layout);
+    layouts.push_back(layout);
   }
-  builder.setInsertionPointToEnd(newBody);
+  return success();
+}
 
-  auto fail = [&]() {
-    newBody->dropAllDefinedValueUses();
-    for (Operation &op : llvm::reverse(*newBody))
-      op.dropAllReferences();
-    delete newBody;
+LogicalResult Partitioner::partitionParameter(ParameterOp param) {
+  // Stored as its first user reads it: the local shard, named globally.
+  FailureOr<SmallVector<Layout>> layouts = resultLayouts(param);
+  if (failed(layouts))
     return failure();
-  };
-  SmallVector<Attribute> resultShardings;
-  for (Operation &op : body) {
-    LogicalResult ok = success();
-    if (auto param = dyn_cast<ParameterOp>(&op)) {
-      // Stored as its first user reads it: the local shard, named globally.
-      FailureOr<SmallVector<Layout>> layouts = resultLayouts(&op);
-      if (failed(layouts))
-        return fail();
-      RankedTensorType global = globalType.lookup(param.getOutput());
-      Layout layout = (*layouts)[0].dimsOnly();
-      // Split over the context axis (position embeddings, read by sequence
-      // position), a rank would need its two zigzag halves, far apart: it
-      // is stored whole over that axis and sliced where read, like a
-      // constant (its gradient is summed over the axis like any weight's).
-      if (contextAxis && isZigzag(*contextAxis) &&
-          layout.splits(*contextAxis)) {
-        layout.dim[*contextAxis] = -1;
-        layout.block[*contextAxis] = 0;
-      }
-      auto copy = cast<ParameterOp>(builder.clone(op));
-      copy->removeAttr(kShardingAttr);
-      copy.getOutput().setType(localType(global, layout));
-      copy->setAttr("dtc.shard", toAttr(layout, global));
-      copy->setAttr("dtc.global_type", TypeAttr::get(global));
-      current[param.getOutput()] = {copy.getOutput(), layout};
-      parameterLayouts[param.getName()] = layout;
-    } else if (auto constant = dyn_cast<ConstantOp>(&op)) {
-      // A splat is the same on every rank; other constants stay whole and
-      // are sliced where they are read split.
-      FailureOr<SmallVector<Layout>> layouts = resultLayouts(&op);
-      if (failed(layouts))
-        return fail();
-      RankedTensorType global = globalType.lookup(constant.getOutput());
-      auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
-      Layout layout = (*layouts)[0].dimsOnly();
-      if (!dense || !dense.isSplat())
-        layout = Layout::replicated(numAxes());
-      RankedTensorType local = localType(global, layout);
-      Value value =
-          local == global
-              ? ConstantOp::create(builder, op.getLoc(), constant.getValue())
-                    .getOutput()
-              : ConstantOp::create(builder, op.getLoc(),
-                                   dense.resizeSplat(local))
-                    .getOutput();
-      current[constant.getOutput()] = {value, layout};
-    } else if (auto rule = dyn_cast<ShardingRuleOpInterface>(&op)) {
-      ok = partitionRuleOp(rule);
-    } else if (auto reshape = dyn_cast<ReshapeOp>(&op)) {
-      ok = partitionReshape(reshape);
-    } else if (auto concat = dyn_cast<ConcatOp>(&op)) {
-      // Every input read like the first, minus the concatenated dim.
-      Layout layout = current.lookup(concat.getOperand(0)).second.dimsOnly();
-      for (size_t a = 0; a < numAxes(); ++a)
-        if (layout.dim[a] == static_cast<int64_t>(concat.getAxis())) {
-          layout.dim[a] = -1;
-          layout.block[a] = 0;
-        }
-      ok = partitionOther(&op, &layout);
-    } else if (auto ret = dyn_cast<func::ReturnOp>(&op)) {
-      // Results are whole values: partial sums are reduced, splits kept. A
-      // parameter's gradient takes the parameter's layout, and stays a
-      // partial sum when the training step reduces it later, but only over
-      // axes that do not split it: ranks holding different parts of a value
-      // cannot sum them, so a sum over a splitting axis is reduce-scattered
-      // here (a sequence-parallel weight gradient under tensor parallelism).
-      SmallVector<Value> operands;
-      for (auto [index, operand] : llvm::enumerate(ret.getOperands())) {
-        const Layout &produced = current.lookup(operand).second;
-        Layout layout = produced.dimsOnly();
-        if (auto of = func.getResultAttrOfType<StringAttr>(
-                index, ::dtc::kGradOfAttrName))
-          if (auto it = parameterLayouts.find(of.getValue());
-              it != parameterLayouts.end()) {
-            layout = it->second;
-            if (deferGradientSync)
-              for (size_t a = 0; a < numAxes(); ++a)
-                layout.setPartial(a,
-                                  produced.isPartial(a) && !layout.splits(a));
-          }
-        // A result annotated before partitioning is returned in that layout
-        // (a pipeline stage's activation, read by the next stage's
-        // argument of the same layout).
-        if (Attribute wanted = func.getResultAttr(index, kShardingAttr)) {
-          FailureOr<Layout> parsed =
-              fromAttr(wanted, globalType.lookup(operand), op.getLoc());
-          if (failed(parsed))
-            return fail();
-          layout = *parsed;
-        }
-        FailureOr<Value> local = reshard(operand, layout, op.getLoc());
-        if (failed(local))
-          return fail();
-        operands.push_back(*local);
-        resultShardings.push_back(toAttr(layout, globalType.lookup(operand)));
-      }
-      func::ReturnOp::create(builder, op.getLoc(), operands);
-    } else {
-      ok = partitionOther(&op, nullptr);
-    }
-    if (failed(ok))
-      return fail();
+  RankedTensorType global = globalType.lookup(param.getOutput());
+  Layout layout = (*layouts)[0].dimsOnly();
+  // Split over the context axis (position embeddings, read by sequence
+  // position), a rank would need its two zigzag halves, far apart: it
+  // is stored whole over that axis and sliced where read, like a
+  // constant (its gradient is summed over the axis like any weight's).
+  if (contextAxis && isZigzag(*contextAxis) && layout.splits(*contextAxis)) {
+    layout.dim[*contextAxis] = -1;
+    layout.block[*contextAxis] = 0;
   }
+  auto copy = cast<ParameterOp>(builder.clone(*param.getOperation()));
+  copy->removeAttr(kShardingAttr);
+  copy.getOutput().setType(localType(global, layout));
+  copy->setAttr("dtc.shard", toAttr(layout, global));
+  copy->setAttr("dtc.global_type", TypeAttr::get(global));
+  current[param.getOutput()] = {copy.getOutput(), layout};
+  parameterLayouts[param.getName()] = layout;
+  return success();
+}
 
+LogicalResult Partitioner::partitionConstant(ConstantOp constant) {
+  // A splat is the same on every rank; other constants stay whole and
+  // are sliced where they are read split.
+  FailureOr<SmallVector<Layout>> layouts = resultLayouts(constant);
+  if (failed(layouts))
+    return failure();
+  RankedTensorType global = globalType.lookup(constant.getOutput());
+  auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+  Layout layout = (*layouts)[0].dimsOnly();
+  if (!dense || !dense.isSplat())
+    layout = Layout::replicated(numAxes());
+  RankedTensorType local = localType(global, layout);
+  Value value = local == global ? ConstantOp::create(builder, constant.getLoc(),
+                                                     constant.getValue())
+                                      .getOutput()
+                                : ConstantOp::create(builder, constant.getLoc(),
+                                                     dense.resizeSplat(local))
+                                      .getOutput();
+  current[constant.getOutput()] = {value, layout};
+  return success();
+}
+
+LogicalResult Partitioner::partitionConcat(ConcatOp concat) {
+  // Every input read like the first, minus the concatenated dim.
+  Layout layout = current.lookup(concat.getOperand(0)).second.dimsOnly();
+  for (size_t a = 0; a < numAxes(); ++a)
+    if (layout.dim[a] == static_cast<int64_t>(concat.getAxis())) {
+      layout.dim[a] = -1;
+      layout.block[a] = 0;
+    }
+  return partitionOther(concat, &layout);
+}
+
+LogicalResult
+Partitioner::partitionReturn(func::ReturnOp ret, func::FuncOp func,
+                             SmallVectorImpl<Attribute> &resultShardings) {
+  // Results are whole values: partial sums are reduced, splits kept. A
+  // parameter's gradient takes the parameter's layout, and stays a
+  // partial sum when the training step reduces it later, but only over
+  // axes that do not split it: ranks holding different parts of a value
+  // cannot sum them, so a sum over a splitting axis is reduce-scattered
+  // here (a sequence-parallel weight gradient under tensor parallelism).
+  SmallVector<Value> operands;
+  for (auto [index, operand] : llvm::enumerate(ret.getOperands())) {
+    const Layout &produced = current.lookup(operand).second;
+    Layout layout = produced.dimsOnly();
+    if (auto of =
+            func.getResultAttrOfType<StringAttr>(index, ::dtc::kGradOfAttrName))
+      if (auto it = parameterLayouts.find(of.getValue());
+          it != parameterLayouts.end()) {
+        layout = it->second;
+        if (deferGradientSync)
+          for (size_t a = 0; a < numAxes(); ++a)
+            layout.setPartial(a, produced.isPartial(a) && !layout.splits(a));
+      }
+    // A result annotated before partitioning is returned in that layout
+    // (a pipeline stage's activation, read by the next stage's
+    // argument of the same layout).
+    if (Attribute wanted = func.getResultAttr(index, kShardingAttr)) {
+      FailureOr<Layout> parsed =
+          fromAttr(wanted, globalType.lookup(operand), ret.getLoc());
+      if (failed(parsed))
+        return failure();
+      layout = *parsed;
+    }
+    FailureOr<Value> local = reshard(operand, layout, ret.getLoc());
+    if (failed(local))
+      return failure();
+    operands.push_back(*local);
+    resultShardings.push_back(toAttr(layout, globalType.lookup(operand)));
+  }
+  func::ReturnOp::create(builder, ret.getLoc(), operands);
+  return success();
+}
+
+LogicalResult Partitioner::partitionOp(Operation &op, func::FuncOp func,
+                                       SmallVectorImpl<Attribute> &shardings) {
+  if (auto param = dyn_cast<ParameterOp>(&op))
+    return partitionParameter(param);
+  if (auto constant = dyn_cast<ConstantOp>(&op))
+    return partitionConstant(constant);
+  if (auto rule = dyn_cast<ShardingRuleOpInterface>(&op))
+    return partitionRuleOp(rule);
+  if (auto reshape = dyn_cast<ReshapeOp>(&op))
+    return partitionReshape(reshape);
+  if (auto concat = dyn_cast<ConcatOp>(&op))
+    return partitionConcat(concat);
+  if (auto ret = dyn_cast<func::ReturnOp>(&op))
+    return partitionReturn(ret, func, shardings);
+  return partitionOther(&op, nullptr);
+}
+
+void Partitioner::replaceBody(func::FuncOp func, Block *newBody) {
+  Block &body = func.getBody().front();
   for (Operation &op : llvm::reverse(body))
     op.dropAllReferences();
   body.dropAllDefinedValueUses();
   body.erase();
   func.getBody().push_back(newBody);
   func.setFunctionType(
-      FunctionType::get(ctx, newBody->getArgumentTypes(),
+      FunctionType::get(func.getContext(), newBody->getArgumentTypes(),
                         newBody->getTerminator()->getOperandTypes()));
+}
+
+void Partitioner::annotateSignature(func::FuncOp func,
+                                    ArrayRef<Layout> argLayouts,
+                                    ArrayRef<Attribute> resultShardings) {
   for (auto [i, layout] : llvm::enumerate(argLayouts)) {
     func.setArgAttr(
         i, kShardingAttr,
@@ -1333,6 +1487,37 @@ LogicalResult Partitioner::run(func::FuncOp func) {
     func.setResultAttr(i, kShardingAttr, attr);
   func->setAttr(kMeshAttrName, builder.getStringAttr(mesh.str()));
   func->removeAttr("dtc.sharding_cost");
+}
+
+LogicalResult Partitioner::run(func::FuncOp func) {
+  if (numAxes() > kMaxMeshAxes)
+    return func.emitError() << "dtc-partition handles at most " << kMaxMeshAxes
+                            << " mesh axes, got " << numAxes();
+  Block &body = func.getBody().front();
+  if (failed(recordGlobalTypes(body)))
+    return failure();
+
+  // The new body: local arguments in the layouts of their annotations.
+  auto *newBody = new Block();
+  SmallVector<Layout> argLayouts;
+  if (failed(addLocalArguments(func, *newBody, argLayouts))) {
+    delete newBody;
+    return failure();
+  }
+  builder.setInsertionPointToEnd(newBody);
+
+  SmallVector<Attribute> resultShardings;
+  for (Operation &op : body)
+    if (failed(partitionOp(op, func, resultShardings))) {
+      newBody->dropAllDefinedValueUses();
+      for (Operation &copied : llvm::reverse(*newBody))
+        copied.dropAllReferences();
+      delete newBody;
+      return failure();
+    }
+
+  replaceBody(func, newBody);
+  annotateSignature(func, argLayouts, resultShardings);
   // Each copy checks its local shapes (the collectives need the mesh
   // above), so a partitioning mistake points at its op.
   for (Operation &op : *newBody)
