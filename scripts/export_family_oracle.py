@@ -59,6 +59,16 @@ Models (vocab 64, hidden 32, 2 layers, 4 heads):
                   chunked scan of transformers' torch path (Einsum, Pad to
                   whole chunks, CumSum and Trilu segment sums), next-token
                   on the token file
+  falcon-h1-clm   FalconH1ForCausalLM(input_ids) -> logits: the hybrid of
+                  each layer's attention (2 kv heads, RoPE) beside a Mamba2
+                  mixer (4 heads of 16, state 8, chunks of 4), next-token on
+                  the token file
+  whisper-seq2seq WhisperForConditionalGeneration(input_features,
+                  decoder_input_ids) -> logits: 8 mel bins x 32 frames
+                  through the two-conv front end (stride 2), labels with
+                  -100 padding as bart-seq2seq's
+  deit-classify   DeiTForImageClassification(pixel_values) -> logits
+                  [batch, 10] (class and distillation tokens)
 """
 import argparse
 import json
@@ -91,6 +101,36 @@ PATCH = 4
 DATA_SEED = 123
 
 
+def hf(model_class, config_class, **config):
+    """A builder of a tiny Hugging Face model: transformers.<model_class>
+    over transformers.<config_class>(**config)."""
+    def build_model():
+        import transformers
+        return getattr(transformers, model_class)(
+            getattr(transformers, config_class)(**config))
+    return build_model
+
+
+# The common tiny text encoder: no dropout, 16 positions.
+ENCODER = dict(vocab_size=VOCAB, hidden_size=HIDDEN,
+               num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+               intermediate_size=2 * HIDDEN, max_position_embeddings=16,
+               hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+               pad_token_id=0)
+# Positions after the pad id (RoBERTa's scheme).
+ROBERTA_LIKE = dict(ENCODER, pad_token_id=PAD_ID, max_position_embeddings=20)
+VISION = dict(hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+              num_attention_heads=HEADS, intermediate_size=2 * HIDDEN,
+              image_size=IMAGE, patch_size=PATCH, num_channels=3,
+              num_labels=CLASSES, hidden_dropout_prob=0.0,
+              attention_probs_dropout_prob=0.0)
+SEQ2SEQ = dict(vocab_size=VOCAB, d_model=HIDDEN, encoder_layers=LAYERS,
+               decoder_layers=LAYERS, encoder_attention_heads=HEADS,
+               decoder_attention_heads=HEADS, encoder_ffn_dim=2 * HIDDEN,
+               decoder_ffn_dim=2 * HIDDEN, max_position_embeddings=16,
+               dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+               pad_token_id=PAD_ID, bos_token_id=0, eos_token_id=2,
+               decoder_start_token_id=DECODER_START)
 def distilbert():
     from transformers import DistilBertConfig, DistilBertForMaskedLM
     return DistilBertForMaskedLM(DistilBertConfig(
@@ -99,26 +139,10 @@ def distilbert():
         attention_dropout=0.0, pad_token_id=0))
 
 
-def bart():
-    from transformers import BartConfig, BartForConditionalGeneration
-    return BartForConditionalGeneration(BartConfig(
-        vocab_size=VOCAB, d_model=HIDDEN, encoder_layers=LAYERS,
-        decoder_layers=LAYERS, encoder_attention_heads=HEADS,
-        decoder_attention_heads=HEADS, encoder_ffn_dim=2 * HIDDEN,
-        decoder_ffn_dim=2 * HIDDEN, max_position_embeddings=16,
-        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
-        pad_token_id=PAD_ID, bos_token_id=0, eos_token_id=2,
-        decoder_start_token_id=DECODER_START))
+bart = hf("BartForConditionalGeneration", "BartConfig", **SEQ2SEQ)
 
 
-def vit():
-    from transformers import ViTConfig, ViTForImageClassification
-    return ViTForImageClassification(ViTConfig(
-        hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS, intermediate_size=2 * HIDDEN,
-        image_size=IMAGE, patch_size=PATCH, num_channels=3,
-        num_labels=CLASSES, hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0))
+vit = hf("ViTForImageClassification", "ViTConfig", **VISION)
 
 
 def bert():
@@ -157,6 +181,37 @@ def mamba2():
         use_cache=False))
 
 
+def falcon_h1():
+    from transformers import FalconH1Config, FalconH1ForCausalLM
+    return FalconH1ForCausalLM(FalconH1Config(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS, num_key_value_heads=2,
+        intermediate_size=2 * HIDDEN, mamba_d_ssm=2 * HIDDEN,
+        mamba_n_heads=HEADS, mamba_d_head=2 * HIDDEN // HEADS,
+        mamba_d_state=8, mamba_n_groups=1, mamba_chunk_size=4,
+        mamba_expand=2, max_position_embeddings=16, use_cache=False))
+
+
+MEL_BINS = 8
+FRAMES = 32
+
+
+def whisper():
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+    return WhisperForConditionalGeneration(WhisperConfig(
+        vocab_size=VOCAB, d_model=HIDDEN, encoder_layers=LAYERS,
+        decoder_layers=LAYERS, encoder_attention_heads=HEADS,
+        decoder_attention_heads=HEADS, encoder_ffn_dim=2 * HIDDEN,
+        decoder_ffn_dim=2 * HIDDEN, num_mel_bins=MEL_BINS,
+        max_source_positions=FRAMES // 2, max_target_positions=16,
+        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+        pad_token_id=PAD_ID, bos_token_id=0, eos_token_id=2,
+        decoder_start_token_id=DECODER_START))
+
+
+deit = hf("DeiTForImageClassification", "DeiTConfig", **VISION)
+
+
 def mlm_batch(g):
     ids = torch.randint(5, VOCAB, (BATCH, SEQ), generator=g)
     labels = ids.clone()
@@ -180,6 +235,14 @@ def seq2seq_batch(g):
     dec = torch.cat([start, labels[:, :-1]], dim=1)
     dec[dec == -100] = PAD_ID
     return {"input_ids": ids, "decoder_input_ids": dec, "labels": labels}
+
+
+def speech_batch(g):
+    features = torch.randn(BATCH, MEL_BINS, FRAMES, generator=g)
+    text = seq2seq_batch(g)
+    return {"input_features": features,
+            "decoder_input_ids": text["decoder_input_ids"],
+            "labels": text["labels"]}
 
 
 def text_classify_batch(g):
@@ -206,6 +269,129 @@ def ce(logits, labels):
 
 
 # name -> (model, batch maker, graph inputs, loss from (model, batch))
+AUDIO_SAMPLES = 400
+
+
+def audio_batch(g):
+    """Raw audio (the convolutional feature encoder's input) and a class."""
+    return {"input_values": torch.randn(BATCH, AUDIO_SAMPLES, generator=g),
+            "labels": torch.randint(0, CLASSES, (BATCH,), generator=g)}
+
+
+def masked_lm(name):
+    return (name, mlm_batch, ["input_ids"],
+            lambda m, b: ce(m(input_ids=b["input_ids"]).logits, b["labels"]))
+
+
+def text_classify(name):
+    return (name, text_classify_batch, ["input_ids"],
+            lambda m, b: ce(m(input_ids=b["input_ids"]).logits, b["labels"]))
+
+
+def image_classify(name):
+    return (name, image_batch, ["pixel_values"],
+            lambda m, b: ce(m(pixel_values=b["pixel_values"]).logits,
+                            b["labels"]))
+
+
+def audio_classify(name):
+    return (name, audio_batch, ["input_values"],
+            lambda m, b: ce(m(input_values=b["input_values"]).logits,
+                            b["labels"]))
+
+
+def seq2seq(name):
+    return (name, seq2seq_batch, ["input_ids", "decoder_input_ids"],
+            lambda m, b: ce(m(input_ids=b["input_ids"],
+                              decoder_input_ids=b["decoder_input_ids"]
+                              ).logits, b["labels"]))
+
+
+# More rows of each family: (builder, batch, inputs, loss) as MODELS.
+MORE_MODELS = {
+    "electra-mlm": masked_lm(hf("ElectraForMaskedLM", "ElectraConfig",
+                                embedding_size=HIDDEN, **ENCODER)),
+    "albert-mlm": masked_lm(hf("AlbertForMaskedLM", "AlbertConfig",
+                               embedding_size=16, **ENCODER)),
+    "xlm-roberta-mlm": masked_lm(hf("XLMRobertaForMaskedLM",
+                                    "XLMRobertaConfig", **ROBERTA_LIKE)),
+    "camembert-mlm": masked_lm(hf("CamembertForMaskedLM", "CamembertConfig",
+                                  **ROBERTA_LIKE)),
+    "mpnet-mlm": masked_lm(hf("MPNetForMaskedLM", "MPNetConfig",
+                              **ROBERTA_LIKE)),
+    "deberta-v2-mlm": masked_lm(hf("DebertaV2ForMaskedLM", "DebertaV2Config",
+                                   relative_attention=True,
+                                   pos_att_type=["p2c", "c2p"],
+                                   max_relative_positions=16, **ENCODER)),
+    "roformer-mlm": masked_lm(hf("RoFormerForMaskedLM", "RoFormerConfig",
+                                 embedding_size=HIDDEN, **ENCODER)),
+    "convbert-mlm": masked_lm(hf("ConvBertForMaskedLM", "ConvBertConfig",
+                                 embedding_size=HIDDEN, **ENCODER)),
+    "squeezebert-mlm": masked_lm(hf("SqueezeBertForMaskedLM",
+                                    "SqueezeBertConfig",
+                                    embedding_size=HIDDEN, **ENCODER)),
+    "ernie-mlm": masked_lm(hf("ErnieForMaskedLM", "ErnieConfig", **ENCODER)),
+    "modernbert-mlm": masked_lm(hf(
+        "ModernBertForMaskedLM", "ModernBertConfig", vocab_size=VOCAB,
+        hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS, intermediate_size=2 * HIDDEN,
+        max_position_embeddings=16, pad_token_id=0, local_attention=4,
+        global_attn_every_n_layers=2, embedding_dropout=0.0,
+        mlp_dropout=0.0, attention_dropout=0.0)),
+    "bert-classify": text_classify(hf(
+        "BertForSequenceClassification", "BertConfig", num_labels=CLASSES,
+        **ENCODER)),
+    "electra-classify": text_classify(hf(
+        "ElectraForSequenceClassification", "ElectraConfig",
+        num_labels=CLASSES, embedding_size=HIDDEN, **ENCODER)),
+    "deberta-v2-classify": text_classify(hf(
+        "DebertaV2ForSequenceClassification", "DebertaV2Config",
+        num_labels=CLASSES, relative_attention=True,
+        pos_att_type=["p2c", "c2p"], max_relative_positions=16, **ENCODER)),
+    "beit-classify": image_classify(hf(
+        "BeitForImageClassification", "BeitConfig", use_mean_pooling=True,
+        **VISION)),
+    "dinov2-classify": image_classify(hf(
+        "Dinov2ForImageClassification", "Dinov2Config", **VISION)),
+    "data2vec-vision-classify": image_classify(hf(
+        "Data2VecVisionForImageClassification", "Data2VecVisionConfig",
+        **VISION)),
+    "convnext-classify": image_classify(hf(
+        "ConvNextForImageClassification", "ConvNextConfig", num_channels=3,
+        hidden_sizes=[8, 16], depths=[1, 1], image_size=IMAGE,
+        num_labels=CLASSES)),
+    "wav2vec2-classify": audio_classify(hf(
+        "Wav2Vec2ForSequenceClassification", "Wav2Vec2Config",
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS, intermediate_size=2 * HIDDEN,
+        conv_dim=[16, 16], conv_stride=[5, 2], conv_kernel=[10, 3],
+        feat_extract_norm="layer", num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=4, num_labels=CLASSES,
+        hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+        feat_proj_dropout=0.0, final_dropout=0.0, layerdrop=0.0,
+        mask_time_prob=0.0, do_stable_layer_norm=True)),
+    "hubert-classify": audio_classify(hf(
+        "HubertForSequenceClassification", "HubertConfig",
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS, intermediate_size=2 * HIDDEN,
+        conv_dim=[16, 16], conv_stride=[5, 2], conv_kernel=[10, 3],
+        feat_extract_norm="layer", num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=4, num_labels=CLASSES,
+        hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+        feat_proj_dropout=0.0, final_dropout=0.0, layerdrop=0.0,
+        mask_time_prob=0.0, do_stable_layer_norm=True)),
+    "marian-seq2seq": seq2seq(hf("MarianMTModel", "MarianConfig",
+                                 decoder_vocab_size=VOCAB, **SEQ2SEQ)),
+    "pegasus-seq2seq": seq2seq(hf("PegasusForConditionalGeneration",
+                                  "PegasusConfig", **SEQ2SEQ)),
+    "mbart-seq2seq": seq2seq(hf("MBartForConditionalGeneration",
+                                "MBartConfig", **SEQ2SEQ)),
+    "blenderbot-small-seq2seq": seq2seq(hf(
+        "BlenderbotSmallForConditionalGeneration", "BlenderbotSmallConfig",
+        **SEQ2SEQ)),
+}
+
+
 MODELS = {
     "distilbert-mlm": (distilbert, mlm_batch, ["input_ids"],
                        lambda m, b: ce(m(input_ids=b["input_ids"]).logits,
@@ -228,10 +414,32 @@ MODELS = {
                                          b["labels"])),
     "mamba-clm": (mamba, token_batch, ["input_ids"], None),
     "mamba2-clm": (mamba2, token_batch, ["input_ids"], None),
+    "falcon-h1-clm": (falcon_h1, token_batch, ["input_ids"], None),
+    "whisper-seq2seq": (whisper, speech_batch,
+                        ["input_features", "decoder_input_ids"],
+                        lambda m, b: ce(m(
+                            input_features=b["input_features"],
+                            decoder_input_ids=b["decoder_input_ids"]).logits,
+                            b["labels"])),
+    "deit-classify": (deit, image_batch, ["pixel_values"],
+                      lambda m, b: ce(m(pixel_values=b["pixel_values"]).logits,
+                                      b["labels"])),
 }
 # Next-token models: trained on test/models/oracle/tokens.bin (written by
 # export_training_oracle.py), the rows dtc reads, with its loss.
-TOKEN_MODELS = {"mamba-clm", "mamba2-clm"}
+TOKEN_MODELS = {"mamba-clm", "mamba2-clm", "falcon-h1-clm"}
+MODELS.update(MORE_MODELS)
+# Rows that do not pass yet, and why (docs/compatibility.md); their
+# fixtures are not committed. Export them by name to work on them.
+NOT_YET = {
+    "roformer-mlm": "sinusoidal positions need --frozen; key weights' "
+                    "rounding-level gradients differ at the floor",
+    "squeezebert-mlm": "the pooler is not in the export (PyTorch decays it)",
+    "dinov2-classify": "mask_token is not in the export",
+    "beit-classify": "loss 7.7e-5 off PyTorch's",
+    "data2vec-vision-classify": "loss 7.7e-5 off PyTorch's (BEiT's)",
+    "convnext-classify": "config (num_stages) to fix in this script",
+}
 FIXED_BATCH = set()
 LOSS_TEXT = {
     "distilbert-mlm": "F.cross_entropy(logits, labels, ignore_index=-100)",
@@ -242,7 +450,14 @@ LOSS_TEXT = {
     "roberta-classify": "F.cross_entropy(logits, labels)",
     "mamba-clm": "F.cross_entropy(logits, next tokens) on the token file",
     "mamba2-clm": "F.cross_entropy(logits, next tokens) on the token file",
+    "falcon-h1-clm": "F.cross_entropy(logits, next tokens) on the token file",
+    "whisper-seq2seq": "F.cross_entropy(logits, labels, ignore_index=-100)",
+    "deit-classify": "F.cross_entropy(logits, labels)",
 }
+for _name, (_, _batch, _, _) in MORE_MODELS.items():
+    LOSS_TEXT[_name] = ("F.cross_entropy(logits, labels, ignore_index=-100)"
+                        if _batch in (mlm_batch, seq2seq_batch)
+                        else "F.cross_entropy(logits, labels)")
 
 
 def build(name):
@@ -259,7 +474,8 @@ def export(name, batch, path):
     _, _, inputs, _ = MODELS[name]
     kwargs = {k: batch[k] for k in inputs}
     kwargs["return_dict"] = False
-    if name in ("bart-seq2seq", "mamba-clm", "mamba2-clm"):
+    if MODELS[name][1] in (seq2seq_batch, speech_batch) or \
+            name in TOKEN_MODELS:
         kwargs["use_cache"] = False          # no past key/values outputs
     dim = torch.export.Dim("batch", min=1, max=1024)
     shapes = {k: {0: dim} for k in inputs}
@@ -322,7 +538,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "test", "models",
         "oracle"))
-    ap.add_argument("models", nargs="*", default=list(MODELS))
+    ap.add_argument("models", nargs="*",
+                    default=[m for m in MODELS if m not in NOT_YET])
     args = ap.parse_args()
     out = os.path.normpath(args.out)
     torch.use_deterministic_algorithms(True)

@@ -349,8 +349,11 @@ def reference_steps(name, model, loss_of_step, prefix, extra, keep=None):
     this script, scripts/export_family_oracle.py and
     scripts/compat_oracle.py."""
     model.train()
-    named = dict(model.named_parameters())     # deduplicated
-    pkey = {id(p): k for k, p in named.items()}
+    # Deduplicated; a parameter with requires_grad=False (Whisper's encoder
+    # positions) is not trained: AdamW skips it (no gradient, no decay).
+    named = {k: p for k, p in model.named_parameters() if p.requires_grad}
+    frozen = [k for k, p in model.named_parameters() if not p.requires_grad]
+    pkey = {id(p): k for k, p in model.named_parameters()}
     buffers = [k for k, _ in model.named_buffers()]
     # state_dict key -> the (deduplicated) parameter it names; the keys
     # that alias another parameter are the tied weights.
@@ -363,6 +366,8 @@ def reference_steps(name, model, loss_of_step, prefix, extra, keep=None):
 
     opt = configure_optimizer(model)
     tensors = {"param:" + k: p.detach().clone() for k, p in named.items()}
+    for key in frozen:
+        tensors["frozen:" + key] = model.get_parameter(key).detach().clone()
     for key, value in model.named_buffers():
         tensors["buffer:" + key] = value.detach().clone()
 
@@ -405,6 +410,7 @@ def reference_steps(name, model, loss_of_step, prefix, extra, keep=None):
                              "parameter"}
                             for k, v in model.state_dict().items()],
         "parameters": list(named),
+        "frozen": frozen,
         "buffers": buffers,
         "tied": tied,
         "parameter_of_key": param_of,

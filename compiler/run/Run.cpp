@@ -687,6 +687,15 @@ struct SyntheticSamples {
     return static_cast<int64_t>(mix(mix(seed ^ 0x636c617373ull) ^ sample) %
                                 static_cast<uint64_t>(classes));
   }
+  /// The id at `position` of integer input `input`'s sample (a speech
+  /// model's decoder tokens), one of the `classes` (the vocabulary).
+  int64_t tokenOf(uint64_t sample, int64_t input, int64_t position) const {
+    uint64_t stream =
+        mix(seed ^ 0x746f6b656eull ^ static_cast<uint64_t>(input));
+    return static_cast<int64_t>(
+        mix(mix(stream ^ sample) ^ static_cast<uint64_t>(position)) %
+        static_cast<uint64_t>(classes));
+  }
   /// Element `e` of input `input`'s sample (whole row of shape `row`).
   float value(uint64_t sample, int64_t input, llvm::ArrayRef<int64_t> row,
               int64_t e) const {
@@ -951,12 +960,16 @@ llvm::Expected<TrainingData> loadTrainingData(const program::Program &p,
                       o.data, p.training().vocab());
     return data;
   }
-  if (!o.data.empty() &&
-      (p.training().objective() == "seq2seq" || hasFeed(p, "decoder_tokens")))
-    return badInput("--data {0}: a token file cannot feed a seq2seq model; "
-                    "seq2seq needs --data DIR shards with input_ids and "
-                    "labels",
-                    o.data);
+  if (p.training().objective() == "seq2seq" || hasFeed(p, "decoder_tokens")) {
+    if (!o.data.empty())
+      return badInput("--data {0}: a token file cannot feed a seq2seq model; "
+                      "seq2seq needs --data DIR shards with input_ids and "
+                      "labels",
+                      o.data);
+    // No --data: synthetic ids and labels drawn from --seed, as a
+    // classifier's samples (what dtc verify feeds both runs).
+    return data;
+  }
   // A classifier's vocab is its classes, which bound its labels, not the
   // token ids (the embedding's kernel checks those).
   auto tokens = loadTokens(
@@ -1062,6 +1075,15 @@ llvm::Expected<rt::Tensor> fillData(const DataPart &part, int64_t firstMicro,
           else
             storeInt(t.ref(), at + j, id);
         }
+      } else if (!rt::isFloat(part.dtype) && part.feed != "labels") {
+        // Integer inputs with no token file (a speech model's decoder
+        // tokens): ids drawn per global position; masks keep everything.
+        for (int64_t j = 0; j < perRow; ++j)
+          storeInt(t.ref(), at + j,
+                   part.feed == "attention_mask"
+                       ? 1
+                       : source.synthetic.tokenOf(sample, part.input,
+                                                  part.column(j, perRow)));
       } else if (part.feed == "labels") {
         int64_t label = source.synthetic.classOf(sample);
         for (int64_t j = 0; j < perRow; ++j)
@@ -2504,8 +2526,9 @@ llvm::Error verifyBundle(const VerifyOptions &v, llvm::raw_ostream &out) {
     return verifyInference(v, *p, *reference, dir, out);
   std::string data = v.data;
   const program::Training &train = p->training();
-  // A model without token inputs trains on synthetic samples of --seed.
-  if (data.empty() && readsTokens(*p)) {
+  // A model without token inputs, or a seq2seq model (which a token file
+  // cannot feed), trains on synthetic samples of --seed.
+  if (data.empty() && readsTokens(*p) && train.objective() != "seq2seq") {
     data = (dir + "/tokens.bin").str();
     int64_t count = std::max<int64_t>(8192, 16 * (train.seq_len() + 1));
     if (llvm::Error e = writeSyntheticTokens(

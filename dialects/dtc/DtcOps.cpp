@@ -1245,7 +1245,19 @@ SmallVector<AffineMap> EmbeddingOp::getIndexingMaps() {
 }
 
 LogicalResult EmbeddingOp::buildGradient(GradientBuilder &gb) {
-  gb.setGrad(0, EmbeddingGradOp::create(gb.b, gb.loc, gb.grad(), getIds(),
+  Value grad = gb.grad();
+  if (std::optional<int64_t> padding = getPaddingIdx()) {
+    // The padding row's lookups pass no gradient: their rows of the
+    // cotangent are zeroed before the scatter-add.
+    Value ids = getIds();
+    SmallVector<int64_t> rowShape(getIds().getType().getShape());
+    rowShape.push_back(1);
+    Value isPadding = gb.reshape(
+        gb.compare(ids, gb.scalar(ids, static_cast<double>(*padding)), "eq"),
+        rowShape);
+    grad = gb.select(isPadding, gb.scalar(grad, 0), grad);
+  }
+  gb.setGrad(0, EmbeddingGradOp::create(gb.b, gb.loc, grad, getIds(),
                                         getTable().getType().getDimSize(0)));
   return success();
 }

@@ -448,8 +448,11 @@ def Dtc_EmbeddingOp
     Its sharding rule treats the lookup as a one-hot contraction over the
     vocabulary loop, so splitting the table by rows (Megatron's
     vocab-parallel embedding) is a split reduction like any other.
+    `padding_idx` (PyTorch's nn.Embedding(padding_idx=p)): lookups of row p
+    pass no gradient to the table.
   }];
-  let arguments = (ins Dtc_FloatTensor:$table, Dtc_IndexTensor:$ids);
+  let arguments = (ins Dtc_FloatTensor:$table, Dtc_IndexTensor:$ids,
+                       OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs Dtc_FloatTensor:$output);
   let assemblyFormat =
       "$table `,` $ids attr-dict `:` functional-type(operands, results)";

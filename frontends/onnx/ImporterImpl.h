@@ -186,6 +186,7 @@ public:
                                 llvm::StringRef summed, llvm::StringRef order,
                                 llvm::ArrayRef<int64_t> shape);
   Error lowerPad(llvm::ArrayRef<Entry *> ins);
+  Error lowerTile(llvm::ArrayRef<Entry *> ins);
   // ops/NN.cpp
   /// Softmax over the node's `axis` of its first input, shared by Softmax
   /// and LogSoftmax.
@@ -217,6 +218,9 @@ public:
   Error lowerSequenceAt(llvm::ArrayRef<Entry *> ins);
   Error lowerGather(llvm::ArrayRef<Entry *> ins);
   Error lowerGatherND(llvm::ArrayRef<Entry *> ins);
+  /// Gather of `indices` along `axis` of `data`: a slice for consecutive
+  /// constant indices, else dtc.embedding.
+  Expected<Value> gatherAlong(Entry &data, Entry &indices, int64_t axis);
   Error lowerGatherElements(llvm::ArrayRef<Entry *> ins);
   Error lowerWhere(llvm::ArrayRef<Entry *> ins);
   Error lowerCompare(llvm::ArrayRef<Entry *> ins);

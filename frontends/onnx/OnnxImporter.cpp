@@ -234,12 +234,13 @@ static bool readsData(const ::onnx::NodeProto &n, int input) {
 
 /// Lowered ops through which an input-independent float initializer is a
 /// buffer, not a weight: comparisons and NaN/Inf tests (a boolean carries no
-/// gradient), and GatherND (the dynamo exporter's indexing of position
+/// gradient), GatherND (the dynamo exporter's indexing of position
 /// tables such as GPT-J's sin/cos; weights are read by MatMul, Gemm and
-/// Gather).
+/// Gather) and Tile (lowered only for run-time inputs).
 static bool readsBuffers(llvm::StringRef op) {
   return llvm::is_contained({"Equal", "Less", "LessOrEqual", "Greater",
-                             "GreaterOrEqual", "IsNaN", "IsInf", "GatherND"},
+                             "GreaterOrEqual", "IsNaN", "IsInf", "GatherND",
+                             "Tile"},
                             op);
 }
 
@@ -254,6 +255,16 @@ void ModelImporter::findHostConstants() {
   for (const auto &input : graph.input())
     if (!initializerNames.contains(input.name()))
       dynamic.insert(input.name());
+  // What the export tags PARAMETER trains, so whatever is computed from it
+  // changes every step, even through ops dtc could fold: Whisper's decoder
+  // positions, a PARAMETER transposed and gathered at constant positions,
+  // would otherwise become a constant and never train.
+  llvm::StringSet<> parameters;
+  for (const auto &[name, origin] : readInitializerOrigins(graph))
+    if (origin.kind == "PARAMETER") {
+      parameters.insert(name);
+      dynamic.insert(name);
+    }
   llvm::StringMap<const ::onnx::NodeProto *> producers;
   for (const auto &n : graph.node()) {
     bool isDynamic = false;
@@ -289,13 +300,15 @@ void ModelImporter::findHostConstants() {
     if (!isDynamic)
       work.append(n.input().begin(), n.input().end());
   }
-  // Scalars are exporter constants (scales, epsilons, constant-folded
-  // Constant nodes), not weights.
+  // Untagged scalars are exporter constants (scales, epsilons,
+  // constant-folded Constant nodes), not weights; a scalar PARAMETER (a
+  // learned temperature) trains.
   for (const auto &init : graph.initializer()) {
     int64_t count = 1;
     for (int64_t dim : init.dims())
       count *= dim;
-    if (isFloatType(init.data_type()) && count <= 1)
+    if (isFloatType(init.data_type()) && count <= 1 &&
+        !parameters.contains(init.name()))
       hostConstants.insert(init.name());
   }
   llvm::StringSet<> seen;

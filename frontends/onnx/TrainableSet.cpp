@@ -26,6 +26,7 @@ constexpr llvm::StringLiteral kPersistentKey =
 constexpr llvm::StringLiteral kSignatureKey =
     "pkg.torch.export.ExportedProgram.graph_signature";
 constexpr llvm::StringLiteral kScopesKey = "pkg.torch.onnx.name_scopes";
+constexpr llvm::StringLiteral kFxNodeKey = "pkg.torch.onnx.fx_node";
 /// The metadata_props fields of ONNX IR 10, newer than this ONNX library.
 constexpr int kValueInfoMetadataField = 4, kNodeMetadataField = 9,
               kGraphMetadataField = 16;
@@ -77,6 +78,32 @@ metadataOf(const google::protobuf::Message &message, int fieldNumber) {
 }
 
 } // namespace
+
+std::optional<int64_t>
+dtc::onnx::readEmbeddingPaddingIndex(const ::onnx::NodeProto &node) {
+  for (const auto &[key, value] : metadataOf(node, kNodeMetadataField)) {
+    if (key != kFxNodeKey)
+      continue;
+    // "... target=torch.ops.aten.embedding.default](args = (%w, %ids, 0),
+    // kwargs = {})": the third argument, -1 (none) by default.
+    llvm::StringRef text(value);
+    if (!text.contains("aten.embedding.default"))
+      return std::nullopt;
+    size_t open = text.find("args = (");
+    if (open == llvm::StringRef::npos)
+      return std::nullopt;
+    llvm::StringRef args = text.drop_front(open + 8);
+    args = args.take_until([](char c) { return c == ')'; });
+    llvm::SmallVector<llvm::StringRef> items;
+    args.split(items, ',');
+    int64_t padding = -1;
+    if (items.size() < 3 || items[2].trim().getAsInteger(10, padding) ||
+        padding < 0)
+      return std::nullopt;
+    return padding;
+  }
+  return std::nullopt;
+}
 
 llvm::StringMap<InitializerOrigin>
 dtc::onnx::readInitializerOrigins(const ::onnx::GraphProto &graph) {

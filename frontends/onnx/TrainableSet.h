@@ -92,6 +92,13 @@ UseEvidence readUseEvidence(const ::onnx::GraphProto &graph);
 /// released. The hazard's text, or nullopt.
 std::optional<std::string> findFoldedTiedCopy(const ::onnx::GraphProto &graph);
 
+/// What PyTorch's embedding call said of its gradient, read from the
+/// node's `pkg.torch.onnx.fx_node` metadata (`aten.embedding.default(args
+/// = (weight, ids, padding_idx, ...))`), which the lookup's Gather does not
+/// carry: nn.Embedding(padding_idx=p) gives row p no gradient. None when
+/// the node has no such metadata or no padding row.
+std::optional<int64_t> readEmbeddingPaddingIndex(const ::onnx::NodeProto &node);
+
 /// Why an initializer is or is not trained.
 struct TrainableDecision {
   bool trained = true;

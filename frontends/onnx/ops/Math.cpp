@@ -276,6 +276,22 @@ Error ModelImporter::lowerReduce(llvm::ArrayRef<Entry *> ins) {
   if (axes->empty())
     return defineValue(0, *input);
   Operation *created;
+  if (op == "ReduceL2" || op == "ReduceSumSquare") {
+    // sqrt(sum(x^2)): the norm of weight normalization (wav2vec2's
+    // positional convolution), from ops that have gradients.
+    auto squares =
+        finish(d::MulOp::create(builder, loc(), placeholder(), *input, *input));
+    if (!squares)
+      return squares.takeError();
+    auto sum = finish(d::ReduceSumOp::create(builder, loc(), placeholder(),
+                                             *squares, *axes, keepDims));
+    if (!sum || op == "ReduceSumSquare")
+      return sum ? defineValue(0, *sum) : sum.takeError();
+    auto root = finish(d::SqrtOp::create(builder, loc(), placeholder(), *sum));
+    if (!root)
+      return root.takeError();
+    return defineValue(0, *root);
+  }
   if (op == "ReduceMean")
     created = d::ReduceMeanOp::create(builder, loc(), placeholder(), *input,
                                       *axes, keepDims);
@@ -535,5 +551,7 @@ void ::dtc::onnx::detail::registerMathOps(LoweringTable &table) {
   table["ReduceMean"] = &ModelImporter::lowerReduce;
   table["ReduceSum"] = &ModelImporter::lowerReduce;
   table["ReduceMax"] = &ModelImporter::lowerReduce;
+  table["ReduceL2"] = &ModelImporter::lowerReduce;
+  table["ReduceSumSquare"] = &ModelImporter::lowerReduce;
   table["CumSum"] = &ModelImporter::lowerCumSum;
 }

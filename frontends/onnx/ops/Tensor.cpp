@@ -327,13 +327,20 @@ Expected<Value> ModelImporter::indexValue(Entry &indices) {
 Error ModelImporter::lowerGather(llvm::ArrayRef<Entry *> ins) {
   if (ins.size() != 2 || !ins[1])
     return nodeError("needs data and indices inputs");
-  Entry &data = *ins[0], &indices = *ins[1];
+  auto result = gatherAlong(*ins[0], *ins[1], getIntAttr(*node, "axis", 0));
+  if (!result)
+    return result.takeError();
+  return defineValue(0, *result);
+}
+
+Expected<Value> ModelImporter::gatherAlong(Entry &data, Entry &indices,
+                                           int64_t axisAttr) {
   if (!isIntegerType(indices.dataType) || indices.dataType == kBool)
     return nodeError("indices must be integers, got {0}",
                      dataTypeName(indices.dataType));
   std::string error;
   int64_t rank = data.shape.size();
-  auto axis = normalizeAxis(getIntAttr(*node, "axis", 0), rank, error);
+  auto axis = normalizeAxis(axisAttr, rank, error);
   if (!axis)
     return nodeError("{0}", error);
   int64_t rows = data.shape[*axis];
@@ -369,7 +376,7 @@ Error ModelImporter::lowerGather(llvm::ArrayRef<Entry *> ins) {
       auto result = reshape(*part, outShape);
       if (!result)
         return result.takeError();
-      return defineValue(0, *result);
+      return *result;
     }
     auto c = constant(HostTensor::fromInts(idx, indices.shape));
     if (!c)
@@ -413,8 +420,12 @@ Error ModelImporter::lowerGather(llvm::ArrayRef<Entry *> ins) {
       return flat.takeError();
     t = *flat;
   }
-  auto looked =
-      finish(d::EmbeddingOp::create(builder, loc(), placeholder(), t, ids));
+  // nn.Embedding's padding_idx, which only the export's FX call records.
+  IntegerAttr padding;
+  if (std::optional<int64_t> row = readEmbeddingPaddingIndex(*node))
+    padding = builder.getI64IntegerAttr(*row);
+  auto looked = finish(
+      d::EmbeddingOp::create(builder, loc(), placeholder(), t, ids, padding));
   if (!looked)
     return looked.takeError();
   Value result = *looked;
@@ -440,7 +451,7 @@ Error ModelImporter::lowerGather(llvm::ArrayRef<Entry *> ins) {
       return moved.takeError();
     result = *moved;
   }
-  return defineValue(0, result);
+  return result;
 }
 
 /// GatherElements with run-time data or indices (both known fold on the
@@ -747,6 +758,49 @@ Error ModelImporter::lowerPad(llvm::ArrayRef<Entry *> ins) {
   return defineValue(0, x);
 }
 
+/// Tile of a run-time tensor by constant repeats: each repeated axis a
+/// concatenation of copies (DeBERTa's relative positions). Constant inputs
+/// are tiled on the host.
+Error ModelImporter::lowerTile(llvm::ArrayRef<Entry *> ins) {
+  if (ins.size() != 2 || !ins[1])
+    return nodeError("needs input and repeats");
+  auto repeats = knownInts(1, "repeats");
+  if (!repeats)
+    return repeats.takeError();
+  if (repeats->size() != ins[0]->shape.size())
+    return nodeError("has {0} repeats for a rank-{1} input", repeats->size(),
+                     ins[0]->shape.size());
+  auto input = valueOf(*ins[0]);
+  if (!input)
+    return input.takeError();
+  // Repeating a dim of size 1 is a broadcast (DeBERTa's relative positions
+  // over the batch), which a batch split shards; other dims are copies.
+  llvm::SmallVector<int64_t> broadcast(ins[0]->shape.begin(),
+                                       ins[0]->shape.end());
+  for (auto [axis, count] : llvm::enumerate(*repeats)) {
+    if (count < 1)
+      return nodeError("repeat {0} of axis {1} must be at least 1", count,
+                       axis);
+    if (broadcast[axis] == 1)
+      broadcast[axis] = count;
+  }
+  auto expanded = expandTo(*input, broadcast);
+  if (!expanded)
+    return expanded.takeError();
+  Value x = *expanded;
+  for (auto [axis, count] : llvm::enumerate(*repeats)) {
+    if (count == 1 || ins[0]->shape[axis] == 1)
+      continue;
+    llvm::SmallVector<Value> copies(count, x);
+    auto joined = finish(
+        d::ConcatOp::create(builder, loc(), placeholder(), copies, axis));
+    if (!joined)
+      return joined.takeError();
+    x = *joined;
+  }
+  return defineValue(0, x);
+}
+
 Error ModelImporter::lowerCastOp(llvm::ArrayRef<Entry *> ins) {
   return lowerCast(ins, getIntAttr(*node, "to", kUndefined));
 }
@@ -793,6 +847,19 @@ Error ModelImporter::lowerGatherND(llvm::ArrayRef<Entry *> ins) {
     return nodeError("indices {0} must end in a dim of size 1 to {1}",
                      shapeString(idx.shape), rank);
   int64_t m = idx.shape.back(), tuples = idx.size() / m;
+  if (m == 1) {
+    // Whole rows of the first dim (Whisper's decoder positions): a Gather,
+    // so a row lookup with a sharding rule and a scatter-add gradient.
+    Entry rows;
+    rows.dataType = kInt64;
+    rows.shape.assign(idx.shape.begin(), idx.shape.end() - 1);
+    rows.known = std::make_shared<const HostTensor>(
+        HostTensor::fromInts(idx.toInts(), rows.shape));
+    auto result = gatherAlong(data, rows, 0);
+    if (!result)
+      return result.takeError();
+    return defineValue(0, *result);
+  }
   auto input = valueOf(data);
   if (!input)
     return input.takeError();
@@ -853,4 +920,5 @@ void ::dtc::onnx::detail::registerTensorOps(LoweringTable &table) {
   table["Cast"] = &ModelImporter::lowerCastOp;
   table["CastLike"] = &ModelImporter::lowerCastLike;
   table["Pad"] = &ModelImporter::lowerPad;
+  table["Tile"] = &ModelImporter::lowerTile;
 }

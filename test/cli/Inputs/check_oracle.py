@@ -18,7 +18,9 @@ Checks (one line each, "ok ..." or "FAIL ..."; exit 1 on any failure):
   trained set   every tensor dtc trains (has exp_avg: moments) is a
                 PyTorch parameter, under a state_dict key ("dtc trained
                 buffer X" otherwise), and every PyTorch parameter is
-                trained, once (a tied pair is one parameter)
+                trained, once (a tied pair is one parameter); buffers and
+                parameters with requires_grad=False (the reference's
+                "frozen") keep their values
   loss          each step's loss: relative error <= 1e-5
   grad_norm     each step's global gradient norm (before clipping):
                 relative error <= 1e-4
@@ -222,6 +224,11 @@ def main():
     clip_at = ref["hyperparameters"]["grad_clip"]
     parameters = ref["parameters"]              # deduplicated torch names
     buffers = set(ref["buffers"])
+    # Parameters with requires_grad=False: PyTorch never updates them, so,
+    # like buffers, they must come out as they went in.
+    frozen = set(ref.get("frozen", []))
+    fixed = {k: tensors["buffer:" + k] for k in buffers}
+    fixed.update({k: tensors["frozen:" + k] for k in frozen})
     lr = ref["hyperparameters"]["lr"]
     # Parameters whose gradient is rounding noise (see "roundoff" above).
     grads = {p: tensors["grad:" + p] for p in parameters}
@@ -291,6 +298,9 @@ def main():
         for k in trained:
             if k in buffers:
                 problems.append(f"dtc trained buffer {k}")
+            elif k in frozen:
+                problems.append(f"dtc trained {k}, which PyTorch does not "
+                                f"(requires_grad=False; pass --frozen)")
             elif k not in param_of:
                 problems.append(f"dtc trained {k}, which is not a key of "
                                 f"PyTorch's state_dict")
@@ -305,12 +315,13 @@ def main():
                 problems.append(f"PyTorch parameter {' = '.join(aliases)} "
                                 f"is not trained by dtc")
         for k in sorted(keys):
-            if keys[k].get("role") == "parameter" and k in buffers \
+            if keys[k].get("role") == "parameter" and k in fixed \
                     and k not in trained:
                 got = ck.read(k)
-                if not np.array_equal(got, tensors["buffer:" + k]):
-                    problems.append(f"buffer {k} changed (max abs "
-                                    f"{np.max(np.abs(got - tensors['buffer:' + k])):.2e})")
+                if not np.array_equal(got, fixed[k]):
+                    problems.append(f"{'buffer' if k in buffers else 'frozen'}"
+                                    f" {k} changed (max abs "
+                                    f"{np.max(np.abs(got - fixed[k])):.2e})")
         for text in problems:
             report.fail(f"trained set step {step}: {text}")
         if not problems:
@@ -390,6 +401,15 @@ def main():
         got = load_safetensors(args.consolidated)
         missing = sorted(set(state_keys) - set(got))
         extra = sorted(set(got) - set(state_keys))
+        # A missing key that PyTorch ties to a key the file has (BART's
+        # model.shared.weight, XLM-R's lm_head.bias: the export reads the
+        # tensor under the other name only) is restored by tie_weights(),
+        # which transformers' from_pretrained runs after loading.
+        tied_alias = sorted(
+            k for k in missing
+            if any(param_of.get(k2) == param_of.get(k) for k2 in got
+                   if k2 in param_of))
+        missing = [k for k in missing if k not in tied_alias]
         if missing or extra:
             report.fail(
                 "consolidated keys: load_state_dict(strict=True) would "
@@ -399,6 +419,12 @@ def main():
                         if missing else "",
                         f"unexpected {len(extra)}: {', '.join(extra)}"
                         if extra else ""] if x))
+        elif tied_alias:
+            report.ok(f"consolidated keys: the {len(state_keys)} keys of "
+                      f"PyTorch's state_dict but {len(tied_alias)} tied "
+                      f"alias{'es' if len(tied_alias) > 1 else ''} "
+                      f"({', '.join(tied_alias)}) that tie_weights() "
+                      f"restores from the key written")
         else:
             report.ok(f"consolidated keys: the {len(state_keys)} keys of "
                       f"PyTorch's state_dict")
@@ -409,9 +435,10 @@ def main():
                 bad.append(f"'{k}' shape {list(got[k].shape)}, PyTorch "
                            f"{list(state_keys[k])}")
                 continue
-            if k in buffers:
-                if not np.array_equal(got[k], tensors["buffer:" + k]):
-                    bad.append(f"buffer '{k}' differs from PyTorch's")
+            if k in fixed:
+                if not np.array_equal(got[k], fixed[k]):
+                    bad.append(f"{'buffer' if k in buffers else 'frozen'} "
+                               f"'{k}' differs from PyTorch's")
                 continue
             p = param_of[k]
             want, before = torch_param(step, p), torch_param(step - 1, p)
