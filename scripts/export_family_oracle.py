@@ -269,6 +269,17 @@ def ce(logits, labels):
 
 
 # name -> (model, batch maker, graph inputs, loss from (model, batch))
+# The tiny wav2vec2-style speech encoder: two feature convolutions
+# (stride 10), LayerNorm feature extractor, no dropout or masking.
+AUDIO = dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+             num_attention_heads=HEADS, intermediate_size=2 * HIDDEN,
+             conv_dim=[16, 16], conv_stride=[5, 2], conv_kernel=[10, 3],
+             feat_extract_norm="layer", num_conv_pos_embeddings=16,
+             num_conv_pos_embedding_groups=4, num_labels=CLASSES,
+             hidden_dropout=0.0, attention_dropout=0.0,
+             activation_dropout=0.0, feat_proj_dropout=0.0,
+             final_dropout=0.0, layerdrop=0.0, mask_time_prob=0.0,
+             do_stable_layer_norm=True)
 AUDIO_SAMPLES = 400
 
 
@@ -362,24 +373,10 @@ MORE_MODELS = {
         num_labels=CLASSES)),
     "wav2vec2-classify": audio_classify(hf(
         "Wav2Vec2ForSequenceClassification", "Wav2Vec2Config",
-        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS, intermediate_size=2 * HIDDEN,
-        conv_dim=[16, 16], conv_stride=[5, 2], conv_kernel=[10, 3],
-        feat_extract_norm="layer", num_conv_pos_embeddings=16,
-        num_conv_pos_embedding_groups=4, num_labels=CLASSES,
-        hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
-        feat_proj_dropout=0.0, final_dropout=0.0, layerdrop=0.0,
-        mask_time_prob=0.0, do_stable_layer_norm=True)),
+        **AUDIO)),
     "hubert-classify": audio_classify(hf(
         "HubertForSequenceClassification", "HubertConfig",
-        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS, intermediate_size=2 * HIDDEN,
-        conv_dim=[16, 16], conv_stride=[5, 2], conv_kernel=[10, 3],
-        feat_extract_norm="layer", num_conv_pos_embeddings=16,
-        num_conv_pos_embedding_groups=4, num_labels=CLASSES,
-        hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
-        feat_proj_dropout=0.0, final_dropout=0.0, layerdrop=0.0,
-        mask_time_prob=0.0, do_stable_layer_norm=True)),
+        **AUDIO)),
     "marian-seq2seq": seq2seq(hf("MarianMTModel", "MarianConfig",
                                  decoder_vocab_size=VOCAB, **SEQ2SEQ)),
     "pegasus-seq2seq": seq2seq(hf("PegasusForConditionalGeneration",
