@@ -32,6 +32,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/JSON.h"
@@ -633,7 +634,29 @@ struct CompilePlan {
 struct BundlePrograms {
   std::vector<std::pair<std::string, std::string>> files;
   std::string line, objective, mlir;
+  /// The model's parameters the loss does not reach, kept and not trained.
+  std::vector<std::string> untrained;
 };
+
+/// The parameters of `summary` the program keeps frozen: dtc-bind-loss
+/// freezes those the loss does not reach (PyTorch gives them no gradient,
+/// so AdamW skips them).
+std::vector<std::string> untrainedParameters(const program::Program &program,
+                                             const ModelSummary &summary) {
+  llvm::StringSet<> trained;
+  for (const std::string &name : summary.trained)
+    trained.insert(name);
+  std::vector<std::string> names;
+  llvm::StringSet<> seen;
+  for (const program::RankProgram &rank : program.ranks())
+    for (const program::Variable &v : rank.variables()) {
+      const std::string &name = v.parameter().empty() ? v.name() : v.parameter();
+      if (v.role() == "buffer" && trained.contains(name) &&
+          seen.insert(name).second)
+        names.push_back(name);
+    }
+  return names;
+}
 } // namespace
 
 /// Searches the plan of `module` (the model at one micro-batch).
@@ -806,6 +829,7 @@ buildBundlePrograms(const CompileOptions &o, const Cluster &cluster,
   bundle.files.emplace_back("program.pb", std::move(*bytes));
   bundle.files.emplace_back("layout.json", runtime::writeLayoutFile(*built));
   bundle.objective = built->training().objective();
+  bundle.untrained = untrainedParameters(*built, summary);
   bundle.line =
       llvm::formatv("{0} rank{1}{2}", built->world_size(),
                     built->world_size() > 1 ? "s" : "",
@@ -926,6 +950,14 @@ llvm::Error dtc::runCompile(const CompileOptions &requested,
   std::string programLine = programs->line;
   if (!programs->objective.empty())
     programLine += "; objective " + programs->objective;
+  if (!programs->untrained.empty()) {
+    constexpr size_t kNamed = 4;
+    llvm::ArrayRef<std::string> names(programs->untrained);
+    programLine += llvm::formatv(
+        "; not trained, the loss does not reach them (as in PyTorch): {0}{1}",
+        llvm::join(names.take_front(kNamed), ", "),
+        names.size() > kNamed ? ", ..." : "");
+  }
 
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)

@@ -14,7 +14,7 @@ compares dtc's loss, gradients and parameters with these references.
 Regenerate (from the repository root; needs torch, onnx, onnxscript and
 numpy; .venv-bench has them):
 
-    .venv-bench/bin/python scripts/export_training_oracle.py
+    .venv-bench/bin/python scripts/export_training_oracle.py [NAME...]
 
 Outputs, in test/models/oracle/:
 
@@ -26,6 +26,10 @@ Outputs, in test/models/oracle/:
   llama.onnx              LLaMA layout: RMSNorm, RoPE (persistent BUFFER
                           `model.rotary_emb.inv_freq`), SwiGLU MLP, untied
                           lm_head
+  llama-value-head.onnx   llama with a value head (Linear(hidden, 1), a
+                          second output) the loss leaves out: PyTorch gives
+                          it no gradient, AdamW skips it (the reference's
+                          "unreached")
   nanogpt-optimized.onnx  nanogpt exported with optimize=True (the
                           exporter's optimizer folds and renames; kept for a
                           hazard test, no reference)
@@ -214,7 +218,30 @@ class Llama(nn.Module):
         return self.lm_head(self.model.norm(x))  # [B, T, V]
 
 
-MODELS = {"nanogpt": NanoGPT, "llama": Llama}
+class LlamaValueHead(Llama):
+    """LLaMA with a value head (an RLHF policy's) that supervised training
+    leaves out of its loss: PyTorch gives its parameters no gradient, so
+    AdamW neither moves nor decays them."""
+    output_names = ["logits", "value"]
+
+    def __init__(self):
+        super().__init__()
+        self.value_head = nn.Linear(HIDDEN, 1)
+
+    def forward(self, idx):
+        _, t = idx.size()
+        cos, sin = self.model.rotary_emb(t)
+        x = self.model.embed_tokens(idx)
+        for layer in self.model.layers:
+            x = layer(x, cos, sin)
+        x = self.model.norm(x)
+        return self.lm_head(x), self.value_head(x).squeeze(-1)
+
+
+MODELS = {"nanogpt": NanoGPT, "llama": Llama,
+          "llama-value-head": LlamaValueHead}
+# The logits of each model's outputs (the loss's input).
+LOGITS = {"llama-value-head": lambda model, x: model(x)[0]}
 
 
 def perturb_norms(model):
@@ -308,7 +335,8 @@ def export(model, path, optimize):
     seq = torch.export.Dim("seq", min=2, max=POSITIONS)
     program = torch.onnx.export(
         model, (ids,), dynamo=True, optimize=optimize,
-        input_names=["input_ids"], output_names=["logits"],
+        input_names=["input_ids"],
+        output_names=getattr(model, "output_names", ["logits"]),
         dynamic_shapes=({0: batch, 1: seq},))
     proto = program.model_proto
     onnx_export.strip_node_metadata(proto)
@@ -372,23 +400,26 @@ def reference_steps(name, model, loss_of_step, prefix, extra, keep=None):
         tensors["buffer:" + key] = value.detach().clone()
 
     losses, norms, clips = [], [], []
+    unreached = {}
     for step in (1, 2):
         opt.zero_grad(set_to_none=True)
         loss = loss_of_step(model, step)
         loss.backward()
-        # A parameter the loss does not reach (ViT's pooler) has no
-        # gradient in PyTorch; dtc's is zero.
-        for p in named.values():
+        # A parameter the loss does not reach (an unused head) has no
+        # gradient: AdamW skips it (no update, no decay), as dtc must.
+        for key, p in named.items():
             if p.grad is None:
-                p.grad = torch.zeros_like(p)
+                unreached.setdefault(key, []).append(step)
         if step == 1:
             for key, p in named.items():
-                tensors["grad:" + key] = p.grad.detach().clone()
+                if p.grad is not None:
+                    tensors["grad:" + key] = p.grad.detach().clone()
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(),
                                               HYPER["grad_clip"])
         if step == 1:
             for key, p in named.items():
-                tensors["clipped_grad:" + key] = p.grad.detach().clone()
+                if p.grad is not None:
+                    tensors["clipped_grad:" + key] = p.grad.detach().clone()
         opt.step()
         for key, p in named.items():
             tensors[f"step{step}:" + key] = p.detach().clone()
@@ -411,6 +442,8 @@ def reference_steps(name, model, loss_of_step, prefix, extra, keep=None):
                             for k, v in model.state_dict().items()],
         "parameters": list(named),
         "frozen": frozen,
+        # Parameters without a gradient at every step.
+        "unreached": [k for k, steps in unreached.items() if len(steps) == 2],
         "buffers": buffers,
         "tied": tied,
         "parameter_of_key": param_of,
@@ -439,8 +472,9 @@ def token_loss(tokens, rows, batch=BATCH, seq=SEQ, seed=SEED,
 
 def train_reference(name, model, tokens, outdir):
     rows = []
+    forward = LOGITS.get(name, lambda model, x: model(x))
     return reference_steps(
-        name, model, token_loss(tokens, rows),
+        name, model, token_loss(tokens, rows, forward=forward),
         os.path.join(outdir, name + ".reference"),
         {"batch": BATCH, "seq": SEQ, "seed": SEED, "vocab": VOCAB,
          "tokens_file": "tokens.bin", "rows": rows,
@@ -459,6 +493,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "test", "models",
         "oracle"))
+    ap.add_argument("names", nargs="*", choices=[[]] + list(MODELS),
+                    help="the models to regenerate (all by default)")
     args = ap.parse_args()
     out = os.path.normpath(args.out)
     os.makedirs(out, exist_ok=True)
@@ -466,7 +502,7 @@ def main():
     torch.set_num_threads(1)
 
     tokens = make_tokens(os.path.join(out, "tokens.bin"))
-    for name in MODELS:
+    for name in args.names or MODELS:
         # The export traces the model; the reference trains a fresh copy
         # with the same weights, so the exported file holds the initial
         # values.
@@ -478,9 +514,10 @@ def main():
               f"{sum(v == 'PARAMETER' for v in kinds.values())} PARAMETER, "
               f"{sum(v == 'BUFFER' for v in kinds.values())} BUFFER; "
               f"losses {info['losses']}; grad norms {info['grad_norms']}")
-    path = os.path.join(out, "nanogpt-optimized.onnx")
-    export(build("nanogpt"), path, optimize=True)
-    print(f"nanogpt-optimized: {os.path.getsize(path)} bytes")
+    if not args.names or "nanogpt" in args.names:
+        path = os.path.join(out, "nanogpt-optimized.onnx")
+        export(build("nanogpt"), path, optimize=True)
+        print(f"nanogpt-optimized: {os.path.getsize(path)} bytes")
 
 
 if __name__ == "__main__":

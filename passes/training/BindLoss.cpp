@@ -24,8 +24,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 
 namespace dtc {
@@ -274,6 +276,27 @@ std::string chooseObjective(const Signature &sig,
 
 } // namespace
 
+/// Freezes the float parameters `loss` does not depend on (a head the
+/// objective leaves out): PyTorch gives them no gradient, so AdamW neither
+/// moves nor decays them; trained, they would decay. A name tied across
+/// several ops stays trained if any of them is reached.
+void freezeUnreachedParameters(mlir::Block &body, mlir::Value loss) {
+  llvm::DenseSet<mlir::Value> reached{loss};
+  llvm::StringSet<> reachedNames;
+  for (mlir::Operation &op : llvm::reverse(body.without_terminator())) {
+    if (llvm::none_of(op.getResults(),
+                      [&](mlir::Value v) { return reached.contains(v); }))
+      continue;
+    reached.insert(op.operand_begin(), op.operand_end());
+    if (auto parameter = llvm::dyn_cast<d::ParameterOp>(op))
+      reachedNames.insert(parameter.getName());
+  }
+  for (auto parameter : body.getOps<d::ParameterOp>())
+    if (isFloatTensor(parameter.getType()) && !parameter.getFrozen() &&
+        !reachedNames.contains(parameter.getName()))
+      parameter.setFrozen(true);
+}
+
 llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward,
                                           const LossRequest &request) {
   mlir::Block &body = forward.getBody().front();
@@ -417,6 +440,7 @@ llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward,
 
   mlir::func::ReturnOp::create(b, loc, loss);
   ret.erase();
+  freezeUnreachedParameters(body, loss);
   forward.setFunctionType(b.getFunctionType(body.getArgumentTypes(),
                                             mlir::TypeRange{loss.getType()}));
   forward.setAllResultAttrs(

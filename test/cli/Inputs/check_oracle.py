@@ -20,7 +20,8 @@ Checks (one line each, "ok ..." or "FAIL ..."; exit 1 on any failure):
                 buffer X" otherwise), and every PyTorch parameter is
                 trained, once (a tied pair is one parameter); buffers and
                 parameters with requires_grad=False (the reference's
-                "frozen") keep their values
+                "frozen") and those the loss does not reach ("unreached":
+                no gradient, so AdamW skips them) keep their values
   loss          each step's loss: relative error <= 1e-5
   grad_norm     each step's global gradient norm (before clipping):
                 relative error <= 1e-4
@@ -222,13 +223,20 @@ def main():
     tensors = load_safetensors(args.reference + ".safetensors")
     beta1 = ref["hyperparameters"]["betas"][0]
     clip_at = ref["hyperparameters"]["grad_clip"]
-    parameters = ref["parameters"]              # deduplicated torch names
     buffers = set(ref["buffers"])
     # Parameters with requires_grad=False: PyTorch never updates them, so,
     # like buffers, they must come out as they went in.
     frozen = set(ref.get("frozen", []))
+    # Parameters the loss does not reach: no gradient, so AdamW neither
+    # moves nor decays them; they too must come out as they went in.
+    unreached = set(ref.get("unreached", []))
+    parameters = [p for p in ref["parameters"]   # deduplicated torch names
+                  if p not in unreached]
     fixed = {k: tensors["buffer:" + k] for k in buffers}
     fixed.update({k: tensors["frozen:" + k] for k in frozen})
+    for k, p in ref["parameter_of_key"].items():
+        if p in unreached:
+            fixed[k] = tensors["param:" + p]
     lr = ref["hyperparameters"]["lr"]
     # Parameters whose gradient is rounding noise (see "roundoff" above).
     grads = {p: tensors["grad:" + p] for p in parameters}
@@ -252,6 +260,10 @@ def main():
         drift = float(np.max(np.abs(got - want)[mask])) if mask.any() else 0.0
         return e, drift
     param_of = ref["parameter_of_key"]          # state_dict key -> parameter
+
+    def kind_of(key):
+        return ("buffer" if key in buffers else
+                "unreached" if param_of.get(key) in unreached else "frozen")
     state_keys = {e["key"]: tuple(e["shape"]) for e in ref["state_dict_keys"]}
     report = Report()
 
@@ -301,6 +313,10 @@ def main():
             elif k in frozen:
                 problems.append(f"dtc trained {k}, which PyTorch does not "
                                 f"(requires_grad=False; pass --frozen)")
+            elif param_of.get(k) in unreached:
+                problems.append(f"dtc trained {k}, which the loss does not "
+                                f"reach (PyTorch: no gradient, AdamW skips "
+                                f"it)")
             elif k not in param_of:
                 problems.append(f"dtc trained {k}, which is not a key of "
                                 f"PyTorch's state_dict")
@@ -315,11 +331,11 @@ def main():
                 problems.append(f"PyTorch parameter {' = '.join(aliases)} "
                                 f"is not trained by dtc")
         for k in sorted(keys):
-            if keys[k].get("role") == "parameter" and k in fixed \
-                    and k not in trained:
+            if keys[k].get("role") in ("parameter", "buffer") \
+                    and k in fixed and k not in trained:
                 got = ck.read(k)
                 if not np.array_equal(got, fixed[k]):
-                    problems.append(f"{'buffer' if k in buffers else 'frozen'}"
+                    problems.append(f"{kind_of(k)}"
                                     f" {k} changed (max abs "
                                     f"{np.max(np.abs(got - fixed[k])):.2e})")
         for text in problems:
@@ -437,8 +453,8 @@ def main():
                 continue
             if k in fixed:
                 if not np.array_equal(got[k], fixed[k]):
-                    bad.append(f"{'buffer' if k in buffers else 'frozen'} "
-                               f"'{k}' differs from PyTorch's")
+                    bad.append(f"{kind_of(k)} '{k}' differs from "
+                               f"PyTorch's")
                 continue
             p = param_of[k]
             want, before = torch_param(step, p), torch_param(step - 1, p)
