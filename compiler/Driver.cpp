@@ -410,6 +410,7 @@ static llvm::json::Object modelJson(const ModelSummary &m) {
       {"parameter_tensors", m.parameterTensors},
       {"trained_tensors", llvm::json::Array(m.trained)},
       {"frozen_tensors", llvm::json::Array(m.frozen)},
+      {"not_exported", llvm::json::Array(m.notExported)},
       {"frozen_params", m.frozenElements},
       {"tokens_per_forward", m.tokensPerStep},
       {"flops_per_token", m.flopsPerToken()},
@@ -468,6 +469,15 @@ static void printSummary(llvm::raw_ostream &out, const ModelSummary &m,
         << (m.frozen.size() == 1 ? "" : "s") << " ("
         << llvm::join(llvm::ArrayRef(m.frozen).take_front(kNamed), ", ")
         << (m.frozen.size() > kNamed ? ", ..." : "") << ")";
+  }
+  if (!m.notExported.empty()) {
+    // No tensor of their own in the export: tied to a tensor saved under
+    // another name, or dropped because forward never reads them.
+    constexpr size_t kNamed = 3;
+    out << "; parameters with no tensor in the export (tied to another, or "
+           "never read; checkpoints lack them): "
+        << llvm::join(llvm::ArrayRef(m.notExported).take_front(kNamed), ", ")
+        << (m.notExported.size() > kNamed ? ", ..." : "");
   }
   out << "\n";
   out << "cluster  " << c.gpus << " x " << c.gpu << " (" << c.name << ", "
@@ -650,7 +660,8 @@ std::vector<std::string> untrainedParameters(const program::Program &program,
   llvm::StringSet<> seen;
   for (const program::RankProgram &rank : program.ranks())
     for (const program::Variable &v : rank.variables()) {
-      const std::string &name = v.parameter().empty() ? v.name() : v.parameter();
+      const std::string &name =
+          v.parameter().empty() ? v.name() : v.parameter();
       if (v.role() == "buffer" && trained.contains(name) &&
           seen.insert(name).second)
         names.push_back(name);

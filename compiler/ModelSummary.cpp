@@ -78,6 +78,9 @@ ModelSummary summarizeModel(ModuleOp module, llvm::StringRef name) {
             if (auto tensor = dyn_cast<RankedTensorType>(type.getValue()))
               summary.frozenElements += tensor.getNumElements();
         }
+  if (auto names = module->getAttrOfType<ArrayAttr>("dtc.not_exported"))
+    for (auto name : names.getAsValueRange<StringAttr>())
+      summary.notExported.push_back(name.str());
   return summary;
 }
 
@@ -110,6 +113,19 @@ llvm::Expected<TransformerSpec> extractTransformerSpec(ModuleOp module,
                     name);
   if (!activation)
     return badInput("{0}: no MLP activation (gelu, silu, relu) found", name);
+  // Attention the importer could not raise (ModernBERT's bidirectional
+  // local layers): the blocks counted above are not all of the model's.
+  if (auto unraised =
+          module->getAttrOfType<ArrayAttr>("dtc.unraised_attention");
+      unraised && !unraised.empty()) {
+    std::string where;
+    llvm::raw_string_ostream os(where);
+    os << cast<LocationAttr>(unraised[0]);
+    return badInput("{0}: {1} attention layer{2} raised and {3} that "
+                    "dtc.attention cannot express (first at {4})",
+                    name, attentions.size(), attentions.size() == 1 ? "" : "s",
+                    unraised.size(), where);
+  }
 
   auto table = embedding.getTable().getType();
   spec.vocab = table.getDimSize(0);

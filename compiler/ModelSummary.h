@@ -24,6 +24,10 @@ struct ModelSummary {
   /// order of first use.
   std::vector<std::string> trained, frozen;
   int64_t frozenElements = 0;
+  /// Parameters of the export's graph signature it has no tensor of
+  /// (`dtc.not_exported`: tied under another name, or dropped because
+  /// forward never reads them).
+  std::vector<std::string> notExported;
   /// The batch the export fixed (`dtc.fixed_batch`), and why it is every
   /// micro-batch (`dtc.fixed_batch_reason`; empty: it re-binds, as
   /// `dtc.rebound_batch` was).

@@ -739,11 +739,22 @@ Propagation::ruleChoices(ShardingRuleOpInterface rule) {
     }
   };
   enumerate(0);
-  if (choices.empty() && cp &&
-      !llvm::is_contained(options[*cp], std::pair<int64_t, int64_t>{-1, 0})) {
-    options[*cp].push_back({-1, 0});
-    enumerate(0);
-  }
+  // Where no split of the batch or sequence is legal (a slice's gradient
+  // whose run does not fall on the blocks, the tokens marked through a
+  // broadcast), the op reads whole values; the reshard is priced.
+  // The context axis first, then the data axes.
+  const std::pair<int64_t, int64_t> unsplit{-1, 0};
+  SmallVector<size_t, 3> relaxed;
+  if (cp)
+    relaxed.push_back(*cp);
+  for (size_t a = 0; a < numAxes(); ++a)
+    if (isDataAxis(a))
+      relaxed.push_back(a);
+  for (size_t a : relaxed)
+    if (choices.empty() && !llvm::is_contained(options[a], unsplit)) {
+      options[a].push_back(unsplit);
+      enumerate(0);
+    }
   return choices;
 }
 

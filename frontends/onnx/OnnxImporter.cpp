@@ -1211,6 +1211,16 @@ void ModelImporter::recordStateDict(ModuleOp module,
     entries.push_back(b.getDictionaryAttr(fields));
   }
   module->setAttr("dtc.state_dict", b.getArrayAttr(entries));
+  // Parameters of the signature the export holds no tensor of and no
+  // alias was found for: tied to a tensor saved under another name, or
+  // dropped because forward never reads them (DINOv2's mask_token outside
+  // masked image modeling); no checkpoint can hold them under that name.
+  llvm::SmallVector<Attribute> notExported;
+  for (const std::string &key : stateDict.parameters)
+    if (!initializers.count(key) && !stateDict.aliasOf.count(key))
+      notExported.push_back(b.getStringAttr(key));
+  if (!notExported.empty())
+    module->setAttr("dtc.not_exported", b.getArrayAttr(notExported));
 }
 
 void ModelImporter::countUses() {

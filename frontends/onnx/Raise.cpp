@@ -79,7 +79,15 @@ LogicalResult raiseIdioms(Operation *op) {
   populateRaiseGeluPatterns(patterns);
   populateRaiseAttentionPatterns(patterns);
   populateRaiseNormPatterns(patterns);
-  return applyPatternsGreedily(op, std::move(patterns));
+  if (failed(applyPatternsGreedily(op, std::move(patterns))))
+    return failure();
+  SmallVector<Location> unraised = findUnraisedAttention(op);
+  if (!unraised.empty())
+    op->setAttr("dtc.unraised_attention",
+                ArrayAttr::get(
+                    op->getContext(),
+                    SmallVector<Attribute>(unraised.begin(), unraised.end())));
+  return success();
 }
 
 } // namespace dtc::onnx

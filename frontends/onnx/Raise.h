@@ -26,8 +26,16 @@ void populateRaiseAttentionPatterns(mlir::RewritePatternSet &patterns);
 /// rms_norm, layer_norm, silu and attention with fewer kv heads.
 void populateRaiseNormPatterns(mlir::RewritePatternSet &patterns);
 
-/// Applies all sets to `op` (a module or function) until nothing changes.
+/// Applies all sets to `op` (a module or function) until nothing changes,
+/// then records on `op` the attention left unraised (`softmax(...) @ v`
+/// that dtc.attention cannot express, ModernBERT's bidirectional local
+/// layers) as `dtc.unraised_attention`, the locations of those matmuls:
+/// a model description counting dtc.attention ops would miss those layers.
 mlir::LogicalResult raiseIdioms(mlir::Operation *op);
+
+/// The `softmax(...) @ v` products under `op` (a softmax, or its NaN guard,
+/// as the matmul's left operand).
+llvm::SmallVector<mlir::Location> findUnraisedAttention(mlir::Operation *op);
 
 /// The value of a splat floating-point dtc.constant, or nullopt.
 std::optional<double> getSplatFloat(mlir::Value value);

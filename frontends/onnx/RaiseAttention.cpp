@@ -621,6 +621,18 @@ struct RaiseAttention : OpRewritePattern<d::MatmulOp> {
 
 } // namespace
 
+namespace dtc::onnx {
+SmallVector<Location> findUnraisedAttention(Operation *op) {
+  SmallVector<Location> found;
+  op->walk([&](d::MatmulOp pv) {
+    if (pv.getLhs().getDefiningOp<d::SoftmaxOp>() ||
+        unguardedSoftmax(pv.getLhs()))
+      found.push_back(pv.getLoc());
+  });
+  return found;
+}
+} // namespace dtc::onnx
+
 void ::dtc::onnx::populateRaiseAttentionPatterns(RewritePatternSet &patterns) {
   patterns.add<RaiseAttention>(patterns.getContext());
 }

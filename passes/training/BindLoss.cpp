@@ -259,7 +259,8 @@ int indexOf(llvm::ArrayRef<std::string> roles, llvm::StringRef role) {
 
 /// The objective read off the graph when none was asked for.
 std::string chooseObjective(const Signature &sig,
-                            llvm::ArrayRef<std::string> roles) {
+                            llvm::ArrayRef<std::string> roles,
+                            const LossRequest &request) {
   if (findScalarLoss(sig, "") >= 0)
     return "model";
   if (llvm::is_contained(roles, "decoder_tokens"))
@@ -270,7 +271,11 @@ std::string chooseObjective(const Signature &sig,
       at >= 0 &&
       findLogits(sig.forward, tensorType(sig.forward.getArgument(at)),
                  tensorType(sig.forward.getArgument(0)).getDimSize(0)) >= 0)
-    return attendsBothWays(sig.forward) ? "masked-lm" : "next-token";
+    // A [MASK] id given asks for masked-lm even where the attention was
+    // not raised, so its direction cannot be read (DeBERTa, MPNet).
+    return attendsBothWays(sig.forward) || request.maskTokenId >= 0
+               ? "masked-lm"
+               : "next-token";
   return "classify";
 }
 
@@ -324,7 +329,7 @@ llvm::Expected<TrainingStepInfo> bindLoss(mlir::func::FuncOp forward,
   if (!roles)
     return roles.takeError();
   if (objective.empty())
-    objective = chooseObjective(sig, *roles);
+    objective = chooseObjective(sig, *roles, request);
 
   // How errors name the objective: as asked, or as read off the graph.
   const std::string asked =

@@ -362,21 +362,29 @@ Expected<Value> ModelImporter::gatherAlong(Entry &data, Entry &indices,
     }
     // Consecutive constant indices (positions 0..seq-1 into a position
     // table, a last-token pick) are a slice: an affine access sharding and
-    // the cost model understand, with no ids tensor.
-    bool consecutive = !idx.empty();
-    for (size_t i = 1; i < idx.size(); ++i)
-      consecutive &= idx[i] == idx[i - 1] + 1;
+    // the cost model understand, with no ids tensor. The same row of
+    // positions repeated over a batch ([b, s] ids, BART's learned
+    // positions) is that slice broadcast over the batch, which shards.
+    size_t row = indices.shape.empty() ? idx.size() : indices.shape.back();
+    bool consecutive = !idx.empty() && row > 0;
+    for (size_t i = 1; i < idx.size() && consecutive; ++i)
+      consecutive = idx[i] == (i % row ? idx[i - 1] + 1 : idx.front());
     if (consecutive) {
       auto input = valueOf(data);
       if (!input)
         return input.takeError();
-      auto part = sliceAxis(*input, *axis, idx.front(), idx.size());
+      auto part = sliceAxis(*input, *axis, idx.front(), row);
       if (!part)
         return part.takeError();
-      auto result = reshape(*part, outShape);
+      llvm::SmallVector<int64_t> oneRow(outShape);
+      for (size_t d = 0; d + 1 < indices.shape.size(); ++d)
+        oneRow[*axis + d] = 1;
+      auto result = reshape(*part, oneRow);
       if (!result)
         return result.takeError();
-      return *result;
+      if (llvm::ArrayRef<int64_t>(oneRow) == llvm::ArrayRef<int64_t>(outShape))
+        return *result;
+      return expandTo(*result, outShape);
     }
     auto c = constant(HostTensor::fromInts(idx, indices.shape));
     if (!c)
@@ -773,30 +781,40 @@ Error ModelImporter::lowerTile(llvm::ArrayRef<Entry *> ins) {
   auto input = valueOf(*ins[0]);
   if (!input)
     return input.takeError();
-  // Repeating a dim of size 1 is a broadcast (DeBERTa's relative positions
-  // over the batch), which a batch split shards; other dims are copies.
-  llvm::SmallVector<int64_t> broadcast(ins[0]->shape.begin(),
-                                       ins[0]->shape.end());
+  // Tile is a broadcast: each axis a repeated r times becomes [r, a] (a
+  // new outer axis of size r, broadcast) merged back into r * a. So a
+  // repeat over the batch (DeBERTa's relative positions, repeated per
+  // sample) shards along the batch, which copies joined by a concat do not.
+  llvm::SmallVector<int64_t> split, repeated, tiled;
   for (auto [axis, count] : llvm::enumerate(*repeats)) {
     if (count < 1)
       return nodeError("repeat {0} of axis {1} must be at least 1", count,
                        axis);
-    if (broadcast[axis] == 1)
-      broadcast[axis] = count;
+    int64_t size = ins[0]->shape[axis];
+    if (count > 1 && size > 1) {
+      split.push_back(1);
+      repeated.push_back(count);
+    }
+    split.push_back(size);
+    repeated.push_back(size == 1 ? count : size);
+    tiled.push_back(count * size);
   }
-  auto expanded = expandTo(*input, broadcast);
+  Value x = *input;
+  if (split.size() != tiled.size()) {
+    auto r = reshape(x, split);
+    if (!r)
+      return r.takeError();
+    x = *r;
+  }
+  auto expanded = expandTo(x, repeated);
   if (!expanded)
     return expanded.takeError();
-  Value x = *expanded;
-  for (auto [axis, count] : llvm::enumerate(*repeats)) {
-    if (count == 1 || ins[0]->shape[axis] == 1)
-      continue;
-    llvm::SmallVector<Value> copies(count, x);
-    auto joined = finish(
-        d::ConcatOp::create(builder, loc(), placeholder(), copies, axis));
-    if (!joined)
-      return joined.takeError();
-    x = *joined;
+  x = *expanded;
+  if (split.size() != tiled.size()) {
+    auto merged = reshape(x, tiled);
+    if (!merged)
+      return merged.takeError();
+    x = *merged;
   }
   return defineValue(0, x);
 }

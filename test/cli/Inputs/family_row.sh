@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One row of the every-family matrix (issue 56): PyTorch's training step
 # (oracle_run.sh at one device), dtc verify of a dp 2 x tp 2 and a pp 2
-# plan against one device, and a 64-GPU plan from the default search with
-# its program. Prints one line per check; exits 1 on the first failure.
+# plan against one device, and 8- and 64-GPU plans from the default search
+# with their programs. Prints one line per check; exits 1 on the first failure.
 #
 #   family_row.sh DTC PYTHON WORK NAME [dtc compile flags for every plan...]
 set -euo pipefail
@@ -21,6 +21,8 @@ for plan in "dp2xtp2 --gpus 4 --dp 2 --tp 2" "pp2 --gpus 2 --dp 1 --pp 2"; do
   verdict=$("$dtc" verify "$work/$label" --steps 2)
   echo "$name verify $label: $(echo "$verdict" | tail -1)"
 done
-plan=$("$dtc" compile "$model" --gpus 64 --seq-len 8 "$@" -o "$work/g64")
-echo "$plan" | grep '^program' | sed "s/^/$name 64 GPUs: /"
-test -s "$work/g64/program.pb"
+for gpus in 8 64; do
+  plan=$("$dtc" compile "$model" --gpus $gpus --seq-len 8 "$@" -o "$work/g$gpus")
+  echo "$plan" | grep '^program' | sed "s/^/$name $gpus GPUs: /"
+  test -s "$work/g$gpus/program.pb"
+done
