@@ -853,6 +853,22 @@ buildBundlePrograms(const CompileOptions &o, const Cluster &cluster,
   return bundle;
 }
 
+/// The command line with every argument that names an existing file made
+/// absolute, so that it re-runs from any directory (`dtc run --elastic`
+/// re-plans it).
+static llvm::json::Array portableCommand(llvm::ArrayRef<std::string> args) {
+  llvm::json::Array command;
+  for (const std::string &arg : args) {
+    llvm::SmallString<256> path(arg);
+    if (!arg.empty() && arg[0] != '-' && llvm::sys::path::is_relative(path) &&
+        llvm::sys::fs::exists(path) && !llvm::sys::fs::make_absolute(path))
+      command.push_back(path.str().str());
+    else
+      command.push_back(arg);
+  }
+  return command;
+}
+
 /// plan.json: the model, the cluster, the plan with its stages and
 /// prediction (or what is pending and why).
 static llvm::Expected<llvm::json::Object>
@@ -860,10 +876,14 @@ planJson(const CompileOptions &o, const ModelSummary &summary,
          const Cluster &cluster, const CompilePlan &planned,
          llvm::StringRef objective, double seconds) {
   llvm::json::Object plan{
-      {"schema", "dtc.plan/1"},          {"model", modelJson(summary)},
-      {"cluster", clusterJson(cluster)}, {"mode", o.mode},
-      {"objective", objective},          {"dtype", o.dtype},
+      {"schema", "dtc.plan/1"},
+      {"model", modelJson(summary)},
+      {"cluster", clusterJson(cluster)},
+      {"mode", o.mode},
+      {"objective", objective},
+      {"dtype", o.dtype},
       {"compile_time_s", seconds},
+      {"compile_command", portableCommand(o.commandLine)},
   };
   if (!planned.result) {
     // Listed so readers of the bundle know what is missing and why.

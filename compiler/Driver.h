@@ -18,6 +18,10 @@ namespace dtc {
 /// The options of `dtc compile` (SPEC "Commands"). Degrees left unset are
 /// searched by the planner.
 struct CompileOptions {
+  /// This command line (the dtc executable first), recorded in plan.json
+  /// so that `dtc run --elastic` can re-plan the same request for another
+  /// GPU count.
+  std::vector<std::string> commandLine;
   std::string modelPath;
   int64_t gpus = 0;
   std::string cluster = "h100";

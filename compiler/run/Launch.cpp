@@ -29,7 +29,8 @@ void setDefaultEnv(const char *name, const std::string &value) {
 
 /// Why the job failed, from what mpirun and the ranks printed.
 llvm::Error diagnose(int status, llvm::ArrayRef<std::string> rankErrors,
-                     llvm::ArrayRef<std::string> mpirunLines) {
+                     llvm::ArrayRef<std::string> mpirunLines,
+                     std::optional<int> *deadRank) {
   // A rank that failed said why (its own "dtc: error: rank R: ..." line);
   // the first one is the cause, the others are consequences.
   if (!rankErrors.empty()) {
@@ -44,9 +45,13 @@ llvm::Error diagnose(int status, llvm::ArrayRef<std::string> rankErrors,
                    "(exited on signal [0-9]+( \\([^)]*\\))?|[^.]*)");
   for (const std::string &line : mpirunLines) {
     llvm::SmallVector<llvm::StringRef> match;
-    if (died.match(line, &match))
+    if (died.match(line, &match)) {
+      int rank = 0;
+      if (deadRank && !match[1].getAsInteger(10, rank))
+        *deadRank = rank;
       return failure("rank {0} died ({1}); every other rank was stopped",
                      match[1], match[2]);
+    }
   }
   llvm::Regex anyRank("rank ([0-9]+)");
   for (const std::string &line : mpirunLines) {
@@ -71,7 +76,8 @@ llvm::Error diagnose(int status, llvm::ArrayRef<std::string> rankErrors,
 
 } // namespace
 
-llvm::Error launchRanks(const LaunchOptions &options) {
+llvm::Error launchRanks(const LaunchOptions &options,
+                        std::optional<int> *deadRank) {
   auto mpirun = llvm::sys::findProgramByName("mpirun");
   if (!mpirun)
     return badInput("a plan of {0} ranks needs mpirun to start them; install "
@@ -178,7 +184,7 @@ llvm::Error launchRanks(const LaunchOptions &options) {
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
     return llvm::Error::success();
-  return diagnose(status, rankErrors, mpirunLines);
+  return diagnose(status, rankErrors, mpirunLines, deadRank);
 }
 
 } // namespace dtc

@@ -14,6 +14,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,10 @@ struct LaunchOptions {
   std::string stdoutPath;
 };
 
-llvm::Error launchRanks(const LaunchOptions &options);
+/// `deadRank`, when given, receives the rank that died without a word (a
+/// lost process: killed, crashed) when that is why the launch failed.
+llvm::Error launchRanks(const LaunchOptions &options,
+                        std::optional<int> *deadRank = nullptr);
 
 } // namespace dtc
 

@@ -3,6 +3,7 @@
 #include "compiler/run/Run.h"
 
 #include "compiler/run/Checkpointing.h"
+#include "compiler/run/Elastic.h"
 #include "compiler/run/Launch.h"
 #include "compiler/run/ShardData.h"
 #include "compiler/run/Telemetry.h"
@@ -33,6 +34,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <map>
 #include <random>
@@ -780,12 +782,16 @@ StepMetrics summarize(llvm::ArrayRef<double> figures, int worldSize,
 /// milliseconds before each micro-step on that rank (a straggler);
 /// "STEP:VARIABLE" writes a NaN into element 0 of that variable at that
 /// step, where a rank holds it in host memory (a parameter before the
-/// micro-steps, any other variable after them).
+/// micro-steps, any other variable after them); "RANK:STEP" kills that
+/// rank (SIGKILL, no word) halfway through that step's micro-steps, a
+/// lost node as `dtc run --elastic` sees one.
 struct TrainingFaults {
   int slowRank = -1;
   int64_t slowMillis = 0;
   int64_t nanStep = -1;
   std::string nanVariable;
+  int killRank = -1;
+  int64_t killStep = -1;
 
   static TrainingFaults fromEnvironment() {
     TrainingFaults faults;
@@ -794,6 +800,12 @@ struct TrainingFaults {
       if (rank.getAsInteger(10, faults.slowRank) ||
           ms.getAsInteger(10, faults.slowMillis))
         faults.slowRank = -1;
+    }
+    if (const char *kill = std::getenv(kKillRankFault)) {
+      auto [rank, step] = llvm::StringRef(kill).split(':');
+      if (rank.getAsInteger(10, faults.killRank) ||
+          step.getAsInteger(10, faults.killStep))
+        faults.killRank = -1;
     }
     if (const char *nan = std::getenv("DTC_FAULT_NAN")) {
       auto [step, name] = llvm::StringRef(nan).split(':');
@@ -1214,6 +1226,9 @@ runMicroSteps(const program::Training &train, const RankContext &context,
             : train.micro_step();
     if (context.rank == faults.slowRank)
       std::this_thread::sleep_for(std::chrono::milliseconds(faults.slowMillis));
+    if (context.rank == faults.killRank && step == faults.killStep &&
+        call + 1 == accum)
+      ::raise(SIGKILL);
     size_t firstEvent = events.size();
     auto loss = executor.run(function, inputs);
     if (!loss)
@@ -1551,6 +1566,19 @@ llvm::Error TrainingLoop::reportStep(int64_t step, double loss, double gradNorm,
                 std::move(moe)};
   printStep(p, o, planFigures, *figures, line, *stragglers, terminal,
             step % logEvery == 0 || step == firstStep, out);
+  // The recovery time of an elastic run: from the lost rank to the end
+  // of the new plan's first step (re-plan, start, restore, one step).
+  if (const char *failedAt = std::getenv(kElasticFailedAt);
+      failedAt && step == firstStep) {
+    double since = std::chrono::duration<double>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count() -
+                   std::atof(failedAt);
+    llvm::errs() << llvm::formatv("elastic: recovered in {0:f2} s (from the "
+                                  "lost rank to the end of step {1} under "
+                                  "{2} ranks)\n",
+                                  since, step, p.world_size());
+  }
   return llvm::Error::success();
 }
 
@@ -1998,6 +2026,32 @@ rt::Tensor toRuntimeTensor(const onnx::HostTensor &host, rt::DType dtype) {
   return t;
 }
 
+/// `--elastic`: the ranks under the supervisor of compiler/run/Elastic.h.
+static llvm::Error runElastic(const program::Program &p, const RunOptions &o,
+                              llvm::raw_ostream &out) {
+  auto range = parseElasticRange(o.elastic);
+  if (!range)
+    return range.takeError();
+  if (o.ckptDir.empty() || !o.saveEvery)
+    return badInput("--elastic resumes from checkpoints: give --ckpt-dir DIR "
+                    "and --save-every K");
+  ElasticRun run;
+  run.range = *range;
+  run.bundle = o.bundle;
+  run.ckptDir = o.ckptDir;
+  run.command = o.command;
+  run.worldSize = p.world_size();
+  run.launch = [](int64_t ranks, const std::vector<std::string> &command,
+                  RankLaunch &outcome) {
+    LaunchOptions launch;
+    launch.ranks = static_cast<int>(ranks);
+    launch.command = command;
+    return launchRanks(launch, &outcome.deadRank);
+  };
+  // stderr: stdout may be --log-json's one object per line.
+  return superviseElastic(run, llvm::errs());
+}
+
 llvm::Error runBundle(const RunOptions &o, llvm::raw_ostream &out) {
   if (!o.backend.empty() && o.backend != "cpu" && o.backend != "cuda")
     return badInput("--backend {0}: use cpu or cuda", o.backend);
@@ -2027,6 +2081,8 @@ llvm::Error runBundle(const RunOptions &o, llvm::raw_ostream &out) {
     // rank (each re-runs this command under mpirun).
     if (llvm::Error e = preflight(*p, o))
       return e;
+    if (!o.elastic.empty())
+      return runElastic(*p, o, out);
     LaunchOptions launch;
     launch.ranks = p->world_size();
     launch.command = o.command;

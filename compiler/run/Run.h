@@ -57,6 +57,10 @@ struct RunOptions {
   /// (re-proved deadlock-free for the new count); no recompile.
   std::optional<int64_t> globalBatch;
   bool resume = false;
+  /// `--elastic MIN:MAX` (compiler/run/Elastic.h): when a rank dies, re-plan
+  /// for the ranks left and resume, by itself; empty: a lost rank ends the
+  /// run.
+  std::string elastic;
   /// Each save is written before training goes on (bench/ckpt.sh's
   /// baseline for the asynchronous save).
   bool ckptSync = false;

@@ -306,6 +306,11 @@ void addRun(CLI::App &app, dtc::RunOptions &o, dtc::VerifyOptions &v,
   run->add_flag("--resume", o.resume,
                 "Continue from the latest committed checkpoint in "
                 "--ckpt-dir, under this bundle's plan");
+  run->add_option("--elastic", o.elastic,
+                  "MIN:MAX ranks: when a rank dies, re-plan for the ranks "
+                  "left (global batch kept) and resume from the newest "
+                  "committed step, by itself; needs --ckpt-dir and "
+                  "--save-every");
   // For bench/ckpt.sh: the synchronous save the asynchronous one is
   // measured against.
   run->add_flag("--ckpt-sync", o.ckptSync)->group("");
@@ -596,6 +601,7 @@ int main(int argc, char **argv) {
       argv[0], reinterpret_cast<void *>(&reportParseError)));
   for (int i = 1; i < argc; ++i)
     runOptions.command.push_back(argv[i]);
+  compileOptions.commandLine = runOptions.command;
 
   // CLI11 reports an unknown command as a missing one; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
