@@ -166,6 +166,8 @@ public:
   /// dtc.compare (i1, broadcast shape) and dtc.select at the current node.
   Expected<Value> compare(Value lhs, Value rhs, llvm::StringRef predicate);
   Expected<Value> select(Value cond, Value onTrue, Value onFalse);
+  /// A rank-0 constant of `dataType` holding `value` (broadcasts).
+  Expected<Value> scalarConstant(int32_t dataType, double value);
   Expected<Value> sliceAxis(Value input, int64_t axis, int64_t start,
                             int64_t count, int64_t step = 1);
 
@@ -181,6 +183,9 @@ public:
   Error lowerGemm(llvm::ArrayRef<Entry *> ins);
   Error lowerReduce(llvm::ArrayRef<Entry *> ins);
   Error lowerCumSum(llvm::ArrayRef<Entry *> ins);
+  Error lowerActivation(llvm::ArrayRef<Entry *> ins);
+  Error lowerArgExtreme(llvm::ArrayRef<Entry *> ins);
+  Error lowerMod(llvm::ArrayRef<Entry *> ins);
   Error lowerEinsum(llvm::ArrayRef<Entry *> ins);
   Expected<Value> einsumOperand(Value input, std::string from,
                                 llvm::StringRef summed, llvm::StringRef order,
@@ -204,6 +209,8 @@ public:
   Error lowerSoftmaxCrossEntropy(llvm::ArrayRef<Entry *> ins);
   Error lowerNllLoss(llvm::ArrayRef<Entry *> ins);
   Error crossEntropy(Value scores, int64_t classAxis, Entry *labels);
+  Error nllLoss(Value logProbs, Entry *labels, Entry *weight);
+  Error lowerNormalization(llvm::ArrayRef<Entry *> ins);
   Error lowerConv(llvm::ArrayRef<Entry *> ins);
   Error lowerGlobalAveragePool(llvm::ArrayRef<Entry *> ins);
   Error lowerPool(llvm::ArrayRef<Entry *> ins);
@@ -228,6 +235,11 @@ public:
   Error lowerIsNaNOrInf(llvm::ArrayRef<Entry *> ins);
   Error lowerClip(llvm::ArrayRef<Entry *> ins);
   Error lowerExpand(llvm::ArrayRef<Entry *> ins);
+  Error lowerTrilu(llvm::ArrayRef<Entry *> ins);
+  Error lowerDepthToSpace(llvm::ArrayRef<Entry *> ins);
+  Error lowerCompress(llvm::ArrayRef<Entry *> ins);
+  Error lowerEyeLike(llvm::ArrayRef<Entry *> ins);
+  Error lowerOneHot(llvm::ArrayRef<Entry *> ins);
   Error lowerCastOp(llvm::ArrayRef<Entry *> ins);
   Error lowerCastLike(llvm::ArrayRef<Entry *> ins);
   Error lowerCast(llvm::ArrayRef<Entry *> ins, int32_t to);

@@ -960,6 +960,12 @@ Expected<Value> ModelImporter::reshape(Value input,
   return finish(d::ReshapeOp::create(builder, loc(), type.clone(shape), input));
 }
 
+Expected<Value> ModelImporter::scalarConstant(int32_t dataType, double value) {
+  HostTensor t = HostTensor::zeros(dataType, {});
+  t.set(0, value);
+  return constant(t);
+}
+
 Expected<Value> ModelImporter::expandTo(Value input,
                                         llvm::ArrayRef<int64_t> shape) {
   auto type = cast<RankedTensorType>(input.getType());

@@ -8,6 +8,7 @@
 #include "dialects/dtc/DtcOps.h"
 #include "frontends/onnx/HostEval.h"
 #include "frontends/onnx/ImporterImpl.h"
+#include "frontends/onnx/ops/Formula.h"
 
 #include "llvm/ADT/StringExtras.h"
 
@@ -18,7 +19,8 @@ namespace d = mlir::dtc;
 
 Error ModelImporter::lowerBinary(llvm::ArrayRef<Entry *> ins) {
   llvm::StringRef op = node->op_type();
-  if (op != "Max" && op != "Min" && op != "Sum" && ins.size() != 2)
+  if (op != "Max" && op != "Min" && op != "Sum" && op != "Mean" &&
+      ins.size() != 2)
     return nodeError("needs two inputs");
   // Pow's exponent may have another type: convert a constant one on the host.
   if (op == "Pow" && ins[1] && ins[0]->dataType != ins[1]->dataType) {
@@ -58,7 +60,7 @@ Error ModelImporter::lowerBinary(llvm::ArrayRef<Entry *> ins) {
     if (!rhs)
       return rhs.takeError();
     Operation *created;
-    if (op == "Add" || op == "Sum")
+    if (op == "Add" || op == "Sum" || op == "Mean")
       created = d::AddOp::create(builder, loc(), placeholder(), result, *rhs);
     else if (op == "Sub")
       created = d::SubOp::create(builder, loc(), placeholder(), result, *rhs);
@@ -77,7 +79,175 @@ Error ModelImporter::lowerBinary(llvm::ArrayRef<Entry *> ins) {
       return value.takeError();
     result = *value;
   }
+  if (op == "Mean") {
+    auto count = scalarConstant(ins[0]->dataType, ins.size());
+    if (!count)
+      return count.takeError();
+    auto mean =
+        finish(d::DivOp::create(builder, loc(), placeholder(), result, *count));
+    if (!mean)
+      return mean.takeError();
+    result = *mean;
+  }
   return defineValue(0, result);
+}
+
+// Elementwise activations written with existing dtc ops (compare/select for
+// the piecewise ones), so they need no kernels, sharding rules or gradients
+// of their own.
+Error ModelImporter::lowerActivation(llvm::ArrayRef<Entry *> ins) {
+  llvm::StringRef op = node->op_type();
+  int32_t type = ins[0]->dataType;
+  if (op != "Sign" && !isFloatType(type))
+    return nodeError("needs a floating-point input, got {0}",
+                     dataTypeName(type));
+  auto input = valueOf(*ins[0]);
+  if (!input)
+    return input.takeError();
+  Value x = *input;
+  Formula f(*this, type);
+  auto attr = [&](llvm::StringRef name, float fallback) {
+    return static_cast<double>(getFloatAttr(*node, name, fallback));
+  };
+  auto hardSigmoid = [&](double alpha, double beta) {
+    return f.max(f.c(0), f.min(f.c(1), f.add(f.mul(x, f.c(alpha)), f.c(beta))));
+  };
+  Value zero = f.c(0), y;
+  if (op == "LeakyRelu") {
+    y = f.sel(f.cmp(x, zero, "lt"), f.mul(x, f.c(attr("alpha", 0.01f))), x);
+  } else if (op == "PRelu") {
+    if (ins.size() != 2 || !ins[1] || ins[1]->dataType != type)
+      return nodeError("needs a slope of the input's type");
+    auto slope = valueOf(*ins[1]);
+    if (!slope)
+      return slope.takeError();
+    y = f.sel(f.cmp(x, zero, "lt"), f.mul(x, *slope), x);
+  } else if (op == "Elu") {
+    Value negative =
+        f.mul(f.c(attr("alpha", 1.0f)), f.sub(f.unary<d::ExpOp>(x), f.c(1)));
+    y = f.sel(f.cmp(x, zero, "lt"), negative, x);
+  } else if (op == "Selu") {
+    double alpha = attr("alpha", 1.67326319217681884765625f);
+    double gamma = attr("gamma", 1.05070102214813232421875f);
+    Value negative = f.sub(f.mul(f.c(alpha), f.unary<d::ExpOp>(x)), f.c(alpha));
+    y = f.mul(f.c(gamma), f.sel(f.cmp(x, zero, "gt"), x, negative));
+  } else if (op == "Celu") {
+    double alpha = attr("alpha", 1.0f);
+    Value negative = f.mul(
+        f.c(alpha), f.sub(f.unary<d::ExpOp>(f.div(x, f.c(alpha))), f.c(1)));
+    y = f.add(f.max(x, zero), f.min(zero, negative));
+  } else if (op == "HardSigmoid") {
+    y = hardSigmoid(attr("alpha", 0.2f), attr("beta", 0.5f));
+  } else if (op == "HardSwish") {
+    y = f.mul(x, hardSigmoid(1.0 / 6, 0.5));
+  } else if (op == "Softsign") {
+    y = f.div(x, f.add(f.c(1), f.unary<d::AbsOp>(x)));
+  } else if (op == "Mish") {
+    y = f.mul(x, f.unary<d::TanhOp>(f.unary<d::SoftplusOp>(x)));
+  } else if (op == "ThresholdedRelu") {
+    y = f.sel(f.cmp(x, f.c(attr("alpha", 1.0f)), "gt"), x, zero);
+  } else if (op == "Shrink") {
+    double lambd = attr("lambd", 0.5f), bias = attr("bias", 0.0f);
+    y = f.sel(f.cmp(x, f.c(-lambd), "lt"), f.add(x, f.c(bias)),
+              f.sel(f.cmp(x, f.c(lambd), "gt"), f.sub(x, f.c(bias)), zero));
+  } else { // Sign
+    y = f.sel(f.cmp(x, zero, "gt"), f.c(1),
+              f.sel(f.cmp(x, zero, "lt"), f.c(-1), zero));
+  }
+  return f.define(0, y);
+}
+
+// Mod of run-time integers from dtc.div, which truncates: the C remainder
+// r = a - b * (a / b) has a's sign (fmod=1); Python's (fmod=0) adds b where
+// r is nonzero and its sign differs from b's. Floating-point Mod is
+// evaluated on the host only (no exact truncation op).
+Error ModelImporter::lowerMod(llvm::ArrayRef<Entry *> ins) {
+  if (ins.size() != 2 || !ins[1])
+    return nodeError("needs two inputs");
+  int32_t type = ins[0]->dataType;
+  if (ins[1]->dataType != type)
+    return nodeError("input types differ: {0} and {1}", dataTypeName(type),
+                     dataTypeName(ins[1]->dataType));
+  if (!isIntegerType(type) || type == kBool)
+    return nodeError("Mod of {0} computed at run time is not supported; dtc "
+                     "evaluates it on constants only",
+                     dataTypeName(type));
+  auto a = valueOf(*ins[0]);
+  if (!a)
+    return a.takeError();
+  auto b = valueOf(*ins[1]);
+  if (!b)
+    return b.takeError();
+  Formula f(*this, type);
+  Value r = f.sub(*a, f.mul(*b, f.div(*a, *b)));
+  if (getIntAttr(*node, "fmod", 0) != 0)
+    return f.define(0, r);
+  Value zero = f.c(0);
+  Value signsDiffer = f.cmp(f.cmp(r, zero, "lt"), f.cmp(*b, zero, "lt"), "ne");
+  Value adjust = f.sel(f.cmp(r, zero, "ne"), signsDiffer,
+                       f.take(scalarConstant(kBool, 0)));
+  return f.define(0, f.sel(adjust, f.add(r, *b), r));
+}
+
+// ArgMax/ArgMin (the first or, with select_last_index, the last position of
+// the extreme) and Hardmax (a one-hot of ArgMax's first position) along one
+// axis: positions where x equals its reduce_max, picked by a reduce_max over
+// a constant ramp of positions.
+Error ModelImporter::lowerArgExtreme(llvm::ArrayRef<Entry *> ins) {
+  llvm::StringRef op = node->op_type();
+  int32_t type = ins[0]->dataType;
+  if (!isFloatType(type))
+    return nodeError("needs a floating-point input, got {0}",
+                     dataTypeName(type));
+  llvm::ArrayRef<int64_t> shape = ins[0]->shape;
+  int64_t rank = shape.size();
+  std::string error;
+  auto axis = normalizeAxis(getIntAttr(*node, "axis", op == "Hardmax" ? -1 : 0),
+                            rank, error);
+  if (!axis)
+    return nodeError("{0}", error);
+  bool keepDims = getIntAttr(*node, "keepdims", 1) != 0;
+  bool last = getIntAttr(*node, "select_last_index", 0) != 0;
+  auto input = valueOf(*ins[0]);
+  if (!input)
+    return input.takeError();
+  Formula f(*this, type);
+  Value x = op == "ArgMin" ? f.unary<d::NegOp>(*input) : *input;
+  Value isMax = f.cmp(x, f.reduceMax(x, {*axis}, true), "eq");
+  // Positions along the axis, [1, ..., n, ..., 1]; exact in any float type
+  // for the sizes tests use (n <= 256 in bfloat16).
+  int64_t n = shape[*axis];
+  llvm::SmallVector<int64_t> rampShape(rank, 1);
+  rampShape[*axis] = n;
+  HostTensor ramp = HostTensor::zeros(type, rampShape);
+  for (int64_t i = 0; i < n; ++i)
+    ramp.set(i, last ? i : -i);
+  Value picked = f.reduceMax(
+      f.sel(isMax, f.constant(ramp), f.c(last ? -1 : -n)), {*axis}, true);
+  Value position = last ? picked : f.unary<d::NegOp>(picked);
+  if (op == "Hardmax") {
+    for (int64_t i = 0; i < n; ++i)
+      ramp.set(i, i);
+    return f.define(
+        0, f.sel(f.cmp(f.constant(ramp), position, "eq"), f.c(1), f.c(0)));
+  }
+  auto value = f.result(position);
+  if (!value)
+    return value.takeError();
+  Value result = *value;
+  if (!keepDims) {
+    llvm::SmallVector<int64_t> dropped(shape);
+    dropped.erase(dropped.begin() + *axis);
+    auto r = reshape(result, dropped);
+    if (!r)
+      return r.takeError();
+    result = *r;
+  }
+  auto ids = finish(d::CastOp::create(builder, loc(), placeholder(), result,
+                                      builder.getI64Type()));
+  if (!ids)
+    return ids.takeError();
+  return defineValue(0, *ids);
 }
 
 Error ModelImporter::lowerUnary(llvm::ArrayRef<Entry *> ins) {
@@ -275,6 +445,24 @@ Error ModelImporter::lowerReduce(llvm::ArrayRef<Entry *> ins) {
     return input.takeError();
   if (axes->empty())
     return defineValue(0, *input);
+  Formula f(*this, ins[0]->dataType);
+  Value x = *input, y;
+  if (op == "ReduceMin") {
+    y = f.unary<d::NegOp>(f.reduceMax(f.unary<d::NegOp>(x), *axes, keepDims));
+  } else if (op == "ReduceL1") {
+    y = f.reduceSum(f.unary<d::AbsOp>(x), *axes, keepDims);
+  } else if (op == "ReduceLogSum") {
+    y = f.unary<d::LogOp>(f.reduceSum(x, *axes, keepDims));
+  } else if (op == "ReduceLogSumExp") {
+    // max + log(sum(exp(x - max))): no overflow for large x.
+    Value max = f.reduceMax(x, *axes, true);
+    Value sum = f.reduceSum(f.unary<d::ExpOp>(f.sub(x, max)), *axes, keepDims);
+    Value shift = keepDims ? max : f.reduceMax(x, *axes, false);
+    y = f.add(f.unary<d::LogOp>(sum), shift);
+  }
+  if (y || op == "ReduceMin" || op == "ReduceL1" || op == "ReduceLogSum" ||
+      op == "ReduceLogSumExp")
+    return f.define(0, y);
   Operation *created;
   if (op == "ReduceL2" || op == "ReduceSumSquare") {
     // sqrt(sum(x^2)): the norm of weight normalization (wav2vec2's
@@ -554,4 +742,16 @@ void ::dtc::onnx::detail::registerMathOps(LoweringTable &table) {
   table["ReduceL2"] = &ModelImporter::lowerReduce;
   table["ReduceSumSquare"] = &ModelImporter::lowerReduce;
   table["CumSum"] = &ModelImporter::lowerCumSum;
+  table["Mean"] = &ModelImporter::lowerBinary;
+  table["Mod"] = &ModelImporter::lowerMod;
+  table["ReduceMin"] = &ModelImporter::lowerReduce;
+  table["ReduceL1"] = &ModelImporter::lowerReduce;
+  table["ReduceLogSum"] = &ModelImporter::lowerReduce;
+  table["ReduceLogSumExp"] = &ModelImporter::lowerReduce;
+  for (const char *op :
+       {"LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish",
+        "Softsign", "Mish", "ThresholdedRelu", "Shrink", "Sign"})
+    table[op] = &ModelImporter::lowerActivation;
+  for (const char *op : {"ArgMax", "ArgMin", "Hardmax"})
+    table[op] = &ModelImporter::lowerArgExtreme;
 }

@@ -8,6 +8,7 @@
 #include "dialects/dtc/DtcOps.h"
 #include "frontends/onnx/HostEval.h"
 #include "frontends/onnx/ImporterImpl.h"
+#include "frontends/onnx/ops/Formula.h"
 
 #include <cmath>
 
@@ -151,22 +152,184 @@ Error ModelImporter::crossEntropy(Value scores, int64_t classAxis,
   return defineValue(0, *loss);
 }
 
+/// Whether a loss node is what dtc.cross_entropy computes: the mean over
+/// the counted labels, no class weights, no log-probability output.
+static bool isPlainCrossEntropy(const ::onnx::NodeProto &node,
+                                llvm::function_ref<bool(int)> outputUsed) {
+  return getStringAttr(node, "reduction", "mean") == "mean" &&
+         (node.input_size() < 3 || node.input(2).empty()) && !outputUsed(1);
+}
+
 Error ModelImporter::lowerSoftmaxCrossEntropy(llvm::ArrayRef<Entry *> ins) {
+  auto used = [&](int i) {
+    return i < node->output_size() && !node->output(i).empty() &&
+           useCounts.lookup(node->output(i));
+  };
+  Entry *labels = ins.size() > 1 ? ins[1] : nullptr;
+  if (isPlainCrossEntropy(*node, used)) {
+    auto scores = valueOf(*ins[0]);
+    if (!scores)
+      return scores.takeError();
+    return crossEntropy(*scores, 1, labels);
+  }
+  // Weights, another reduction or the log-probabilities: log(softmax) and
+  // the negative log-likelihood written out.
+  if (ins[0]->shape.size() < 2)
+    return nodeError("expects scores [N, C, ...]");
   auto scores = valueOf(*ins[0]);
   if (!scores)
     return scores.takeError();
-  return crossEntropy(*scores, 1, ins.size() > 1 ? ins[1] : nullptr);
+  Formula f(*this, ins[0]->dataType);
+  Value logProbs = f.unary<d::LogOp>(f.take(finish(
+      d::SoftmaxOp::create(builder, loc(), scores->getType(), *scores, 1))));
+  auto value = f.result(logProbs);
+  if (!value)
+    return value.takeError();
+  if (used(1))
+    if (Error err = defineValue(1, *value))
+      return err;
+  return nllLoss(*value, labels, ins.size() > 2 ? ins[2] : nullptr);
 }
 
 Error ModelImporter::lowerNllLoss(llvm::ArrayRef<Entry *> ins) {
+  Entry *labels = ins.size() > 1 ? ins[1] : nullptr;
   auto it = logSoftmaxInputs.find(node->input(0));
-  if (it == logSoftmaxInputs.end())
-    return nodeError("input '{0}' is not a LogSoftmax output; dtc imports "
-                     "NegativeLogLikelihoodLoss only as the second half of "
-                     "a cross-entropy",
-                     node->input(0));
-  return crossEntropy(it->second.first, it->second.second,
-                      ins.size() > 1 ? ins[1] : nullptr);
+  if (it != logSoftmaxInputs.end() &&
+      isPlainCrossEntropy(*node, [](int) { return false; }))
+    return crossEntropy(it->second.first, it->second.second, labels);
+  auto logProbs = valueOf(*ins[0]);
+  if (!logProbs)
+    return logProbs.takeError();
+  return nllLoss(*logProbs, labels, ins.size() > 2 ? ins[2] : nullptr);
+}
+
+// ONNX's NegativeLogLikelihoodLoss of log-probabilities [N, C, d...] and
+// labels [N, d...]: loss = -w[label] * logp[label] per element (0 where the
+// label is ignore_index), reduced by `reduction` ("mean" divides by the sum
+// of the weights counted).
+Error ModelImporter::nllLoss(Value logProbs, Entry *labels, Entry *weight) {
+  if (!labels)
+    return nodeError("needs a labels input");
+  auto shape = cast<RankedTensorType>(logProbs.getType()).getShape();
+  if (shape.size() < 2)
+    return nodeError("expects inputs [N, C, ...]");
+  std::string reduction = getStringAttr(*node, "reduction", "mean");
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    return nodeError("unknown reduction '{0}'", reduction);
+  int32_t type =
+      dataTypeOf(cast<RankedTensorType>(logProbs.getType()).getElementType());
+  auto labelValue = indexValue(*labels);
+  if (!labelValue)
+    return labelValue.takeError();
+  Formula f(*this, type);
+  llvm::SmallVector<int64_t> picked(shape);
+  picked[1] = 1;
+  llvm::SmallVector<int64_t> perLabel(shape);
+  perLabel.erase(perLabel.begin() + 1);
+  Value label = *labelValue;
+  Value counted; // 1 where the label counts, 0 where it is ignored
+  if (findAttribute(*node, "ignore_index")) {
+    int32_t labelType = labels->dataType == kInt32 ? kInt32 : kInt64;
+    Value ignore = f.take(
+        scalarConstant(labelType, getIntAttr(*node, "ignore_index", -100)));
+    Value isIgnored = f.cmp(label, ignore, "eq");
+    // An ignored label may be out of range: gather class 0 instead.
+    label = f.sel(isIgnored, f.take(scalarConstant(labelType, 0)), label);
+    counted = f.sel(isIgnored, f.c(0), f.c(1));
+  }
+  auto gather = [&](Value table, Value ids) -> Value {
+    if (!table || !ids)
+      return Value();
+    return f.take(finish(d::GatherElementsOp::create(
+        builder, loc(), placeholder(), table, ids, 1)));
+  };
+  Value ids = label ? f.take(reshape(label, picked)) : Value();
+  Value loss = f.unary<d::NegOp>(gather(logProbs, ids));
+  loss = loss ? f.take(reshape(loss, perLabel)) : loss;
+  Value weights = counted;
+  if (weight) {
+    if (weight->shape.size() != 1 || weight->shape[0] != shape[1])
+      return nodeError("expects class weights [C]");
+    auto w = valueOf(*weight);
+    if (!w)
+      return w.takeError();
+    llvm::SmallVector<int64_t> column(shape.size(), 1);
+    column[1] = shape[1];
+    Value table = f.take(reshape(*w, column));
+    table = table ? f.take(expandTo(table, shape)) : table;
+    Value perElement = gather(table, ids);
+    perElement =
+        perElement ? f.take(reshape(perElement, perLabel)) : perElement;
+    weights = counted ? f.mul(perElement, counted) : perElement;
+  }
+  if (weights)
+    loss = f.mul(loss, weights);
+  llvm::SmallVector<int64_t> all;
+  for (size_t i = 0; i < perLabel.size(); ++i)
+    all.push_back(i);
+  if (reduction == "sum")
+    loss = f.reduceSum(loss, all, false);
+  else if (reduction == "mean")
+    loss = weights ? f.div(f.reduceSum(loss, all, false),
+                           f.reduceSum(weights, all, false))
+                   : f.reduceMean(loss, all, false);
+  return f.define(0, loss);
+}
+
+// BatchNormalization (inference: running statistics) and
+// InstanceNormalization (statistics of each sample and channel over the
+// spatial dims): (x - mean) / sqrt(var + epsilon) * scale + bias, with the
+// per-channel operands [C] broadcast over [N, C, spatial...].
+Error ModelImporter::lowerNormalization(llvm::ArrayRef<Entry *> ins) {
+  bool batch = node->op_type() == "BatchNormalization";
+  if (ins.size() < (batch ? 5u : 3u))
+    return nodeError("missing inputs");
+  for (Entry *e : ins)
+    if (!e)
+      return nodeError("missing inputs");
+  if (batch && getIntAttr(*node, "training_mode", 0) != 0)
+    return nodeError("training_mode is not supported; dtc imports the "
+                     "inference graph");
+  if (Error err = checkUnusedOutputs(1))
+    return err;
+  int32_t type = ins[0]->dataType;
+  if (!isFloatType(type))
+    return nodeError("needs a floating-point input, got {0}",
+                     dataTypeName(type));
+  llvm::ArrayRef<int64_t> shape = ins[0]->shape;
+  if (shape.size() < 2)
+    return nodeError("expects X [N, C, ...], got {0}", shapeString(shape));
+  Formula f(*this, type);
+  llvm::SmallVector<int64_t> column(shape.size(), 1);
+  column[1] = shape[1];
+  auto perChannel = [&](Entry *e) -> Value {
+    if (e->shape.size() != 1 || e->shape[0] != shape[1]) {
+      f.take(nodeError("expects per-channel operands [{0}]", shape[1]));
+      return Value();
+    }
+    auto v = valueOf(*e);
+    return v ? f.take(reshape(*v, column)) : f.take(v.takeError());
+  };
+  auto input = valueOf(*ins[0]);
+  if (!input)
+    return input.takeError();
+  Value x = *input, mean, var;
+  if (batch) {
+    mean = perChannel(ins[3]);
+    var = perChannel(ins[4]);
+  } else {
+    llvm::SmallVector<int64_t> spatial;
+    for (size_t i = 2; i < shape.size(); ++i)
+      spatial.push_back(i);
+    mean = f.reduceMean(x, spatial, true);
+    Value centered = f.sub(x, mean);
+    var = f.reduceMean(f.mul(centered, centered), spatial, true);
+  }
+  double epsilon = getFloatAttr(*node, "epsilon", 1e-5f);
+  Value normalized =
+      f.div(f.sub(x, mean), f.unary<d::SqrtOp>(f.add(var, f.c(epsilon))));
+  return f.define(
+      0, f.add(f.mul(normalized, perChannel(ins[1])), perChannel(ins[2])));
 }
 
 /// The ints attribute `name` with `count` entries (`fill` each when absent),
@@ -267,8 +430,11 @@ Error ModelImporter::lowerGlobalAveragePool(llvm::ArrayRef<Entry *> ins) {
   llvm::SmallVector<int64_t> dims;
   for (int64_t i = 2; i < rank; ++i)
     dims.push_back(i);
-  auto result = finish(d::ReduceMeanOp::create(builder, loc(), placeholder(),
-                                               *input, dims, true));
+  auto result = node->op_type() == "GlobalMaxPool"
+                    ? finish(d::ReduceMaxOp::create(
+                          builder, loc(), placeholder(), *input, dims, true))
+                    : finish(d::ReduceMeanOp::create(
+                          builder, loc(), placeholder(), *input, dims, true));
   if (!result)
     return result.takeError();
   return defineValue(0, *result);
@@ -422,6 +588,9 @@ void ::dtc::onnx::detail::registerNNOps(LoweringTable &table) {
   table["Dropout"] = &ModelImporter::lowerDropout;
   table["Conv"] = &ModelImporter::lowerConv;
   table["GlobalAveragePool"] = &ModelImporter::lowerGlobalAveragePool;
+  table["GlobalMaxPool"] = &ModelImporter::lowerGlobalAveragePool;
+  table["BatchNormalization"] = &ModelImporter::lowerNormalization;
+  table["InstanceNormalization"] = &ModelImporter::lowerNormalization;
   table["MaxPool"] = &ModelImporter::lowerPool;
   table["AveragePool"] = &ModelImporter::lowerPool;
 }

@@ -9,6 +9,7 @@
 #include "dialects/dtc/DtcOps.h"
 #include "frontends/onnx/HostEval.h"
 #include "frontends/onnx/ImporterImpl.h"
+#include "frontends/onnx/ops/Formula.h"
 
 using namespace mlir;
 using namespace ::dtc::onnx;
@@ -661,6 +662,181 @@ Error ModelImporter::lowerWhere(llvm::ArrayRef<Entry *> ins) {
   return defineValue(0, *full);
 }
 
+// Trilu of a run-time matrix (stack): a select against the constant
+// triangle (shapes are static, `k` is known), exact for every value.
+Error ModelImporter::lowerTrilu(llvm::ArrayRef<Entry *> ins) {
+  llvm::ArrayRef<int64_t> shape = ins[0]->shape;
+  if (shape.size() < 2)
+    return nodeError("expects a matrix or a stack of them, got {0}",
+                     shapeString(shape));
+  int64_t k = 0;
+  if (ins.size() > 1 && ins[1]) {
+    auto known = knownInts(1, "k");
+    if (!known)
+      return known.takeError();
+    if (known->size() != 1)
+      return nodeError("k must be a scalar");
+    k = (*known)[0];
+  }
+  bool upper = getIntAttr(*node, "upper", 1) != 0;
+  int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  HostTensor keep = HostTensor::zeros(kBool, {rows, cols});
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      keep.set(i * cols + j, upper ? j - i >= k : j - i <= k);
+  auto input = valueOf(*ins[0]);
+  if (!input)
+    return input.takeError();
+  Formula f(*this, ins[0]->dataType);
+  return f.define(0, f.sel(f.constant(keep), *input, f.c(0)));
+}
+
+// DepthToSpace (DCR or CRD order) and SpaceToDepth of [N, C, H, W]: one
+// reshape, transpose and reshape each.
+Error ModelImporter::lowerDepthToSpace(llvm::ArrayRef<Entry *> ins) {
+  llvm::ArrayRef<int64_t> x = ins[0]->shape;
+  int64_t b = getIntAttr(*node, "blocksize", 0);
+  if (x.size() != 4 || b <= 0)
+    return nodeError("expects X [N, C, H, W] and a positive blocksize");
+  int64_t n = x[0], c = x[1], h = x[2], w = x[3];
+  llvm::SmallVector<int64_t> split, perm, out;
+  if (node->op_type() == "SpaceToDepth") {
+    if (h % b || w % b)
+      return nodeError("H and W must be multiples of blocksize {0}", b);
+    split = {n, c, h / b, b, w / b, b};
+    perm = {0, 3, 5, 1, 2, 4};
+    out = {n, c * b * b, h / b, w / b};
+  } else {
+    if (c % (b * b))
+      return nodeError("C must be a multiple of blocksize^2 = {0}", b * b);
+    bool crd = getStringAttr(*node, "mode", "DCR") == "CRD";
+    split = crd ? llvm::SmallVector<int64_t>{n, c / (b * b), b, b, h, w}
+                : llvm::SmallVector<int64_t>{n, b, b, c / (b * b), h, w};
+    perm = crd ? llvm::SmallVector<int64_t>{0, 1, 4, 2, 5, 3}
+               : llvm::SmallVector<int64_t>{0, 3, 4, 1, 5, 2};
+    out = {n, c / (b * b), h * b, w * b};
+  }
+  auto input = valueOf(*ins[0]);
+  if (!input)
+    return input.takeError();
+  auto blocks = reshape(*input, split);
+  if (!blocks)
+    return blocks.takeError();
+  auto moved = finish(
+      d::TransposeOp::create(builder, loc(), placeholder(), *blocks, perm));
+  if (!moved)
+    return moved.takeError();
+  auto result = reshape(*moved, out);
+  if (!result)
+    return result.takeError();
+  return defineValue(0, *result);
+}
+
+// Compress with a known condition (it decides the output's shape): a gather
+// of the selected positions along the axis (of the flattened input without
+// one).
+Error ModelImporter::lowerCompress(llvm::ArrayRef<Entry *> ins) {
+  if (ins.size() != 2 || !ins[1])
+    return nodeError("needs input and condition");
+  if (!ins[1]->known)
+    return nodeError("the condition '{0}' is computed at run time; dtc needs "
+                     "it constant (it decides the output's shape)",
+                     node->input(1));
+  Entry data = *ins[0];
+  int64_t axis = getIntAttr(*node, "axis", 0);
+  if (!findAttribute(*node, "axis")) {
+    int64_t size = numElements(data.shape);
+    auto input = valueOf(data);
+    if (!input)
+      return input.takeError();
+    auto flat = reshape(*input, {size});
+    if (!flat)
+      return flat.takeError();
+    data.known.reset();
+    data.value = *flat;
+    data.shape = {size};
+    axis = 0;
+  }
+  std::string error;
+  auto dim = normalizeAxis(axis, data.shape.size(), error);
+  if (!dim)
+    return nodeError("{0}", error);
+  HostTensor selected = HostTensor::zeros(kInt64, {0});
+  for (int64_t i = 0, e = ins[1]->known->size(); i < e; ++i)
+    if (i < data.shape[*dim] && ins[1]->known->getInt(i))
+      selected.ints.push_back(i);
+  selected.shape = {static_cast<int64_t>(selected.ints.size())};
+  if (selected.ints.empty())
+    return nodeError("the condition selects nothing (an empty result)");
+  Entry indices;
+  indices.known = std::make_shared<const HostTensor>(std::move(selected));
+  indices.dataType = kInt64;
+  indices.shape = {static_cast<int64_t>(indices.known->size())};
+  auto result = gatherAlong(data, indices, *dim);
+  if (!result)
+    return result.takeError();
+  return defineValue(0, *result);
+}
+
+// EyeLike: ones on diagonal k of the input's shape; only the shape is read,
+// so the result is a constant.
+Error ModelImporter::lowerEyeLike(llvm::ArrayRef<Entry *> ins) {
+  llvm::ArrayRef<int64_t> shape = ins[0]->shape;
+  if (shape.size() != 2)
+    return nodeError("expects a matrix, got {0}", shapeString(shape));
+  int32_t type = getIntAttr(*node, "dtype", ins[0]->dataType);
+  int64_t k = getIntAttr(*node, "k", 0);
+  HostTensor eye = HostTensor::zeros(type, shape);
+  for (int64_t i = 0; i < shape[0]; ++i)
+    if (i + k >= 0 && i + k < shape[1])
+      eye.set(i * shape[1] + i + k, 1);
+  return defineKnown(0, std::move(eye));
+}
+
+// OneHot of run-time indices with a known depth (it decides the output's
+// shape): compare against a constant ramp of classes on the new axis, then
+// select values[1] (on) or values[0] (off). Negative indices count from
+// depth.
+Error ModelImporter::lowerOneHot(llvm::ArrayRef<Entry *> ins) {
+  if (ins.size() != 3 || !ins[1] || !ins[2])
+    return nodeError("needs indices, depth and values");
+  if (!ins[1]->known || ins[1]->known->size() != 1)
+    return nodeError("the depth '{0}' must be a constant scalar",
+                     node->input(1));
+  int64_t depth = static_cast<int64_t>(ins[1]->known->getDouble(0));
+  if (ins[2]->shape.size() != 1 || ins[2]->shape[0] != 2)
+    return nodeError("values must be [off, on]");
+  llvm::SmallVector<int64_t> shape(ins[0]->shape.begin(), ins[0]->shape.end());
+  int64_t rank = shape.size() + 1;
+  std::string error;
+  auto axis = normalizeAxis(getIntAttr(*node, "axis", -1), rank, error);
+  if (!axis)
+    return nodeError("{0}", error);
+  auto ids = indexValue(*ins[0]);
+  if (!ids)
+    return ids.takeError();
+  auto values = valueOf(*ins[2]);
+  if (!values)
+    return values.takeError();
+  int32_t idType =
+      dataTypeOf(cast<RankedTensorType>(ids->getType()).getElementType());
+  Formula f(*this, idType);
+  Value id = f.sel(f.cmp(*ids, f.c(0), "lt"), f.add(*ids, f.c(depth)), *ids);
+  shape.insert(shape.begin() + *axis, 1);
+  id = id ? f.take(reshape(id, shape)) : id;
+  llvm::SmallVector<int64_t> rampShape(rank, 1);
+  rampShape[*axis] = depth;
+  HostTensor ramp = HostTensor::zeros(idType, rampShape);
+  for (int64_t i = 0; i < depth; ++i)
+    ramp.set(i, i);
+  auto scalarAt = [&](int64_t i) -> Value {
+    Value part = f.take(sliceAxis(*values, 0, i, 1));
+    return part ? f.take(reshape(part, {})) : part;
+  };
+  return f.define(
+      0, f.sel(f.cmp(id, f.constant(ramp), "eq"), scalarAt(1), scalarAt(0)));
+}
+
 Error ModelImporter::lowerExpand(llvm::ArrayRef<Entry *> ins) {
   if (ins.size() != 2 || !ins[1])
     return nodeError("needs a shape input");
@@ -935,6 +1111,12 @@ void ::dtc::onnx::detail::registerTensorOps(LoweringTable &table) {
   table["GatherElements"] = &ModelImporter::lowerGatherElements;
   table["Where"] = &ModelImporter::lowerWhere;
   table["Expand"] = &ModelImporter::lowerExpand;
+  table["Trilu"] = &ModelImporter::lowerTrilu;
+  table["Compress"] = &ModelImporter::lowerCompress;
+  table["EyeLike"] = &ModelImporter::lowerEyeLike;
+  table["OneHot"] = &ModelImporter::lowerOneHot;
+  table["DepthToSpace"] = &ModelImporter::lowerDepthToSpace;
+  table["SpaceToDepth"] = &ModelImporter::lowerDepthToSpace;
   table["Cast"] = &ModelImporter::lowerCastOp;
   table["CastLike"] = &ModelImporter::lowerCastLike;
   table["Pad"] = &ModelImporter::lowerPad;
