@@ -37,68 +37,102 @@ inline const char *const kNodeTestDir = "/usr/share/libonnx-testdata/data/node";
 /// Op types docs/onnx-ops.md lists as lowered (not the host-only ones: node
 /// tests feed run-time inputs).
 inline const std::set<std::string> &claimedOps() {
-  static const std::set<std::string> ops = {"Abs",
-                                            "Add",
-                                            "And",
-                                            "AveragePool",
-                                            "Cast",
-                                            "CastLike",
-                                            "Clip",
-                                            "Concat",
-                                            "Conv",
-                                            "CumSum",
-                                            "Div",
-                                            "Dropout",
-                                            "Einsum",
-                                            "Equal",
-                                            "Erf",
-                                            "Exp",
-                                            "Expand",
-                                            "Flatten",
-                                            "Gather",
-                                            "GatherElements",
-                                            "Gelu",
-                                            "Gemm",
-                                            "GlobalAveragePool",
-                                            "Greater",
-                                            "GreaterOrEqual",
-                                            "Identity",
-                                            "IsInf",
-                                            "IsNaN",
-                                            "LayerNormalization",
-                                            "Less",
-                                            "LessOrEqual",
-                                            "Log",
-                                            "MatMul",
-                                            "Max",
-                                            "MaxPool",
-                                            "Min",
-                                            "Mul",
-                                            "Neg",
-                                            "Not",
-                                            "Or",
-                                            "Pad",
-                                            "Pow",
-                                            "Reciprocal",
-                                            "ReduceMax",
-                                            "ReduceMean",
-                                            "ReduceSum",
-                                            "Relu",
-                                            "Reshape",
-                                            "Sigmoid",
-                                            "Slice",
-                                            "Softmax",
-                                            "Softplus",
-                                            "Split",
-                                            "Sqrt",
-                                            "Squeeze",
-                                            "Sub",
-                                            "Sum",
-                                            "Tanh",
-                                            "Transpose",
-                                            "Unsqueeze",
-                                            "Where",
-                                            "Xor"};
+  static const std::set<std::string> ops = {
+      "Abs",
+      "Add",
+      "And",
+      "ArgMax",
+      "ArgMin",
+      "AveragePool",
+      "BatchNormalization",
+      "Cast",
+      "CastLike",
+      "Celu",
+      "Clip",
+      "Concat",
+      "Conv",
+      "CumSum",
+      "DepthToSpace",
+      "Div",
+      "Dropout",
+      "Einsum",
+      "Elu",
+      "Equal",
+      "Erf",
+      "Exp",
+      "Expand",
+      "Flatten",
+      "Gather",
+      "GatherElements",
+      "GatherND",
+      "Gelu",
+      "Gemm",
+      "GlobalAveragePool",
+      "GlobalMaxPool",
+      "Greater",
+      "GreaterOrEqual",
+      "HardSigmoid",
+      "HardSwish",
+      "Hardmax",
+      "Identity",
+      "InstanceNormalization",
+      "IsInf",
+      "IsNaN",
+      "LayerNormalization",
+      "LeakyRelu",
+      "Less",
+      "LessOrEqual",
+      "Log",
+      "LogSoftmax",
+      "MatMul",
+      "Max",
+      "MaxPool",
+      "Mean",
+      "Min",
+      "Mul",
+      "Neg",
+      "NegativeLogLikelihoodLoss",
+      "Not",
+      "Or",
+      "PRelu",
+      "Pad",
+      "Pow",
+      "Reciprocal",
+      "ReduceL1",
+      "ReduceL2",
+      "ReduceLogSum",
+      "ReduceLogSumExp",
+      "ReduceMax",
+      "ReduceMean",
+      "ReduceMin",
+      "ReduceSum",
+      "ReduceSumSquare",
+      "Relu",
+      "Reshape",
+      "Selu",
+      "Shrink",
+      "Sigmoid",
+      "Sign",
+      "Slice",
+      "Softmax",
+      "SoftmaxCrossEntropyLoss",
+      "Softplus",
+      "Softsign",
+      "SpaceToDepth",
+      "Split",
+      "Sqrt",
+      "Squeeze",
+      "Sub",
+      "Sum",
+      "Tanh",
+      "ThresholdedRelu",
+      "Tile",
+      "Transpose",
+      "Trilu",
+      "Unsqueeze",
+      "Where",
+      "Xor",
+  };
   return ops;
 }
 
@@ -119,36 +153,63 @@ readNodeTensor(const std::string &path, int32_t modelType) {
   return ::dtc::onnx::decodeTensor(proto, "", error);
 }
 
-/// Operands dtc needs as constants (shapes, axes, sizes, a Pow exponent of
-/// another type): (op type, input index >= 1).
+/// Operands dtc needs as constants (shapes, axes, sizes, repeats, pads, a
+/// Pow exponent of another type): (op type, input index). Range's and
+/// ConstantOfShape's inputs are all such operands.
 inline bool isConstantOperand(const std::string &op, int index) {
-  static const std::set<std::string> ops = {
-      "Reshape",   "Slice",      "Split",     "Squeeze", "Unsqueeze", "Expand",
-      "ReduceSum", "ReduceMean", "ReduceMax", "Pow",     "CumSum"};
-  return ops.count(op) && index >= 1;
+  static const std::set<std::string> fromFirst = {"Range", "ConstantOfShape"};
+  static const std::set<std::string> fromSecond = {"Reshape",
+                                                   "Slice",
+                                                   "Split",
+                                                   "Squeeze",
+                                                   "Unsqueeze",
+                                                   "Expand",
+                                                   "ReduceSum",
+                                                   "ReduceMean",
+                                                   "ReduceMax",
+                                                   "ReduceMin",
+                                                   "ReduceProd",
+                                                   "ReduceL1",
+                                                   "ReduceL2",
+                                                   "ReduceLogSum",
+                                                   "ReduceLogSumExp",
+                                                   "ReduceSumSquare",
+                                                   "Pow",
+                                                   "CumSum",
+                                                   "Tile",
+                                                   "Pad",
+                                                   "Trilu",
+                                                   "TopK",
+                                                   "Compress"};
+  if (op == "OneHot") // depth; indices and values are data
+    return index == 1;
+  return (fromFirst.count(op) && index >= 0) ||
+         (fromSecond.count(op) && index >= 1);
 }
 
 /// The node test with its constant operands (integer and bool graph inputs
-/// read as shapes, axes or masks) turned into initializers holding the
-/// test-data values, and with only the first output of multi-output ops
-/// whose other outputs dtc does not import.
+/// that a node reads as shapes, axes or masks) turned into initializers
+/// holding the test-data values, and, for single-node tests, with only the
+/// first output of multi-output ops whose other outputs dtc does not import.
 inline ::onnx::ModelProto withConstantOperands(const ::onnx::ModelProto &model,
                                                const std::string &data) {
   ::onnx::ModelProto out = model;
   auto *graph = out.mutable_graph();
-  const auto &n = graph->node(0);
   std::set<std::string> constant;
   std::map<std::string, int32_t> types;
   for (const auto &input : graph->input())
     types[input.name()] = input.type().tensor_type().elem_type();
-  for (int i = 0; i < n.input_size(); ++i) {
-    int32_t type = types.count(n.input(i)) ? types[n.input(i)] : 0;
-    bool integral = type == ::onnx::TensorProto::INT64 ||
-                    type == ::onnx::TensorProto::INT32 ||
-                    type == ::onnx::TensorProto::BOOL;
-    if (integral && isConstantOperand(n.op_type(), i))
-      constant.insert(n.input(i));
-  }
+  for (const auto &n : graph->node())
+    for (int i = 0; i < n.input_size(); ++i) {
+      int32_t type = types.count(n.input(i)) ? types[n.input(i)] : 0;
+      bool integral = type == ::onnx::TensorProto::INT64 ||
+                      type == ::onnx::TensorProto::INT32 ||
+                      type == ::onnx::TensorProto::BOOL;
+      // OneHot's depth decides the output's shape whatever its type.
+      bool shape = n.op_type() == "OneHot" && i == 1;
+      if ((integral || shape) && isConstantOperand(n.op_type(), i))
+        constant.insert(n.input(i));
+    }
   google::protobuf::RepeatedPtrField<::onnx::ValueInfoProto> inputs;
   int index = 0;
   for (const auto &input : graph->input()) {
@@ -165,7 +226,9 @@ inline ::onnx::ModelProto withConstantOperands(const ::onnx::ModelProto &model,
     init->set_name(input.name());
   }
   graph->mutable_input()->Swap(&inputs);
-  if (n.op_type() == "LayerNormalization" || n.op_type() == "Dropout")
+  const std::string &op = graph->node(0).op_type();
+  if (graph->node_size() == 1 &&
+      (op == "LayerNormalization" || op == "Dropout"))
     while (graph->output_size() > 1)
       graph->mutable_output()->RemoveLast();
   return out;
@@ -212,9 +275,28 @@ inline ::onnx::ModelProto readModelFile(const std::string &path) {
   return model;
 }
 
-/// Calls `fn` for every single-node test of a claimed op, in name order.
-/// Returns false when the test data is not installed.
-inline bool forEachNodeTest(llvm::function_ref<void(const NodeTest &)> fn) {
+/// The op a test exercises: its node's type, or for a multi-node graph
+/// (`*_expanded`: the function body of an op in primitive ops) that op's
+/// type with an `_expanded` suffix.
+inline std::string testedOp(const std::string &dir,
+                            const ::onnx::ModelProto &model) {
+  if (model.graph().node_size() == 1)
+    return model.graph().node(0).op_type();
+  llvm::StringRef name(dir);
+  if (name.consume_back("_expanded")) {
+    ::onnx::ModelProto single = readModelFile(name.str() + "/model.onnx");
+    if (single.graph().node_size() == 1)
+      return single.graph().node(0).op_type() + "_expanded";
+  }
+  return "(graph)";
+}
+
+/// Calls `fn` in name order for every single-node test of a claimed op, or
+/// with `everyTest` for every test directory (every op, and the multi-node
+/// `_expanded` function-body tests). Returns false when the test data is
+/// not installed.
+inline bool forEachNodeTest(llvm::function_ref<void(const NodeTest &)> fn,
+                            bool everyTest = false) {
   if (!llvm::sys::fs::is_directory(kNodeTestDir))
     return false;
   std::error_code ec;
@@ -229,23 +311,32 @@ inline bool forEachNodeTest(llvm::function_ref<void(const NodeTest &)> fn) {
     if (!llvm::sys::fs::exists(t.modelPath))
       continue;
     t.shipped = readModelFile(t.modelPath);
-    if (t.shipped.graph().node_size() != 1)
-      continue; // *_expanded: function bodies of other ops
-    const auto &n = t.shipped.graph().node(0);
-    if (!n.domain().empty() || !claimedOps().count(n.op_type()))
+    if (t.shipped.graph().node_size() == 0)
       continue;
-    t.opType = n.op_type();
+    const auto &n = t.shipped.graph().node(0);
+    bool single = t.shipped.graph().node_size() == 1;
+    if (!everyTest &&
+        (!single || !n.domain().empty() || !claimedOps().count(n.op_type())))
+      continue;
+    t.opType = testedOp(dir, t.shipped);
     t.name = llvm::sys::path::filename(dir).str();
     t.dataDir = dir + "/test_data_set_0";
     t.model = withConstantOperands(t.shipped, t.dataDir);
-    // Ops whose schema is unchanged from the test's opset up to 13 (Conv
-    // and AveragePool since 11, MaxPool since 12, GlobalAveragePool since 1,
-    // the comparisons, logic ops, IsNaN/IsInf, Clip and Where since the
-    // version below; later versions only add types or, AveragePool 19,
-    // dilations): their tests are restamped to opset 13, dtc's oldest.
+    // Ops whose schema (attributes, inputs, outputs, semantics) is unchanged
+    // from the test's opset up to 13, checked against the ONNX changelog and
+    // onnx.defs.get_schema: Conv and AveragePool since 11, MaxPool since 12,
+    // GlobalAveragePool/GlobalMaxPool since 1, the comparisons, logic ops,
+    // IsNaN/IsInf, Clip and Where since the version below; the activations
+    // Softplus/Softsign (1), Elu/Selu/HardSigmoid/InstanceNormalization (6),
+    // Shrink (9), ThresholdedRelu (10), Celu (12); Range (11) and
+    // ConstantOfShape (9); Einsum (12); Compress and OneHot (11); EyeLike
+    // (9). DepthToSpace 13 and Pow 13 only add
+    // bfloat16. Later versions only add types or, AveragePool 19,
+    // dilations. Their tests are restamped to opset 13, dtc's oldest.
     static const std::map<std::string, int64_t> unchangedSince = {
         {"Conv", 11},
         {"GlobalAveragePool", 1},
+        {"GlobalMaxPool", 1},
         {"MaxPool", 12},
         {"AveragePool", 11},
         {"And", 7},
@@ -260,10 +351,28 @@ inline bool forEachNodeTest(llvm::function_ref<void(const NodeTest &)> fn) {
         {"IsNaN", 9},
         {"IsInf", 10},
         {"Clip", 11},
-        {"Where", 9}};
+        {"Where", 9},
+        {"Softplus", 1},
+        {"Softsign", 1},
+        {"Elu", 6},
+        {"Selu", 6},
+        {"HardSigmoid", 6},
+        {"InstanceNormalization", 6},
+        {"Shrink", 9},
+        {"ThresholdedRelu", 10},
+        {"Celu", 12},
+        {"Range", 11},
+        {"ConstantOfShape", 9},
+        {"Einsum", 12},
+        {"DepthToSpace", 11},
+        {"Pow", 12},
+        {"Compress", 11},
+        {"EyeLike", 9},
+        {"OneHot", 11}};
     std::string temporary; // the rewritten model, removed after the test
     bool restamped = false;
-    if (auto it = unchangedSince.find(t.opType); it != unchangedSince.end())
+    if (auto it = unchangedSince.find(t.opType);
+        single && it != unchangedSince.end())
       for (auto &opset : *t.model.mutable_opset_import())
         if ((opset.domain().empty() || opset.domain() == "ai.onnx") &&
             opset.version() >= it->second && opset.version() < 13) {
