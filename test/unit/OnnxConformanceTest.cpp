@@ -75,6 +75,8 @@ double elementAt(const rt::Tensor &t, int64_t i) {
 std::string refusalKind(llvm::StringRef message) {
   if (message.contains("unsupported ONNX op"))
     return "op not lowered";
+  if (message.contains("no opset of the default"))
+    return "op of another domain (ai.onnx.preview.training)";
   if (message.contains("opset"))
     return "opset below 13 (op not lowered, or its schema changed since)";
   if (message.contains("element type") || message.contains("not a tensor") ||

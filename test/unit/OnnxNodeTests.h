@@ -49,6 +49,7 @@ inline const std::set<std::string> &claimedOps() {
       "CastLike",
       "Celu",
       "Clip",
+      "Compress",
       "Concat",
       "Conv",
       "CumSum",
@@ -61,6 +62,7 @@ inline const std::set<std::string> &claimedOps() {
       "Erf",
       "Exp",
       "Expand",
+      "EyeLike",
       "Flatten",
       "Gather",
       "GatherElements",
@@ -88,11 +90,14 @@ inline const std::set<std::string> &claimedOps() {
       "Max",
       "MaxPool",
       "Mean",
+      "MeanVarianceNormalization",
       "Min",
+      "Mod",
       "Mul",
       "Neg",
       "NegativeLogLikelihoodLoss",
       "Not",
+      "OneHot",
       "Or",
       "PRelu",
       "Pad",
@@ -205,8 +210,9 @@ inline ::onnx::ModelProto withConstantOperands(const ::onnx::ModelProto &model,
       bool integral = type == ::onnx::TensorProto::INT64 ||
                       type == ::onnx::TensorProto::INT32 ||
                       type == ::onnx::TensorProto::BOOL;
-      // OneHot's depth decides the output's shape whatever its type.
-      bool shape = n.op_type() == "OneHot" && i == 1;
+      // OneHot's depth and Range's operands decide the output's shape
+      // whatever their type.
+      bool shape = n.op_type() == "OneHot" || n.op_type() == "Range";
       if ((integral || shape) && isConstantOperand(n.op_type(), i))
         constant.insert(n.input(i));
     }

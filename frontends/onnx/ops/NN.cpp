@@ -11,6 +11,7 @@
 #include "frontends/onnx/ops/Formula.h"
 
 #include <cmath>
+#include <tuple>
 
 using namespace mlir;
 using namespace ::dtc::onnx;
@@ -281,17 +282,41 @@ Error ModelImporter::nllLoss(Value logProbs, Entry *labels, Entry *weight) {
 // spatial dims): (x - mean) / sqrt(var + epsilon) * scale + bias, with the
 // per-channel operands [C] broadcast over [N, C, spatial...].
 Error ModelImporter::lowerNormalization(llvm::ArrayRef<Entry *> ins) {
-  bool batch = node->op_type() == "BatchNormalization";
+  llvm::StringRef op = node->op_type();
+  if (op == "MeanVarianceNormalization") {
+    // (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9), ONNX's function body.
+    if (!isFloatType(ins[0]->dataType))
+      return nodeError("needs a floating-point input, got {0}",
+                       dataTypeName(ins[0]->dataType));
+    llvm::SmallVector<int64_t> axesList = {0, 2, 3};
+    if (auto attr = getIntsAttr(*node, "axes"))
+      axesList = *attr;
+    std::string error;
+    auto axes = resolveReduceAxes(axesList, ins[0]->shape.size(), false, error);
+    if (!axes)
+      return nodeError("{0}", error);
+    auto input = valueOf(*ins[0]);
+    if (!input)
+      return input.takeError();
+    Formula f(*this, ins[0]->dataType);
+    Value x = *input, mean = f.reduceMean(x, *axes, true);
+    Value var =
+        f.sub(f.reduceMean(f.mul(x, x), *axes, true), f.mul(mean, mean));
+    return f.define(
+        0, f.div(f.sub(x, mean), f.add(f.unary<d::SqrtOp>(var), f.c(1e-9))));
+  }
+  bool batch = op == "BatchNormalization";
   if (ins.size() < (batch ? 5u : 3u))
     return nodeError("missing inputs");
   for (Entry *e : ins)
     if (!e)
       return nodeError("missing inputs");
-  if (batch && getIntAttr(*node, "training_mode", 0) != 0)
-    return nodeError("training_mode is not supported; dtc imports the "
-                     "inference graph");
-  if (Error err = checkUnusedOutputs(1))
-    return err;
+  // Training mode normalizes by the batch's statistics and returns the
+  // updated running ones (outputs 1 and 2).
+  bool training = batch && getIntAttr(*node, "training_mode", 0) != 0;
+  if (!training)
+    if (Error err = checkUnusedOutputs(1))
+      return err;
   int32_t type = ins[0]->dataType;
   if (!isFloatType(type))
     return nodeError("needs a floating-point input, got {0}",
@@ -314,16 +339,32 @@ Error ModelImporter::lowerNormalization(llvm::ArrayRef<Entry *> ins) {
   if (!input)
     return input.takeError();
   Value x = *input, mean, var;
-  if (batch) {
+  if (batch && !training) {
     mean = perChannel(ins[3]);
     var = perChannel(ins[4]);
   } else {
-    llvm::SmallVector<int64_t> spatial;
-    for (size_t i = 2; i < shape.size(); ++i)
-      spatial.push_back(i);
-    mean = f.reduceMean(x, spatial, true);
+    // Per sample and channel (instance) or per channel (batch training).
+    llvm::SmallVector<int64_t> dims;
+    for (size_t i = batch ? 0 : 2; i < shape.size(); ++i)
+      if (i != 1)
+        dims.push_back(i);
+    mean = f.reduceMean(x, dims, true);
     Value centered = f.sub(x, mean);
-    var = f.reduceMean(f.mul(centered, centered), spatial, true);
+    var = f.reduceMean(f.mul(centered, centered), dims, true);
+  }
+  if (training) {
+    double momentum = getFloatAttr(*node, "momentum", 0.9f);
+    auto running = [&](Entry *old, Value current) -> Value {
+      auto v = valueOf(*old);
+      Value now = current ? f.take(reshape(current, {shape[1]})) : current;
+      return f.add(f.mul(v ? *v : f.take(v.takeError()), f.c(momentum)),
+                   f.mul(now, f.c(1 - momentum)));
+    };
+    for (auto [index, old, current] :
+         {std::tuple{1, ins[3], mean}, std::tuple{2, ins[4], var}})
+      if (index < node->output_size() && !node->output(index).empty())
+        if (Error err = f.define(index, running(old, current)))
+          return err;
   }
   double epsilon = getFloatAttr(*node, "epsilon", 1e-5f);
   Value normalized =
@@ -591,6 +632,7 @@ void ::dtc::onnx::detail::registerNNOps(LoweringTable &table) {
   table["GlobalMaxPool"] = &ModelImporter::lowerGlobalAveragePool;
   table["BatchNormalization"] = &ModelImporter::lowerNormalization;
   table["InstanceNormalization"] = &ModelImporter::lowerNormalization;
+  table["MeanVarianceNormalization"] = &ModelImporter::lowerNormalization;
   table["MaxPool"] = &ModelImporter::lowerPool;
   table["AveragePool"] = &ModelImporter::lowerPool;
 }
