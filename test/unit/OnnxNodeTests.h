@@ -1,11 +1,11 @@
 //===- OnnxNodeTests.h - Walk ONNX backend node tests ----------*- C++ -*-===//
 //
 // TEST-ONLY, shared by the importer test (numerics through the test
-// interpreter) and the conformance test (numerics through the CPU runtime):
-// the single-node tests of Debian's libonnx-testdata for the ops that
-// docs/onnx-ops.md lists as lowered, each prepared for import (constant
-// operands turned into initializers, old opsets restamped where the op's
-// schema is unchanged) and with its test-data files.
+// interpreter: the single-node tests of the ops docs/onnx-ops.md lists as
+// lowered) and the conformance test (numerics through the CPU runtime: every
+// test directory of Debian's libonnx-testdata), each prepared for import
+// (constant operands turned into initializers, old opsets restamped where
+// the op's schema is unchanged) and with its test-data files.
 //
 //===----------------------------------------------------------------------===//
 
