@@ -187,6 +187,7 @@ public:
   Error lowerArgExtreme(llvm::ArrayRef<Entry *> ins);
   Error lowerMod(llvm::ArrayRef<Entry *> ins);
   Error lowerEinsum(llvm::ArrayRef<Entry *> ins);
+  Error lowerEinsumUnary(Entry &x);
   Expected<Value> einsumOperand(Value input, std::string from,
                                 llvm::StringRef summed, llvm::StringRef order,
                                 llvm::ArrayRef<int64_t> shape);

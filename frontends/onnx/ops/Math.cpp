@@ -544,10 +544,19 @@ std::optional<EinsumPlan> planEinsum(llvm::StringRef equation,
   for (char c : equation)
     if (c != ' ')
       text += c;
+  // Implicit output: the labels seen once, in alphabetical order.
+  if (text.find("->") == std::string::npos) {
+    std::string once;
+    for (char c : text)
+      if (llvm::isAlpha(c) && llvm::count(text, c) == 1)
+        once += c;
+    llvm::sort(once);
+    text += "->" + once;
+  }
   size_t arrow = text.find("->"), comma = text.find(',');
-  if (arrow == std::string::npos || comma == std::string::npos ||
-      comma > arrow || text.find(',', comma + 1) < arrow) {
-    error = "needs two operands and an explicit output ('ab,bc->ac')";
+  if (comma == std::string::npos || comma > arrow ||
+      text.find(',', comma + 1) < arrow) {
+    error = "needs two operands ('ab,bc->ac')";
     return std::nullopt;
   }
   EinsumPlan plan;
@@ -626,7 +635,47 @@ Expected<Value> ModelImporter::einsumOperand(Value input, std::string from,
 /// contracted, rhsFree] (free and contracted labels flattened), reshaped
 /// and transposed to the output's labels. Mamba2's chunked scan writes
 /// such equations ("bclhn,bcshn->bclsh").
+/// One operand, each label once ("ij->ji", "ij->i"): the labels missing
+/// from the output summed, the rest transposed to the output's order.
+Error ModelImporter::lowerEinsumUnary(Entry &x) {
+  std::string text;
+  for (char c : getStringAttr(*node, "equation", ""))
+    if (c != ' ')
+      text += c;
+  size_t arrow = text.find("->");
+  if (arrow == std::string::npos)
+    return nodeError("one-operand equation '{0}' needs an explicit output",
+                     text);
+  std::string from = text.substr(0, arrow), out = text.substr(arrow + 2);
+  for (const std::string *labels : {&from, &out})
+    for (auto [i, c] : llvm::enumerate(*labels))
+      if (!llvm::isAlpha(c) || labels->find(c, i + 1) != std::string::npos ||
+          from.find(c) == std::string::npos)
+        return nodeError("equation '{0}': supports letters of the operand, "
+                         "each once (no ellipsis, no diagonal)",
+                         text);
+  if (from.size() != x.shape.size())
+    return nodeError("equation '{0}' does not match the operand's rank {1}",
+                     text, x.shape.size());
+  std::string summed;
+  for (char c : from)
+    if (out.find(c) == std::string::npos)
+      summed += c;
+  llvm::SmallVector<int64_t> shape;
+  for (char c : out)
+    shape.push_back(x.shape[from.find(c)]);
+  auto input = valueOf(x);
+  if (!input)
+    return input.takeError();
+  auto result = einsumOperand(*input, from, summed, out, shape);
+  if (!result)
+    return result.takeError();
+  return defineValue(0, *result);
+}
+
 Error ModelImporter::lowerEinsum(llvm::ArrayRef<Entry *> ins) {
+  if (ins.size() == 1 && ins[0] && isFloatType(ins[0]->dataType))
+    return lowerEinsumUnary(*ins[0]);
   if (ins.size() != 2 || !ins[0] || !ins[1])
     return nodeError("supports two operands, got {0}", ins.size());
   if (!isFloatType(ins[0]->dataType) || ins[0]->dataType != ins[1]->dataType)

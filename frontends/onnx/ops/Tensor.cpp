@@ -861,8 +861,9 @@ Error ModelImporter::lowerExpand(llvm::ArrayRef<Entry *> ins) {
 /// side. Mamba2's chunked scan pads the sequence to whole chunks this way.
 Error ModelImporter::lowerPad(llvm::ArrayRef<Entry *> ins) {
   std::string mode = getStringAttr(*node, "mode", "constant");
-  if (mode != "constant")
-    return nodeError("mode '{0}' is not supported; dtc pads with a constant",
+  if (mode != "constant" && mode != "edge" && mode != "reflect")
+    return nodeError("mode '{0}' is not supported; dtc pads with a "
+                     "constant, the edge or a reflection",
                      mode);
   if (ins.size() < 2 || !ins[1])
     return nodeError("needs data and pads inputs");
@@ -914,6 +915,11 @@ Error ModelImporter::lowerPad(llvm::ArrayRef<Entry *> ins) {
       end = std::max<int64_t>(end, 0);
     }
     llvm::SmallVector<Value, 3> parts;
+    size = cast<RankedTensorType>(x.getType()).getDimSize(axis);
+    if (mode == "reflect" && std::max(begin, end) >= size)
+      return nodeError("reflect pads of {0} need a dim larger than that, got "
+                       "{1}",
+                       std::max(begin, end), size);
     for (int64_t width : {begin, int64_t(-1), end}) {
       if (width < 0) {
         parts.push_back(x);
@@ -921,6 +927,29 @@ Error ModelImporter::lowerPad(llvm::ArrayRef<Entry *> ins) {
       }
       if (width == 0)
         continue;
+      if (mode != "constant") {
+        // Copies of the edge, or the positions mirrored about it, one
+        // slice each.
+        bool atBegin = parts.empty();
+        llvm::SmallVector<Value> copies;
+        for (int64_t j = 0; j < width; ++j) {
+          int64_t at = mode == "edge" ? (atBegin ? 0 : size - 1)
+                       : atBegin      ? width - j
+                                      : size - 2 - j;
+          auto copy = sliceAxis(x, axis, at, 1);
+          if (!copy)
+            return copy.takeError();
+          copies.push_back(*copy);
+        }
+        auto side = copies.size() == 1
+                        ? Expected<Value>(copies[0])
+                        : finish(d::ConcatOp::create(
+                              builder, loc(), placeholder(), copies, axis));
+        if (!side)
+          return side.takeError();
+        parts.push_back(*side);
+        continue;
+      }
       llvm::SmallVector<int64_t> shape(
           cast<RankedTensorType>(x.getType()).getShape());
       shape[axis] = width;
