@@ -26,6 +26,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <thread>
+#include <unistd.h>
 
 namespace dtc {
 
@@ -250,6 +252,87 @@ llvm::Error superviseElastic(const ElasticRun &run, llvm::raw_ostream &out) {
     command = resumeCommand(run.command, run.bundle, bundle);
     world = ranks;
   }
+}
+
+namespace {
+/// What tells this launch's ranks apart from an earlier launch's: the
+/// process-management namespace of the job, else the launcher's pid (every
+/// rank on a machine is its child).
+std::string launchToken() {
+  for (const char *name :
+       {"PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid", "SLURM_STEP_ID"})
+    if (const char *value = std::getenv(name))
+      return value;
+  return std::to_string(::getppid());
+}
+} // namespace
+
+llvm::Expected<std::string>
+replanForLauncher(llvm::StringRef bundle, llvm::StringRef ckptDir,
+                  const std::string &dtc, ElasticRange range,
+                  int64_t bundleRanks, int64_t world, int rank) {
+  if (world < range.min || world > range.max)
+    return badInput("--elastic {0}:{1}: the launcher started {2} ranks, "
+                    "outside the range",
+                    range.min, range.max, world);
+  llvm::SmallString<256> marker(ckptDir);
+  llvm::sys::path::append(marker, "elastic",
+                          "ranks-" + std::to_string(world) + ".ready");
+  llvm::SmallString<256> dir(marker);
+  llvm::sys::path::replace_extension(dir, "");
+  const std::string token = launchToken();
+  if (rank == 0) {
+    // The verdict for this launch's ranks: "TOKEN\nok" or "TOKEN\nWHY",
+    // written whole (rename) so that no rank reads half of it.
+    auto start = std::chrono::steady_clock::now();
+    std::string verdict = "ok";
+    auto request = readCompileRequest(bundle);
+    llvm::Expected<Replanned> replan =
+        request ? compileFor(*request, dtc, ckptDir, world)
+                : llvm::Expected<Replanned>(request.takeError());
+    if (!replan)
+      verdict = llvm::toString(replan.takeError());
+    std::string temporary = (marker + ".tmp").str();
+    {
+      std::error_code ec;
+      llvm::raw_fd_ostream file(temporary, ec);
+      if (ec)
+        return failure("elastic: cannot write {0}: {1}", temporary,
+                       ec.message());
+      file << token << "\n" << verdict;
+    }
+    if (std::error_code ec = llvm::sys::fs::rename(temporary, marker))
+      return failure("elastic: cannot write {0}: {1}", marker, ec.message());
+    if (verdict != "ok")
+      return failure("elastic: the launcher started {0} ranks for a bundle "
+                     "of {1}, and re-planning failed: {2}",
+                     world, bundleRanks, verdict);
+    llvm::errs() << llvm::formatv(
+        "elastic: the launcher started {0} ranks for a bundle of {1}; "
+        "re-planned for {0} in {2:f2} s: {3}\n",
+        world, bundleRanks,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count(),
+        replan->plan);
+    return replan->bundle;
+  }
+  // The other ranks wait for rank 0's verdict on this launch.
+  for (int waited = 0; waited < 6000; ++waited) {
+    if (auto buffer = llvm::MemoryBuffer::getFile(marker)) {
+      auto [first, verdict] = (*buffer)->getBuffer().split('\n');
+      if (first == token) {
+        if (verdict != "ok")
+          return failure("elastic: rank 0 could not re-plan for {0} ranks: "
+                         "{1}",
+                         world, verdict);
+        return dir.str().str();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return failure("elastic: rank 0 did not re-plan for {0} ranks within 300 "
+                 "s ({1})",
+                 world, marker);
 }
 
 } // namespace dtc

@@ -64,6 +64,15 @@ struct ElasticRun {
 /// Runs `run`, re-planning and resuming after each lost rank.
 llvm::Error superviseElastic(const ElasticRun &run, llvm::raw_ostream &out);
 
+/// A launcher (mpirun, srun) started `world` ranks for a bundle planned for
+/// another count: rank 0 re-plans the bundle's request for `world` into
+/// --ckpt-dir/elastic while the others wait for it; every rank returns the
+/// new bundle, to resume from. `dtc` is the executable that compiles.
+llvm::Expected<std::string>
+replanForLauncher(llvm::StringRef bundle, llvm::StringRef ckptDir,
+                  const std::string &dtc, ElasticRange range,
+                  int64_t bundleRanks, int64_t world, int rank);
+
 } // namespace dtc
 
 #endif // DTC_COMPILER_RUN_ELASTIC_H

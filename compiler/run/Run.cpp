@@ -2026,6 +2026,53 @@ rt::Tensor toRuntimeTensor(const onnx::HostTensor &host, rt::DType dtype) {
   return t;
 }
 
+/// The ranks a launcher (mpirun, srun) started, from its environment.
+static std::optional<int64_t> launcherWorldSize() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"})
+    if (const char *value = std::getenv(name)) {
+      int64_t size = 0;
+      if (!llvm::StringRef(value).getAsInteger(10, size) && size > 0)
+        return size;
+    }
+  return std::nullopt;
+}
+
+/// This rank's index among them.
+static int launcherRank() {
+  for (const char *name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char *value = std::getenv(name)) {
+      int rank = 0;
+      if (!llvm::StringRef(value).getAsInteger(10, rank))
+        return rank;
+    }
+  return 0;
+}
+
+/// `--elastic` under a launcher that started another number of ranks than
+/// the bundle's: re-plan for them (rank 0 compiles, the others wait) and
+/// resume under the new plan.
+static llvm::Error runGrownRank(const program::Program &p, const RunOptions &o,
+                                int64_t world, llvm::raw_ostream &out) {
+  auto range = parseElasticRange(o.elastic);
+  if (!range)
+    return range.takeError();
+  if (o.ckptDir.empty() || !o.saveEvery)
+    return badInput("--elastic resumes from checkpoints: give --ckpt-dir DIR "
+                    "and --save-every K");
+  auto bundle =
+      replanForLauncher(o.bundle, o.ckptDir, o.command.front(), *range,
+                        p.world_size(), world, launcherRank());
+  if (!bundle)
+    return bundle.takeError();
+  auto grown = loadProgram(*bundle);
+  if (!grown)
+    return grown.takeError();
+  RunOptions resumed = o;
+  resumed.bundle = *bundle;
+  resumed.resume = true;
+  return runMpiRank(*grown, resumed, out);
+}
+
 /// `--elastic`: the ranks under the supervisor of compiler/run/Elastic.h.
 static llvm::Error runElastic(const program::Program &p, const RunOptions &o,
                               llvm::raw_ostream &out) {
@@ -2075,6 +2122,9 @@ llvm::Error runBundle(const RunOptions &o, llvm::raw_ostream &out) {
     ::setenv(kCheckpointLockHeld, "1", 1);
   }
   if (p->world_size() > 1 || rt::mpi::launchedByMpi()) {
+    if (rt::mpi::launchedByMpi() && !o.elastic.empty())
+      if (auto world = launcherWorldSize(); world && *world != p->world_size())
+        return runGrownRank(*p, o, *world, out);
     if (rt::mpi::launchedByMpi())
       return runMpiRank(*p, o, out);
     // Started by hand: check the input once, then start one process per
