@@ -209,13 +209,17 @@ class Llama(nn.Module):
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
-    def forward(self, idx):
+    def hidden(self, idx):
+        """The final norm's output [B, T, HIDDEN]."""
         _, t = idx.size()
         cos, sin = self.model.rotary_emb(t)
         x = self.model.embed_tokens(idx)
         for layer in self.model.layers:
             x = layer(x, cos, sin)
-        return self.lm_head(self.model.norm(x))  # [B, T, V]
+        return self.model.norm(x)
+
+    def forward(self, idx):
+        return self.lm_head(self.hidden(idx))  # [B, T, V]
 
 
 class LlamaValueHead(Llama):
@@ -229,12 +233,7 @@ class LlamaValueHead(Llama):
         self.value_head = nn.Linear(HIDDEN, 1)
 
     def forward(self, idx):
-        _, t = idx.size()
-        cos, sin = self.model.rotary_emb(t)
-        x = self.model.embed_tokens(idx)
-        for layer in self.model.layers:
-            x = layer(x, cos, sin)
-        x = self.model.norm(x)
+        x = self.hidden(idx)
         return self.lm_head(x), self.value_head(x).squeeze(-1)
 
 

@@ -2048,17 +2048,22 @@ static int launcherRank() {
   return 0;
 }
 
+/// `--elastic MIN:MAX`, which resumes from checkpoints.
+static llvm::Expected<ElasticRange> elasticRange(const RunOptions &o) {
+  if (o.ckptDir.empty() || !o.saveEvery)
+    return badInput("--elastic resumes from checkpoints: give --ckpt-dir DIR "
+                    "and --save-every K");
+  return parseElasticRange(o.elastic);
+}
+
 /// `--elastic` under a launcher that started another number of ranks than
 /// the bundle's: re-plan for them (rank 0 compiles, the others wait) and
 /// resume under the new plan.
 static llvm::Error runGrownRank(const program::Program &p, const RunOptions &o,
                                 int64_t world, llvm::raw_ostream &out) {
-  auto range = parseElasticRange(o.elastic);
+  auto range = elasticRange(o);
   if (!range)
     return range.takeError();
-  if (o.ckptDir.empty() || !o.saveEvery)
-    return badInput("--elastic resumes from checkpoints: give --ckpt-dir DIR "
-                    "and --save-every K");
   auto bundle =
       replanForLauncher(o.bundle, o.ckptDir, o.command.front(), *range,
                         p.world_size(), world, launcherRank());
@@ -2076,12 +2081,9 @@ static llvm::Error runGrownRank(const program::Program &p, const RunOptions &o,
 /// `--elastic`: the ranks under the supervisor of compiler/run/Elastic.h.
 static llvm::Error runElastic(const program::Program &p, const RunOptions &o,
                               llvm::raw_ostream &out) {
-  auto range = parseElasticRange(o.elastic);
+  auto range = elasticRange(o);
   if (!range)
     return range.takeError();
-  if (o.ckptDir.empty() || !o.saveEvery)
-    return badInput("--elastic resumes from checkpoints: give --ckpt-dir DIR "
-                    "and --save-every K");
   ElasticRun run;
   run.range = *range;
   run.bundle = o.bundle;
