@@ -115,13 +115,26 @@ std::vector<std::string> replanned(const CompileRequest &request,
 
 /// The ranks' command for `bundle`, resuming: the starting bundle's path
 /// replaced, --resume added once.
+/// `--trace DIR` becomes DIR/elastic-ranks-N, so that the lost run's
+/// traces stay and the new plan's say which they are.
 std::vector<std::string> resumeCommand(const std::vector<std::string> &command,
                                        llvm::StringRef from,
-                                       llvm::StringRef bundle) {
+                                       llvm::StringRef bundle, int64_t ranks) {
+  const std::string traces = "/elastic-ranks-" + std::to_string(ranks);
   std::vector<std::string> result;
   bool resume = false;
-  for (const std::string &arg : command) {
-    result.push_back(arg == from ? bundle.str() : arg);
+  for (size_t i = 0; i < command.size(); ++i) {
+    llvm::StringRef arg = command[i];
+    if (arg == "--trace" && i + 1 < command.size()) {
+      result.push_back(arg.str());
+      result.push_back(command[++i] + traces);
+      continue;
+    }
+    if (arg.starts_with("--trace=")) {
+      result.push_back(arg.str() + traces);
+      continue;
+    }
+    result.push_back(arg == from ? bundle.str() : arg.str());
     resume |= arg == "--resume";
   }
   if (!resume)
@@ -249,7 +262,7 @@ llvm::Error superviseElastic(const ElasticRun &run, llvm::raw_ostream &out) {
                          resumeFrom);
     out.flush();
     ::setenv(kElasticFailedAt, std::to_string(failedAt).c_str(), 1);
-    command = resumeCommand(run.command, run.bundle, bundle);
+    command = resumeCommand(run.command, run.bundle, bundle, ranks);
     world = ranks;
   }
 }
