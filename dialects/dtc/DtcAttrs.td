@@ -1,7 +1,7 @@
 //===- DtcAttrs.td - dtc dialect attributes ----------------*- tablegen -*-===//
 //
-// The sharding of a value over a device mesh, as sharding propagation writes
-// it and partitioning reads it. See docs/sharding.md.
+// The device mesh, and the sharding of a value over it as sharding
+// propagation writes it and partitioning reads it. See docs/sharding.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +48,59 @@ def Dtc_ShardingAttr : AttrDef<Dtc_Dialect, "Sharding"> {
     ::llvm::SmallVector<::llvm::StringRef> getPartialAxes() const;
     /// True when no dim is split and the value is not partial.
     bool isReplicated() const;
+  }];
+}
+
+def Dtc_MeshAttr : AttrDef<Dtc_Dialect, "Mesh"> {
+  let mnemonic = "mesh";
+  let summary = "The device mesh: named axes and their sizes, outermost first";
+  let description = [{
+    The ranks of a program laid out as a grid: rank r sits at the row-major
+    coordinates of r (the last axis varies fastest). The empty mesh is one
+    rank.
+
+    ```
+    #dtc.mesh<[pp = 2, dp = 4, tp = 2]>
+    #dtc.mesh<[]>
+    ```
+
+    Its text form on command lines and in program.pb ("pp:2,dp:4,tp:2") is
+    runtime/support/Mesh.h's, which also computes the ranks of every group:
+    `getMesh()` and `get(context, mesh)` convert, `parseText` reads the
+    text. Axis names are non-empty and distinct; sizes are at least 1.
+  }];
+  let parameters = (ins
+    "::mlir::ArrayAttr":$names,
+    ArrayRefParameter<"int64_t", "size of each axis">:$sizes
+  );
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let builders = [
+    AttrBuilder<(ins "const ::dtc::runtime::Mesh &":$mesh)>
+  ];
+  let extraClassDeclaration = [{
+    using Axis = ::dtc::runtime::Mesh::Axis;
+
+    /// Reads the mesh text ("dp:2,tp:4"; "" is one rank): the one place
+    /// text becomes a mesh inside the compiler, so every bad mesh gets the
+    /// same error.
+    static ::llvm::Expected<MeshAttr> parseText(::mlir::MLIRContext *context,
+                                                ::llvm::StringRef text);
+    /// The runtime's mesh, which computes rank groups and the text form.
+    ::dtc::runtime::Mesh getMesh() const;
+    /// "dp:2,tp:4", as program.pb and the command line spell it.
+    std::string str() const;
+
+    unsigned getNumAxes() const { return getSizes().size(); }
+    bool empty() const { return getNumAxes() == 0; }
+    ::llvm::StringRef getAxisName(unsigned axis) const;
+    int64_t getAxisSize(unsigned axis) const { return getSizes()[axis]; }
+    /// The (name, size) pairs, outermost first.
+    ::llvm::SmallVector<Axis> getAxes() const;
+    /// The index of `name` among the axes, if it is one.
+    std::optional<unsigned> getAxisIndex(::llvm::StringRef name) const;
+    /// The number of ranks: the product of the sizes.
+    int64_t getWorldSize() const;
   }];
 }
 

@@ -21,19 +21,21 @@ namespace {
 class ShardingCostTest : public ::testing::Test {
 protected:
   ShardingCostTest() : builder(&context) {
-    context.loadDialect<dtc::DtcDialect, func::FuncDialect>();
+    context.loadDialect<mlir::dtc::DtcDialect, func::FuncDialect>();
     module = ModuleOp::create(builder.getUnknownLoc());
     builder.setInsertionPointToEnd(module->getBody());
   }
 
   Value param(ArrayRef<int64_t> shape) {
     auto tensor = RankedTensorType::get(shape, builder.getF32Type());
-    return dtc::ParameterOp::create(builder, builder.getUnknownLoc(), tensor,
-                                    "p" + std::to_string(counter++));
+    return mlir::dtc::ParameterOp::create(builder, builder.getUnknownLoc(),
+                                          tensor,
+                                          "p" + std::to_string(counter++));
   }
 
   double flops(Operation *op) {
-    return dtc::shardingComputeFlops(cast<dtc::ShardingRuleOpInterface>(op));
+    return mlir::dtc::shardingComputeFlops(
+        cast<mlir::dtc::ShardingRuleOpInterface>(op));
   }
 
   MLIRContext context;
@@ -46,7 +48,7 @@ protected:
 TEST_F(ShardingCostTest, AttentionAtItsFlopsNotItsLoopProduct) {
   // b 2, h 8 query heads over g 2 kv heads, s = t = 64, d = dv = 128.
   const double b = 2, h = 8, s = 64, t = 64, d = 128, dv = 128;
-  auto attention = dtc::AttentionOp::create(
+  auto attention = mlir::dtc::AttentionOp::create(
       builder, builder.getUnknownLoc(), param({2, 8, 64, 128}),
       param({2, 2, 64, 128}), param({2, 2, 64, 128}), /*causal=*/true,
       /*scale=*/nullptr);
@@ -58,15 +60,15 @@ TEST_F(ShardingCostTest, AttentionAtItsFlopsNotItsLoopProduct) {
 
 TEST_F(ShardingCostTest, MatmulIsTwoMnk) {
   // x [4, 8, 16] @ W^T with W [32, 16]: m = 32 rows, n = 32, k = 16.
-  auto mm = dtc::MatmulOp::create(builder, builder.getUnknownLoc(),
-                                  param({4, 8, 16}), param({32, 16}),
-                                  /*transpose_lhs=*/false,
-                                  /*transpose_rhs=*/true);
+  auto mm = mlir::dtc::MatmulOp::create(builder, builder.getUnknownLoc(),
+                                        param({4, 8, 16}), param({32, 16}),
+                                        /*transpose_lhs=*/false,
+                                        /*transpose_rhs=*/true);
   EXPECT_DOUBLE_EQ(flops(mm), 2.0 * 32 * 32 * 16);
 }
 
 TEST_F(ShardingCostTest, ElementwiseOnePerElement) {
   Value x = param({4, 8, 16});
-  auto add = dtc::AddOp::create(builder, builder.getUnknownLoc(), x, x);
+  auto add = mlir::dtc::AddOp::create(builder, builder.getUnknownLoc(), x, x);
   EXPECT_DOUBLE_EQ(flops(add), 4.0 * 8 * 16);
 }

@@ -22,7 +22,7 @@ namespace {
 class ShardingRuleTest : public ::testing::Test {
 protected:
   ShardingRuleTest() : builder(&context) {
-    context.loadDialect<dtc::DtcDialect, func::FuncDialect>();
+    context.loadDialect<mlir::dtc::DtcDialect, func::FuncDialect>();
     module = ModuleOp::create(builder.getUnknownLoc());
     builder.setInsertionPointToEnd(module->getBody());
   }
@@ -30,8 +30,9 @@ protected:
   Value param(ArrayRef<int64_t> shape, Type type = {}) {
     auto tensor =
         RankedTensorType::get(shape, type ? type : builder.getF32Type());
-    return dtc::ParameterOp::create(builder, builder.getUnknownLoc(), tensor,
-                                    "p" + std::to_string(counter++));
+    return mlir::dtc::ParameterOp::create(builder, builder.getUnknownLoc(),
+                                          tensor,
+                                          "p" + std::to_string(counter++));
   }
 
   MLIRContext context;
@@ -44,9 +45,9 @@ protected:
 TEST_F(ShardingRuleTest, MatmulInfersTypeAndContractsK) {
   Value x = param({4, 8, 16});
   Value w = param({32, 16}); // [out, in], as x @ W^T
-  auto mm = dtc::MatmulOp::create(builder, builder.getUnknownLoc(), x, w,
-                                  /*transpose_lhs=*/false,
-                                  /*transpose_rhs=*/true);
+  auto mm = mlir::dtc::MatmulOp::create(builder, builder.getUnknownLoc(), x, w,
+                                        /*transpose_lhs=*/false,
+                                        /*transpose_rhs=*/true);
   EXPECT_EQ(mm.getType(),
             RankedTensorType::get({4, 8, 32}, builder.getF32Type()));
   ASSERT_TRUE(succeeded(verify(mm)));
@@ -64,23 +65,24 @@ TEST_F(ShardingRuleTest, EveryRuleMatchesOperandRanks) {
   Value ids = param({2, 8}, builder.getI64Type());
   Location loc = builder.getUnknownLoc();
   SmallVector<Operation *> ops = {
-      dtc::AddOp::create(builder, loc, x, param({16})),
-      dtc::SoftmaxOp::create(builder, loc, x, 3),
-      dtc::ReduceMeanOp::create(builder, loc, x, ArrayRef<int64_t>{1, 3},
-                                /*keep_dims=*/true),
-      dtc::TransposeOp::create(builder, loc, x, ArrayRef<int64_t>{0, 2, 1, 3}),
-      dtc::AttentionOp::create(builder, loc, x, param({2, 2, 8, 16}),
-                               param({2, 2, 8, 16}), /*causal=*/true,
-                               /*scale=*/nullptr),
-      dtc::EmbeddingOp::create(builder, loc, param({100, 16}), ids,
-                               mlir::IntegerAttr()),
-      dtc::LayerNormOp::create(builder, loc, x, param({16}), param({16}),
-                               builder.getI64IntegerAttr(3),
-                               builder.getF64FloatAttr(1e-5)),
+      mlir::dtc::AddOp::create(builder, loc, x, param({16})),
+      mlir::dtc::SoftmaxOp::create(builder, loc, x, 3),
+      mlir::dtc::ReduceMeanOp::create(builder, loc, x, ArrayRef<int64_t>{1, 3},
+                                      /*keep_dims=*/true),
+      mlir::dtc::TransposeOp::create(builder, loc, x,
+                                     ArrayRef<int64_t>{0, 2, 1, 3}),
+      mlir::dtc::AttentionOp::create(builder, loc, x, param({2, 2, 8, 16}),
+                                     param({2, 2, 8, 16}), /*causal=*/true,
+                                     /*scale=*/nullptr),
+      mlir::dtc::EmbeddingOp::create(builder, loc, param({100, 16}), ids,
+                                     mlir::IntegerAttr()),
+      mlir::dtc::LayerNormOp::create(builder, loc, x, param({16}), param({16}),
+                                     builder.getI64IntegerAttr(3),
+                                     builder.getF64FloatAttr(1e-5)),
   };
   for (Operation *op : ops) {
     ASSERT_TRUE(succeeded(verify(op))) << op->getName().getStringRef().str();
-    auto rule = cast<dtc::ShardingRuleOpInterface>(op);
+    auto rule = cast<mlir::dtc::ShardingRuleOpInterface>(op);
     size_t loops = rule.getLoopIteratorTypes().size();
     auto maps = rule.getIndexingMaps();
     ASSERT_EQ(maps.size(), op->getNumOperands() + op->getNumResults());
@@ -105,7 +107,7 @@ TEST_F(ShardingRuleTest, ShapeRuleRejectsMismatchedContraction) {
     message = diag.str();
     return success();
   });
-  EXPECT_TRUE(failed(dtc::MatmulOp::inferReturnTypes(
+  EXPECT_TRUE(failed(mlir::dtc::MatmulOp::inferReturnTypes(
       &context, builder.getUnknownLoc(), ValueRange{x, w},
       builder.getDictionaryAttr({}), nullptr, {}, types)));
   EXPECT_NE(message.find("contraction sizes differ"), std::string::npos);
@@ -118,15 +120,16 @@ TEST_F(ShardingRuleTest, SequenceMixingNamesThePositionLoopsOfTheMaps) {
   Location loc = builder.getUnknownLoc();
   Value q = param({2, 4, 8, 16}), k = param({2, 2, 6, 16}),
         v = param({2, 2, 6, 12});
-  auto attention = dtc::AttentionOp::create(builder, loc, q, k, v,
-                                            /*causal=*/true, /*scale=*/nullptr);
-  auto grad =
-      dtc::AttentionGradOp::create(builder, loc, q, k, v, param({2, 4, 8, 12}),
-                                   /*causal=*/false, /*scale=*/nullptr);
+  auto attention =
+      mlir::dtc::AttentionOp::create(builder, loc, q, k, v,
+                                     /*causal=*/true, /*scale=*/nullptr);
+  auto grad = mlir::dtc::AttentionGradOp::create(
+      builder, loc, q, k, v, param({2, 4, 8, 12}),
+      /*causal=*/false, /*scale=*/nullptr);
   for (Operation *op : {attention.getOperation(), grad.getOperation()}) {
     ASSERT_TRUE(succeeded(verify(op))) << op->getName().getStringRef().str();
-    auto mixing = cast<dtc::SequenceMixingOpInterface>(op);
-    auto rule = cast<dtc::ShardingRuleOpInterface>(op);
+    auto mixing = cast<mlir::dtc::SequenceMixingOpInterface>(op);
+    auto rule = cast<mlir::dtc::ShardingRuleOpInterface>(op);
     auto iterators = rule.getLoopIteratorTypes();
     auto maps = rule.getIndexingMaps();
     int64_t queries = mixing.getQueryPositionLoop(),
@@ -146,8 +149,10 @@ TEST_F(ShardingRuleTest, SequenceMixingNamesThePositionLoopsOfTheMaps) {
       EXPECT_EQ(maps[numOperands + i].getResultPosition(t), 2u)
           << "result " << i;
   }
-  auto forward = cast<dtc::SequenceMixingOpInterface>(attention.getOperation());
-  auto backward = cast<dtc::SequenceMixingOpInterface>(grad.getOperation());
+  auto forward =
+      cast<mlir::dtc::SequenceMixingOpInterface>(attention.getOperation());
+  auto backward =
+      cast<mlir::dtc::SequenceMixingOpInterface>(grad.getOperation());
   EXPECT_TRUE(forward.isCausal());
   EXPECT_FALSE(backward.isCausal());
   EXPECT_EQ(forward.getRingOperands(), (SmallVector<unsigned>{1, 2}));
