@@ -245,33 +245,34 @@ static GraphPlanRequest makeGraphPlanRequest(const CompileOptions &o,
 /// it: one stage's mesh); `all` keeps dp and tp of size 1 (for --emit
 /// sharded/partitioned, whose output names them); cp and ep only when the
 /// plan has them.
-static std::string planMesh(const ParallelPlan &plan, bool pipeline, bool all) {
-  llvm::SmallVector<std::string> axes;
+static runtime::Mesh planMesh(const ParallelPlan &plan, bool pipeline,
+                              bool all) {
+  std::vector<runtime::Mesh::Axis> axes;
   for (MeshAxis axis : llvm::reverse(plan.meshOrder)) {
     switch (axis) {
     case MeshAxis::PP:
       if (pipeline && plan.pp > 1)
-        axes.push_back(llvm::formatv("pp:{0}", plan.pp));
+        axes.push_back({"pp", plan.pp});
       break;
     case MeshAxis::DP: {
       int64_t dpOuter = plan.dp / std::max<int64_t>(plan.ep, 1);
       if (all || dpOuter > 1)
-        axes.push_back(llvm::formatv("dp:{0}", dpOuter));
+        axes.push_back({"dp", dpOuter});
       if (plan.ep > 1)
-        axes.push_back(llvm::formatv("ep:{0}", plan.ep));
+        axes.push_back({"ep", plan.ep});
       break;
     }
     case MeshAxis::CP:
       if (plan.cp > 1)
-        axes.push_back(llvm::formatv("cp:{0}", plan.cp));
+        axes.push_back({"cp", plan.cp});
       break;
     case MeshAxis::TP:
       if (all || plan.tp > 1)
-        axes.push_back(llvm::formatv("tp:{0}", plan.tp));
+        axes.push_back({"tp", plan.tp});
       break;
     }
   }
-  return llvm::join(axes, ",");
+  return runtime::Mesh(std::move(axes));
 }
 
 /// What the sharding propagation trades replicated compute against
@@ -343,7 +344,7 @@ shardForPlan(const CompileOptions &o, const ParallelPlan &plan,
   if (!module)
     return module.takeError();
   ForwardPartitionOptions options;
-  options.mesh = planMesh(plan, /*pipeline=*/false, /*all=*/true);
+  options.mesh = planMesh(plan, /*pipeline=*/false, /*all=*/true).str();
   options.sequenceParallel = plan.sequenceParallel;
   options.flopsPerByte = propagationFlopsPerByte(o, cluster);
   options.partition = false;
@@ -557,7 +558,7 @@ emitPlannedIR(const CompileOptions &o, const ParallelPlan &plan,
                                                      spec, /*pipeline=*/true));
   } else {
     ForwardPartitionOptions forward;
-    forward.mesh = planMesh(plan, /*pipeline=*/false, /*all=*/true);
+    forward.mesh = planMesh(plan, /*pipeline=*/false, /*all=*/true).str();
     forward.sequenceParallel = plan.sequenceParallel;
     forward.flopsPerByte = propagationFlopsPerByte(o, cluster);
     buildForwardPartitionPipeline(pm, forward);
@@ -746,7 +747,7 @@ static llvm::Error addReference(const CompileOptions &o,
   if (!refModule)
     return refModule.takeError();
   ProgramBuildOptions single = build;
-  single.training.mesh.clear();
+  single.training.mesh = runtime::Mesh();
   single.training.pipelineStages = 1;
   single.training.virtualStages = 1;
   single.training.zeroStage = 0;

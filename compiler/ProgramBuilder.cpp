@@ -64,18 +64,15 @@ mlir::OpPrintingFlags programTextFlags() {
 llvm::Expected<program::Program>
 buildProgram(mlir::ModuleOp module, const ProgramBuildOptions &options,
              std::string *stagesText) {
-  auto mesh = runtime::Mesh::parse(options.training.mesh);
-  if (!mesh)
-    return mesh.takeError();
+  const runtime::Mesh &mesh = options.training.mesh;
   program::Program p;
   p.set_schema("dtc.program/1");
   p.set_mode(options.mode);
   p.set_model_path(options.modelPath);
-  p.set_world_size(mesh->worldSize());
-  p.set_mesh(mesh->str());
-  bool partitioned = mesh->worldSize() > 1;
+  p.set_world_size(mesh.worldSize());
+  p.set_mesh(mesh.str());
+  bool partitioned = mesh.worldSize() > 1;
   TrainingStepOptions training = options.training;
-  training.mesh = mesh->str();
 
   if (training.pipelineStages > 1) {
     if (options.mode != "train")
@@ -86,15 +83,15 @@ buildProgram(mlir::ModuleOp module, const ProgramBuildOptions &options,
     if (!info)
       return info.takeError();
     setTraining(p, *info, training, "pipeline_step", 1);
-    int ppAxis = mesh->axisIndex("pp");
+    int ppAxis = mesh.axisIndex("pp");
     auto stages = llvm::to_vector(module.getOps<mlir::ModuleOp>());
     for (auto [s, stage] : llvm::enumerate(stages)) {
       auto rank = lowerToRankProgram(stage);
       if (!rank)
         return rank.takeError();
       bool firstRank = true;
-      for (int r = 0; r < mesh->worldSize(); ++r)
-        if (mesh->coordinates(r)[ppAxis] == static_cast<int64_t>(s)) {
+      for (int r = 0; r < mesh.worldSize(); ++r)
+        if (mesh.coordinates(r)[ppAxis] == static_cast<int64_t>(s)) {
           if (firstRank)
             rank->set_rank(r);
           firstRank = false;
@@ -140,14 +137,14 @@ buildProgram(mlir::ModuleOp module, const ProgramBuildOptions &options,
       }
       mlir::PassManager pm(module.getContext());
       ForwardPartitionOptions partition;
-      partition.mesh = mesh->str();
+      partition.mesh = mesh.str();
       partition.sequenceParallel = training.sequenceParallel;
       partition.flopsPerByte = training.flopsPerByte;
       buildForwardPartitionPipeline(pm, partition);
       if (mlir::failed(pm.run(module)))
         return failure("partitioning over mesh {0} failed (see the error "
                        "above)",
-                       mesh->str());
+                       mesh.str());
     }
   }
   auto rank = lowerToRankProgram(module);
@@ -156,7 +153,7 @@ buildProgram(mlir::ModuleOp module, const ProgramBuildOptions &options,
   // SPMD: every rank runs the same program; its mesh coordinates select
   // its data, its shards and its collective groups at run time.
   rank->set_rank(0);
-  for (int r = 0; partitioned && r < mesh->worldSize(); ++r)
+  for (int r = 0; partitioned && r < mesh.worldSize(); ++r)
     rank->add_ranks(r);
   *p.add_ranks() = std::move(*rank);
   return p;

@@ -23,8 +23,8 @@ namespace dtc {
 struct ProgramBuildOptions {
   std::string mode = "train"; ///< "train" or "infer"
   std::string modelPath;      ///< absolute; initial weights come from it
-  /// The step and its parallel layout: training.mesh ("dp:2,tp:2",
-  /// outermost first; empty: one device) is also the program's mesh, and
+  /// The step and its parallel layout: training.mesh (outermost axis
+  /// first; no axes: one device) is also the program's mesh, and
   /// `module` is bound to the micro-batch of the whole mesh (dp times the
   /// per-rank micro-batch). Pipeline options apply to training only.
   TrainingStepOptions training;

@@ -16,6 +16,7 @@
 #include "passes/AffineMatch.h"
 #include "passes/Layout.h"
 #include "passes/LoopLayout.h"
+#include "passes/MeshOption.h"
 #include "passes/OpCost.h"
 #include "passes/Passes.h"
 #include "passes/ShardingRules.h"
@@ -1238,13 +1239,10 @@ struct DtcPropagateShardingPass
 
   void runOnOperation() override {
     Operation *root = getOperation();
-    std::string error;
-    std::optional<DeviceMesh> parsed = DeviceMesh::parse(mesh, error);
-    if (!parsed) {
-      root->emitError(error);
+    FailureOr<MeshAttr> meshAttr = ::dtc::meshOption(root, mesh);
+    if (failed(meshAttr))
       return signalPassFailure();
-    }
-    SmallVector<MeshAxis> axes(parsed->axes.begin(), parsed->axes.end());
+    SmallVector<MeshAxis> axes = meshAttr->getAxes();
     if (axes.size() > kMaxMeshAxes) {
       root->emitError(
           llvm::formatv("at most {0} mesh axes are supported", kMaxMeshAxes)

@@ -33,25 +33,18 @@ void DtcDialect::registerTypes() {
 // DeviceMesh
 //===----------------------------------------------------------------------===//
 
-std::optional<DeviceMesh> DeviceMesh::parse(StringRef text,
-                                            std::string &error) {
-  // The runtime's parser is the one definition of the syntax.
-  auto parsed = ::dtc::runtime::Mesh::parse(text);
-  if (!parsed) {
-    error = llvm::toString(parsed.takeError());
-    return std::nullopt;
-  }
-  DeviceMesh mesh;
-  for (const ::dtc::runtime::Mesh::Axis &axis : parsed->axes())
-    mesh.axes.push_back({axis.name, axis.size});
-  return mesh;
+DeviceMesh DeviceMesh::get(MeshAttr mesh) {
+  DeviceMesh device;
+  llvm::append_range(device.axes, mesh.getAxes());
+  return device;
 }
 
 std::optional<DeviceMesh> DeviceMesh::lookup(Operation *op) {
   for (; op; op = op->getParentOp())
-    if (auto text = op->getAttrOfType<StringAttr>(kMeshAttrName)) {
-      std::string error;
-      return parse(text.getValue(), error);
+    if (Attribute attr = op->getAttr(kMeshAttrName)) {
+      if (auto mesh = dyn_cast<MeshAttr>(attr))
+        return get(mesh);
+      return std::nullopt;
     }
   return std::nullopt;
 }
@@ -71,10 +64,8 @@ int64_t DeviceMesh::numRanks() const {
 }
 
 std::string DeviceMesh::str() const {
-  std::vector<::dtc::runtime::Mesh::Axis> list;
-  for (const Axis &axis : axes)
-    list.push_back({axis.name, axis.size});
-  return ::dtc::runtime::Mesh(std::move(list)).str();
+  return ::dtc::runtime::Mesh(std::vector<Axis>(axes.begin(), axes.end()))
+      .str();
 }
 
 //===----------------------------------------------------------------------===//

@@ -8,6 +8,7 @@
 #ifndef DTC_DIALECTS_DTC_DTCCOLLECTIVEOPS_H
 #define DTC_DIALECTS_DTC_DTCCOLLECTIVEOPS_H
 
+#include "dialects/dtc/DtcAttrs.h"
 #include "dialects/dtc/DtcDialect.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -24,21 +25,16 @@
 
 namespace mlir::dtc {
 
-/// Named axes of a device grid, outermost first: "dp:2,tp:4" is 8 ranks,
-/// rank = dp * 4 + tp.
+/// Named axes of a device grid, outermost first: #dtc.mesh<[dp = 2, tp = 4]>
+/// is 8 ranks, rank = dp * 4 + tp. A copy of a MeshAttr's axes that code
+/// indexing axes in loops reads without going through the context.
 struct DeviceMesh {
-  struct Axis {
-    std::string name;
-    int64_t size;
-  };
+  using Axis = MeshAttr::Axis;
   llvm::SmallVector<Axis, 4> axes;
 
-  /// Parses "name:size,..." (empty text: no axes); on failure `error` says
-  /// why.
-  static std::optional<DeviceMesh> parse(llvm::StringRef text,
-                                         std::string &error);
+  static DeviceMesh get(MeshAttr mesh);
   /// The mesh of the nearest op enclosing (or being) `op` that has a
-  /// `dtc.mesh` string attribute; none when there is none or it is invalid.
+  /// `dtc.mesh` attribute; none when there is none.
   static std::optional<DeviceMesh> lookup(Operation *op);
 
   std::optional<size_t> find(llvm::StringRef name) const;
@@ -52,7 +48,7 @@ struct DeviceMesh {
 /// after an error at `op`, when there is no such mesh or an axis is not in it.
 FailureOr<int64_t> groupSize(Operation *op, ArrayAttr axes);
 
-/// Name of the attribute that holds the mesh text on a function or module.
+/// Name of the #dtc.mesh attribute on a function or module.
 inline constexpr llvm::StringLiteral kMeshAttrName = "dtc.mesh";
 
 } // namespace mlir::dtc

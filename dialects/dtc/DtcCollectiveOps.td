@@ -7,7 +7,8 @@
 // DtcOps.td; verifiers and shape rules in DtcCollectiveOps.cpp.
 //
 // Group sizes come from the mesh of the enclosing function or module (a
-// `dtc.mesh = "dp:2,tp:4"` attribute, outermost axis first), so one program
+// `dtc.mesh = #dtc.mesh<[dp = 2, tp = 4]>` attribute, outermost axis first),
+// so one program
 // text serves every rank: a group is "the ranks that differ from me only in
 // these axes", never a list of rank numbers. See docs/partition.md.
 //

@@ -18,6 +18,7 @@
 #include "passes/AffineMatch.h"
 #include "passes/Layout.h"
 #include "passes/LoopLayout.h"
+#include "passes/MeshOption.h"
 #include "passes/Passes.h"
 #include "passes/ShardingRules.h"
 #include "passes/autodiff/Autodiff.h"
@@ -50,14 +51,17 @@ constexpr StringLiteral kShardingAttr = "dtc.sharding";
 
 class Partitioner {
 public:
-  Partitioner(const DeviceMesh &mesh, StringRef contextAxis, bool zigzag,
-              bool deferGradientSync, MLIRContext *ctx)
-      : mesh(mesh), contextAxis(mesh.find(contextAxis)), zigzag(zigzag),
-        deferGradientSync(deferGradientSync), builder(ctx) {}
+  Partitioner(MeshAttr meshAttr, StringRef contextAxis, bool zigzag,
+              bool deferGradientSync)
+      : meshAttr(meshAttr), mesh(DeviceMesh::get(meshAttr)),
+        contextAxis(mesh.find(contextAxis)), zigzag(zigzag),
+        deferGradientSync(deferGradientSync), builder(meshAttr.getContext()) {}
   LogicalResult run(func::FuncOp func);
 
 private:
-  const DeviceMesh &mesh;
+  /// The mesh, as partitioned functions carry it; `mesh`: its axes.
+  MeshAttr meshAttr;
+  DeviceMesh mesh;
   /// The context-parallel axis, if the mesh has it: attention whose query
   /// positions it splits runs as a ring over the key/value chunks.
   std::optional<size_t> contextAxis;
@@ -1485,7 +1489,7 @@ void Partitioner::annotateSignature(func::FuncOp func,
   }
   for (auto [i, attr] : llvm::enumerate(resultShardings))
     func.setResultAttr(i, kShardingAttr, attr);
-  func->setAttr(kMeshAttrName, builder.getStringAttr(mesh.str()));
+  func->setAttr(kMeshAttrName, meshAttr);
   func->removeAttr("dtc.sharding_cost");
 }
 
@@ -1545,13 +1549,10 @@ struct DtcPartitionPass : mlir::dtc::impl::DtcPartitionBase<DtcPartitionPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::string error;
-    std::optional<DeviceMesh> parsed = DeviceMesh::parse(mesh, error);
-    if (!parsed) {
-      module.emitError(error);
+    FailureOr<MeshAttr> meshAttr = ::dtc::meshOption(module, mesh);
+    if (failed(meshAttr))
       return signalPassFailure();
-    }
-    if (parsed->axes.empty()) {
+    if (meshAttr->empty()) {
       module.emitError("dtc-partition needs a mesh, such as mesh=dp:2,tp:4");
       return signalPassFailure();
     }
@@ -1564,8 +1565,8 @@ struct DtcPartitionPass : mlir::dtc::impl::DtcPartitionBase<DtcPartitionPass> {
         func.emitError("dtc-partition needs a single-block body");
         return signalPassFailure();
       }
-      Partitioner partitioner(*parsed, contextParallelAxis, contextZigzag,
-                              deferGradientSync, &getContext());
+      Partitioner partitioner(*meshAttr, contextParallelAxis, contextZigzag,
+                              deferGradientSync);
       if (failed(partitioner.run(func)))
         return signalPassFailure();
       LLVM_DEBUG({

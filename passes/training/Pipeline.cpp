@@ -207,13 +207,9 @@ mlir::func::FuncOp buildStage(mlir::ModuleOp into, mlir::func::FuncOp forward,
 /// axes the mesh has ("dp", then the "ep" inside it), the sequence over
 /// "cp" (as propagation splits a stage's inputs), everything else whole.
 mlir::Attribute activationLayout(mlir::Builder &b, mlir::Type type,
-                                 llvm::StringRef mesh) {
+                                 const runtime::Mesh &mesh) {
   llvm::SmallVector<llvm::StringRef> dataAxes, contextAxes;
-  std::string error;
-  std::optional<d::DeviceMesh> parsed = d::DeviceMesh::parse(mesh, error);
-  for (const d::DeviceMesh::Axis &axis :
-       parsed ? llvm::ArrayRef(parsed->axes)
-              : llvm::ArrayRef<d::DeviceMesh::Axis>()) {
+  for (const runtime::Mesh::Axis &axis : mesh.axes()) {
     if (axis.name == "dp" || axis.name == "ep")
       dataAxes.push_back(axis.name);
     if (axis.name == "cp")
@@ -356,8 +352,8 @@ mlir::func::FuncOp buildPassFunction(mlir::OpBuilder &b, const Chunk &chunk,
     resultTypes.push_back(g.type);
   auto fn = mlir::func::FuncOp::create(
       b, loc, name, b.getFunctionType(argTypes, resultTypes));
-  if (mlir::Attribute mesh = source->getAttr("dtc.mesh"))
-    fn->setAttr("dtc.mesh", mesh);
+  if (mlir::Attribute mesh = source->getAttr(d::kMeshAttrName))
+    fn->setAttr(d::kMeshAttrName, mesh);
   mlir::Block *entry = fn.addEntryBlock();
   mlir::IRMapping map;
   for (auto [i, v] : llvm::enumerate(inputs)) {
@@ -502,7 +498,7 @@ void recordPipelineShape(mlir::ModuleOp module, const TrainingStepOptions &o) {
   module->setAttr(
       kPipelineShapeAttr,
       b.getDictionaryAttr({
-          b.getNamedAttr("mesh", b.getStringAttr(o.mesh)),
+          b.getNamedAttr("mesh", d::MeshAttr::get(b.getContext(), o.mesh)),
           b.getNamedAttr("stages", b.getI64IntegerAttr(o.pipelineStages)),
           b.getNamedAttr("virtual_stages",
                          b.getI64IntegerAttr(o.virtualStages)),
@@ -515,7 +511,7 @@ void recordPipelineShape(mlir::ModuleOp module, const TrainingStepOptions &o) {
 /// Reads what recordPipelineShape wrote into `o`.
 llvm::Error readPipelineShape(mlir::ModuleOp module, TrainingStepOptions &o) {
   auto shape = module->getAttrOfType<mlir::DictionaryAttr>(kPipelineShapeAttr);
-  auto mesh = shape ? shape.getAs<mlir::StringAttr>("mesh") : nullptr;
+  auto mesh = shape ? shape.getAs<d::MeshAttr>("mesh") : nullptr;
   auto stages = shape ? shape.getAs<mlir::IntegerAttr>("stages") : nullptr;
   auto virtualStages =
       shape ? shape.getAs<mlir::IntegerAttr>("virtual_stages") : nullptr;
@@ -526,7 +522,7 @@ llvm::Error readPipelineShape(mlir::ModuleOp module, TrainingStepOptions &o) {
   if (!mesh || !stages || !virtualStages || !schedule || !micro || !overlap)
     return failure("dtc-pipeline-assemble: the module holds no pipeline "
                    "chunks (run dtc-pipeline-split first)");
-  o.mesh = mesh.str();
+  o.mesh = mesh.getMesh();
   o.pipelineStages = stages.getInt();
   o.virtualStages = virtualStages.getInt();
   o.schedule = parseSchedule(schedule).value_or(Schedule::OneFOneB);
@@ -660,16 +656,12 @@ sharedAcrossStages(llvm::ArrayRef<llvm::SmallVector<GradientResult>> paramsOf) {
 
 } // namespace
 
-std::string stageMesh(llvm::StringRef mesh) {
-  std::string error;
-  std::optional<d::DeviceMesh> whole = d::DeviceMesh::parse(mesh, error);
-  if (!whole)
-    return "";
-  d::DeviceMesh inner;
-  for (const d::DeviceMesh::Axis &axis : whole->axes)
+runtime::Mesh stageMesh(const runtime::Mesh &mesh) {
+  std::vector<runtime::Mesh::Axis> inner;
+  for (const runtime::Mesh::Axis &axis : mesh.axes())
     if (axis.name != kPipelineAxis)
-      inner.axes.push_back(axis);
-  return inner.str();
+      inner.push_back(axis);
+  return runtime::Mesh(std::move(inner));
 }
 
 llvm::Error splitIntoChunks(mlir::ModuleOp module,
@@ -691,9 +683,6 @@ llvm::Error splitIntoChunks(mlir::ModuleOp module,
   // micro-batches, by the code the executor runs it with.
   if (auto actions = runtime::pipelineActions(shape, options.overlap); !actions)
     return failure("{0}", llvm::toString(actions.takeError()));
-  std::string meshError;
-  if (!d::DeviceMesh::parse(options.mesh, meshError))
-    return badInput("pipeline: {0}", meshError);
 
   // Chunk c: ops [cuts.begin[c], cuts.begin[c+1]) of the forward function.
   mlir::Builder b(module.getContext());
@@ -755,7 +744,7 @@ llvm::Error differentiateChunk(mlir::ModuleOp chunkModule) {
 }
 
 llvm::Error setChunkBoundaries(mlir::ModuleOp chunkModule,
-                               llvm::StringRef mesh) {
+                               const runtime::Mesh &mesh) {
   auto chunk = chunkOf(chunkModule);
   if (!chunk)
     return chunk.takeError();
@@ -804,13 +793,9 @@ struct RankData {
   bool zigzag = false; ///< The sequence is cut over cp.
 };
 llvm::Expected<RankData> rankDataTypes(mlir::func::FuncOp forward,
-                                       llvm::StringRef mesh) {
-  std::string error;
-  std::optional<d::DeviceMesh> stage = d::DeviceMesh::parse(mesh, error);
+                                       const runtime::Mesh &stage) {
   int64_t dataParts = 1, contextParts = 1;
-  for (const d::DeviceMesh::Axis &axis :
-       stage ? llvm::ArrayRef(stage->axes)
-             : llvm::ArrayRef<d::DeviceMesh::Axis>()) {
+  for (const runtime::Mesh::Axis &axis : stage.axes()) {
     if (axis.name == "dp" || axis.name == "ep")
       dataParts *= axis.size;
     if (axis.name == "cp")
@@ -838,11 +823,11 @@ llvm::Expected<RankData> rankDataTypes(mlir::func::FuncOp forward,
 /// `pipeline_loss(mean loss) -> loss`: the last stage's loss, summed over
 /// the pipeline axis so that every stage has it.
 void buildPipelineLoss(mlir::OpBuilder &b, mlir::Location loc,
-                       llvm::StringRef mesh) {
+                       const runtime::Mesh &mesh) {
   auto scalarType = mlir::RankedTensorType::get({}, b.getF32Type());
   auto lossFn = mlir::func::FuncOp::create(
       b, loc, "pipeline_loss", b.getFunctionType({scalarType}, {scalarType}));
-  lossFn->setAttr("dtc.mesh", b.getStringAttr(mesh));
+  lossFn->setAttr(d::kMeshAttrName, d::MeshAttr::get(b.getContext(), mesh));
   {
     mlir::OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(lossFn.addEntryBlock());
@@ -879,7 +864,8 @@ void buildPipelineStepFunction(mlir::OpBuilder &b, mlir::func::FuncOp forward,
     if (zigzag)
       step.setArgAttr(i, "dtc.zigzag", b.getUnitAttr());
   }
-  step->setAttr("dtc.mesh", b.getStringAttr(options.mesh));
+  step->setAttr(d::kMeshAttrName,
+                d::MeshAttr::get(b.getContext(), options.mesh));
   step->setAttr(kPipelineAttr,
                 b.getDictionaryAttr({
                     b.getNamedAttr("schedule", b.getStringAttr(scheduleName(
@@ -968,8 +954,7 @@ llvm::Expected<TrainingStepInfo> assemblePipeline(mlir::ModuleOp module,
   auto forward = forwardOf(module);
   if (!forward)
     return forward.takeError();
-  std::string mesh = stageMesh(options.mesh);
-  auto data = rankDataTypes(*forward, mesh);
+  auto data = rankDataTypes(*forward, stageMesh(options.mesh));
   if (!data)
     return data.takeError();
 

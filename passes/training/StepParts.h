@@ -239,7 +239,7 @@ llvm::Expected<TrainingStepInfo> readStepInfo(mlir::ModuleOp module);
 /// accumulator order), the ZeRO layout, and which gradients
 /// `micro_step_sync` already reduces.
 struct StepGradients {
-  std::string mesh;
+  runtime::Mesh mesh;
   int zeroStage = 0;
   llvm::SmallVector<GradientResult> params;
   ZeroLayout zero;
@@ -271,12 +271,11 @@ llvm::Error splitIntoChunks(mlir::ModuleOp module,
                             const TrainingStepOptions &options);
 llvm::Error differentiateChunk(mlir::ModuleOp chunkModule);
 llvm::Error setChunkBoundaries(mlir::ModuleOp chunkModule,
-                               llvm::StringRef mesh);
+                               const runtime::Mesh &mesh);
 llvm::Expected<TrainingStepInfo> assemblePipeline(mlir::ModuleOp module,
                                                   TrainingStepOptions options);
-/// What a pipeline stage is sharded over: `mesh` without its "pp" axis
-/// ("" when `mesh` does not parse; dtc-pipeline-split reports it).
-std::string stageMesh(llvm::StringRef mesh);
+/// What a pipeline stage is sharded over: `mesh` without its "pp" axis.
+runtime::Mesh stageMesh(const runtime::Mesh &mesh);
 
 } // namespace dtc::training
 

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/MeshOption.h"
 #include "passes/Passes.h"
 #include "passes/Pipelines.h"
 #include "passes/training/StepParts.h"
@@ -51,11 +52,15 @@ template <typename Options>
 }
 
 /// The TrainingStepOptions that --dtc-training-pipeline's options (members of
-/// the same names) state; `recompute` must parse.
+/// the same names) state; `recompute` must parse; an error for a bad mesh.
 template <typename Options>
-::dtc::TrainingStepOptions trainingStepOptionsOf(const Options &o) {
+llvm::Expected<::dtc::TrainingStepOptions>
+trainingStepOptionsOf(const Options &o) {
   ::dtc::TrainingStepOptions t;
-  t.mesh = o.mesh;
+  auto mesh = ::dtc::meshOption(o.mesh);
+  if (!mesh)
+    return mesh.takeError();
+  t.mesh = std::move(*mesh);
   t.sequenceParallel = o.sequenceParallel;
   t.flopsPerByte = o.flopsPerByte;
   t.recompute =
@@ -97,6 +102,17 @@ bool emitIfError(mlir::Operation *op, llvm::Error err) {
   if (badInput && module)
     module->setAttr(t::kBadInputAttr, mlir::UnitAttr::get(op->getContext()));
   op->emitError() << message;
+  return true;
+}
+
+/// Reads a pass's mesh option into `mesh`; false, after an error at `op`,
+/// when the text is not a mesh.
+bool readMeshOption(mlir::Operation *op, llvm::StringRef text,
+                    ::dtc::runtime::Mesh &mesh) {
+  auto parsed = ::dtc::meshOption(text);
+  if (emitIfError(op, parsed.takeError()))
+    return false;
+  mesh = std::move(*parsed);
   return true;
 }
 
@@ -170,7 +186,8 @@ struct DtcMicroStepPass : mlir::dtc::impl::DtcMicroStepBase<DtcMicroStepPass> {
   using Base::Base;
   void runOnOperation() override {
     ::dtc::TrainingStepOptions options;
-    options.mesh = mesh;
+    if (!readMeshOption(getOperation(), mesh, options.mesh))
+      return signalPassFailure();
     options.zeroStage = zeroStage;
     options.overlap = overlap;
     options.gradBucketBytes = gradBucketBytes;
@@ -204,7 +221,8 @@ struct DtcPipelineSplitPass
   using Base::Base;
   void runOnOperation() override {
     ::dtc::TrainingStepOptions options;
-    options.mesh = mesh;
+    if (!readMeshOption(getOperation(), mesh, options.mesh))
+      return signalPassFailure();
     options.pipelineStages = stages;
     options.virtualStages = virtualStages;
     std::optional<::dtc::Schedule> parsed = ::dtc::parseSchedule(schedule);
@@ -241,8 +259,10 @@ struct DtcChunkBoundaryPass
     : mlir::dtc::impl::DtcChunkBoundaryBase<DtcChunkBoundaryPass> {
   using Base::Base;
   void runOnOperation() override {
-    if (emitIfError(getOperation(),
-                    t::setChunkBoundaries(getOperation(), mesh)))
+    ::dtc::runtime::Mesh stage;
+    if (!readMeshOption(getOperation(), mesh, stage) ||
+        emitIfError(getOperation(),
+                    t::setChunkBoundaries(getOperation(), stage)))
       return signalPassFailure();
   }
 };
@@ -315,9 +335,10 @@ struct TrainingPipelineOptions
                           llvm::cl::desc("Global gradient-norm clip"),
                           llvm::cl::init(defaults.optimizer.gradClip)};
 
-  ::dtc::TrainingStepOptions toTrainingStepOptions() const {
-    ::dtc::TrainingStepOptions o = trainingStepOptionsOf(*this);
-    o.gradBucketBytes = gradBucketBytes;
+  llvm::Expected<::dtc::TrainingStepOptions> toTrainingStepOptions() const {
+    auto o = trainingStepOptionsOf(*this);
+    if (o)
+      o->gradBucketBytes = gradBucketBytes;
     return o;
   }
 };
@@ -345,6 +366,15 @@ void dtc::registerTrainingPipeline() {
           pm.addPass(mlir::dtc::createDtcRecompute(recompute));
           return;
         }
-        ::dtc::buildTrainingPipeline(pm, options.toTrainingStepOptions());
+        auto step = options.toTrainingStepOptions();
+        if (!step) {
+          // dtc-propagate-sharding reports the bad mesh.
+          llvm::consumeError(step.takeError());
+          mlir::dtc::DtcPropagateShardingOptions propagate;
+          propagate.mesh = options.mesh;
+          pm.addPass(mlir::dtc::createDtcPropagateSharding(propagate));
+          return;
+        }
+        ::dtc::buildTrainingPipeline(pm, *step);
       });
 }

@@ -137,13 +137,11 @@ ZeroLayout zeroLayoutOf(const TrainingStepOptions &options,
   if (options.zeroStage == 0)
     return layout;
   // In mesh order: dp outside cp.
-  std::string error;
-  if (auto mesh = mlir::dtc::DeviceMesh::parse(options.mesh, error))
-    for (const mlir::dtc::DeviceMesh::Axis &axis : mesh->axes)
-      if ((axis.name == "dp" || axis.name == "cp") && axis.size > 1) {
-        layout.axes.push_back(axis.name);
-        layout.parts *= axis.size;
-      }
+  for (const runtime::Mesh::Axis &axis : options.mesh.axes())
+    if ((axis.name == "dp" || axis.name == "cp") && axis.size > 1) {
+      layout.axes.push_back(axis.name);
+      layout.parts *= axis.size;
+    }
   // A parameter the propagation already split over a data axis (it may,
   // where that is cheaper: BLOOM's fused qkv weight) keeps that split: ZeRO
   // cuts only parameters every data-parallel rank holds whole.
@@ -629,8 +627,9 @@ void ApplyBuilder::createFunction() {
   lr = body->getArgument(0);
   step = body->getArgument(1);
   inverseAccum = body->getArguments().back();
-  if (!options.mesh.empty())
-    apply->setAttr("dtc.mesh", b.getStringAttr(options.mesh));
+  if (!options.mesh.axes().empty())
+    apply->setAttr(mlir::dtc::kMeshAttrName,
+                   mlir::dtc::MeshAttr::get(b.getContext(), options.mesh));
 }
 
 // The gradient sync: each accumulated gradient is reduced over the axes it
@@ -952,7 +951,8 @@ void writeGradientTable(mlir::ModuleOp module, const StepGradients &table) {
   module->setAttr(
       kGradientTableAttr,
       b.getDictionaryAttr(
-          {b.getNamedAttr("mesh", b.getStringAttr(table.mesh)),
+          {b.getNamedAttr("mesh", mlir::dtc::MeshAttr::get(module.getContext(),
+                                                           table.mesh)),
            b.getNamedAttr("zero_stage", b.getI64IntegerAttr(table.zeroStage)),
            b.getNamedAttr("zero_axes", stringArray(b, table.zero.axes)),
            b.getNamedAttr("zero_parts", b.getI64IntegerAttr(table.zero.parts)),
@@ -969,8 +969,8 @@ llvm::Expected<StepGradients> readGradientTable(mlir::ModuleOp module) {
                    "first)",
                    kGradientTableAttr);
   StepGradients table;
-  if (auto mesh = dict.getAs<mlir::StringAttr>("mesh"))
-    table.mesh = mesh.getValue().str();
+  if (auto mesh = dict.getAs<mlir::dtc::MeshAttr>("mesh"))
+    table.mesh = mesh.getMesh();
   if (auto stage = dict.getAs<mlir::IntegerAttr>("zero_stage"))
     table.zeroStage = static_cast<int>(stage.getInt());
   for (const std::string &axis : stringsOf(dict.get("zero_axes")))
@@ -1106,7 +1106,8 @@ static void addPipelineStep(mlir::OpPassManager &pm,
                             const TrainingStepOptions &options) {
   namespace md = mlir::dtc;
   md::DtcPipelineSplitOptions split;
-  split.mesh = options.mesh;
+  // Nested passes take the mesh as their (textual) option.
+  split.mesh = options.mesh.str();
   split.stages = options.pipelineStages;
   split.virtualStages = options.virtualStages;
   split.schedule = scheduleName(options.schedule).str();
@@ -1116,7 +1117,7 @@ static void addPipelineStep(mlir::OpPassManager &pm,
 
   mlir::OpPassManager &chunk = pm.nest<mlir::ModuleOp>();
   ForwardPartitionOptions shard;
-  shard.mesh = training::stageMesh(options.mesh);
+  shard.mesh = training::stageMesh(options.mesh).str();
   shard.sequenceParallel = options.sequenceParallel;
   shard.flopsPerByte = options.flopsPerByte;
   shard.partition = false;
@@ -1152,10 +1153,11 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
                            const TrainingStepOptions &options) {
   namespace md = mlir::dtc;
   md::DtcPropagateShardingOptions propagate;
-  propagate.mesh = options.mesh;
+  // Nested passes take the mesh as their (textual) option.
+  propagate.mesh = options.mesh.str();
   propagate.sequenceParallel = options.sequenceParallel;
   propagate.flopsPerByte = options.flopsPerByte;
-  bool sharded = !options.mesh.empty();
+  bool sharded = !options.mesh.axes().empty();
 
   md::DtcBindLossOptions bind;
   bind.objective = options.loss.objective;
@@ -1189,13 +1191,13 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   if (sharded) {
     pm.addPass(md::createDtcPropagateSharding(propagate));
     md::DtcPartitionOptions partition;
-    partition.mesh = options.mesh;
+    partition.mesh = options.mesh.str();
     partition.deferGradientSync = true;
     pm.addPass(md::createDtcPartition(partition));
   }
   addCollectiveOverlap(pm, options);
   md::DtcMicroStepOptions micro;
-  micro.mesh = options.mesh;
+  micro.mesh = options.mesh.str();
   micro.zeroStage = options.zeroStage;
   micro.overlap = options.overlap;
   micro.gradBucketBytes = options.gradBucketBytes;

@@ -17,6 +17,7 @@
 #define DTC_PASSES_TRAINING_TRAININGSTEP_H
 
 #include "passes/recompute/Recompute.h"
+#include "runtime/support/Mesh.h"
 #include "runtime/support/ParallelPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -72,11 +73,12 @@ struct TrainingStepOptions {
   // Recompute hook (docs/recompute.md): activation recompute applied to
   // `micro_step` right after the autodiff.
   Recompute recompute = Recompute::None;
-  // Multi-rank plans: the device mesh ("dp:2,tp:2", outermost first; empty
-  // for one device). `micro_step` is sharded and partitioned over it right
-  // after the autodiff; its gradients stay partial sums, accumulated
-  // locally and reduced once per step in `apply` (docs/partition.md).
-  std::string mesh;
+  // Multi-rank plans: the device mesh (outermost axis first; no axes for
+  // one device), written into the IR as #dtc.mesh. `micro_step` is sharded and
+  // partitioned over it right after the autodiff; its gradients stay partial
+  // sums, accumulated locally and reduced once per step in `apply`
+  // (docs/partition.md).
+  runtime::Mesh mesh;
   bool sequenceParallel = false;
   /// What the sharding propagation trades replicated compute against bytes
   /// communicated with: the cluster's achievable GEMM FLOP/s per link

@@ -1,7 +1,8 @@
 //===- Mesh.h - The device mesh ---------------------------------*- C++ -*-===//
 //
-// The one definition of the device mesh and its text form ("dp:2,tp:4",
-// the dtc.mesh attribute and program.pb's mesh): which ranks form the group
+// The one definition of the device mesh and its text form ("dp:2,tp:4":
+// pass options, the command line and program.pb's mesh; the IR holds it as
+// #dtc.mesh, which converts to and from this): which ranks form the group
 // of a set of axes. LLVM Support only, so the dialect, the passes, the
 // compiler and the runtime all read it with the same parser.
 //
@@ -32,7 +33,7 @@ public:
 
   Mesh() = default;
   explicit Mesh(std::vector<Axis> axes) : axes_(std::move(axes)) {}
-  /// "dp:2,tp:4" (the dtc.mesh attribute's syntax); "" is one rank.
+  /// "dp:2,tp:4"; "" is one rank.
   static llvm::Expected<Mesh> parse(llvm::StringRef text);
   std::string str() const;
 

@@ -7,7 +7,7 @@
 // come from the function's mesh (tp:4 here, dp:2 outside it).
 
 // CHECK-LABEL: func.func @collectives
-// CHECK-SAME: attributes {dtc.mesh = "dp:2,tp:4"}
+// CHECK-SAME: attributes {dtc.mesh = #dtc.mesh<[dp = 2, tp = 4]>}
 // CHECK: %[[H0:.*]] = dtc.all_reduce_start %{{.*}} {mesh_axes = ["tp"]} : tensor<8x64xf32> -> !dtc.async<tensor<8x64xf32>>
 // CHECK-NEXT: dtc.wait %[[H0]] : !dtc.async<tensor<8x64xf32>>
 // CHECK: dtc.all_reduce_start %{{.*}} {mesh_axes = ["dp", "tp"], reduction = "max"} : tensor<8x64xf32> -> !dtc.async<tensor<8x64xf32>>
@@ -16,7 +16,7 @@
 // CHECK: dtc.reduce_scatter_start %{{.*}} {dim = 0 : i64, mesh_axes = ["tp"]} : tensor<8x64xf32> -> !dtc.async<tensor<2x64xf32>>
 // CHECK: dtc.all_to_all_start %{{.*}} {concat_dim = 0 : i64, mesh_axes = ["tp"], split_dim = 1 : i64} : tensor<2x64xf32> -> !dtc.async<tensor<8x16xf32>>
 // CHECK: dtc.shard_slice %{{.*}} {dim = 0 : i64, mesh_axes = ["dp"]} : tensor<8x64xf32> -> tensor<4x64xf32>
-func.func @collectives(%x: tensor<8x64xf32>, %y: tensor<8x16xf32>, %z: tensor<8x48xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x192xf32>, tensor<8x16xf32>, tensor<4x64xf32>) attributes {dtc.mesh = "dp:2,tp:4"} {
+func.func @collectives(%x: tensor<8x64xf32>, %y: tensor<8x16xf32>, %z: tensor<8x48xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x192xf32>, tensor<8x16xf32>, tensor<4x64xf32>) attributes {dtc.mesh = #dtc.mesh<[dp = 2, tp = 4]>} {
   %h0 = dtc.all_reduce_start %x {mesh_axes = ["tp"]} : tensor<8x64xf32> -> !dtc.async<tensor<8x64xf32>>
   %r0 = dtc.wait %h0 : !dtc.async<tensor<8x64xf32>>
   %h1 = dtc.all_reduce_start %x {mesh_axes = ["dp", "tp"], reduction = "max"} : tensor<8x64xf32> -> !dtc.async<tensor<8x64xf32>>
@@ -41,7 +41,7 @@ func.func @collectives(%x: tensor<8x64xf32>, %y: tensor<8x16xf32>, %z: tensor<8x
 // CHECK-NEXT: dtc.wait %[[S]] : !dtc.async<none>
 // CHECK: %[[R:.*]] = dtc.recv_start {mesh_axes = ["pp"], peer_offset = -1 : i64} : !dtc.async<tensor<4x64xf32>>
 // CHECK-NEXT: dtc.wait %[[R]] : !dtc.async<tensor<4x64xf32>>
-module attributes {dtc.mesh = "pp:4,tp:2"} {
+module attributes {dtc.mesh = #dtc.mesh<[pp = 4, tp = 2]>} {
   func.func @send_recv(%x: tensor<4x64xf32>) -> tensor<4x64xf32> {
     %s = dtc.send_start %x {mesh_axes = ["pp"], peer_offset = 1 : i64} : tensor<4x64xf32> -> !dtc.async<none>
     dtc.wait %s : !dtc.async<none>

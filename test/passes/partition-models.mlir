@@ -9,7 +9,7 @@
 // CHECK-SAME: (%arg0: tensor<2x16xi64> {dtc.name = "input_ids"
 // The language-model head splits the vocabulary: the logits stay split.
 // CHECK-SAME: -> (tensor<2x16x128xf32> {dtc.name = "logits", dtc.sharding = #dtc.sharding<{{\[\[}}"dp"], [], ["tp"{{\]\]}}>})
-// CHECK-SAME: attributes {dtc.mesh = "dp:1,tp:2"}
+// CHECK-SAME: attributes {dtc.mesh = #dtc.mesh<[dp = 1, tp = 2]>}
 // The embedding table is split by its hidden columns.
 // CHECK: dtc.parameter "wte.weight" {dtc.global_type = tensor<256x64xf32>, dtc.shard = #dtc.sharding<{{\[\[}}], ["tp"{{\]\]}}>} : tensor<256x32xf32>
 // Each of the two layers: column-parallel QKV (96 of 192 columns), half

@@ -12,7 +12,7 @@
 
 // TP4-LABEL: func.func @gpt_block
 // TP4-SAME: (%arg0: tensor<2x8x64xf32> {dtc.sharding = #dtc.sharding<{{\[\[}}], [], [{{\]\]}}>})
-// TP4-SAME: attributes {dtc.mesh = "tp:4"}
+// TP4-SAME: attributes {dtc.mesh = #dtc.mesh<[tp = 4]>}
 // The fused QKV weight keeps a quarter of each of Q, K and V (":64").
 // TP4: dtc.parameter "attn.c_attn.weight" {dtc.global_type = tensor<64x192xf32>, dtc.shard = #dtc.sharding<{{\[\[}}], ["tp"]:64]>} : tensor<64x48xf32>
 // TP4: dtc.parameter "attn.c_attn.bias" {{.*}} : tensor<48xf32>
@@ -65,7 +65,7 @@
 // heads; the two all-reduces are over "tp" only.
 // DPTP-LABEL: func.func @gpt_block
 // DPTP-SAME: (%arg0: tensor<1x8x64xf32> {dtc.sharding = #dtc.sharding<{{\[\[}}"dp"], [], [{{\]\]}}>})
-// DPTP-SAME: attributes {dtc.mesh = "dp:2,tp:2"}
+// DPTP-SAME: attributes {dtc.mesh = #dtc.mesh<[dp = 2, tp = 2]>}
 // DPTP: dtc.parameter "attn.c_attn.weight" {{.*}} : tensor<64x96xf32>
 // DPTP: dtc.parameter "mlp.c_fc.weight" {{.*}} : tensor<64x128xf32>
 // DPTP: dtc.attention {{.*}} -> tensor<1x4x8x8xf32>

@@ -37,19 +37,19 @@
 // CHECK-NOT: dtc.slice
 // CHECK: dtc.all_reduce_start %arg0 {mesh_axes = ["dp"]} : tensor<8x16xf32>
 
-func.func @row_parallel(%x: tensor<4x8x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x8x16xf32> attributes {dtc.mesh = "tp:2"} {
+func.func @row_parallel(%x: tensor<4x8x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x8x16xf32> attributes {dtc.mesh = #dtc.mesh<[tp = 2]>} {
   %y = dtc.matmul %x, %w : (tensor<4x8x8xf32>, tensor<8x16xf32>) -> tensor<4x8x16xf32>
   %s = dtc.all_reduce_start %y {mesh_axes = ["tp"]} : tensor<4x8x16xf32> -> !dtc.async<tensor<4x8x16xf32>>
   %r = dtc.wait %s : !dtc.async<tensor<4x8x16xf32>>
   return %r : tensor<4x8x16xf32>
 }
-func.func @column_parallel(%x: tensor<4x8x4xf32>, %w: tensor<8x16xf32>) -> tensor<4x8x16xf32> attributes {dtc.mesh = "tp:2"} {
+func.func @column_parallel(%x: tensor<4x8x4xf32>, %w: tensor<8x16xf32>) -> tensor<4x8x16xf32> attributes {dtc.mesh = #dtc.mesh<[tp = 2]>} {
   %s = dtc.all_gather_start %x {dim = 2 : i64, mesh_axes = ["tp"]} : tensor<4x8x4xf32> -> !dtc.async<tensor<4x8x8xf32>>
   %g = dtc.wait %s : !dtc.async<tensor<4x8x8xf32>>
   %y = dtc.matmul %g, %w : (tensor<4x8x8xf32>, tensor<8x16xf32>) -> tensor<4x8x16xf32>
   return %y : tensor<4x8x16xf32>
 }
-func.func @data_parallel(%g: tensor<8x16xf32>) -> tensor<8x16xf32> attributes {dtc.mesh = "dp:2"} {
+func.func @data_parallel(%g: tensor<8x16xf32>) -> tensor<8x16xf32> attributes {dtc.mesh = #dtc.mesh<[dp = 2]>} {
   %s = dtc.all_reduce_start %g {mesh_axes = ["dp"]} : tensor<8x16xf32> -> !dtc.async<tensor<8x16xf32>>
   %r = dtc.wait %s : !dtc.async<tensor<8x16xf32>>
   return %r : tensor<8x16xf32>

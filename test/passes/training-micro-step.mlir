@@ -9,7 +9,7 @@
 // the module.
 
 // One device: accumulate, nothing to sync.
-// ONE: module attributes {dtc.step_gradients = {gradients = [{parameter = "wte", parameter_attrs = {}, split_axes = [], sync_axes = [], type = tensor<32x16xf32>}, {parameter = "head", parameter_attrs = {}, split_axes = [], sync_axes = [], type = tensor<16x32xf32>}], mesh = "", zero_axes = [], zero_parts = 1 : i64, zero_sharded = [], zero_stage = 0 : i64}}
+// ONE: module attributes {dtc.step_gradients = {gradients = [{parameter = "wte", parameter_attrs = {}, split_axes = [], sync_axes = [], type = tensor<32x16xf32>}, {parameter = "head", parameter_attrs = {}, split_axes = [], sync_axes = [], type = tensor<16x32xf32>}], mesh = #dtc.mesh<[]>, zero_axes = [], zero_parts = 1 : i64, zero_sharded = [], zero_stage = 0 : i64}}
 // ONE-LABEL: func.func @micro_step
 // ONE-SAME: %[[ACC:[^:]*]]: tensor<32x16xf32> {dtc.state = "grad:wte", dtc.state_of = "wte", dtc.state_role = "grad"}, %{{.*}}: tensor<16x32xf32> {dtc.state = "grad:head", dtc.state_of = "head", dtc.state_role = "grad"}
 // ONE-SAME: -> (tensor<f32> {dtc.name = "loss"}, tensor<32x16xf32> {dtc.state = "grad:wte"}, tensor<16x32xf32> {dtc.state = "grad:head"})

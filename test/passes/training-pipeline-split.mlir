@@ -86,7 +86,7 @@ func.func @main(%ids: tensor<4x8xi64>) -> tensor<4x8x32xf32> {
   return %logits : tensor<4x8x32xf32>
 }
 
-// CHUNKS: module attributes {dtc.pipeline_shape = {mesh = "pp:2,dp:2", micro_batches = 2 : i64, overlap = true, schedule = "1f1b", stages = 2 : i64, virtual_stages = 1 : i64}, dtc.step_info
+// CHUNKS: module attributes {dtc.pipeline_shape = {mesh = #dtc.mesh<[pp = 2, dp = 2]>, micro_batches = 2 : i64, overlap = true, schedule = "1f1b", stages = 2 : i64, virtual_stages = 1 : i64}, dtc.step_info
 // CHUNKS: func.func @main(
 // CHUNKS-LABEL: module @chunk0 attributes {dtc.chunk = {data = array<i64: 0>, first = true, index = 0 : i64, last = false}} {
 // CHUNKS: func.func @stage(%{{.*}}: tensor<4x8xi64> {dtc.feed = "tokens"}, %{{.*}}: tensor<4x8x16xf32>) -> tensor<f32>

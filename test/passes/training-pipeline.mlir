@@ -10,7 +10,7 @@
 // CHECK-NOT: dtc.step_gradients
 // CHECK-LABEL: func.func @micro_step(
 // CHECK-SAME: dtc.feed = "tokens"
-// CHECK-SAME: attributes {dtc.mesh = "dp:2,tp:2"}
+// CHECK-SAME: attributes {dtc.mesh = #dtc.mesh<[dp = 2, tp = 2]>}
 // CHECK: dtc.cross_entropy{{.*}}dtc.forward_end
 // CHECK-LABEL: func.func @micro_step_sync(
 // CHECK: dtc.all_reduce_start {{.*}}{mesh_axes = ["dp"]}

@@ -20,7 +20,7 @@
 // CHECK-NEXT: dtc.all_reduce_start
 // CHECK-NEXT: dtc.wait
 
-func.func @overlap(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> attributes {dtc.mesh = "tp:2"} {
+func.func @overlap(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> attributes {dtc.mesh = #dtc.mesh<[tp = 2]>} {
   %a = dtc.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
   %b = dtc.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
   %s = dtc.all_reduce_start %a {mesh_axes = ["tp"]} : tensor<4x8xf32> -> !dtc.async<tensor<4x8xf32>>
@@ -29,7 +29,7 @@ func.func @overlap(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> 
   %d = dtc.add %r, %c : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return %d : tensor<4x8xf32>
 }
-func.func @barrier(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> attributes {dtc.mesh = "tp:2"} {
+func.func @barrier(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> attributes {dtc.mesh = #dtc.mesh<[tp = 2]>} {
   %a = dtc.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
   %b = dtc.gelu %x {dtc.forward_end} : tensor<4x8xf32>
   %s = dtc.all_reduce_start %a {mesh_axes = ["tp"]} : tensor<4x8xf32> -> !dtc.async<tensor<4x8xf32>>
