@@ -183,6 +183,8 @@ llvm::Expected<Replanned> compileFor(const CompileRequest &request,
   llvm::SmallString<256> dir(ckptDir);
   llvm::sys::path::append(dir, "elastic", "ranks-" + std::to_string(ranks));
   std::string log = (dir + ".log").str();
+  // The compile's output replaces the file, not what a link there names.
+  llvm::sys::fs::remove(log);
   if (std::error_code ec =
           llvm::sys::fs::create_directories(llvm::sys::path::parent_path(dir)))
     return failure("elastic: cannot create {0}: {1}",
@@ -307,8 +309,11 @@ replanForLauncher(llvm::StringRef bundle, llvm::StringRef ckptDir,
       verdict = llvm::toString(replan.takeError());
     std::string temporary = (marker + ".tmp").str();
     {
+      // Whatever sits at the name (a planted link) is removed, never
+      // written through.
+      llvm::sys::fs::remove(temporary);
       std::error_code ec;
-      llvm::raw_fd_ostream file(temporary, ec);
+      llvm::raw_fd_ostream file(temporary, ec, llvm::sys::fs::CD_CreateNew);
       if (ec)
         return failure("elastic: cannot write {0}: {1}", temporary,
                        ec.message());
