@@ -42,6 +42,7 @@ run threads bench/threads.sh "$build" 3
 run collectives bench/collectives.sh "$build" 16 5
 run overlap bench/overlap.sh "$build" 6
 run ckpt bench/ckpt.sh "$build"
+run elastic bench/elastic.sh "$build"
 run trace_error bench/trace-error.sh "$build"
 echo "all benchmarks: $(($(date +%s) - start)) s; logs in $logs" >&2
 fi
