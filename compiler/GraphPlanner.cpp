@@ -43,6 +43,10 @@ namespace d = mlir::dtc;
 struct GraphPlanner::Profile {
   struct Op {
     double forward = 0, backward = 0; ///< Kernel seconds on one GPU.
+    /// The forward again under full recompute: all but what the function
+    /// returns (the logits, which the loss reads and the recompute pass
+    /// keeps, docs/recompute.md).
+    double recompute = 0;
     double weightGrad = 0; ///< The weight-gradient GEMMs within backward.
     double flops = 0, modelFlops = 0;
     double activationBytes = 0; ///< Results the backward reads.
@@ -57,8 +61,8 @@ struct GraphPlanner::Profile {
   /// Of those, the ones the tp ranks each hold whole: where their users are
   /// split (a batch split over tp), the gradients are summed over tp.
   double replicatedParamElements = 0;
-  double forward = 0, backward = 0, weightGrad = 0, modelFlops = 0,
-         activationBytes = 0;
+  double forward = 0, backward = 0, recompute = 0, weightGrad = 0,
+         modelFlops = 0, activationBytes = 0;
   /// Tokens per sample: the elements of a row of the first integer (token
   /// id) input; 1 for other models (images, tables).
   double tokensPerSample = 1;
@@ -117,6 +121,28 @@ GraphPlanner::GraphPlanner(GraphPlanRequest request)
 
 GraphPlanner::~GraphPlanner() = default;
 
+// The loss the training step binds to returned logits (a model returning
+// its own scalar loss has none), priced with the op that returns them, whose
+// stage computes it.
+static void addBoundLoss(mlir::Operation &op, mlir::Operation *returned,
+                         DType dtype, const Cluster &cluster,
+                         GraphPlanner::Profile::Op &priced) {
+  if (returned->getNumOperands() == 0 ||
+      returned->getOperand(0).getDefiningOp() != &op)
+    return;
+  auto logits =
+      llvm::dyn_cast<mlir::RankedTensorType>(returned->getOperand(0).getType());
+  if (!logits || logits.getRank() < 2 ||
+      !llvm::isa<mlir::FloatType>(logits.getElementType()))
+    return;
+  double classes = static_cast<double>(logits.getShape().back());
+  double rows = static_cast<double>(logits.getNumElements()) / classes;
+  KernelWork loss =
+      kernelWork(crossEntropyKernel(rows, classes, dtypeBytes(dtype)));
+  priced.forward += kernelSeconds(loss, dtype, cluster);
+  priced.backward += backwardKernelSeconds(loss, dtype, cluster);
+}
+
 llvm::Expected<const GraphPlanner::Profile *>
 GraphPlanner::profile(int64_t microBatch, int64_t tp) {
   auto key = std::make_pair(microBatch, tp);
@@ -153,6 +179,7 @@ GraphPlanner::profile(int64_t microBatch, int64_t tp) {
       break;
     }
   llvm::StringSet<> params;
+  mlir::Operation *returned = main.getBody().front().getTerminator();
   for (mlir::Operation &op : main.getBody().front().without_terminator()) {
     Profile::Op priced;
     if (auto param = llvm::dyn_cast<d::ParameterOp>(op)) {
@@ -170,6 +197,10 @@ GraphPlanner::profile(int64_t microBatch, int64_t tp) {
       priced.commBytes = work.commBytes;
     } else if (work.isCompute()) {
       priced.forward = kernelSeconds(work, request.dtype, cluster);
+      bool kept = llvm::any_of(op.getUsers(), [&](mlir::Operation *user) {
+        return user == returned;
+      });
+      priced.recompute = kept ? 0 : priced.forward;
       priced.backward = backwardKernelSeconds(work, request.dtype, cluster);
       if (work.kind == KernelWork::Kind::Gemm)
         priced.weightGrad = gemmTime(work.k, work.n, work.m, work.batch,
@@ -179,8 +210,10 @@ GraphPlanner::profile(int64_t microBatch, int64_t tp) {
       for (const TensorDesc &t : kernelDescOf(&op, e).outputs)
         priced.activationBytes += t.bytes();
     }
+    addBoundLoss(op, returned, request.dtype, cluster, priced);
     p.forward += priced.forward;
     p.backward += priced.backward;
+    p.recompute += priced.recompute;
     p.weightGrad += priced.weightGrad;
     p.modelFlops += priced.modelFlops;
     p.activationBytes += priced.activationBytes;
@@ -365,11 +398,14 @@ StageCost GraphStepPricer::stage(int64_t s) const {
   StageCost stage;
   double forward = P.forward * share(s, &Profile::Op::forward);
   double backward = P.backward * share(s, &Profile::Op::backward);
+  double recompute = full ? P.recompute * share(s, &Profile::Op::recompute) : 0;
   stage.forward = forward;
-  stage.kernels = forward + backward + (full ? forward : 0);
+  stage.kernels = forward + backward + recompute;
+  // A full recompute runs the forward's collectives again.
   double tpShare = share(s, &Profile::Op::forward);
-  stage.comm.tp = 2 * tpForward * tpShare;
-  stage.exposed.tp = (tpForward + tpBackwardExposed) * tpShare;
+  double forwardPasses = full ? 2 : 1;
+  stage.comm.tp = (forwardPasses + 1) * tpForward * tpShare;
+  stage.exposed.tp = (forwardPasses * tpForward + tpBackwardExposed) * tpShare;
   stage.comm.pp = stage.exposed.pp = p2pSeconds(s);
   stage.time = stage.kernels + stage.exposed.total();
   stage.memory = stageMemory(s);

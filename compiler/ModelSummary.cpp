@@ -84,6 +84,67 @@ ModelSummary summarizeModel(ModuleOp module, llvm::StringRef name) {
   return summary;
 }
 
+/// `op`'s streaming bytes per token (none for a GEMM, attention or a free
+/// op), floats apart from the rest.
+static StreamPerToken streamPerToken(Operation *op, double tokens) {
+  KernelWork one = opWork(op, 1), two = opWork(op, 2);
+  if (one.kind != KernelWork::Kind::Stream)
+    return {};
+  return {(two.bytes - one.bytes) / tokens,
+          (2 * one.bytes - two.bytes) / tokens};
+}
+
+/// The streaming ops of the first block's halves and of the edges, per
+/// token of the residual stream; none where the blocks or the point
+/// between a block's attention and MLP are not found.
+static std::optional<IrStreams> measureStreams(func::FuncOp main) {
+  std::vector<TransformerBlock> blocks = findTransformerBlocks(main);
+  if (blocks.empty())
+    return std::nullopt;
+  SmallVector<Operation *> ops;
+  for (Operation &op : main.getBody().front().without_terminator())
+    ops.push_back(&op);
+  const TransformerBlock &first = blocks.front();
+  double tokens = 0;
+  std::optional<unsigned> attention, mid;
+  for (unsigned i = first.begin; i < first.end && !attention; ++i)
+    if (attentionShape(ops[i]))
+      attention = i;
+  for (const SingleCrossing &point : findSingleCrossings(ops)) {
+    auto type = dyn_cast<RankedTensorType>(point.value.getType());
+    if (point.index == first.begin && type && type.getRank() > 0)
+      tokens = static_cast<double>(type.getNumElements()) /
+               static_cast<double>(type.getShape().back());
+    if (attention && !mid && point.index > *attention &&
+        point.index < first.end)
+      mid = point.index;
+  }
+  if (!mid || tokens <= 0)
+    return std::nullopt;
+  auto half = [&](unsigned begin, unsigned end) {
+    std::optional<unsigned> firstGemm, lastGemm;
+    for (unsigned i = begin; i < end; ++i)
+      if (opWork(ops[i]).kind == KernelWork::Kind::Gemm) {
+        firstGemm = firstGemm.value_or(i);
+        lastGemm = i;
+      }
+    IrStreams::Half result;
+    for (unsigned i = begin; i < end; ++i) {
+      bool split = firstGemm && i > *firstGemm && i < *lastGemm;
+      (split ? result.split : result.whole) += streamPerToken(ops[i], tokens);
+    }
+    return result;
+  };
+  IrStreams streams;
+  streams.attention = half(first.begin, *mid);
+  streams.mlp = half(*mid, first.end);
+  for (unsigned i = 0; i < first.begin; ++i)
+    streams.embedding += streamPerToken(ops[i], tokens);
+  for (unsigned i = blocks.back().end; i < ops.size(); ++i)
+    streams.output += streamPerToken(ops[i], tokens);
+  return streams;
+}
+
 llvm::Expected<TransformerSpec> extractTransformerSpec(ModuleOp module,
                                                        llvm::StringRef name) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
@@ -160,6 +221,8 @@ llvm::Expected<TransformerSpec> extractTransformerSpec(ModuleOp module,
     return u->hasTrait<mlir::dtc::traits::SumReductions>() &&
            !u->hasTrait<mlir::dtc::traits::RowLookup>();
   });
+  if (!spec.moe())
+    spec.irStreams = measureStreams(main);
   return spec;
 }
 } // namespace dtc

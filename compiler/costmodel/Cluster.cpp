@@ -391,6 +391,15 @@ llvm::Expected<Cluster> dtc::parseClusterObject(const llvm::json::Object &root,
              ObjectReader::Range::Fraction);
   top.number("kernel_overhead_us", cluster.kernelOverheadUs,
              ObjectReader::Range::NonNegative);
+  std::string software =
+      cluster.software == Software::Megatron ? "megatron" : "dtc";
+  top.string("software", software);
+  if (software != "dtc" && software != "megatron" && error.empty())
+    return badInput("cluster file {0}: software must be \"dtc\" or "
+                    "\"megatron\", got \"{1}\"",
+                    source, software);
+  cluster.software =
+      software == "megatron" ? Software::Megatron : Software::Dtc;
 
   if (const llvm::json::Object *peaks = top.child("peak_tflops")) {
     ObjectReader r(*peaks, "peak_tflops", source, error);
@@ -490,7 +499,7 @@ llvm::json::Object dtc::clusterToJsonObject(const Cluster &c) {
                            {"tf32", c.peakTf32Tflops}};
   if (c.peakFp8Tflops > 0)
     peaks["fp8"] = c.peakFp8Tflops;
-  return llvm::json::Object{
+  llvm::json::Object object{
       {"schema", "dtc.cluster/1"},
       {"name", c.name},
       {"gpu", c.gpu},
@@ -512,6 +521,9 @@ llvm::json::Object dtc::clusterToJsonObject(const Cluster &c) {
                           {"backward_ratio", c.attentionBackwardRatio}}},
       {"kernel_overhead_us", c.kernelOverheadUs},
   };
+  if (c.software == Software::Megatron) // Written only when not dtc's.
+    object["software"] = "megatron";
+  return object;
 }
 
 std::string dtc::clusterToJson(const Cluster &cluster) {

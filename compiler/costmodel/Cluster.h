@@ -56,6 +56,13 @@ struct Link {
 /// measures on a lent GPU is this figure.
 double usableHbmBytes(double nominalGB);
 
+/// The software that runs a plan, where it changes what runs. dtc's own
+/// program cuts pipeline stages where its pipeline pass does (balanced on
+/// FLOPs, at block halves); Megatron-LM-style frameworks, which ran the
+/// published runs the cost model is checked on, put whole layers on each
+/// stage, the extra ones on the first stages.
+enum class Software { Dtc, Megatron };
+
 struct Cluster {
   std::string name;
   std::string gpu;
@@ -96,6 +103,7 @@ struct Cluster {
   /// leave it out, and only `dtc plan report --trace`'s per-instruction
   /// replay adds it to every call.
   double kernelOverheadUs = 0;
+  Software software = Software::Dtc;
 
   /// Dense peak FLOP/s (not TFLOP/s) for `type`; 0 if unsupported.
   double peakFlops(DType type) const;

@@ -15,6 +15,7 @@
 
 #include "compiler/costmodel/Collectives.h"
 #include "compiler/costmodel/Compute.h"
+#include "compiler/costmodel/KernelTime.h"
 #include "compiler/costmodel/Memory.h"
 #include "compiler/costmodel/Pipeline.h"
 #include "runtime/support/Error.h"
@@ -163,7 +164,7 @@ llvm::Error dtc::validatePlan(const TransformerSpec &spec,
 }
 
 namespace {
-/// One block, one micro-batch, one GPU.
+/// One block (or half of one), one micro-batch, one GPU.
 struct BlockCost {
   double forward = 0;   ///< Kernels of the forward.
   double backward = 0;  ///< Kernels of the backward.
@@ -173,6 +174,20 @@ struct BlockCost {
   double time() const {
     return forward + backward + recompute + exposed.total();
   }
+  BlockCost operator*(double k) const {
+    return {k * forward, k * backward, k * recompute, comm * k, exposed * k};
+  }
+  BlockCost operator+(const BlockCost &o) const {
+    return {forward + o.forward, backward + o.backward, recompute + o.recompute,
+            comm + o.comm, exposed + o.exposed};
+  }
+};
+
+/// A block as the pipeline pass may cut it: its attention half and its MLP
+/// half, between which only the residual stream flows.
+struct BlockHalves {
+  BlockCost attention, mlp;
+  BlockCost whole() const { return attention + mlp; }
 };
 
 /// Everything predict() derives once from the plan before composing.
@@ -325,9 +340,9 @@ static void attentionCore(const Context &c, BlockKernels &k) {
 }
 
 /// Tensor parallelism: blocking collectives on the activations, twice per
-/// pass; a full recompute repeats the forward ones.
+/// pass in each half; a full recompute repeats the forward ones.
 static void addTensorParallelComm(const Context &c, const BlockKernels &g,
-                                  BlockCost &cost) {
+                                  BlockHalves &cost) {
   const ParallelPlan &plan = c.plan;
   double k = g.chunks, passes = forwardPasses(plan);
   double bytes = c.e * c.tokens * c.h;
@@ -350,11 +365,12 @@ static void addTensorParallelComm(const Context &c, const BlockKernels &g,
     // Forward: all-reduce after each row-parallel linear. Backward:
     // all-reduce of each column-parallel input gradient.
     double ar = coll(Collective::AllReduce);
-    cost.comm.tp = (2 * passes + 2) * ar;
-    cost.exposed.tp = passes * (pipelined(ar, g.proj.forward) +
-                                pipelined(ar, g.down.forward)) +
-                      behind(pipelined(ar, g.qkv.inputGrad), qkvWgrad) +
-                      behind(pipelined(ar, g.up.inputGrad), upWgrad);
+    cost.attention.comm.tp = cost.mlp.comm.tp = (passes + 1) * ar;
+    cost.attention.exposed.tp =
+        passes * pipelined(ar, g.proj.forward) +
+        behind(pipelined(ar, g.qkv.inputGrad), qkvWgrad);
+    cost.mlp.exposed.tp = passes * pipelined(ar, g.down.forward) +
+                          behind(pipelined(ar, g.up.inputGrad), upWgrad);
   } else {
     // Forward: all-gather before each column-parallel linear,
     // reduce-scatter after each row-parallel one. Backward: all-gather of
@@ -367,16 +383,18 @@ static void addTensorParallelComm(const Context &c, const BlockKernels &g,
     // The re-gathers feed only the weight gradient, which reads all rows:
     // never in blocks.
     double regather = c.coll(Collective::AllGather, bytes, c.tpGroup);
-    cost.comm.tp = 2 * passes * (ag + rs) + 2 * (ag + regather + rs);
-    cost.exposed.tp =
-        passes *
-            (pipelined(ag, g.qkv.forward) + pipelined(ag, g.up.forward) +
-             pipelined(rs, g.proj.forward) + pipelined(rs, g.down.forward)) +
-        pipelined(ag, g.proj.inputGrad) + pipelined(ag, g.down.inputGrad) +
-        std::max(0.0, regather - g.qkv.inputGrad) +
-        std::max(0.0, regather - g.up.inputGrad) +
-        behind(pipelined(rs, g.qkv.inputGrad), qkvWgrad) +
-        behind(pipelined(rs, g.up.inputGrad), upWgrad);
+    // Each half: its column-parallel linear (in) and row-parallel one (out).
+    auto half = [&](BlockCost &cost, const LinearTimes &in,
+                    const LinearTimes &out, double inWgrad) {
+      cost.comm.tp = passes * (ag + rs) + ag + regather + rs;
+      cost.exposed.tp =
+          passes * (pipelined(ag, in.forward) + pipelined(rs, out.forward)) +
+          pipelined(ag, out.inputGrad) +
+          std::max(0.0, regather - in.inputGrad) +
+          behind(pipelined(rs, in.inputGrad), inWgrad);
+    };
+    half(cost.attention, g.qkv, g.proj, qkvWgrad);
+    half(cost.mlp, g.up, g.down, upWgrad);
   }
   if (k > 1) {
     // Slicing a GEMM's input into blocks and concatenating its results
@@ -384,18 +402,20 @@ static void addTensorParallelComm(const Context &c, const BlockKernels &g,
     // copies slices; a GEMM writing into its block of the result would
     // not).
     double perPass =
-        (plan.sequenceParallel ? 4 : 2) * streamTime(2 * bytes, c.cluster);
-    cost.forward += perPass;
-    cost.backward += perPass;
-    if (plan.recompute == Recompute::Full)
-      cost.recompute += perPass;
+        (plan.sequenceParallel ? 2 : 1) * streamTime(2 * bytes, c.cluster);
+    for (BlockCost *part : {&cost.attention, &cost.mlp}) {
+      part->forward += perPass;
+      part->backward += perPass;
+      if (plan.recompute == Recompute::Full)
+        part->recompute += perPass;
+    }
   }
 }
 
 /// Context parallelism: K and V travel around the ring, one hop per peer,
 /// behind the attention of the block already received.
 static void addContextParallelComm(const Context &c, const BlockKernels &g,
-                                   BlockCost &cost) {
+                                   BlockCost &attention) {
   double kv = static_cast<double>(c.spec.kvHeadCount());
   double hd = static_cast<double>(c.spec.headDim());
   double hop = c.coll(Collective::SendRecv, 2 * c.e * c.tokens * kv * hd / c.t,
@@ -404,8 +424,8 @@ static void addContextParallelComm(const Context &c, const BlockKernels &g,
   double fwd = std::max(0.0, ring - g.coreForward);
   double bwd = std::max(0.0, 2 * ring - g.coreBackward); // K, V and dK, dV.
   double passes = forwardPasses(c.plan);
-  cost.comm.cp = passes * ring + 2 * ring;
-  cost.exposed.cp = passes * fwd + bwd;
+  attention.comm.cp = passes * ring + 2 * ring;
+  attention.exposed.cp = passes * fwd + bwd;
 }
 
 /// ZeRO-3: gather the block's weights before its forward and backward,
@@ -425,45 +445,70 @@ static void addZero3Comm(const Context &c, const LayerParams &params,
       std::max(0.0, gather + scatter - cost.backward - cost.recompute);
 }
 
-static BlockCost blockCost(const Context &c, const LayerParams &params,
-                           int64_t chunks) {
+static BlockHalves blockCost(const Context &c, int64_t chunks) {
   const TransformerSpec &spec = c.spec;
   const ParallelPlan &plan = c.plan;
   BlockKernels g;
   g.chunks = static_cast<double>(chunks);
   blockGemms(c, g);
   attentionCore(c, g);
-  BlockCost cost;
-  // Streaming kernels: two norms, two bias(-dropout)-residual adds, the
-  // activation function; a backward moves about twice the bytes.
+  BlockHalves cost;
+  // Streaming kernels, a backward moving twice the bytes: the IR's ops
+  // when the spec was read off it, else Megatron-LM's fused kernels (each
+  // half's norm and bias(-dropout)-residual add, the MLP's activation).
   double e = c.e, x = c.tokens * c.h, mask = spec.dropout ? 1 : 0;
-  double streamFwd = 2 * (2 * e * x * c.rep) + 2 * (3 * e + mask) * x * c.rep +
-                     (spec.gatedMlp ? 3 : 2) * e * c.tokens * g.routed *
-                         static_cast<double>(spec.ffn()) / c.t;
-  double gemmFwd = g.qkv.forward + g.proj.forward + g.up.forward +
-                   g.down.forward + g.router.forward;
-  double gemmBwd = g.qkv.backward + g.proj.backward + g.up.backward +
-                   g.down.backward + g.router.backward;
-  cost.forward = gemmFwd + g.coreForward + streamTime(streamFwd, c.cluster);
-  cost.backward =
-      gemmBwd + g.coreBackward + streamTime(2 * streamFwd, c.cluster);
-  if (plan.recompute == Recompute::Full)
-    cost.recompute = cost.forward;
-  else if (plan.recompute == Recompute::Selective && !plan.fusedAttention)
-    cost.recompute = g.coreForward;
+  double attentionStream, mlpStream;
+  if (spec.irStreams) {
+    auto bytes = [&](const IrStreams::Half &half) {
+      return c.tokens *
+             (half.whole.bytes(e) * c.rep + half.split.bytes(e) / c.t);
+    };
+    attentionStream = bytes(spec.irStreams->attention);
+    mlpStream = bytes(spec.irStreams->mlp);
+  } else {
+    attentionStream = 2 * e * x * c.rep + (3 * e + mask) * x * c.rep;
+    mlpStream = attentionStream + (spec.gatedMlp ? 3 : 2) * e * c.tokens *
+                                      g.routed *
+                                      static_cast<double>(spec.ffn()) / c.t;
+  }
+  auto kernels = [&](BlockCost &half, double gemmFwd, double gemmBwd,
+                     double stream) {
+    half.forward = gemmFwd + streamTime(stream, c.cluster);
+    half.backward = gemmBwd + streamTime(2 * stream, c.cluster);
+  };
+  kernels(cost.attention, g.qkv.forward + g.proj.forward,
+          g.qkv.backward + g.proj.backward, attentionStream);
+  cost.attention.forward += g.coreForward;
+  cost.attention.backward += g.coreBackward;
+  kernels(cost.mlp, g.up.forward + g.down.forward + g.router.forward,
+          g.up.backward + g.down.backward + g.router.backward, mlpStream);
+  for (BlockCost *half : {&cost.attention, &cost.mlp})
+    if (plan.recompute == Recompute::Full)
+      half->recompute = half->forward;
+  if (plan.recompute == Recompute::Selective && !plan.fusedAttention)
+    cost.attention.recompute = g.coreForward;
   if (plan.tp > 1)
     addTensorParallelComm(c, g, cost);
   if (plan.cp > 1)
-    addContextParallelComm(c, g, cost);
+    addContextParallelComm(c, g, cost.attention);
   // Expert parallelism: dispatch and combine all-to-alls, blocking.
   if (spec.moe() && plan.ep > 1) {
     double a2a = c.coll(Collective::AllToAll,
                         e * c.tokens * g.routed * c.h * c.rep, c.epGroup);
-    cost.comm.ep = (2 * forwardPasses(plan) + 2) * a2a;
-    cost.exposed.ep = cost.comm.ep;
+    cost.mlp.comm.ep = (2 * forwardPasses(plan) + 2) * a2a;
+    cost.mlp.exposed.ep = cost.mlp.comm.ep;
   }
-  if (plan.zero >= 3 && plan.dp * plan.cp > 1)
-    addZero3Comm(c, params, cost);
+  if (plan.zero >= 3 && plan.dp * plan.cp > 1) {
+    // Gathered a block at a time; each half's share in its parameters'.
+    LayerParams params = layerParamCount(spec, plan);
+    BlockCost whole = cost.whole();
+    addZero3Comm(c, params, whole);
+    double share = attentionParamCount(spec, plan).total() / params.total();
+    cost.attention.comm.dp = share * whole.comm.dp;
+    cost.attention.exposed.dp = share * whole.exposed.dp;
+    cost.mlp.comm.dp = (1 - share) * whole.comm.dp;
+    cost.mlp.exposed.dp = (1 - share) * whole.exposed.dp;
+  }
   return cost;
 }
 
@@ -471,6 +516,7 @@ namespace {
 /// Embedding (first stage) or output layer and loss (last stage).
 struct EdgeCost {
   double compute = 0;
+  double forward = 0; ///< The forward kernels among them.
   double tp = 0;      ///< The TP communication that blocks compute.
   double tpTotal = 0; ///< All of it, hidden or not.
 };
@@ -479,9 +525,14 @@ struct EdgeCost {
 static EdgeCost embeddingCost(const Context &c) {
   EdgeCost cost;
   double x = c.tokens * c.h;
-  // Gather rows (and dropout) forward, scatter-add the gradient backward.
+  // Gather rows (and dropout) forward, scatter-add the gradient backward:
+  // the IR's ops, forward and backward, or Megatron-LM's kernel.
   cost.compute =
-      streamTime((6 * c.e + (c.spec.dropout ? 1 : 0)) * x, c.cluster);
+      c.spec.irStreams
+          ? streamTime(3 * c.tokens * c.spec.irStreams->embedding.bytes(c.e),
+                       c.cluster)
+          : streamTime((6 * c.e + (c.spec.dropout ? 1 : 0)) * x, c.cluster);
+  cost.forward = cost.compute / 3; // A backward moves twice the bytes.
   if (c.plan.tp > 1) // Vocabulary-parallel lookup sums the partial rows.
     cost.tp = cost.tpTotal =
         c.coll(c.plan.sequenceParallel ? Collective::ReduceScatter
@@ -504,11 +555,26 @@ static EdgeCost outputCost(const Context &c, int64_t chunks) {
   LinearTimes logits =
       linearTimes(c.tokens / k, v / c.t, c.h, 1, c.type, c.cluster);
   logits = {k * logits.forward, k * logits.backward, k * logits.inputGrad};
-  // Final norm; cross-entropy reads fp16 logits into fp32 softmax and back.
+  // The final norm, forward and backward, and the loss: the IR's ops and
+  // the dtc.cross_entropy the step binds, or Megatron-LM's cross-entropy,
+  // which reads fp16 logits into an fp32 softmax and back.
   double logitElems = c.tokens * v / c.t;
-  cost.compute = logits.forward + logits.backward +
-                 streamTime(3 * 2 * c.e * x * c.rep, c.cluster) +
-                 streamTime(2 * (c.e + 4) * logitElems, c.cluster);
+  double streams;
+  if (c.spec.irStreams) {
+    KernelWork loss = kernelWork(
+        crossEntropyKernel(c.tokens, v / c.t, static_cast<int64_t>(c.e)));
+    streams =
+        3 * streamTime(c.tokens * c.spec.irStreams->output.bytes(c.e) * c.rep,
+                       c.cluster) +
+        kernelSeconds(loss, c.type, c.cluster) +
+        backwardKernelSeconds(loss, c.type, c.cluster);
+  } else {
+    streams = streamTime(3 * 2 * c.e * x * c.rep, c.cluster) +
+              streamTime(2 * (c.e + 4) * logitElems, c.cluster);
+  }
+  // A backward moves twice a streaming kernel's bytes.
+  cost.forward = logits.forward + streams / 3;
+  cost.compute = logits.forward + logits.backward + streams;
   if (c.plan.tp > 1) {
     double bytes = c.e * x;
     auto coll = [&](Collective kind) {
@@ -605,11 +671,10 @@ double dtc::optimizerStepSeconds(double shardParams, double elementBytes,
 /// The block's cost with the plan's TP row blocks, or the fastest that fits
 /// (dense TP only; the program leaves MoE layers whole); `chunks` receives
 /// the count.
-static BlockCost blockWithTpChunks(const Context &c, const LayerParams &params,
-                                   int64_t &chunks) {
+static BlockHalves blockWithTpChunks(const Context &c, int64_t &chunks) {
   const ParallelPlan &plan = c.plan;
   chunks = 1;
-  BlockCost block = blockCost(c, params, 1);
+  BlockHalves block = blockCost(c, 1);
   llvm::SmallVector<int64_t, 2> candidates{2, 4};
   if (plan.tpCommChunks)
     candidates.assign({plan.tpCommChunks});
@@ -618,8 +683,8 @@ static BlockCost blockWithTpChunks(const Context &c, const LayerParams &params,
   for (int64_t k : candidates) {
     if (k < 2 || !tpChunksFit(c, k))
       continue;
-    BlockCost split = blockCost(c, params, k);
-    if (plan.tpCommChunks || split.time() < block.time()) {
+    BlockHalves split = blockCost(c, k);
+    if (plan.tpCommChunks || split.whole().time() < block.whole().time()) {
       block = split;
       chunks = k;
     }
@@ -628,32 +693,115 @@ static BlockCost blockWithTpChunks(const Context &c, const LayerParams &params,
 }
 
 namespace {
-/// Each pipeline stage's share of the model: its layers, parameters and
-/// memory.
+/// The block halves a pipeline chunk, or all of a stage's chunks, runs.
+struct HalfCounts {
+  int64_t attention = 0, mlp = 0;
+  BlockCost of(const BlockHalves &block) const {
+    return block.attention * static_cast<double>(attention) +
+           block.mlp * static_cast<double>(mlp);
+  }
+  double of(double attentionPart, double whole) const {
+    return static_cast<double>(attention) * attentionPart +
+           static_cast<double>(mlp) * (whole - attentionPart);
+  }
+};
+} // namespace
+
+/// The halves of each of `chunks` pipeline chunks, cut where the pipeline
+/// pass cuts (chooseCuts in passes/training/Pipeline.cpp): at the points
+/// only the residual stream crosses (the embedding's end, each block half's
+/// start, the output layer's start), each chunk starting at the point whose
+/// forward FLOPs before it come closest to an even share, every chunk
+/// holding a unit. FLOPs counted as the IR's ops count them (OpCost.h):
+/// GEMMs and attention in full, one per element of the streaming ops.
+static llvm::SmallVector<HalfCounts> pipelineChunks(const TransformerSpec &spec,
+                                                    int64_t chunks) {
+  double s = static_cast<double>(spec.seqLen);
+  double h = static_cast<double>(spec.hidden);
+  double attnWidth = static_cast<double>(spec.heads * spec.headDim());
+  double kvWidth = static_cast<double>(spec.kvHeadCount() * spec.headDim());
+  double f = static_cast<double>(spec.ffn());
+  double attention = 2 * s * h * (attnWidth + 2 * kvWidth) +
+                     2 * s * attnWidth * h + 4 * s * s * attnWidth;
+  double mlp = blockForwardFlops(spec) - attention;
+  // Norms, residual adds and the activation, one FLOP per element.
+  attention += 3 * s * h;
+  mlp += 3 * s * h + s * f * (spec.gatedMlp ? 2 : 1);
+  double output = 2 * s * h * static_cast<double>(spec.vocab) + 2 * s * h;
+  // Units: the embedding, then each block's two halves, then the output.
+  const int64_t units = 2 * spec.layers + 2;
+  llvm::SmallVector<double> before(units + 1, 0);
+  for (int64_t u = 0; u < units; ++u) {
+    double work = u == 0           ? s * h
+                  : u == units - 1 ? output
+                  : u % 2          ? attention
+                                   : mlp;
+    before[u + 1] = before[u] + work;
+  }
+  llvm::SmallVector<int64_t> begin{0};
+  for (int64_t k = 1; k < chunks; ++k) {
+    double target =
+        before[units] * static_cast<double>(k) / static_cast<double>(chunks);
+    int64_t best = -1;
+    for (int64_t u = begin.back() + 1; u + (chunks - k) <= units; ++u)
+      if (best < 0 ||
+          std::abs(before[u] - target) < std::abs(before[best] - target))
+        best = u;
+    begin.push_back(best);
+  }
+  begin.push_back(units);
+  llvm::SmallVector<HalfCounts> result(chunks);
+  for (int64_t k = 0; k < chunks; ++k)
+    for (int64_t u = std::max<int64_t>(begin[k], 1);
+         u < std::min(begin[k + 1], units - 1); ++u)
+      ++(u % 2 ? result[k].attention : result[k].mlp);
+  return result;
+}
+
+/// Megatron-LM's chunks: whole layers, the extra ones on the first chunks.
+static llvm::SmallVector<HalfCounts>
+wholeLayerChunks(const TransformerSpec &spec, int64_t chunks) {
+  llvm::SmallVector<HalfCounts> result(chunks);
+  for (int64_t k = 0; k < chunks; ++k) {
+    int64_t layers = spec.layers / chunks + (k < spec.layers % chunks ? 1 : 0);
+    result[k] = {layers, layers};
+  }
+  return result;
+}
+
+namespace {
+/// Each pipeline stage's share of the model: its block halves, parameters
+/// and memory.
 class StageShares {
 public:
-  StageShares(const Context &c, const LayerParams &params)
-      : c(c), params(params),
+  StageShares(const Context &c)
+      : c(c), params(layerParamCount(c.spec, c.plan)),
+        attentionParams(attentionParamCount(c.spec, c.plan)),
         embeddingParams(static_cast<double>(c.spec.vocab) * c.h / c.t),
-        act(layerActivationBytes(c.spec, c.plan)) {}
-
-  // Layers per device: the sum of its chunks (stage, stage + p, ...).
-  // Uneven splits give the extra layers to the first chunks, whose
-  // embedding is cheap next to the last stage's output layer.
-  int64_t layersOn(int64_t stage) const {
-    int64_t p = c.plan.pp, chunks = p * c.plan.vpp, layers = 0;
-    for (int64_t chunk = stage; chunk < chunks; chunk += p)
-      layers +=
-          c.spec.layers / chunks + (chunk < c.spec.layers % chunks ? 1 : 0);
-    return layers;
+        act(layerActivationBytes(c.spec, c.plan)) {
+    int64_t p = c.plan.pp;
+    stages.resize(p);
+    // A device holds chunks stage, stage + p, ... (the interleaved
+    // placement).
+    int64_t chunks = p * c.plan.vpp;
+    for (auto [chunk, halves] :
+         llvm::enumerate(c.cluster.software == Software::Megatron
+                             ? wholeLayerChunks(c.spec, chunks)
+                             : pipelineChunks(c.spec, chunks))) {
+      HalfCounts &stage = stages[chunk % p];
+      stage.attention += halves.attention;
+      stage.mlp += halves.mlp;
+    }
   }
+
+  const HalfCounts &halvesOn(int64_t stage) const { return stages[stage]; }
 
   /// Parameters on one device of `stage`; `expert` receives the experts'.
   double paramsOn(int64_t stage, double &expert) const {
     int64_t p = c.plan.pp;
-    double layers = static_cast<double>(layersOn(stage));
-    expert = layers * params.expert;
-    double total = layers * params.total();
+    const HalfCounts &halves = stages[stage];
+    expert = halves.of(attentionParams.expert, params.expert);
+    double total = halves.of(attentionParams.total(), params.total());
     if (stage == 0)
       total += embeddingParams;
     if (stage == p - 1) {
@@ -681,8 +829,8 @@ public:
     mem.optimizer = states.optimizer;
     double inFlight = microBatchesInFlight(
         plan.schedule, p, plan.microBatches(), plan.vpp, stage);
-    double layers = static_cast<double>(layersOn(stage));
-    mem.activations = inFlight * layers * act.stored;
+    mem.activations =
+        inFlight * stages[stage].of(act.attentionStored, act.stored);
     if (stage == 0) // Embedding dropout mask.
       mem.activations += inFlight * mask * x * c.rep;
     if (stage == p - 1) // Final norm input; fp16 logits and fp32 softmax.
@@ -700,24 +848,26 @@ public:
 
 private:
   const Context &c;
-  const LayerParams &params;
+  LayerParams params, attentionParams;
   double embeddingParams;
   LayerActivations act;
+  llvm::SmallVector<HalfCounts, 8> stages;
 };
 } // namespace
 
 /// Once per step: the data-parallel reduction on stage 0 (its last backward
 /// ends the step), a tied embedding's sum and the optimizer step.
 static void addOncePerStep(const Context &c, const StageShares &shares,
-                           const BlockCost &block, StepCost &step) {
+                           StepCost &step) {
   const ParallelPlan &plan = c.plan;
   const int64_t p = plan.pp;
   double expert0 = 0;
   double params0 = shares.paramsOn(0, expert0);
   double dense0 = params0 - expert0;
-  double layers0 = static_cast<double>(shares.layersOn(0));
-  double lastBackward = layers0 * (block.backward + block.recompute);
-  double firstForward = layers0 * block.forward;
+  // Stage 0's last backward, recompute included, and its first forward.
+  const StageCost &first = step.stages.front();
+  double lastBackward = first.kernels - first.forward;
+  double firstForward = first.forward;
   DataParallelCost dpCost = dataParallelCost(
       plan, c.e * dense0, c.e * expert0, c.e, c.gradGroup, c.expertGradGroup,
       lastBackward, firstForward, c.cluster);
@@ -767,9 +917,8 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
   Context c(spec, plan, cluster);
   const int64_t p = plan.pp, v = plan.vpp;
   const double vd = static_cast<double>(v);
-  LayerParams params = layerParamCount(spec, plan);
   int64_t chunks = 1;
-  BlockCost block = blockWithTpChunks(c, params, chunks);
+  BlockHalves block = blockWithTpChunks(c, chunks);
   EdgeCost embed = embeddingCost(c), output = outputCost(c, chunks);
 
   // Pipeline p2p: the stage boundary activation, split over the TP ranks
@@ -782,20 +931,21 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
       p2p += c.coll(Collective::AllGather, bytes, c.tpGroup);
   }
 
-  StageShares shares(c, params);
+  StageShares shares(c);
   StepCost step;
   step.microBatches = plan.microBatches();
   step.chunksPerStage = v;
   step.tpCommChunks = chunks;
   for (int64_t i = 0; i < p; ++i) {
-    double layers = static_cast<double>(shares.layersOn(i));
+    BlockCost blocks = shares.halvesOn(i).of(block);
     StageCost stage;
-    stage.forward = layers * block.forward;
-    stage.kernels =
-        layers * (block.forward + block.backward + block.recompute) +
-        (i == 0 ? embed.compute : 0) + (i == p - 1 ? output.compute : 0);
-    stage.comm = block.comm * layers;
-    stage.exposed = block.exposed * layers;
+    stage.forward = blocks.forward + (i == 0 ? embed.forward : 0) +
+                    (i == p - 1 ? output.forward : 0);
+    stage.kernels = blocks.forward + blocks.backward + blocks.recompute +
+                    (i == 0 ? embed.compute : 0) +
+                    (i == p - 1 ? output.compute : 0);
+    stage.comm = blocks.comm;
+    stage.exposed = blocks.exposed;
     for (auto [edge, on] : {std::pair{&embed, i == 0}, {&output, i == p - 1}})
       if (on) {
         stage.comm.tp += edge->tpTotal;
@@ -807,7 +957,7 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
     stage.memory = shares.memoryOf(i);
     step.stages.push_back(stage);
   }
-  addOncePerStep(c, shares, block, step);
+  addOncePerStep(c, shares, step);
   setStepFlops(c, step);
   return composeStep(step, cluster, stages);
 }

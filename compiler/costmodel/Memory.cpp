@@ -57,14 +57,17 @@ LayerActivations dtc::layerActivationBytes(const TransformerSpec &spec,
   switch (plan.recompute) {
   case Recompute::None:
     result.stored = result.full;
+    result.attentionStored = attention + scores;
     break;
   case Recompute::Selective:
     // Recompute the attention core: its scores, never its inputs.
     result.stored = attention + mlp;
+    result.attentionStored = attention;
     result.working = scores;
     break;
   case Recompute::Full:
     result.stored = e * x * rep;
+    result.attentionStored = result.stored / 2;
     result.working = result.full;
     break;
   }
@@ -75,14 +78,10 @@ LayerParams dtc::layerParamCount(const TransformerSpec &spec,
                                  const ParallelPlan &plan) {
   double t = static_cast<double>(plan.tp);
   double h = static_cast<double>(spec.hidden);
-  double hd = static_cast<double>(spec.headDim());
-  double a = static_cast<double>(spec.heads);
-  double kv = static_cast<double>(spec.kvHeadCount());
   double f = static_cast<double>(spec.ffn());
   double mlpMatrices = spec.gatedMlp ? 3 : 2;
-  LayerParams params;
-  // QKV and output projection, split by TP; two norms replicated.
-  params.dense = h * (a + 2 * kv) * hd / t + a * hd * h / t + 4 * h;
+  LayerParams params = attentionParamCount(spec, plan);
+  params.dense += 2 * h; // The MLP's norm.
   if (spec.moe()) {
     params.dense += h * static_cast<double>(spec.experts); // Router.
     params.expert = static_cast<double>(spec.experts) /
@@ -90,6 +89,19 @@ LayerParams dtc::layerParamCount(const TransformerSpec &spec,
   } else {
     params.dense += mlpMatrices * h * f / t;
   }
+  return params;
+}
+
+LayerParams dtc::attentionParamCount(const TransformerSpec &spec,
+                                     const ParallelPlan &plan) {
+  double t = static_cast<double>(plan.tp);
+  double h = static_cast<double>(spec.hidden);
+  double hd = static_cast<double>(spec.headDim());
+  double a = static_cast<double>(spec.heads);
+  double kv = static_cast<double>(spec.kvHeadCount());
+  LayerParams params;
+  // QKV and output projection, split by TP; the norm replicated.
+  params.dense = h * (a + 2 * kv) * hd / t + a * hd * h / t + 2 * h;
   return params;
 }
 

@@ -17,7 +17,10 @@ namespace dtc {
 
 /// Bytes of one block for one micro-batch on one GPU.
 struct LayerActivations {
-  double stored = 0;  ///< Kept from forward to backward under the plan.
+  double stored = 0; ///< Kept from forward to backward under the plan.
+  /// The attention half's part of `stored` (the rest is the MLP half's):
+  /// a pipeline stage may start or end between them.
+  double attentionStored = 0;
   double working = 0; ///< Recomputed during its backward, then freed.
   double full = 0;    ///< Everything, as with no recompute.
 };
@@ -32,6 +35,9 @@ struct LayerParams {
 };
 LayerParams layerParamCount(const TransformerSpec &spec,
                             const ParallelPlan &plan);
+/// The attention half's part of them (its projections and norm).
+LayerParams attentionParamCount(const TransformerSpec &spec,
+                                const ParallelPlan &plan);
 
 /// Parameter elements of the model as a whole (unsharded).
 double totalParamCount(const TransformerSpec &spec);

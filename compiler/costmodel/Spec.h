@@ -22,6 +22,34 @@
 
 namespace dtc {
 
+/// Memory-bound ops (norms, adds, activations, layout copies) per token:
+/// float elements, priced at the plan's element size, and other bytes
+/// (indices, masks).
+struct StreamPerToken {
+  double floats = 0, other = 0;
+  double bytes(double elementBytes) const {
+    return floats * elementBytes + other;
+  }
+  StreamPerToken &operator+=(const StreamPerToken &o) {
+    floats += o.floats;
+    other += o.other;
+    return *this;
+  }
+};
+
+/// The streaming ops of a model's IR, which the program runs one kernel
+/// each: a block's attention and MLP halves (each split into what every
+/// tensor-parallel rank runs whole and what it runs a 1/tp part of, between
+/// the half's first and last GEMM), the embedding's and the output
+/// layer's.
+struct IrStreams {
+  struct Half {
+    StreamPerToken whole, split;
+  };
+  Half attention, mlp;
+  StreamPerToken embedding, output;
+};
+
 struct TransformerSpec {
   std::string name;
   int64_t layers = 0;
@@ -56,6 +84,10 @@ struct TransformerSpec {
   /// output projections (GPT-2/3, Megatron's GPT); modern LLMs have none.
   bool dropout = false;
   DType dtype = DType::BF16;
+  /// Read off the IR of a model dtc compiles (dense blocks only). Without
+  /// it (a config, a published run) the streaming ops and the loss are
+  /// priced as Megatron-LM's fused kernels.
+  std::optional<IrStreams> irStreams;
 
   int64_t kvHeadCount() const { return kvHeads ? kvHeads : heads; }
   int64_t ffn() const { return ffnHidden ? ffnHidden : 4 * hidden; }

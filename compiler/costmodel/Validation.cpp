@@ -31,7 +31,7 @@ dtc::loadMeasuredRuns(llvm::StringRef dataDir,
     row.measuredStepTimeS = run.measuredStepTimeS;
     if (run.set == CalibrationSet::SC21) {
       // The executed FLOPs do not depend on the constants being fitted.
-      auto cluster = lookupClusterPreset(row.clusterPreset, row.gpus);
+      auto cluster = clusterFor(row, nullptr);
       if (!cluster)
         return cluster.takeError();
       auto p = predict(row.spec, row.plan, *cluster);
@@ -52,7 +52,12 @@ dtc::loadMeasuredRuns(llvm::StringRef dataDir,
 llvm::Expected<Cluster> dtc::clusterFor(const CorpusRun &run,
                                         const FittedConstants *constants) {
   auto cluster = lookupClusterPreset(run.clusterPreset, run.gpus);
-  if (!cluster || !constants)
+  if (!cluster)
+    return cluster;
+  // Every measured run ran on Megatron-LM or a framework that splits its
+  // pipeline as it does.
+  cluster->software = Software::Megatron;
+  if (!constants)
     return cluster;
   auto it = constants->gemmPeakEfficiency.find(
       clusterPresetGeneration(run.clusterPreset).str());
@@ -114,6 +119,7 @@ CapacityVerdict dtc::capacityVerdict(const CapacityCase &c) {
     return v;
   }
   cluster->hbmBytes = usableHbmBytes(c.hbmGB);
+  cluster->software = Software::Megatron; // Published runs, as above.
   auto p = predict(c.spec, c.plan, *cluster);
   if (!p) {
     v.error = llvm::toString(p.takeError());

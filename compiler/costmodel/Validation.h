@@ -36,7 +36,7 @@ struct FittedConstants {
 };
 
 /// The preset of `run` sized to its GPUs, with `constants` (if any) in
-/// place of the compiled-in ones.
+/// place of the compiled-in ones, running Megatron-LM's software.
 llvm::Expected<Cluster> clusterFor(const CorpusRun &run,
                                    const FittedConstants *constants);
 

@@ -189,3 +189,14 @@ KernelDesc dtc::streamProbe(int64_t elements) {
   add.outputs.push_back({{elements}});
   return add;
 }
+
+KernelDesc dtc::crossEntropyKernel(double rows, double classes,
+                                   int64_t elementBytes) {
+  KernelDesc loss;
+  loss.op = "dtc.cross_entropy";
+  auto r = static_cast<int64_t>(rows), c = static_cast<int64_t>(classes);
+  loss.inputs.push_back({{r, c}, elementBytes});
+  loss.inputs.push_back({{r}, 8});
+  loss.outputs.push_back({{}, 4});
+  return loss;
+}

@@ -99,6 +99,12 @@ KernelDesc attentionProbe(int64_t batch, int64_t heads, int64_t seq,
                           int64_t headDim, bool causal, bool gradient);
 KernelDesc streamProbe(int64_t elements);
 
+/// The loss the training step binds to a model's logits (dtc-bind-loss):
+/// dtc.cross_entropy over `rows` x `classes` logits of `elementBytes`
+/// each and int64 labels, to one f32.
+KernelDesc crossEntropyKernel(double rows, double classes,
+                              int64_t elementBytes);
+
 } // namespace dtc
 
 #endif // DTC_RUNTIME_SUPPORT_KERNELWORK_H
