@@ -51,6 +51,9 @@ struct GraphPlanner::Profile {
     double flops = 0, modelFlops = 0;
     double activationBytes = 0; ///< Results the backward reads.
     bool comm = false;
+    /// A GEMM or attention: the partitioner keeps each, one for one, so
+    /// their order places a per-rank op against the unpartitioned cuts.
+    bool anchor = false;
     Collective collective = Collective::AllReduce;
     double commBytes = 0;
   };
@@ -76,6 +79,9 @@ struct GraphPlanner::Cuts {
   /// Per stage: bytes of the activation that crosses into it (0 for the
   /// first) and the elements of the parameters it reads.
   llvm::SmallVector<double> inputBytes, paramElements;
+  /// Elements of the parameters more than one stage reads (a tied
+  /// embedding): the stages sum their gradients once per step.
+  double sharedParamElements = 0;
   std::string error;
 };
 
@@ -206,6 +212,8 @@ GraphPlanner::profile(int64_t microBatch, int64_t tp) {
         priced.weightGrad = gemmTime(work.k, work.n, work.m, work.batch,
                                      request.dtype, cluster);
       priced.flops = work.flops;
+      priced.anchor = work.kind == KernelWork::Kind::Gemm ||
+                      work.kind == KernelWork::Kind::Attention;
       priced.modelFlops = work.modelFlops();
       for (const TensorDesc &t : kernelDescOf(&op, e).outputs)
         priced.activationBytes += t.bytes();
@@ -245,6 +253,7 @@ GraphPlanner::cuts(int64_t microBatch, int64_t pp) {
     int64_t e = dtypeBytes(request.dtype);
     c.begin = chosen->begin;
     c.begin.push_back(static_cast<unsigned>(ops.size()));
+    llvm::StringMap<int64_t> stagesReading;
     for (int64_t s = 0; s < pp; ++s) {
       mlir::Value input = chosen->input[s];
       c.inputBytes.push_back(
@@ -256,8 +265,13 @@ GraphPlanner::cuts(int64_t microBatch, int64_t pp) {
       for (unsigned i = c.begin[s]; i < c.begin[s + 1]; ++i)
         for (mlir::Value operand : ops[i]->getOperands())
           if (auto param = operand.getDefiningOp<d::ParameterOp>())
-            if (seen.insert(param.getName()).second)
-              elements += static_cast<double>(param.getType().getNumElements());
+            if (seen.insert(param.getName()).second) {
+              double size =
+                  static_cast<double>(param.getType().getNumElements());
+              elements += size;
+              if (++stagesReading[param.getName()] == 2)
+                c.sharedParamElements += size;
+            }
       c.paramElements.push_back(elements);
     }
   }
@@ -322,7 +336,9 @@ private:
   const bool full;
   GroupPlacement tpGroup, dpGroup, ppPair;
   double rankShare = 1;
-  double tpForward = 0, tpBackwardExposed = 0;
+  /// Per stage: its tensor-parallel collectives of one forward, and what
+  /// the backward's leave exposed.
+  llvm::SmallVector<double, 8> tpForward, tpBackwardExposed;
 };
 } // namespace
 
@@ -338,14 +354,41 @@ GraphStepPricer::GraphStepPricer(const GraphPlanRequest &request,
   rankShare = W.paramElements > 0 ? P.paramElements / W.paramElements : 1;
   // The tensor-parallel collectives of one micro-batch's forward; the
   // backward runs their transposes (an all-reduce's is an all-reduce, an
-  // all-gather's a reduce-scatter), priced alike. The backward's hide
-  // behind the weight-gradient GEMMs when the plan overlaps them.
-  for (const Profile::Op &op : P.ops)
-    if (op.comm)
-      tpForward +=
-          collectiveTime(op.collective, op.commBytes, tpGroup, cluster);
-  tpBackwardExposed =
-      plan.overlapTpComm ? std::max(0.0, tpForward - P.weightGrad) : tpForward;
+  // all-gather's a reduce-scatter), priced alike. When the plan overlaps
+  // them, each backward one hides behind the weight gradients of the GEMMs
+  // that open its segment (the ops since the previous collective), all but
+  // the last, whose partial result it sums: the column-parallel linears
+  // whose input gradient it reduces, as Megatron-LM overlaps them and the
+  // transformer cost model prices them.
+  // A collective belongs to the stage of the GEMM or attention before it.
+  llvm::SmallVector<int64_t, 8> anchorsBefore(plan.pp + 1, 0);
+  for (auto [i, op] : llvm::enumerate(W.ops))
+    if (op.anchor)
+      for (int64_t s = 0; s < plan.pp; ++s)
+        if (i < C.begin[s + 1])
+          ++anchorsBefore[s + 1];
+  tpForward.assign(plan.pp, 0);
+  tpBackwardExposed.assign(plan.pp, 0);
+  int64_t anchors = 0, stage = 0;
+  double segmentWgrad = 0, lastWgrad = 0;
+  for (const Profile::Op &op : P.ops) {
+    if (op.anchor) {
+      while (stage + 1 < plan.pp && anchors >= anchorsBefore[stage + 1])
+        ++stage;
+      ++anchors;
+    }
+    if (op.weightGrad > 0) {
+      segmentWgrad += lastWgrad;
+      lastWgrad = op.weightGrad;
+    }
+    if (!op.comm)
+      continue;
+    double time = collectiveTime(op.collective, op.commBytes, tpGroup, cluster);
+    tpForward[stage] += time;
+    tpBackwardExposed[stage] +=
+        plan.overlapTpComm ? std::max(0.0, time - segmentWgrad) : time;
+    segmentWgrad = lastWgrad = 0;
+  }
 }
 
 double GraphStepPricer::share(int64_t s, double Profile::Op::*field) const {
@@ -402,10 +445,9 @@ StageCost GraphStepPricer::stage(int64_t s) const {
   stage.forward = forward;
   stage.kernels = forward + backward + recompute;
   // A full recompute runs the forward's collectives again.
-  double tpShare = share(s, &Profile::Op::forward);
   double forwardPasses = full ? 2 : 1;
-  stage.comm.tp = (forwardPasses + 1) * tpForward * tpShare;
-  stage.exposed.tp = (forwardPasses * tpForward + tpBackwardExposed) * tpShare;
+  stage.comm.tp = (forwardPasses + 1) * tpForward[s];
+  stage.exposed.tp = forwardPasses * tpForward[s] + tpBackwardExposed[s];
   stage.comm.pp = stage.exposed.pp = p2pSeconds(s);
   stage.time = stage.kernels + stage.exposed.total();
   stage.memory = stageMemory(s);
@@ -434,6 +476,15 @@ void GraphStepPricer::addOncePerStep(StepCost &step) const {
   }
   step.comm.dp = dp.time;
   step.exposed.dp = dp.exposed;
+  // A parameter on two stages (a tied embedding): they sum its gradients,
+  // the first and last stage as the transformer cost model has it.
+  if (plan.pp > 1 && C.sharedParamElements > 0) {
+    GroupPlacement ends = placeGroup(
+        2, plan.stride(MeshAxis::PP) * (plan.pp - 1), cluster.gpusPerNode);
+    step.comm.pp = step.exposed.pp =
+        collectiveTime(Collective::AllReduce,
+                       e * C.sharedParamElements * rankShare, ends, cluster);
+  }
   // The replicated parameters' gradients, summed over tp once per step
   // (with dp's, behind the last backward when it overlaps). An upper
   // bound: a gradient the ranks computed alike needs no sum.

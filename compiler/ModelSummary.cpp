@@ -94,10 +94,10 @@ static StreamPerToken streamPerToken(Operation *op, double tokens) {
           (2 * one.bytes - two.bytes) / tokens};
 }
 
-/// The streaming ops of the first block's halves and of the edges, per
-/// token of the residual stream; none where the blocks or the point
-/// between a block's attention and MLP are not found.
-static std::optional<IrStreams> measureStreams(func::FuncOp main) {
+/// The kernels of the first block's halves and of the edges, streaming
+/// ones per token of the residual stream; none where the blocks or the
+/// point between a block's attention and MLP are not found.
+static std::optional<IrKernels> measureStreams(func::FuncOp main) {
   std::vector<TransformerBlock> blocks = findTransformerBlocks(main);
   if (blocks.empty())
     return std::nullopt;
@@ -121,27 +121,34 @@ static std::optional<IrStreams> measureStreams(func::FuncOp main) {
   }
   if (!mid || tokens <= 0)
     return std::nullopt;
-  auto half = [&](unsigned begin, unsigned end) {
+  IrKernels streams;
+  auto half = [&](unsigned begin, unsigned end, int &gemms) {
     std::optional<unsigned> firstGemm, lastGemm;
     for (unsigned i = begin; i < end; ++i)
       if (opWork(ops[i]).kind == KernelWork::Kind::Gemm) {
         firstGemm = firstGemm.value_or(i);
         lastGemm = i;
+        ++gemms;
       }
-    IrStreams::Half result;
+    IrKernels::Half result;
     for (unsigned i = begin; i < end; ++i) {
       bool split = firstGemm && i > *firstGemm && i < *lastGemm;
       (split ? result.split : result.whole) += streamPerToken(ops[i], tokens);
     }
     return result;
   };
-  IrStreams streams;
-  streams.attention = half(first.begin, *mid);
-  streams.mlp = half(*mid, first.end);
+  int attentionGemms = 0, mlpGemms = 0;
+  streams.attention = half(first.begin, *mid, attentionGemms);
+  streams.mlp = half(*mid, first.end, mlpGemms);
+  // Q, K, V and the output projection; gate, up and down.
+  streams.separateQkv = attentionGemms >= 4;
+  streams.separateGateUp = mlpGemms >= 3;
   for (unsigned i = 0; i < first.begin; ++i)
     streams.embedding += streamPerToken(ops[i], tokens);
   for (unsigned i = blocks.back().end; i < ops.size(); ++i)
     streams.output += streamPerToken(ops[i], tokens);
+  for (Operation *op : ops)
+    streams.modelFlopsPerToken += opWork(op).modelFlops() / tokens;
   return streams;
 }
 
@@ -222,7 +229,7 @@ llvm::Expected<TransformerSpec> extractTransformerSpec(ModuleOp module,
            !u->hasTrait<mlir::dtc::traits::RowLookup>();
   });
   if (!spec.moe())
-    spec.irStreams = measureStreams(main);
+    spec.irKernels = measureStreams(main);
   return spec;
 }
 } // namespace dtc

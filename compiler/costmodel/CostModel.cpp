@@ -54,6 +54,8 @@ static double blockForwardFlops(const TransformerSpec &spec) {
 }
 
 double dtc::trainingFlopsPerToken(const TransformerSpec &spec) {
+  if (spec.irKernels) // What the program computes, as its ops count it.
+    return 3 * spec.irKernels->modelFlopsPerToken;
   double s = static_cast<double>(spec.seqLen);
   if (s <= 0)
     return 0;
@@ -289,11 +291,24 @@ static void blockGemms(const Context &c, BlockKernels &k) {
     return LinearTimes{k.chunks * one.forward, k.chunks * one.backward,
                        k.chunks * one.inputGrad};
   };
-  k.qkv = tpLinear((a + 2 * kv) * hd / t, h);
+  auto sum = [](const LinearTimes &x, const LinearTimes &y) {
+    return LinearTimes{x.forward + y.forward, x.backward + y.backward,
+                       x.inputGrad + y.inputGrad};
+  };
+  // One GEMM each for Q, K and V, or for gate and up, where the IR has them.
+  const IrKernels *ir = spec.irKernels ? &*spec.irKernels : nullptr;
+  if (ir && ir->separateQkv) {
+    LinearTimes kOrV = tpLinear(kv * hd / t, h);
+    k.qkv = sum(tpLinear(a * hd / t, h), sum(kOrV, kOrV));
+  } else {
+    k.qkv = tpLinear((a + 2 * kv) * hd / t, h);
+  }
   k.proj = tpLinear(h, a * hd / t);
   double gateWidth = spec.gatedMlp ? 2 : 1;
   if (!spec.moe()) {
-    k.up = tpLinear(gateWidth * f / t, h);
+    k.up = ir && ir->separateGateUp && spec.gatedMlp
+               ? sum(tpLinear(f / t, h), tpLinear(f / t, h))
+               : tpLinear(gateWidth * f / t, h);
     k.down = tpLinear(h, f / t);
     return;
   }
@@ -458,13 +473,13 @@ static BlockHalves blockCost(const Context &c, int64_t chunks) {
   // half's norm and bias(-dropout)-residual add, the MLP's activation).
   double e = c.e, x = c.tokens * c.h, mask = spec.dropout ? 1 : 0;
   double attentionStream, mlpStream;
-  if (spec.irStreams) {
-    auto bytes = [&](const IrStreams::Half &half) {
+  if (spec.irKernels) {
+    auto bytes = [&](const IrKernels::Half &half) {
       return c.tokens *
              (half.whole.bytes(e) * c.rep + half.split.bytes(e) / c.t);
     };
-    attentionStream = bytes(spec.irStreams->attention);
-    mlpStream = bytes(spec.irStreams->mlp);
+    attentionStream = bytes(spec.irKernels->attention);
+    mlpStream = bytes(spec.irKernels->mlp);
   } else {
     attentionStream = 2 * e * x * c.rep + (3 * e + mask) * x * c.rep;
     mlpStream = attentionStream + (spec.gatedMlp ? 3 : 2) * e * c.tokens *
@@ -528,8 +543,8 @@ static EdgeCost embeddingCost(const Context &c) {
   // Gather rows (and dropout) forward, scatter-add the gradient backward:
   // the IR's ops, forward and backward, or Megatron-LM's kernel.
   cost.compute =
-      c.spec.irStreams
-          ? streamTime(3 * c.tokens * c.spec.irStreams->embedding.bytes(c.e),
+      c.spec.irKernels
+          ? streamTime(3 * c.tokens * c.spec.irKernels->embedding.bytes(c.e),
                        c.cluster)
           : streamTime((6 * c.e + (c.spec.dropout ? 1 : 0)) * x, c.cluster);
   cost.forward = cost.compute / 3; // A backward moves twice the bytes.
@@ -560,11 +575,11 @@ static EdgeCost outputCost(const Context &c, int64_t chunks) {
   // which reads fp16 logits into an fp32 softmax and back.
   double logitElems = c.tokens * v / c.t;
   double streams;
-  if (c.spec.irStreams) {
+  if (c.spec.irKernels) {
     KernelWork loss = kernelWork(
         crossEntropyKernel(c.tokens, v / c.t, static_cast<int64_t>(c.e)));
     streams =
-        3 * streamTime(c.tokens * c.spec.irStreams->output.bytes(c.e) * c.rep,
+        3 * streamTime(c.tokens * c.spec.irKernels->output.bytes(c.e) * c.rep,
                        c.cluster) +
         kernelSeconds(loss, c.type, c.cluster) +
         backwardKernelSeconds(loss, c.type, c.cluster);
@@ -921,14 +936,20 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
   BlockHalves block = blockWithTpChunks(c, chunks);
   EdgeCost embed = embeddingCost(c), output = outputCost(c, chunks);
 
-  // Pipeline p2p: the stage boundary activation, split over the TP ranks
-  // (scatter-gather, or SP) and re-gathered on NVLink.
+  // Pipeline p2p: the stage boundary activation. Megatron-LM splits it
+  // over the TP ranks (scatter-gather, or SP) and re-gathers it on NVLink;
+  // dtc's pipeline pass sends it whole from every TP rank (its boundary
+  // layout splits rows over the data axes only).
   double p2p = 0;
   if (p > 1) {
     double bytes = c.e * c.tokens * c.h;
-    p2p = c.coll(Collective::SendRecv, bytes / c.t, c.ppPair);
-    if (plan.tp > 1 && !plan.sequenceParallel)
-      p2p += c.coll(Collective::AllGather, bytes, c.tpGroup);
+    if (cluster.software == Software::Dtc) {
+      p2p = c.coll(Collective::SendRecv, bytes, c.ppPair);
+    } else {
+      p2p = c.coll(Collective::SendRecv, bytes / c.t, c.ppPair);
+      if (plan.tp > 1 && !plan.sequenceParallel)
+        p2p += c.coll(Collective::AllGather, bytes, c.tpGroup);
+    }
   }
 
   StageShares shares(c);

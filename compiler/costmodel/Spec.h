@@ -37,17 +37,23 @@ struct StreamPerToken {
   }
 };
 
-/// The streaming ops of a model's IR, which the program runs one kernel
-/// each: a block's attention and MLP halves (each split into what every
+/// The kernels of a model's IR, which the program runs one each, where
+/// they differ from Megatron-LM's fused ones: the streaming ops of a
+/// block's attention and MLP halves (each split into what every
 /// tensor-parallel rank runs whole and what it runs a 1/tp part of, between
-/// the half's first and last GEMM), the embedding's and the output
-/// layer's.
-struct IrStreams {
+/// the half's first and last GEMM), of the embedding and of the output
+/// layer; and whether the Q, K and V projections and the gate and up
+/// projections are separate GEMMs.
+struct IrKernels {
   struct Half {
     StreamPerToken whole, split;
   };
   Half attention, mlp;
   StreamPerToken embedding, output;
+  bool separateQkv = false, separateGateUp = false;
+  /// The forward's GEMM and attention FLOPs per token, heads included
+  /// (an MLM transform, a classifier on one token).
+  double modelFlopsPerToken = 0;
 };
 
 struct TransformerSpec {
@@ -87,7 +93,7 @@ struct TransformerSpec {
   /// Read off the IR of a model dtc compiles (dense blocks only). Without
   /// it (a config, a published run) the streaming ops and the loss are
   /// priced as Megatron-LM's fused kernels.
-  std::optional<IrStreams> irStreams;
+  std::optional<IrKernels> irKernels;
 
   int64_t kvHeadCount() const { return kvHeads ? kvHeads : heads; }
   int64_t ffn() const { return ffnHidden ? ffnHidden : 4 * hidden; }

@@ -38,6 +38,7 @@ protected:
     for (CalibrationRun &run : *runs) {
       auto cluster = lookupClusterPreset("a100-80g", run.gpus);
       ASSERT_TRUE(static_cast<bool>(cluster));
+      cluster->software = Software::Megatron; // What ran the runs.
       auto p = predict(run.spec, run.plan, *cluster);
       ASSERT_TRUE(static_cast<bool>(p))
           << run.label() << ": " << llvm::toString(p.takeError());

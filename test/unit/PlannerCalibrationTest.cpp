@@ -39,6 +39,7 @@ std::vector<Row> searchAll(bool modern) {
   for (CalibrationRun &run : *runs) {
     auto cluster = lookupClusterPreset("a100-80g", run.gpus);
     EXPECT_TRUE(static_cast<bool>(cluster));
+    cluster->software = Software::Megatron; // What ran the runs.
     auto published = predict(run.spec, run.plan, *cluster);
     EXPECT_TRUE(static_cast<bool>(published))
         << run.label() << ": " << llvm::toString(published.takeError());
