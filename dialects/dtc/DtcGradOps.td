@@ -129,6 +129,29 @@ def Dtc_AttentionGradOp
   }];
 }
 
+def Dtc_SelectiveScanGradOp
+    : Dtc_ShapedOp<"selective_scan_grad", [Dtc_SumsOverParallelLoops]> {
+  let summary = "Gradient of selective_scan: a, x and c gradients";
+  let description = [{
+    Operands as `dtc.selective_scan` plus the result's gradient
+    `grad [b, d, t]`; results have the shapes of `a`, `x` and `c`. Recomputes
+    the states `h` forward, then runs the recurrence backwards in time:
+    `g_t = grad_t * c_t + a_{t+1} * g_{t+1}` is `x_grad`, `a_grad_t = g_t *
+    h_{t-1}`, and `c_grad[b, t, n] = sum_d grad[b, d, t] * h_t[n]` sums over
+    the channels. Loops `(b, d, t, n)` as the forward op's, the state now
+    parallel (every result indexes it); `c_grad` is a partial sum when the
+    channels are split.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$a, Dtc_FloatTensor:$x,
+                   Dtc_FloatTensor:$c, Dtc_FloatTensor:$grad);
+  let results = (outs Dtc_FloatTensor:$a_grad, Dtc_FloatTensor:$x_grad,
+                      Dtc_FloatTensor:$c_grad);
+  let assemblyFormat = [{
+    $a `,` $x `,` $c `,` $grad attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
 def Dtc_EmbeddingGradOp
     : Dtc_ShapedOp<"embedding_grad", [Dtc_SumReductions, Dtc_RowLookup]> {
   let summary = "Gradient of embedding: scatter-add of rows into the table";

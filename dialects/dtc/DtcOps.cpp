@@ -69,6 +69,9 @@ static FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
   return result;
 }
 
+static LogicalResult verifyGradType(std::optional<Location> loc, Type grad,
+                                    Type expected, StringRef what);
+
 static std::string shapeString(ArrayRef<int64_t> shape) {
   std::string s = "[";
   llvm::raw_string_ostream os(s);
@@ -944,6 +947,105 @@ static SmallVector<AffineMap> normIndexingMaps(MLIRContext *ctx, int64_t rank,
   maps.append(numAffineOperands, trailing);
   maps.push_back(identity);
   return maps;
+}
+
+//===----------------------------------------------------------------------===//
+// SelectiveScanOp
+//===----------------------------------------------------------------------===//
+
+/// The result type of selective_scan(a, x, c): a [b, d, t, n], x of a's
+/// type, c [b, t, n] of a's element type -> [b, d, t].
+static FailureOr<RankedTensorType>
+selectiveScanResultType(std::optional<Location> loc, Type aType, Type xType,
+                        Type cType) {
+  auto a = asTensor(aType), c = asTensor(cType);
+  if (a.getRank() != 4)
+    return emitOptionalError(loc, "a must be [b, d, t, n], got ",
+                             shapeString(a.getShape()));
+  if (xType != aType)
+    return emitOptionalError(loc, "x type ", xType, " differs from a's ",
+                             aType);
+  ArrayRef<int64_t> s = a.getShape();
+  if (c.getElementType() != a.getElementType() ||
+      c.getShape() != ArrayRef<int64_t>{s[0], s[2], s[3]})
+    return emitOptionalError(loc, "c must be ", shapeString({s[0], s[2], s[3]}),
+                             " of ", a.getElementType(), ", got ", cType);
+  return RankedTensorType::get({s[0], s[1], s[2]}, a.getElementType());
+}
+
+LogicalResult SelectiveScanOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  auto type = selectiveScanResultType(loc, adaptor.getA().getType(),
+                                      adaptor.getX().getType(),
+                                      adaptor.getC().getType());
+  if (failed(type))
+    return failure();
+  types.push_back(*type);
+  return success();
+}
+
+/// Loops (b, d, t, n) of the scan: batch and channels parallel, the
+/// positions a scan (a reduction the result indexes, never split), the
+/// state `stateLoop` (a sum in the forward op, parallel in its gradient).
+static SmallVector<IteratorType> selectiveScanLoops(IteratorType stateLoop) {
+  return {IteratorType::parallel, IteratorType::parallel,
+          IteratorType::reduction, stateLoop};
+}
+
+/// a and x (b, d, t, n), c (b, t, n); then each of `results` maps.
+static SmallVector<AffineMap> selectiveScanMaps(MLIRContext *ctx,
+                                                ArrayRef<StringRef> results,
+                                                unsigned numOperands = 3) {
+  AffineExpr b, d, t, n;
+  bindDims(ctx, b, d, t, n);
+  auto full = AffineMap::get(4, 0, {b, d, t, n}, ctx);
+  auto perPosition = AffineMap::get(4, 0, {b, t, n}, ctx);
+  auto perChannel = AffineMap::get(4, 0, {b, d, t}, ctx);
+  SmallVector<AffineMap> maps = {full, full, perPosition};
+  if (numOperands == 4)
+    maps.push_back(perChannel);
+  for (StringRef r : results)
+    maps.push_back(r == "full" ? full : r == "c" ? perPosition : perChannel);
+  return maps;
+}
+
+SmallVector<IteratorType> SelectiveScanOp::getLoopIteratorTypes() {
+  return selectiveScanLoops(IteratorType::reduction);
+}
+
+SmallVector<AffineMap> SelectiveScanOp::getIndexingMaps() {
+  return selectiveScanMaps(getContext(), {"y"});
+}
+
+LogicalResult SelectiveScanOp::buildGradient(GradientBuilder &gb) {
+  auto grad = SelectiveScanGradOp::create(gb.b, gb.loc, getA(), getX(), getC(),
+                                          gb.grad());
+  gb.setGrads(grad, {0, 1, 2});
+  return success();
+}
+
+LogicalResult SelectiveScanGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &types) {
+  Type a = adaptor.getA().getType(), c = adaptor.getC().getType();
+  auto y = selectiveScanResultType(loc, a, adaptor.getX().getType(), c);
+  if (failed(y) ||
+      failed(verifyGradType(loc, adaptor.getGrad().getType(), *y, "result")))
+    return failure();
+  types.append({a, a, c});
+  return success();
+}
+
+SmallVector<IteratorType> SelectiveScanGradOp::getLoopIteratorTypes() {
+  return selectiveScanLoops(IteratorType::parallel);
+}
+
+// Operands (a, x, c, grad), results (a_grad, x_grad, c_grad): c_grad does
+// not index the channels it sums over.
+SmallVector<AffineMap> SelectiveScanGradOp::getIndexingMaps() {
+  return selectiveScanMaps(getContext(), {"full", "full", "c"}, 4);
 }
 
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,

@@ -358,6 +358,44 @@ def Dtc_CumSumOp : Dtc_ShardableOp<"cumsum", [SameOperandsAndResultType,
   let hasVerifier = 1;
 }
 
+def Dtc_SelectiveScanOp
+    : Dtc_ShapedOp<"selective_scan", [Dtc_MultiplyAdd, Dtc_Differentiable]> {
+  let summary = "Linear recurrence over positions read out by a projection "
+                "(Mamba's selective scan)";
+  let description = [{
+    `a [b, d, t, n]`, `x [b, d, t, n]`, `c [b, t, n]` -> `y [b, d, t]`: per
+    batch row and channel `d`, a state `h [n]` that starts at zero and runs
+    over the positions `t` in order,
+
+      h_t = a_t * h_{t-1} + x_t,    y_t = sum_n h_t[n] * c_t[n]
+
+    (Mamba's selective scan with the discretized `a = exp(delta * A)` and
+    `x = delta * B * u` given; Mamba2's scalar decay per head is `a`
+    broadcast over its channels). Loops `(b, d, t, n)`: the batch and the
+    channels are parallel, so tensor parallelism splits the channels with no
+    communication; the positions are a reduction the result also indexes (a
+    scan, as `dtc.cumsum`'s), never split; the state is a sum reduction (a
+    split of it leaves partial sums of `y`). The gradient is
+    `dtc.selective_scan_grad`, the same recurrence backwards in time.
+
+    ```mlir
+    %y = dtc.selective_scan %a, %x, %c
+        : (tensor<2x16x8x4xf32>, tensor<2x16x8x4xf32>, tensor<2x8x4xf32>)
+        -> tensor<2x16x8xf32>
+    ```
+  }];
+  let arguments = (ins Dtc_FloatTensor:$a, Dtc_FloatTensor:$x,
+                   Dtc_FloatTensor:$c);
+  let results = (outs Dtc_FloatTensor:$output);
+  let assemblyFormat = [{
+    $a `,` $x `,` $c attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// Only the state loop sums; the positions are a scan.
+    bool isSumReductionLoop(int64_t loop) { return loop == 3; }
+  }];
+}
+
 def Dtc_LayerNormOp : Dtc_ShapedOp<"layer_norm", [Dtc_Differentiable]> {
   let summary = "Layer normalization over the trailing dims from `axis`";
   let description = [{

@@ -1,4 +1,4 @@
-//===- Reduce.cpp - dtc.reduce_* operand checks ---------------------------===//
+//===- Reduce.cpp - dtc.reduce_*, cumsum, selective_scan operand checks ---===//
 
 #include "runtime/core/Reduce.h"
 
@@ -76,6 +76,40 @@ llvm::Expected<Scan> readCumSum(const KernelCall &call) {
     (d < axis ? s.outer : d > axis ? s.inner : s.length) *= in.shape[d];
   s.exclusive = call.flag("exclusive");
   s.reverse = call.flag("reverse");
+  return s;
+}
+
+llvm::Expected<SelectiveScan> readSelectiveScan(const KernelCall &call,
+                                                bool gradient) {
+  if (auto err = expectArity(call, gradient ? 4 : 3, gradient ? 3 : 1))
+    return std::move(err);
+  const TensorRef &a = call.input(0);
+  if (auto err = expectFloat(call, a, "a"))
+    return std::move(err);
+  if (a.rank() != 4)
+    return call.error("a must be [batch, channels, length, state], got rank " +
+                      llvm::Twine(a.rank()));
+  SelectiveScan s{a.shape[0], a.shape[1], a.shape[2], a.shape[3]};
+  llvm::SmallVector<int64_t, 4> full = {s.batch, s.channels, s.length, s.state},
+                                perPosition = {s.batch, s.length, s.state},
+                                perChannel = {s.batch, s.channels, s.length};
+  if (auto err = expectFloatShape(call, call.input(1), full, "x"))
+    return std::move(err);
+  if (auto err = expectFloatShape(call, call.input(2), perPosition, "c"))
+    return std::move(err);
+  if (!gradient) {
+    if (auto err = expectFloatShape(call, call.output(0), perChannel, "result"))
+      return std::move(err);
+    return s;
+  }
+  if (auto err = expectFloatShape(call, call.input(3), perChannel, "grad"))
+    return std::move(err);
+  if (auto err = expectFloatShape(call, call.output(0), full, "a_grad"))
+    return std::move(err);
+  if (auto err = expectFloatShape(call, call.output(1), full, "x_grad"))
+    return std::move(err);
+  if (auto err = expectFloatShape(call, call.output(2), perPosition, "c_grad"))
+    return std::move(err);
   return s;
 }
 

@@ -2,7 +2,8 @@
 //
 // The shapes of dtc.reduce_sum, reduce_mean and reduce_max, read and checked
 // once for every backend, with the input's dims collapsed into the groups
-// both backends' loops run over; and dtc.cumsum's scan.
+// both backends' loops run over; dtc.cumsum's scan; dtc.selective_scan's
+// shapes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,6 +44,19 @@ struct Scan {
 /// Reads `axis`, `exclusive` and `reverse` and checks that the result has
 /// the input's dtype and shape.
 llvm::Expected<Scan> readCumSum(const KernelCall &call);
+
+/// dtc.selective_scan and its gradient: a and x [batch, channels, length,
+/// state], c [batch, length, state], y [batch, channels, length], all
+/// row-major.
+struct SelectiveScan {
+  int64_t batch = 0, channels = 0, length = 0, state = 0;
+};
+
+/// Checks dtc.selective_scan's (a, x, c) -> y, or with `gradient`
+/// dtc.selective_scan_grad's (a, x, c, grad) -> (a_grad, x_grad, c_grad):
+/// float tensors of those shapes.
+llvm::Expected<SelectiveScan> readSelectiveScan(const KernelCall &call,
+                                                bool gradient);
 
 } // namespace dtc::runtime
 

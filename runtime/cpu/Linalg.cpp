@@ -4,7 +4,8 @@
 // m (a Linear on [b, s, k] activations), else one call per batch matrix.
 // Reductions collapse the shape to [outer, reduced, inner] when the reduced
 // dimensions are adjacent, and walk a general odometer otherwise; each output
-// element is accumulated by one thread in a fixed order.
+// element is accumulated by one thread in a fixed order. Running sums and
+// the selective scan run each line's positions in order on one thread.
 //
 //===----------------------------------------------------------------------===//
 
@@ -309,6 +310,99 @@ llvm::Error cumSumKernel(const KernelCall &call) {
   return llvm::Error::success();
 }
 
+/// dtc.selective_scan: one (batch, channel) line at a time, its state of
+/// `state` floats running over the positions in order.
+llvm::Error selectiveScanKernel(const KernelCall &call) {
+  llvm::Expected<SelectiveScan> shape = readSelectiveScan(call, false);
+  if (!shape)
+    return shape.takeError();
+  const SelectiveScan s = *shape;
+  F32In a(call.input(0)), x(call.input(1)), c(call.input(2));
+  F32Out y(call.output(0));
+  float *out = y.data();
+  parallelFor(s.batch * s.channels, 4 * s.length * s.state,
+              [&](int64_t begin, int64_t end) {
+                std::vector<float> h(s.state);
+                for (int64_t line = begin; line < end; ++line) {
+                  int64_t b = line / s.channels;
+                  std::fill(h.begin(), h.end(), 0.0f);
+                  for (int64_t t = 0; t < s.length; ++t) {
+                    int64_t at = (line * s.length + t) * s.state;
+                    const float *ct = c.data() + (b * s.length + t) * s.state;
+                    float acc = 0;
+                    for (int64_t n = 0; n < s.state; ++n) {
+                      h[n] = a[at + n] * h[n] + x[at + n];
+                      acc += h[n] * ct[n];
+                    }
+                    out[line * s.length + t] = acc;
+                  }
+                }
+              });
+  y.commit();
+  return llvm::Error::success();
+}
+
+/// dtc.selective_scan_grad: the states forward into a_grad's buffer, c_grad
+/// from them (a sum over the channels in order, per batch row and
+/// position), then the recurrence backwards in time, each a_grad_t written
+/// after h_t and h_{t-1} were read.
+llvm::Error selectiveScanGradKernel(const KernelCall &call) {
+  llvm::Expected<SelectiveScan> shape = readSelectiveScan(call, true);
+  if (!shape)
+    return shape.takeError();
+  const SelectiveScan s = *shape;
+  F32In a(call.input(0)), x(call.input(1)), c(call.input(2)), dy(call.input(3));
+  F32Out da(call.output(0)), dx(call.output(1)), dc(call.output(2));
+  float *hs = da.data();
+  int64_t lines = s.batch * s.channels, lineWork = 4 * s.length * s.state;
+  parallelFor(lines, lineWork, [&](int64_t begin, int64_t end) {
+    for (int64_t line = begin; line < end; ++line)
+      for (int64_t t = 0; t < s.length; ++t) {
+        int64_t at = (line * s.length + t) * s.state;
+        for (int64_t n = 0; n < s.state; ++n)
+          hs[at + n] =
+              a[at + n] * (t ? hs[at - s.state + n] : 0.0f) + x[at + n];
+      }
+  });
+  parallelFor(s.batch * s.length, 2 * s.channels * s.state,
+              [&](int64_t begin, int64_t end) {
+                for (int64_t row = begin; row < end; ++row) {
+                  int64_t b = row / s.length, t = row % s.length;
+                  float *out = dc.data() + row * s.state;
+                  std::fill(out, out + s.state, 0.0f);
+                  for (int64_t d = 0; d < s.channels; ++d) {
+                    int64_t line = b * s.channels + d;
+                    float g = dy[line * s.length + t];
+                    const float *h = hs + (line * s.length + t) * s.state;
+                    for (int64_t n = 0; n < s.state; ++n)
+                      out[n] += g * h[n];
+                  }
+                }
+              });
+  parallelFor(lines, lineWork, [&](int64_t begin, int64_t end) {
+    std::vector<float> carry(s.state);
+    for (int64_t line = begin; line < end; ++line) {
+      int64_t b = line / s.channels;
+      std::fill(carry.begin(), carry.end(), 0.0f);
+      for (int64_t t = s.length - 1; t >= 0; --t) {
+        int64_t at = (line * s.length + t) * s.state;
+        const float *ct = c.data() + (b * s.length + t) * s.state;
+        float g = dy[line * s.length + t];
+        for (int64_t n = 0; n < s.state; ++n) {
+          float total = g * ct[n] + carry[n];
+          dx.data()[at + n] = total;
+          hs[at + n] = total * (t ? hs[at - s.state + n] : 0.0f);
+          carry[n] = a[at + n] * total;
+        }
+      }
+    }
+  });
+  da.commit();
+  dx.commit();
+  dc.commit();
+  return llvm::Error::success();
+}
+
 } // namespace
 
 void registerLinalgKernels(KernelRegistry &registry) {
@@ -317,6 +411,8 @@ void registerLinalgKernels(KernelRegistry &registry) {
   registry.add("dtc.reduce_sum", reduceKernel<ReduceKind::Sum>);
   registry.add("dtc.reduce_mean", reduceKernel<ReduceKind::Mean>);
   registry.add("dtc.reduce_max", reduceKernel<ReduceKind::Max>);
+  registry.add("dtc.selective_scan", selectiveScanKernel);
+  registry.add("dtc.selective_scan_grad", selectiveScanGradKernel);
 }
 
 } // namespace dtc::runtime::cpu

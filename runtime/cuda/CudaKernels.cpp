@@ -388,6 +388,45 @@ Error shardSliceKernel(const KernelCall &call) {
 // Reductions, norms, losses
 //===----------------------------------------------------------------------===//
 
+/// Whether every input and output of `call` has input 0's dtype (the
+/// selective scan kernels read and write one dtype, as f32).
+bool oneDtype(const KernelCall &call) {
+  for (size_t i = 1; i < call.numInputs(); ++i)
+    if (call.input(i).dtype != call.input(0).dtype)
+      return false;
+  for (size_t i = 0; i < call.numOutputs(); ++i)
+    if (call.output(i).dtype != call.input(0).dtype)
+      return false;
+  return true;
+}
+
+Error selectiveScanKernel(const KernelCall &call) {
+  Expected<SelectiveScan> s = readSelectiveScan(call, false);
+  if (!s)
+    return s.takeError();
+  if (!oneDtype(call))
+    return call.error("operands of different dtypes");
+  return check(call,
+               ops::selectiveScan(code(call.input(0).dtype), call.input(0).data,
+                                  call.input(1).data, call.input(2).data,
+                                  call.output(0).data, s->batch, s->channels,
+                                  s->length, s->state));
+}
+
+Error selectiveScanGradKernel(const KernelCall &call) {
+  Expected<SelectiveScan> s = readSelectiveScan(call, true);
+  if (!s)
+    return s.takeError();
+  if (!oneDtype(call))
+    return call.error("operands of different dtypes");
+  return check(call, ops::selectiveScanGrad(
+                         code(call.input(0).dtype), call.input(0).data,
+                         call.input(1).data, call.input(2).data,
+                         call.input(3).data, call.output(0).data,
+                         call.output(1).data, call.output(2).data, s->batch,
+                         s->channels, s->length, s->state));
+}
+
 Error cumSumKernel(const KernelCall &call) {
   Expected<Scan> scan = readCumSum(call);
   if (!scan)
@@ -1101,6 +1140,8 @@ void registerCudaKernels(KernelRegistry &registry) {
   registry.add("dtc.gather_elements", gatherElementsKernel);
   registry.add("dtc.gather_elements_grad", gatherElementsGradKernel);
   registry.add("dtc.cumsum", cumSumKernel);
+  registry.add("dtc.selective_scan", selectiveScanKernel);
+  registry.add("dtc.selective_scan_grad", selectiveScanGradKernel);
   registry.add("dtc.reduce_sum", reduceKernel<ops::Reduce::Sum>);
   registry.add("dtc.reduce_mean", reduceKernel<ops::Reduce::Mean>);
   registry.add("dtc.reduce_max", reduceKernel<ops::Reduce::Max>);

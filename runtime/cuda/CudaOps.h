@@ -182,6 +182,18 @@ std::string reduce(Reduce kind, int dtype, const void *in, void *out,
 /// out (floats accumulate in f32, f64 in f64, integers in i64).
 std::string cumSum(int dtype, const void *in, void *out, int64_t outer,
                    int64_t length, int64_t inner, bool exclusive, bool reverse);
+/// dtc.selective_scan: a, x [batch, channels, length, state], c [batch,
+/// length, state] -> y [batch, channels, length], one dtype throughout
+/// (f32 accumulation), state at most 256.
+std::string selectiveScan(int dtype, const void *a, const void *x,
+                          const void *c, void *y, int64_t batch,
+                          int64_t channels, int64_t length, int64_t state);
+/// dtc.selective_scan_grad: (a, x, c, dy) -> (da, dx, dc); da's buffer holds
+/// the recomputed states until the backward pass overwrites them.
+std::string selectiveScanGrad(int dtype, const void *a, const void *x,
+                              const void *c, const void *dy, void *da, void *dx,
+                              void *dc, int64_t batch, int64_t channels,
+                              int64_t length, int64_t state);
 std::string softmax(int dtype, const void *in, void *out, int64_t outer,
                     int64_t size, int64_t inner);
 std::string softmaxGrad(int yDtype, const void *y, int dyDtype, const void *dy,

@@ -1,10 +1,12 @@
-//===- Reduce.cu - reduce_sum / reduce_mean / reduce_max ------------------===//
+//===- Reduce.cu - reductions, running sums and the selective scan --------===//
 //
-// [outer, count, inner] -> [outer, inner]. Long reductions over few outputs
+// reduce_sum / reduce_mean / reduce_max: [outer, count, inner] -> [outer,
+// inner]. Long reductions over few outputs
 // run in two passes (partials per chunk of `count`, then the partials), so
 // the whole device works on them. Accumulation is f32 for f32/bf16/f16
 // (like the CPU kernel), f64 for f64, int64 for integers; the order is fixed
-// by the launch shape, so results repeat run to run.
+// by the launch shape, so results repeat run to run. cumsum and
+// selective_scan run each line's positions in order on one thread.
 //
 //===----------------------------------------------------------------------===//
 
@@ -244,6 +246,127 @@ std::string cumSum(int dtype, const void *in, void *out, int64_t outer,
     return "cumsum: unsupported dtype";
   }
   return launched("cumsum kernel");
+}
+
+namespace {
+
+/// One thread per (batch, channel) line: its state (at most
+/// kMaxScanState floats) runs over the positions in order, summed against
+/// c into y at each, as the CPU kernel's.
+constexpr int64_t kMaxScanState = 256;
+
+__global__ void selectiveScanKernel(int dtype, const void *a, const void *x,
+                                    const void *c, void *y, int64_t lines,
+                                    int64_t channels, int64_t length,
+                                    int64_t state) {
+  float h[kMaxScanState];
+  for (int64_t line = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+       line < lines; line += int64_t(gridDim.x) * blockDim.x) {
+    int64_t b = line / channels;
+    for (int64_t n = 0; n < state; ++n)
+      h[n] = 0;
+    for (int64_t t = 0; t < length; ++t) {
+      int64_t at = (line * length + t) * state, ct = (b * length + t) * state;
+      float acc = 0;
+      for (int64_t n = 0; n < state; ++n) {
+        h[n] = loadF(a, dtype, at + n) * h[n] + loadF(x, dtype, at + n);
+        acc += h[n] * loadF(c, dtype, ct + n);
+      }
+      storeF(y, dtype, line * length + t, acc);
+    }
+  }
+}
+
+/// The gradient's first pass: one thread per (line, state) element writes
+/// its states h_t into `hs` (a_grad's buffer).
+__global__ void scanStatesKernel(int dtype, const void *a, const void *x,
+                                 void *hs, int64_t elements, int64_t length,
+                                 int64_t state) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < elements;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t line = i / state, n = i % state;
+    float h = 0;
+    for (int64_t t = 0; t < length; ++t) {
+      int64_t at = (line * length + t) * state + n;
+      h = loadF(a, dtype, at) * h + loadF(x, dtype, at);
+      storeF(hs, dtype, at, h);
+    }
+  }
+}
+
+/// c_grad[b, t, n] = sum over the channels of grad[b, d, t] * h[b, d, t, n],
+/// in channel order: one thread per (b, t, n).
+__global__ void scanCGradKernel(int dtype, const void *hs, const void *dy,
+                                void *dc, int64_t elements, int64_t channels,
+                                int64_t length, int64_t state) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < elements;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t n = i % state, t = (i / state) % length, b = i / (state * length);
+    float acc = 0;
+    for (int64_t d = 0; d < channels; ++d) {
+      int64_t line = b * channels + d;
+      acc += loadF(dy, dtype, line * length + t) *
+             loadF(hs, dtype, (line * length + t) * state + n);
+    }
+    storeF(dc, dtype, i, acc);
+  }
+}
+
+/// The recurrence backwards in time, one thread per (line, state) element:
+/// x_grad_t = grad_t * c_t + a_{t+1} * x_grad_{t+1}, a_grad_t = x_grad_t *
+/// h_{t-1}, written over h_t after h_{t-1} is read.
+__global__ void scanReverseKernel(int dtype, const void *a, const void *c,
+                                  const void *dy, void *hs, void *dx,
+                                  int64_t elements, int64_t channels,
+                                  int64_t length, int64_t state) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < elements;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t line = i / state, n = i % state, b = line / channels;
+    float carry = 0;
+    for (int64_t t = length - 1; t >= 0; --t) {
+      int64_t at = (line * length + t) * state + n;
+      float total = loadF(dy, dtype, line * length + t) *
+                        loadF(c, dtype, (b * length + t) * state + n) +
+                    carry;
+      storeF(dx, dtype, at, total);
+      float previous = t ? loadF(hs, dtype, at - state) : 0.0f;
+      storeF(hs, dtype, at, total * previous);
+      carry = loadF(a, dtype, at) * total;
+    }
+  }
+}
+
+} // namespace
+
+std::string selectiveScan(int dtype, const void *a, const void *x,
+                          const void *c, void *y, int64_t batch,
+                          int64_t channels, int64_t length, int64_t state) {
+  int64_t lines = batch * channels;
+  if (lines == 0 || length == 0)
+    return "";
+  if (state > kMaxScanState)
+    return "selective_scan: state size above 256";
+  selectiveScanKernel<<<blocksFor(lines, 128), 128, 0, computeStream()>>>(
+      dtype, a, x, c, y, lines, channels, length, state);
+  return launched("selective_scan kernel");
+}
+
+std::string selectiveScanGrad(int dtype, const void *a, const void *x,
+                              const void *c, const void *dy, void *da, void *dx,
+                              void *dc, int64_t batch, int64_t channels,
+                              int64_t length, int64_t state) {
+  int64_t elements = batch * channels * state;
+  if (elements == 0 || length == 0)
+    return "";
+  cudaStream_t s = computeStream();
+  scanStatesKernel<<<blocksFor(elements), 256, 0, s>>>(dtype, a, x, da,
+                                                       elements, length, state);
+  int64_t cElements = batch * length * state;
+  scanCGradKernel<<<blocksFor(cElements), 256, 0, s>>>(
+      dtype, da, dy, dc, cElements, channels, length, state);
+  scanReverseKernel<<<blocksFor(elements), 256, 0, s>>>(
+      dtype, a, c, dy, da, dx, elements, channels, length, state);
+  return launched("selective_scan_grad kernels");
 }
 
 } // namespace dtc::cuda

@@ -149,6 +149,12 @@ KernelWork dtc::kernelWork(const KernelDesc &op) {
   w.kind = KernelWork::Kind::Stream;
   for (const TensorDesc &t : op.outputs)
     w.flops += t.elements();
+  if (name == "dtc.selective_scan" || name == "dtc.selective_scan_grad") {
+    // Per element of the state [b, d, t, n]: h = a * h + x and y += h * c
+    // (4); the gradient recomputes h (2), sums c's gradient (2) and runs
+    // the reverse recurrence (5).
+    w.flops = (name == "dtc.selective_scan" ? 4 : 9) * in0.elements();
+  }
   w.executedFlops = w.flops;
   if (name == "dtc.embedding" || name == "dtc.slice" ||
       name == "dtc.shard_slice" || name == "dtc.gather_elements") {

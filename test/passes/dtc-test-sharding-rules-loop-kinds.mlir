@@ -43,3 +43,17 @@ func.func @kinds(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %l: tensor<4x8x32xf3
   %e = dtc.exp %x : tensor<4x8xf32>
   return
 }
+
+// Mamba's scan, loops (b, d, t, n): batch and channels split freely, the
+// positions are a scan (never split), the state a sum of the readout. Its
+// gradient makes the state parallel and sums c's gradient over the
+// channels.
+// CHECK-LABEL: func.func @scan
+func.func @scan(%a: tensor<2x6x8x4xf32>, %c: tensor<2x8x4xf32>, %dy: tensor<2x6x8xf32>) {
+  // CHECK: dtc.selective_scan {{.*}}dtc.loop_kinds = ["parallel", "parallel", "max-like", "sum"]
+  // CHECK-NOT: dtc.sums_over_parallel_loops
+  %y = dtc.selective_scan %a, %a, %c : (tensor<2x6x8x4xf32>, tensor<2x6x8x4xf32>, tensor<2x8x4xf32>) -> tensor<2x6x8xf32>
+  // CHECK: dtc.selective_scan_grad {{.*}}dtc.loop_kinds = ["parallel", "parallel", "max-like", "parallel"]{{.*}}dtc.sums_over_parallel_loops
+  %g:3 = dtc.selective_scan_grad %a, %a, %c, %dy : (tensor<2x6x8x4xf32>, tensor<2x6x8x4xf32>, tensor<2x8x4xf32>, tensor<2x6x8xf32>) -> (tensor<2x6x8x4xf32>, tensor<2x6x8x4xf32>, tensor<2x8x4xf32>)
+  return
+}

@@ -951,6 +951,28 @@ TEST_F(CudaKernel, CumSum) {
     }
 }
 
+TEST_F(CudaKernel, SelectiveScanAndGradient) {
+  // 2 x 6 lines of 33 positions, state 5; decays in (0, 1).
+  Tensor a = randomTensor(F32, {2, 6, 33, 5}, 0.5, 1, 68),
+         x = randomTensor(F32, {2, 6, 33, 5}, -1, 1, 69),
+         c = randomTensor(F32, {2, 33, 5}, -1, 1, 70);
+  Case("dtc.selective_scan")
+      .in(a)
+      .in(x)
+      .in(c)
+      .out(F32, {2, 6, 33})
+      .check(1e-5, 1e-4);
+  Case("dtc.selective_scan_grad")
+      .in(a)
+      .in(x)
+      .in(c)
+      .in(randomTensor(F32, {2, 6, 33}, -1, 1, 71))
+      .out(F32, {2, 6, 33, 5})
+      .out(F32, {2, 6, 33, 5})
+      .out(F32, {2, 33, 5})
+      .check(1e-5, 1e-4);
+}
+
 TEST_F(CudaKernel, EmbeddingIdOutOfRangeIsReported) {
   Tensor bad(I64, {2});
   bad.as<int64_t>()[0] = 1;

@@ -610,6 +610,17 @@ TEST_F(GradientKernelTest, CumSumMatchesRunningSums) {
   }
 }
 
+TEST_F(GradientKernelTest, SelectiveScanMatchesTheRecurrence) {
+  // One line of 3 positions and 2 state dims, written out: h_0 = [1, 1],
+  // y_0 = 1 + 1; h_1 = [0.5 + 2, 1 + 1], y_1 = 2.5 * 1 + 2 * 0; h_2 =
+  // [1.25 + 4, 2 + 1], y_2 = 5.25 * 0 + 3 * 2.
+  Vec a = {0.5, 1, 0.5, 1, 0.5, 1}, x = {1, 1, 2, 1, 4, 1},
+      c = {1, 1, 1, 0, 0, 2};
+  checkForward(Op("dtc.selective_scan"),
+               {f32({1, 1, 3, 2}, a), f32({1, 1, 3, 2}, x), f32({1, 3, 2}, c)},
+               {1, 1, 3}, {2, 2.5, 6});
+}
+
 TEST_F(GradientKernelTest, EmbeddingGradRejectsOutOfRangeIds) {
   std::string message = errorOf(Op("dtc.embedding_grad").i("num_rows", 3),
                                 {f32({2, 2}, {1, 2, 3, 4}), i64({2}, {0, 3})},

@@ -591,6 +591,17 @@ TEST(Gradient, CumSum) {
   %out = dtc.tanh %0 : tensor<2x5xf32>)",
                   "tensor<2x5xf32>"});
 }
+// Mamba's scan over 5 positions with decays in (0, 1) (a sigmoid, as
+// exp(delta * A) with A < 0): a, x and c each get their gradient from
+// dtc.selective_scan_grad's reverse-time recurrence, checked against the
+// forward kernel's finite differences.
+TEST(Gradient, SelectiveScan) {
+  checkGradients({"%arg0: tensor<2x3x5x4xf32>, %arg1: tensor<2x3x5x4xf32>, "
+                  "%arg2: tensor<2x5x4xf32>",
+                  R"(  %a = dtc.sigmoid %arg0 : tensor<2x3x5x4xf32>
+  %out = dtc.selective_scan %a, %arg1, %arg2 : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x3x5xf32>)",
+                  "tensor<2x3x5xf32>"});
+}
 TEST(Gradient, CumSumExclusiveReverse) {
   checkGradients({"%arg0: tensor<4x3xf32>",
                   "  %out = dtc.cumsum %arg0 {axis = 0 : i64, exclusive, "
