@@ -79,6 +79,7 @@ LogicalResult raiseIdioms(Operation *op) {
   populateRaiseGeluPatterns(patterns);
   populateRaiseAttentionPatterns(patterns);
   populateRaiseNormPatterns(patterns);
+  populateRaiseScanPatterns(patterns);
   if (failed(applyPatternsGreedily(op, std::move(patterns))))
     return failure();
   SmallVector<Location> unraised = findUnraisedAttention(op);

@@ -26,6 +26,10 @@ void populateRaiseAttentionPatterns(mlir::RewritePatternSet &patterns);
 /// rms_norm, layer_norm, silu and attention with fewer kv heads.
 void populateRaiseNormPatterns(mlir::RewritePatternSet &patterns);
 
+/// Mamba's selective scan unrolled over the positions (h_i = a_i * h_{i-1}
+/// + x_i, each read out against c_i, stacked) -> dtc.selective_scan.
+void populateRaiseScanPatterns(mlir::RewritePatternSet &patterns);
+
 /// Applies all sets to `op` (a module or function) until nothing changes,
 /// then records on `op` the attention left unraised (`softmax(...) @ v`
 /// that dtc.attention cannot express, ModernBERT's bidirectional local

@@ -35,8 +35,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iostream>
 #include <optional>
 #include <set>
 
@@ -360,3 +362,60 @@ INSTANTIATE_TEST_SUITE_P(Matrix, CompatRow, testing::ValuesIn(compatCases()),
                          caseName);
 
 } // namespace
+
+// Mamba's selective scan, which the exporter unrolls over the positions,
+// raised to one dtc.selective_scan per layer (RaiseScan.cpp) against the
+// unrolled ops it replaces, imported with raising off: the same logits on
+// the CPU runtime for the same token ids, and the scan no longer grows
+// with the sequence (the unrolled import has one multiply-add step and one
+// readout matmul per position and layer).
+TEST(SelectiveScanRaise, MambaMatchesTheUnrolledScan) {
+  const std::string path = kModels + "/oracle/mamba-clm.onnx";
+  constexpr int64_t kBatch = 2, kSeq = 8, kVocab = 64, kLayers = 2;
+  rt::Tensor ids(rt::DType::I64, {kBatch, kSeq});
+  for (int64_t i = 0; i < kBatch * kSeq; ++i)
+    ids.as<int64_t>()[i] = (i * 37 + 11) % kVocab;
+  std::vector<rt::Tensor> logits;
+  for (bool raise : {false, true}) {
+    dx::ImportOptions options;
+    options.batch = kBatch;
+    options.seqLen = kSeq;
+    options.raiseIdioms = raise;
+    mlir::MLIRContext ctx;
+    auto module = dx::importOnnxFile(path, options, ctx);
+    ASSERT_TRUE(static_cast<bool>(module))
+        << llvm::toString(module.takeError());
+    int64_t ops = 0, scans = 0, matmuls = 0;
+    (**module).walk([&](mlir::Operation *op) {
+      if (op->getDialect() && op->getDialect()->getNamespace() == "dtc") {
+        ++ops;
+        scans += mlir::isa<mlir::dtc::SelectiveScanOp>(op);
+        matmuls += mlir::isa<mlir::dtc::MatmulOp>(op);
+      }
+    });
+    std::cout << "[ scan ] mamba-clm seq " << kSeq
+              << (raise ? " raised: " : " unrolled: ") << ops << " dtc ops, "
+              << matmuls << " matmuls, " << scans << " selective_scan\n";
+    EXPECT_EQ(scans, raise ? kLayers : 0);
+    if (raise) // The readout matmuls are gone, one per position and layer.
+      EXPECT_LE(matmuls, 5 * kLayers + 1);
+    else
+      EXPECT_GE(matmuls, kSeq * kLayers);
+    auto outputs = ::dtc::test::runOnCpu(**module, "main", {ids},
+                                         readParameters(path, **module));
+    ASSERT_TRUE(static_cast<bool>(outputs))
+        << llvm::toString(outputs.takeError());
+    logits.push_back(std::move((*outputs)[0]));
+  }
+  ASSERT_EQ(logits[0].numElements(), logits[1].numElements());
+  double worst = 0, scale = 0;
+  for (int64_t i = 0; i < logits[0].numElements(); ++i) {
+    double unrolled = logits[0].as<float>()[i],
+           raised = logits[1].as<float>()[i];
+    worst = std::max(worst, std::fabs(raised - unrolled));
+    scale = std::max(scale, std::fabs(unrolled));
+  }
+  std::cout << "[ scan ] raised vs unrolled logits: " << worst / scale
+            << " relative\n";
+  EXPECT_LE(worst, 1e-5 * scale);
+}
