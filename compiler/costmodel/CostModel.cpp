@@ -757,11 +757,18 @@ static llvm::SmallVector<HalfCounts> pipelineChunks(const TransformerSpec &spec,
   for (int64_t k = 1; k < chunks; ++k) {
     double target =
         before[units] * static_cast<double>(k) / static_cast<double>(chunks);
-    int64_t best = -1;
-    for (int64_t u = begin.back() + 1; u + (chunks - k) <= units; ++u)
-      if (best < 0 ||
-          std::abs(before[u] - target) < std::abs(before[best] - target))
-        best = u;
+    // The FLOPs before a unit only grow: the closest start is at the
+    // target or just before it (the earlier on a tie, as chooseCuts
+    // takes), within the starts that leave a unit to every later chunk.
+    int64_t lo = begin.back() + 1, hi = units - (chunks - k);
+    int64_t best =
+        std::lower_bound(before.begin() + lo, before.begin() + hi + 1, target) -
+        before.begin();
+    if (best > hi)
+      best = hi;
+    else if (best > lo && std::abs(before[best - 1] - target) <=
+                              std::abs(before[best] - target))
+      --best;
     begin.push_back(best);
   }
   begin.push_back(units);
