@@ -125,6 +125,20 @@ static llvm::Error validateOptions(const CompileOptions &o) {
       *o.recompute != "full")
     return badInput("--recompute: must be none, selective or full, got '{0}'",
                     *o.recompute);
+  if (o.schedule && !parseSchedule(*o.schedule))
+    return badInput("--schedule: must be one of {0}, got '{1}'",
+                    scheduleNames(), *o.schedule);
+  if (o.schedule && parseSchedule(*o.schedule) == Schedule::Interleaved &&
+      o.vpp && *o.vpp < 2)
+    return badInput("--schedule interleaved needs --vpp 2 or more");
+  if (o.schedule && *parseSchedule(*o.schedule) != Schedule::Interleaved &&
+      o.vpp && *o.vpp > 1)
+    return badInput("--schedule {0} runs one model chunk per stage; --vpp {1} "
+                    "needs --schedule interleaved",
+                    *o.schedule, *o.vpp);
+  if (o.schedule && o.pp && *o.pp < 2 &&
+      *parseSchedule(*o.schedule) != Schedule::OneFOneB)
+    return badInput("--schedule {0} needs --pp 2 or more", *o.schedule);
   if (!o.emit.empty() && o.emit != "imported" && o.emit != "sharded" &&
       o.emit != "partitioned" && o.emit != "program")
     return badInput(
@@ -205,6 +219,8 @@ static PlanRequest makePlanRequest(const CompileOptions &o,
   pins.dataRows = o.fixedDataRows;
   if (o.recompute)
     pins.recompute = parseRecompute(*o.recompute);
+  if (o.schedule)
+    pins.schedule = parseSchedule(*o.schedule);
   // The program overlaps what the cost model assumes it does.
   ParallelPlan &execution = request.execution;
   execution.overlapGradReduce = execution.overlapTpComm =
@@ -323,8 +339,8 @@ trainingStepOptionsFor(const CompileOptions &o, const ParallelPlan &plan,
     t.gradBucketBytes =
         std::max<int64_t>(1, static_cast<int64_t>(o.gradBucketMb * (1 << 20)));
     // Interleaving is 1F1B with virtual stages.
-    t.schedule =
-        plan.schedule == Schedule::GPipe ? Schedule::GPipe : Schedule::OneFOneB;
+    t.schedule = plan.schedule == Schedule::Interleaved ? Schedule::OneFOneB
+                                                        : plan.schedule;
   }
   // Recompute hook (docs/recompute.md).
   t.recompute = searched ? plan.recompute
@@ -432,6 +448,7 @@ static void addStageDetails(llvm::json::Object &plan,
     const MemoryBreakdown &m = detail.memory;
     (*object)["time_per_micro_batch_s"] = detail.timeS;
     (*object)["forward_per_micro_batch_s"] = detail.forwardS;
+    (*object)["weight_grad_per_micro_batch_s"] = detail.weightS;
     (*object)["memory_bytes"] = m.total();
     (*object)["memory_breakdown"] = llvm::json::Object{
         {"params", m.params},       {"grads", m.grads},

@@ -37,6 +37,8 @@ struct CompileOptions {
   std::string dtype = "bf16";
   std::optional<int64_t> tp, pp, dp, cp, ep, vpp, zero, microBatch;
   std::optional<std::string> recompute;
+  /// --schedule: a scheduleName() (ParallelPlan.h).
+  std::optional<std::string> schedule;
   std::optional<std::string> sequenceParallel; ///< "on" or "off"
   /// The mesh's axis order, outermost first ("pp,dp,cp,tp"); unset: the
   /// planner's choice.

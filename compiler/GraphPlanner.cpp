@@ -443,6 +443,9 @@ StageCost GraphStepPricer::stage(int64_t s) const {
   double backward = P.backward * share(s, &Profile::Op::backward);
   double recompute = full ? P.recompute * share(s, &Profile::Op::recompute) : 0;
   stage.forward = forward;
+  // The weight gradient (W, which zero-bubble schedules defer): the
+  // weight-gradient GEMMs of the stage's share.
+  stage.weightGrad = P.weightGrad * share(s, &Profile::Op::weightGrad);
   stage.kernels = forward + backward + recompute;
   // A full recompute runs the forward's collectives again.
   double forwardPasses = full ? 2 : 1;
@@ -544,6 +547,7 @@ GraphPlanner::predict(const ParallelPlan &plan,
   GraphStepPricer pricer(request, plan, **tpProfile, **whole, **stageCuts);
   StepCost step;
   step.microBatches = m;
+  step.schedule = plan.schedule;
   for (int64_t s = 0; s < p; ++s)
     step.stages.push_back(pricer.stage(s));
   pricer.addOncePerStep(step);
@@ -628,7 +632,8 @@ llvm::Expected<PlanResult> GraphPlanner::search(const SearchOptions &options) {
             plan.globalBatch = global;
             plan.recompute = recompute;
             plan.sequenceParallel = false;
-            plan.schedule = Schedule::OneFOneB;
+            plan.schedule = pp > 1 ? pins.schedule.value_or(Schedule::OneFOneB)
+                                   : Schedule::OneFOneB;
             plan.tpCommChunks = 1;
             ++result.plansConsidered;
             ++result.candidatesEvaluated;

@@ -171,17 +171,22 @@ struct BlockCost {
   double forward = 0;   ///< Kernels of the forward.
   double backward = 0;  ///< Kernels of the backward.
   double recompute = 0; ///< Kernels re-run before the backward.
-  CommTimes comm;       ///< Issued.
-  CommTimes exposed;    ///< On the critical path.
+  /// The weight-gradient GEMMs among the backward kernels (W: what the
+  /// zero-bubble schedules defer; the rest of the backward is B).
+  double weightGrad = 0;
+  CommTimes comm;    ///< Issued.
+  CommTimes exposed; ///< On the critical path.
   double time() const {
     return forward + backward + recompute + exposed.total();
   }
   BlockCost operator*(double k) const {
-    return {k * forward, k * backward, k * recompute, comm * k, exposed * k};
+    return {k * forward,    k * backward, k * recompute,
+            k * weightGrad, comm * k,     exposed * k};
   }
   BlockCost operator+(const BlockCost &o) const {
-    return {forward + o.forward, backward + o.backward, recompute + o.recompute,
-            comm + o.comm, exposed + o.exposed};
+    return {forward + o.forward,     backward + o.backward,
+            recompute + o.recompute, weightGrad + o.weightGrad,
+            comm + o.comm,           exposed + o.exposed};
   }
 };
 
@@ -497,6 +502,13 @@ static BlockHalves blockCost(const Context &c, int64_t chunks) {
   cost.attention.backward += g.coreBackward;
   kernels(cost.mlp, g.up.forward + g.down.forward + g.router.forward,
           g.up.backward + g.down.backward + g.router.backward, mlpStream);
+  // The weight-gradient GEMMs (W, which zero-bubble schedules defer).
+  auto weightGrad = [](const LinearTimes &t) {
+    return t.backward - t.inputGrad;
+  };
+  cost.attention.weightGrad = weightGrad(g.qkv) + weightGrad(g.proj);
+  cost.mlp.weightGrad =
+      weightGrad(g.up) + weightGrad(g.down) + weightGrad(g.router);
   for (BlockCost *half : {&cost.attention, &cost.mlp})
     if (plan.recompute == Recompute::Full)
       half->recompute = half->forward;
@@ -963,12 +975,14 @@ llvm::Expected<Prediction> dtc::predict(const TransformerSpec &spec,
   StepCost step;
   step.microBatches = plan.microBatches();
   step.chunksPerStage = v;
+  step.schedule = plan.schedule;
   step.tpCommChunks = chunks;
   for (int64_t i = 0; i < p; ++i) {
     BlockCost blocks = shares.halvesOn(i).of(block);
     StageCost stage;
     stage.forward = blocks.forward + (i == 0 ? embed.forward : 0) +
                     (i == p - 1 ? output.forward : 0);
+    stage.weightGrad = blocks.weightGrad;
     stage.kernels = blocks.forward + blocks.backward + blocks.recompute +
                     (i == 0 ? embed.compute : 0) +
                     (i == p - 1 ? output.compute : 0);

@@ -100,6 +100,9 @@ struct StageDetail {
   /// The forward part of timeS, in the ratio of the block's forward kernels
   /// to all its kernels.
   double forwardS = 0;
+  /// The weight-gradient part of timeS (W, which zero-bubble schedules run
+  /// apart), in the ratio of the weight-gradient kernels to all kernels.
+  double weightS = 0;
   MemoryBreakdown memory;
 };
 

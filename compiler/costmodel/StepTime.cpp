@@ -15,11 +15,13 @@ Prediction dtc::composeStep(const StepCost &step, const Cluster &cluster,
   Prediction out;
   const double md = static_cast<double>(step.microBatches);
   const size_t p = step.stages.size();
-  llvm::SmallVector<double, 64> stageTimes;
-  for (const StageCost &s : step.stages)
+  llvm::SmallVector<double, 64> stageTimes, weightTimes;
+  for (const StageCost &s : step.stages) {
     stageTimes.push_back(s.time);
-  double pipeline =
-      pipelineTime(stageTimes, step.microBatches, step.chunksPerStage);
+    weightTimes.push_back(s.weightGrad);
+  }
+  double pipeline = pipelineTime(step.schedule, stageTimes, weightTimes,
+                                 step.microBatches, step.chunksPerStage);
   size_t slowest = std::max_element(stageTimes.begin(), stageTimes.end()) -
                    stageTimes.begin();
   double meanStage = 0;
@@ -62,7 +64,7 @@ Prediction dtc::composeStep(const StepCost &step, const Cluster &cluster,
     for (const StageCost &s : step.stages)
       stages->push_back(StageDetail{
           s.time, s.kernels > 0 ? s.time * s.forward / s.kernels : 0,
-          s.memory});
+          s.kernels > 0 ? s.time * s.weightGrad / s.kernels : 0, s.memory});
   }
   return out;
 }

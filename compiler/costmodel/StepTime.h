@@ -29,8 +29,10 @@ struct StageCost {
   double time = 0;
   double kernels = 0; ///< Forward, backward and recompute kernels.
   double forward = 0; ///< The forward kernels among them.
-  CommTimes comm;     ///< Issued.
-  CommTimes exposed;  ///< On the critical path (part of `time`).
+  /// The weight-gradient kernels among them (W; zero-bubble schedules).
+  double weightGrad = 0;
+  CommTimes comm;    ///< Issued.
+  CommTimes exposed; ///< On the critical path (part of `time`).
   MemoryBreakdown memory;
 };
 
@@ -38,6 +40,7 @@ struct StepCost {
   llvm::SmallVector<StageCost, 8> stages;
   int64_t microBatches = 1;
   int64_t chunksPerStage = 1; ///< Virtual pipeline stages.
+  Schedule schedule = Schedule::OneFOneB;
   /// Once per step: the data-parallel reduction and ZeRO's gathers, a tied
   /// embedding's sum over its stages, the TP sum of replicated gradients.
   CommTimes comm, exposed;

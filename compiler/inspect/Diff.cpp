@@ -50,6 +50,8 @@ Drives drivenBy(PlanDim dim) {
     return {{"recompute"}, false, true, true};
   case PlanDim::SP:
     return {{"tp comm"}, false, true, false};
+  case PlanDim::Schedule:
+    return {{"pp bubble"}, false, true, false};
   }
   return {};
 }
@@ -153,7 +155,7 @@ private:
     for (int i = 0; i < kNumPlanDims; ++i) {
       auto dim = static_cast<PlanDim>(i);
       int64_t x = planDimValue(a.plan, dim), y = planDimValue(b.plan, dim);
-      if (x != y)
+      if (x != y && dim != PlanDim::Schedule) // after the micro-batches
         text(planDimName(dim), valueText(dim, x), valueText(dim, y));
     }
     text("grad accum", std::to_string(a.plan.microBatches()),
@@ -217,6 +219,11 @@ private:
     llvm::SmallVector<PlanDim, kNumPlanDims> changed;
     for (int i = 0; i < kNumPlanDims; ++i) {
       auto dim = static_cast<PlanDim>(i);
+      // Interleaving is the vpp line's (vpp > 1 means interleaved).
+      if (dim == PlanDim::Schedule &&
+          (a.plan.schedule == Schedule::Interleaved ||
+           b.plan.schedule == Schedule::Interleaved))
+        continue;
       if (planDimValue(a.plan, dim) != planDimValue(b.plan, dim))
         changed.push_back(dim);
     }

@@ -114,6 +114,7 @@ llvm::Error writeReport(const PlanView &view, llvm::StringRef path,
 /// interleaved) on a pipeline stage, in seconds from the step's start.
 struct PipelineOp {
   bool forward = true;
+  bool weight = false; ///< A zero-bubble schedule's weight-gradient pass.
   int64_t chunk = 0, microBatch = 0;
   double start = 0, end = 0;
 };
@@ -124,12 +125,14 @@ struct PipelineTimeline {
   bool complete = false; ///< False if the schedule deadlocked (never).
 };
 
-/// One step of `plan`'s schedule (1F1B, interleaved 1F1B or GPipe), replayed
-/// on `forward[s]` and `backward[s]`, stage s's time for one micro-batch (all
-/// its chunks).
+/// One step of `plan`'s schedule (1F1B, interleaved 1F1B, GPipe or ZB-H1),
+/// replayed on `forward[s]` and `backward[s]`, stage s's time for one
+/// micro-batch (all its chunks); a zero-bubble schedule runs `weight[s]` of
+/// the backward as its own pass (the input-gradient pass the rest).
 PipelineTimeline replayPipeline(const ParallelPlan &plan,
                                 llvm::ArrayRef<double> forward,
-                                llvm::ArrayRef<double> backward);
+                                llvm::ArrayRef<double> backward,
+                                llvm::ArrayRef<double> weight = {});
 
 /// Where an axis's groups sit: "inside a node", "across nodes (1 per
 /// node)", "2 per node".

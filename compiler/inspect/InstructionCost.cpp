@@ -334,6 +334,7 @@ llvm::Error PipelineExpander::runPass(const runtime::PipelineAction &a) {
   bool last = shape.modelChunk(p.stage(), a.chunk) == shape.chunks() - 1;
   const program::Function *pass = lookup(
       a.kind == runtime::PipelineAction::Forward && !last ? chunk.forward()
+      : a.kind == runtime::PipelineAction::BackwardWeight ? chunk.weight()
                                                           : chunk.backward());
   if (!pass)
     return badInput("program.pb: {0}: local chunk {1} lacks its pass "
@@ -346,10 +347,15 @@ llvm::Error PipelineExpander::runPass(const runtime::PipelineAction &a) {
       for (const program::Value &v : pass->values())
         if (v.id() == r.value())
           outgoing.push_back(v.type());
-  if (a.kind == runtime::PipelineAction::Backward && last && !outgoing.empty())
+  bool first = shape.modelChunk(p.stage(), a.chunk) == 0;
+  if (a.kind != runtime::PipelineAction::Forward && last && !outgoing.empty())
     outgoing.erase(outgoing.begin()); // the loss stays
+  if (a.kind == runtime::PipelineAction::BackwardWeight)
+    outgoing.clear();
   else if (a.kind == runtime::PipelineAction::Forward)
     outgoing.resize(std::min<size_t>(outgoing.size(), 1)); // kept: stay
+  else if (a.kind == runtime::PipelineAction::BackwardInput)
+    outgoing.resize(std::min<size_t>(outgoing.size(), first ? 0 : 1));
   return llvm::Error::success();
 }
 
@@ -379,6 +385,8 @@ llvm::Error PipelineExpander::expand(const runtime::PipelineAction &a) {
     break;
   case runtime::PipelineAction::Forward:
   case runtime::PipelineAction::Backward:
+  case runtime::PipelineAction::BackwardInput:
+  case runtime::PipelineAction::BackwardWeight:
     return runPass(a);
   }
   return llvm::Error::success();

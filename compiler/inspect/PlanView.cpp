@@ -209,6 +209,8 @@ static bool fromJSON(const json::Value &value, StageView &stage,
         o.mapOptional("time_per_micro_batch_s", stage.timePerMicroBatchS) &&
         o.mapOptional("forward_per_micro_batch_s",
                       stage.forwardPerMicroBatchS) &&
+        o.mapOptional("weight_grad_per_micro_batch_s",
+                      stage.weightGradPerMicroBatchS) &&
         o.mapOptional("memory_breakdown", stage.memory)))
     return false;
   // One [first, last], or one per interleaved chunk; op ranges for a plan

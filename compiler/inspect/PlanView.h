@@ -56,6 +56,8 @@ struct StageView {
   /// Written by dtc compile since the report landed; absent in older
   /// bundles.
   std::optional<double> timePerMicroBatchS, forwardPerMicroBatchS;
+  /// The weight-gradient part (W) of timePerMicroBatchS.
+  std::optional<double> weightGradPerMicroBatchS;
   std::optional<MemoryBreakdown> memory;
 
   int64_t layerCount() const;

@@ -413,7 +413,7 @@ private:
   void writeTimeline() {
     const Prediction &p = v.predicted;
     const int64_t stages = v.plan.pp, m = v.plan.microBatches();
-    std::vector<double> forward(stages), backward(stages);
+    std::vector<double> forward(stages), backward(stages), weight(stages);
     bool details = v.hasStageDetails();
     // Without per-stage times (older bundles): balanced stages whose
     // pipelined part gives the predicted step, forward a third of it.
@@ -426,8 +426,14 @@ private:
       double time = details ? *stage.timePerMicroBatchS : balanced;
       forward[s] = details ? *stage.forwardPerMicroBatchS : time / 3;
       backward[s] = time - forward[s];
+      // Older bundles: the weight gradient half the backward (its GEMMs'
+      // share).
+      weight[s] = stage.weightGradPerMicroBatchS
+                      ? *stage.weightGradPerMicroBatchS
+                      : backward[s] / 2;
     }
-    PipelineTimeline timeline = replayPipeline(v.plan, forward, backward);
+    PipelineTimeline timeline =
+        replayPipeline(v.plan, forward, backward, weight);
     double tailComm = p.commExposed.dp, optimizer = p.optimizerTimeS;
     double end =
         std::max(timeline.makespan + tailComm + optimizer, p.stepTimeS);
@@ -530,13 +536,21 @@ private:
           "step time "
        << formatSeconds(p.stepTimeS) << "</title></line>\n";
     os << "</svg>\n";
-    legend({{"#5b8def", "forward"},
-            {"#e8864a", "backward (with recompute)"},
-            {"#eef0f4", "bubble (idle)"},
-            {"#59a14f", "communication hidden behind compute"},
-            {"#e15759", "exposed DP communication"},
-            {"#b07aa1", "optimizer step"},
-            {"#1f2a3d", "predicted step time " + formatSeconds(p.stepTimeS)}});
+    std::vector<std::pair<std::string, std::string>> items{
+        {"#5b8def", "forward"}};
+    if (splitsBackward(v.plan.schedule)) {
+      items.push_back({"#e8864a", "input gradient (with recompute)"});
+      items.push_back({"#f1ce63", "weight gradient"});
+    } else {
+      items.push_back({"#e8864a", "backward (with recompute)"});
+    }
+    items.push_back({"#eef0f4", "bubble (idle)"});
+    items.push_back({"#59a14f", "communication hidden behind compute"});
+    items.push_back({"#e15759", "exposed DP communication"});
+    items.push_back({"#b07aa1", "optimizer step"});
+    items.push_back(
+        {"#1f2a3d", "predicted step time " + formatSeconds(p.stepTimeS)});
+    legend(items);
     if (!timeline.complete)
       os << "<p class=\"note\">The schedule could not be replayed in full; "
             "the timeline is incomplete.</p>\n";
@@ -550,16 +564,25 @@ private:
     for (size_t i = 0; i < ops.size();) {
       size_t j = i + 1;
       while (j < ops.size() && ops[j].forward == ops[i].forward &&
-             ops[j].start == ops[j - 1].end)
+             ops[j].weight == ops[i].weight && ops[j].start == ops[j - 1].end)
         ++j;
       double x0 = X(ops[i].start), x1 = X(ops[j - 1].end);
-      bool forward = ops[i].forward;
-      os << "<rect class=\"" << (forward ? "fwd" : "bwd") << "\" x=\""
-         << num(x0) << "\" y=\"" << num(y) << "\" width=\""
+      bool forward = ops[i].forward, weight = ops[i].weight;
+      os << "<rect class=\""
+         << (forward  ? "fwd"
+             : weight ? "wgrad"
+                      : "bwd")
+         << "\" x=\"" << num(x0) << "\" y=\"" << num(y) << "\" width=\""
          << num(std::max(0.5, x1 - x0)) << "\" height=\"" << num(h)
-         << "\" fill=\"" << (forward ? "#5b8def" : "#e8864a")
+         << "\" fill=\""
+         << (forward  ? "#5b8def"
+             : weight ? "#f1ce63"
+                      : "#e8864a")
          << "\" stroke=\"#fff\" stroke-width=\"" << (x1 - x0 > 3 ? "0.6" : "0")
-         << "\"><title>" << (forward ? "forward" : "backward")
+         << "\"><title>"
+         << (forward  ? "forward"
+             : weight ? "weight gradient"
+                      : "backward")
          << " of micro-batch" << (j - i > 1 ? "es " : " ") << ops[i].microBatch
          << (j - i > 1 ? "-" + std::to_string(ops[j - 1].microBatch) : "")
          << (v.plan.vpp > 1 ? ", chunk " + std::to_string(ops[i].chunk) : "")

@@ -16,7 +16,8 @@ using namespace dtc;
 
 PipelineTimeline dtc::replayPipeline(const ParallelPlan &plan,
                                      llvm::ArrayRef<double> forward,
-                                     llvm::ArrayRef<double> backward) {
+                                     llvm::ArrayRef<double> backward,
+                                     llvm::ArrayRef<double> weight) {
   const int64_t p = plan.pp, m = std::max<int64_t>(plan.microBatches(), 1);
   // Megatron interleaves only when the micro-batches fill whole rounds of
   // p; otherwise the stage's chunks run as one.
@@ -28,14 +29,23 @@ PipelineTimeline dtc::replayPipeline(const ParallelPlan &plan,
   // Each stage's passes in the order the executor runs them (one
   // definition: runtime/core/PipelineSchedule.h).
   runtime::PipelineShape shape;
-  shape.schedule = plan.schedule == Schedule::GPipe ? "gpipe" : "1f1b";
+  shape.schedule =
+      scheduleName(plan.schedule == Schedule::Interleaved ? Schedule::OneFOneB
+                                                          : plan.schedule)
+          .str();
+  const bool split = splitsBackward(plan.schedule);
+  auto weightOf = [&](int64_t s) {
+    return split && s < static_cast<int64_t>(weight.size()) ? weight[s] : 0.0;
+  };
   shape.stages = p;
   shape.virtualStages = v;
   shape.microBatches = m;
   for (int64_t s = 0; s < p; ++s)
     for (const runtime::PipelinePass &pass : runtime::pipelinePasses(shape, s))
-      timeline.lanes[s].push_back(PipelineOp{
-          pass.kind == runtime::PipelinePass::Forward, pass.chunk, pass.micro});
+      timeline.lanes[s].push_back(
+          PipelineOp{pass.kind == runtime::PipelinePass::Forward,
+                     pass.kind == runtime::PipelinePass::BackwardWeight,
+                     pass.chunk, pass.micro});
 
   // Finish times by virtual stage (chunk * p + stage) and micro-batch; -1
   // until done. A forward needs the previous virtual stage's forward of its
@@ -53,7 +63,9 @@ PipelineTimeline dtc::replayPipeline(const ParallelPlan &plan,
         PipelineOp &o = lane[next[s]];
         int64_t vs = o.chunk * p + s;
         double ready = 0;
-        if (o.forward && vs > 0)
+        if (o.weight)
+          ready = backwardDone[vs * m + o.microBatch]; // its input gradient
+        else if (o.forward && vs > 0)
           ready = forwardDone[(vs - 1) * m + o.microBatch];
         else if (!o.forward)
           ready = vs + 1 < stages ? backwardDone[(vs + 1) * m + o.microBatch]
@@ -61,10 +73,14 @@ PipelineTimeline dtc::replayPipeline(const ParallelPlan &plan,
         if (ready < 0)
           break;
         o.start = std::max(clock[s], ready);
-        o.end = o.start +
-                (o.forward ? forward[s] : backward[s]) / static_cast<double>(v);
+        double time = o.forward  ? forward[s]
+                      : o.weight ? weightOf(s)
+                                 : backward[s] - weightOf(s);
+        o.end = o.start + time / static_cast<double>(v);
         clock[s] = o.end;
-        (o.forward ? forwardDone : backwardDone)[vs * m + o.microBatch] = o.end;
+        if (!o.weight)
+          (o.forward ? forwardDone : backwardDone)[vs * m + o.microBatch] =
+              o.end;
         ++next[s];
         progress = true;
       }

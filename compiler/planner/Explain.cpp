@@ -140,6 +140,10 @@ std::string dtc::planSummary(const ParallelPlan &plan) {
     text += " sp=on";
   if (plan.tpCommChunks > 1)
     text += llvm::formatv(" tp_comm_chunks={0}", plan.tpCommChunks).str();
+  // 1F1B, or interleaved with vpp > 1, unless named.
+  if (plan.pp > 1 && plan.schedule != Schedule::OneFOneB &&
+      plan.schedule != Schedule::Interleaved)
+    text += " schedule=" + scheduleName(plan.schedule).str();
   return text;
 }
 

@@ -61,6 +61,8 @@ llvm::StringRef dtc::planDimName(PlanDim dim) {
     return "recompute";
   case PlanDim::SP:
     return "sequence_parallel";
+  case PlanDim::Schedule:
+    return "schedule";
   }
   return "?";
 }
@@ -87,6 +89,8 @@ int64_t dtc::planDimValue(const ParallelPlan &plan, PlanDim dim) {
     return static_cast<int64_t>(plan.recompute);
   case PlanDim::SP:
     return plan.sequenceParallel ? 1 : 0;
+  case PlanDim::Schedule:
+    return static_cast<int64_t>(plan.schedule);
   }
   return 0;
 }
@@ -97,6 +101,8 @@ std::string dtc::planDimSetting(PlanDim dim, int64_t value) {
     return text + recomputeName(static_cast<Recompute>(value)).str();
   if (dim == PlanDim::SP)
     return text + (value ? "on" : "off");
+  if (dim == PlanDim::Schedule)
+    return text + scheduleName(static_cast<Schedule>(value)).str();
   return text + std::to_string(value);
 }
 
@@ -257,6 +263,11 @@ public:
 private:
   bool tpValid(int64_t tp) const;
   llvm::SmallVector<int64_t, 16> vppValues(int64_t pp) const;
+  /// The schedules a pipeline of `pp` stages with `vpp` chunks each can
+  /// run, or the pinned one: interleaved with vpp > 1; 1F1B, and ZB-H1
+  /// (the backward split in two) with vpp = 1 and pp > 1. GPipe (1F1B's
+  /// time at more memory) only when pinned.
+  llvm::SmallVector<Schedule, 2> schedules(int64_t pp, int64_t vpp) const;
   std::vector<MeshOrder> meshOrders(const ParallelPlan &plan) const;
   ParallelPlan basePlan(const Degrees &d) const;
   /// Prices `plan` in `orders`; false if it does not fit.
@@ -320,6 +331,17 @@ std::vector<Degrees> Searcher::degreeTuples() const {
   return result;
 }
 
+llvm::SmallVector<Schedule, 2> Searcher::schedules(int64_t pp,
+                                                   int64_t vpp) const {
+  if (vpp > 1)
+    return {Schedule::Interleaved};
+  if (pins.schedule && pp > 1)
+    return {*pins.schedule};
+  if (pp > 1)
+    return {Schedule::OneFOneB, Schedule::ZeroBubbleH1};
+  return {Schedule::OneFOneB};
+}
+
 llvm::SmallVector<int64_t, 16> Searcher::vppValues(int64_t pp) const {
   llvm::SmallVector<int64_t, 16> result;
   // The search interleaves equal chunks only (the cost model also prices
@@ -327,7 +349,9 @@ llvm::SmallVector<int64_t, 16> Searcher::vppValues(int64_t pp) const {
   // (the cost model gives the extra layers to the first stages).
   for (int64_t v : divisors(spec.layers / pp))
     if ((v == 1 || (pp > 1 && spec.layers % (pp * v) == 0)) &&
-        (!pins.vpp || v == *pins.vpp))
+        (!pins.vpp || v == *pins.vpp) &&
+        (!pins.schedule ||
+         (*pins.schedule == Schedule::Interleaved) == (v > 1)))
       result.push_back(v);
   return result;
 }
@@ -521,13 +545,15 @@ void Searcher::visit(const Degrees &d) {
         plan.zero = zero;
         for (int64_t v : vpps) {
           plan.vpp = v;
-          plan.schedule = v > 1 ? Schedule::Interleaved : Schedule::OneFOneB;
-          for (int64_t b : microBatches) {
-            plan.microBatch = b;
-            if (v > 1 && plan.microBatches() % d.pp)
-              continue;
-            if (!evaluate(plan, orders) && options.prune)
-              break; // Larger micro-batches need at least as much memory.
+          for (Schedule schedule : schedules(d.pp, v)) {
+            plan.schedule = schedule;
+            for (int64_t b : microBatches) {
+              plan.microBatch = b;
+              if (v > 1 && plan.microBatches() % d.pp)
+                continue;
+              if (!evaluate(plan, orders) && options.prune)
+                break; // Larger micro-batches need at least as much memory.
+            }
           }
         }
       }
@@ -548,7 +574,7 @@ std::optional<PlanChoice> Searcher::findFit() {
     if (vpps.empty())
       continue;
     plan.vpp = vpps.front();
-    plan.schedule = plan.vpp > 1 ? Schedule::Interleaved : Schedule::OneFOneB;
+    plan.schedule = schedules(d.pp, plan.vpp).front();
     // The smallest valid micro-batch needs the least memory.
     std::optional<int64_t> micro;
     for (int64_t b : divisors(globalBatch / d.dp)) {
@@ -597,6 +623,8 @@ static std::string pinFlags(const PlanPins &pins) {
   add("micro-batch", pins.microBatch);
   if (pins.recompute)
     flags.push_back("--recompute " + recomputeName(*pins.recompute).str());
+  if (pins.schedule)
+    flags.push_back("--schedule " + scheduleName(*pins.schedule).str());
   if (pins.sequenceParallel)
     flags.push_back(std::string("sequence parallelism ") +
                     (*pins.sequenceParallel ? "on" : "off"));
@@ -630,6 +658,7 @@ withoutEachPin(const PlanPins &pins) {
   drop("zero", &PlanPins::zero);
   drop("micro-batch", &PlanPins::microBatch);
   drop("recompute", &PlanPins::recompute);
+  drop("schedule", &PlanPins::schedule);
   drop("mesh-order", &PlanPins::meshOrder);
   return result;
 }

@@ -39,10 +39,12 @@ struct PlanPins {
   /// and does not re-bind runs B rows per data-parallel micro-step, which
   /// the data-parallel ranks split: dp x micro-batch = B.
   std::optional<int64_t> dataRows;
+  /// --schedule (the rest of the pipeline's settings pinned as they are).
+  std::optional<Schedule> schedule;
 
   bool any() const {
     return dp || tp || pp || cp || ep || vpp || zero || microBatch ||
-           recompute || sequenceParallel || meshOrder || dataRows;
+           recompute || schedule || sequenceParallel || meshOrder || dataRows;
   }
   /// Whether `microBatch` rows per rank over `dp` ranks meet the pins.
   bool allowsMicroBatch(int64_t dp, int64_t micro) const {
@@ -68,12 +70,24 @@ struct PlanRequest {
 };
 
 /// A dimension of the search, for pins and explanations.
-enum class PlanDim { DP, TP, PP, CP, EP, VPP, Zero, MicroBatch, Recompute, SP };
-constexpr int kNumPlanDims = 10;
+enum class PlanDim {
+  DP,
+  TP,
+  PP,
+  CP,
+  EP,
+  VPP,
+  Zero,
+  MicroBatch,
+  Recompute,
+  SP,
+  Schedule
+};
+constexpr int kNumPlanDims = 11;
 /// The plan.json / flag name: "dp", ..., "micro_batch", "sequence_parallel".
 llvm::StringRef planDimName(PlanDim dim);
 int64_t planDimValue(const ParallelPlan &plan, PlanDim dim);
-/// "tp=4", "recompute=full", "sequence_parallel=off".
+/// "tp=4", "recompute=full", "sequence_parallel=off", "schedule=zb-h1".
 std::string planDimSetting(PlanDim dim, int64_t value);
 
 struct PlanChoice {
@@ -150,7 +164,8 @@ std::vector<StepPart> stepBreakdown(const Prediction &prediction);
 std::string verdict(const Prediction &best, const Prediction &alt);
 
 /// A one-line summary: "dp=8 tp=8 pp=4 vpp=2 zero=1 mb=1 recompute=none
-/// sp=on".
+/// sp=on", with "schedule=zb-h1" where a pipeline runs neither 1F1B nor
+/// (vpp > 1) interleaved 1F1B.
 std::string planSummary(const ParallelPlan &plan);
 
 /// The explanation as text: the chosen plan, the runners-up and, per

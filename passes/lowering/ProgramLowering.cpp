@@ -825,6 +825,7 @@ llvm::Error FunctionLowering::lowerPipeline(mlir::DictionaryAttr attr,
     program::PipelineChunk *into = out.add_chunks();
     into->set_forward(string(chunk, "forward"));
     into->set_backward(string(chunk, "backward"));
+    into->set_weight(string(chunk, "weight"));
     for (int64_t arg : data.asArrayRef())
       into->add_data(static_cast<int32_t>(arg));
   }

@@ -389,7 +389,11 @@ mlir::func::FuncOp buildPassFunction(mlir::OpBuilder &b, const Chunk &chunk,
     fn.setArgAttr(argIndex, "dtc.state", b.getStringAttr(state));
     fn.setArgAttr(argIndex, "dtc.state_role", b.getStringAttr("grad"));
     fn.setArgAttr(argIndex, "dtc.state_of", b.getStringAttr(g.parameter));
-    mlir::Value grad = map.lookup(sourceReturn->getOperand(g.index));
+    mlir::Value source = sourceReturn->getOperand(g.index);
+    if (!map.contains(source))
+      if (mlir::Operation *def = source.getDefiningOp(); def && isFree(def))
+        b.clone(*def, map);
+    mlir::Value grad = map.lookup(source);
     results.push_back(
         d::AddOp::create(b, loc, entry->getArgument(argIndex), grad));
     fn.setResultAttr(outputs.size() + j, "dtc.state", b.getStringAttr(state));
@@ -398,11 +402,88 @@ mlir::func::FuncOp buildPassFunction(mlir::OpBuilder &b, const Chunk &chunk,
   return fn;
 }
 
+/// A pass function and, when the schedule splits the backward, its
+/// weight-gradient part.
+struct BackwardPasses {
+  mlir::func::FuncOp backward, weight;
+};
+
+/// Builds a backward pass over `ops` of `chunk.backward` (reading `inputs`,
+/// returning `outputs`): whole, or (`split`) as its input-gradient part B,
+/// the ops `outputs` depend on (the backward slice of the gradient sent
+/// upstream, and of the loss on the last chunk), and its weight-gradient
+/// part W, the rest (the parameter gradients into the accumulators). B
+/// returns after `outputs` every value W reads that W does not compute
+/// (what B computed and the inputs W reads, as the forward pass keeps what
+/// the backward pass reads); W takes exactly those. Collectives stay with
+/// their waits (a start is in B only if its wait is), point-to-point
+/// transfers inside the backward all go to B, and each part keeps the
+/// original order, the same on every rank.
+BackwardPasses buildBackwardPasses(mlir::OpBuilder &b, const Chunk &chunk,
+                                   llvm::StringRef name,
+                                   llvm::ArrayRef<mlir::Value> inputs,
+                                   llvm::ArrayRef<mlir::Operation *> ops,
+                                   llvm::ArrayRef<mlir::Value> outputs,
+                                   llvm::ArrayRef<GradientSum> grads,
+                                   bool split) {
+  if (!split)
+    return {buildPassFunction(b, chunk, name, inputs, ops, outputs, grads), {}};
+  llvm::DenseSet<mlir::Operation *> candidates(ops.begin(), ops.end());
+  llvm::DenseSet<mlir::Operation *> inputPart;
+  llvm::SmallVector<mlir::Operation *> worklist;
+  for (mlir::Value v : outputs)
+    worklist.push_back(v.getDefiningOp());
+  // Point-to-point transfers (context parallelism's ring) pair with the
+  // same transfer on a peer, whose input gradient may read what this rank
+  // sends: a send has no result for the slice to reach, so every transfer
+  // and its wait join B (all ranks then run them in the same order).
+  for (mlir::Operation *op : ops)
+    if (llvm::isa<d::SendStartOp, d::RecvStartOp>(op)) {
+      worklist.push_back(op);
+      llvm::append_range(worklist, op->getUsers());
+    }
+  while (!worklist.empty()) {
+    mlir::Operation *op = worklist.pop_back_val();
+    if (!op || !candidates.contains(op) || !inputPart.insert(op).second)
+      continue;
+    for (mlir::Value operand : op->getOperands())
+      worklist.push_back(operand.getDefiningOp());
+  }
+  llvm::SmallVector<mlir::Operation *> inputOps, weightOps;
+  for (mlir::Operation *op : ops)
+    (inputPart.contains(op) ? inputOps : weightOps).push_back(op);
+  // What W reads from outside itself, in the order it first reads it.
+  llvm::DenseSet<mlir::Operation *> inWeight(weightOps.begin(),
+                                             weightOps.end());
+  llvm::SetVector<mlir::Value> handed;
+  auto read = [&](mlir::Value v) {
+    mlir::Operation *def = v.getDefiningOp();
+    if (!def || (!inWeight.contains(def) && !isFree(def)))
+      handed.insert(v);
+  };
+  for (mlir::Operation *op : weightOps)
+    for (mlir::Value operand : op->getOperands())
+      read(operand);
+  mlir::func::FuncOp source = chunk.backward;
+  mlir::Operation *terminator = source.getBody().front().getTerminator();
+  for (const GradientSum &g : grads)
+    read(terminator->getOperand(g.index));
+  llvm::SmallVector<mlir::Value> inputOutputs(outputs.begin(), outputs.end());
+  llvm::append_range(inputOutputs, handed);
+  BackwardPasses passes;
+  passes.backward =
+      buildPassFunction(b, chunk, name, inputs, inputOps, inputOutputs, {});
+  passes.weight = buildPassFunction(b, chunk, (name + "_weight").str(),
+                                    handed.getArrayRef(), weightOps, {}, grads);
+  return passes;
+}
+
 /// The last model chunk's one function: forward, loss and backward of a
 /// micro-batch, (activation in?, data...) -> (loss, d activation in?).
-mlir::func::FuncOp buildLastChunkStep(mlir::OpBuilder &b, const Chunk &chunk,
-                                      llvm::StringRef name,
-                                      llvm::ArrayRef<GradientSum> grads) {
+BackwardPasses buildLastChunkStep(mlir::OpBuilder &b, const Chunk &chunk,
+                                  llvm::StringRef name,
+                                  llvm::ArrayRef<GradientSum> grads,
+                                  bool split) {
   mlir::func::FuncOp backward = chunk.backward;
   mlir::Block &body = backward.getBody().front();
   llvm::SmallVector<mlir::Value> inputs(body.getArguments());
@@ -412,7 +493,8 @@ mlir::func::FuncOp buildLastChunkStep(mlir::OpBuilder &b, const Chunk &chunk,
   llvm::SmallVector<mlir::Value> outputs{body.getTerminator()->getOperand(0)};
   if (chunk.dInputIndex >= 0)
     outputs.push_back(body.getTerminator()->getOperand(chunk.dInputIndex));
-  return buildPassFunction(b, chunk, name, inputs, ops, outputs, grads);
+  return buildBackwardPasses(b, chunk, name, inputs, ops, outputs, grads,
+                             split);
 }
 
 /// A model chunk's forward pass, (activation in?, data...) -> (output,
@@ -420,10 +502,10 @@ mlir::func::FuncOp buildLastChunkStep(mlir::OpBuilder &b, const Chunk &chunk,
 /// what the backward pass reads of the forward pass is kept between them
 /// (1F1B keeps each micro-batch's forward values alive until its backward
 /// pass, as Megatron-LM does; `--recompute` decides which).
-std::pair<mlir::func::FuncOp, mlir::func::FuncOp>
+std::pair<mlir::func::FuncOp, BackwardPasses>
 buildChunkPasses(mlir::OpBuilder &b, const Chunk &chunk,
                  llvm::StringRef forwardName, llvm::StringRef backwardName,
-                 llvm::ArrayRef<GradientSum> grads) {
+                 llvm::ArrayRef<GradientSum> grads, bool split) {
   mlir::func::FuncOp backward = chunk.backward;
   mlir::Block &body = backward.getBody().front();
   mlir::Operation *terminator = body.getTerminator();
@@ -462,10 +544,10 @@ buildChunkPasses(mlir::OpBuilder &b, const Chunk &chunk,
                         forwardOutputs, {});
   llvm::SmallVector<mlir::Value> backwardInputs(kept.begin(), kept.end());
   backwardInputs.push_back(dOutput);
-  mlir::func::FuncOp backwardFn =
-      buildPassFunction(b, chunk, backwardName, backwardInputs,
-                        chunk.backwardOps, backwardOutputs, grads);
-  return {forwardFn, backwardFn};
+  BackwardPasses backwardFns =
+      buildBackwardPasses(b, chunk, backwardName, backwardInputs,
+                          chunk.backwardOps, backwardOutputs, grads, split);
+  return {forwardFn, backwardFns};
 }
 
 /// A chunk module's `dtc.chunk`: its index, whether it is the first or the
@@ -908,21 +990,28 @@ buildStagePasses(mlir::OpBuilder &b, llvm::ArrayRef<Chunk> chunks,
     std::string prefix = llvm::formatv("chunk{0}_", chunk.index).str();
     llvm::SmallVector<mlir::NamedAttribute> entry{
         b.getNamedAttr("data", b.getDenseI64ArrayAttr(chunk.usedArgs))};
+    // Zero-bubble schedules run the weight gradients apart, every chunk's
+    // (the last one's too: its input gradient is what the pipeline waits
+    // for, its weight gradient can fill a bubble like any other).
+    const bool split = splitsBackward(options.schedule);
+    BackwardPasses backward;
     if (chunk.last) {
-      mlir::func::FuncOp step =
-          buildLastChunkStep(b, chunk, prefix + "step", grads);
-      passFunctions.push_back(step);
-      entry.push_back(
-          b.getNamedAttr("backward", b.getStringAttr(step.getSymName())));
+      backward = buildLastChunkStep(b, chunk, prefix + "step", grads, split);
     } else {
       auto passes = buildChunkPasses(b, chunk, prefix + "forward",
-                                     prefix + "backward", grads);
+                                     prefix + "backward", grads, split);
       passFunctions.push_back(passes.first);
-      passFunctions.push_back(passes.second);
       entry.push_back(b.getNamedAttr(
           "forward", b.getStringAttr(passes.first.getSymName())));
+      backward = passes.second;
+    }
+    passFunctions.push_back(backward.backward);
+    entry.push_back(b.getNamedAttr(
+        "backward", b.getStringAttr(backward.backward.getSymName())));
+    if (backward.weight) {
+      passFunctions.push_back(backward.weight);
       entry.push_back(b.getNamedAttr(
-          "backward", b.getStringAttr(passes.second.getSymName())));
+          "weight", b.getStringAttr(backward.weight.getSymName())));
     }
     chunkAttrs.push_back(b.getDictionaryAttr(entry));
   }

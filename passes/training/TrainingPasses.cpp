@@ -230,7 +230,7 @@ struct DtcPipelineSplitPass
       emitIfError(getOperation(),
                   ::dtc::badInput("pipeline: schedule '{0}' is not known "
                                   "(1f1b, its interleaved form with virtual "
-                                  "stages, and gpipe are)",
+                                  "stages, gpipe and zb-h1 are)",
                                   schedule.getValue()));
       return signalPassFailure();
     }
@@ -304,7 +304,8 @@ struct TrainingPipelineOptions
                                 llvm::cl::desc("Model chunks per stage"),
                                 llvm::cl::init(defaults.virtualStages)};
   Option<std::string> schedule{
-      *this, "schedule", llvm::cl::desc("Pipeline schedule: 1f1b, gpipe"),
+      *this, "schedule",
+      llvm::cl::desc("Pipeline schedule: 1f1b, gpipe, zb-h1"),
       llvm::cl::init(::dtc::scheduleName(defaults.schedule).str())};
   Option<int64_t> microBatches{
       *this, "micro-batches",

@@ -149,9 +149,12 @@ private:
   llvm::Error execute(PreparedFunction &prepared);
   /// The function's results that write no variable, as host tensors.
   llvm::Expected<std::vector<Tensor>> hostResults(PreparedFunction &prepared);
-  /// The same, kept in the executor's memory (from the pool).
+  /// The same, kept in the executor's memory (from the pool). A result
+  /// that is one of the call's `owned` inputs (a pass handing on what it
+  /// read) takes that buffer instead of a copy.
   llvm::Error keepResults(PreparedFunction &prepared,
-                          std::vector<Tensor> &results);
+                          std::vector<Tensor> &results,
+                          std::vector<Tensor> *owned = nullptr);
   llvm::Error checkPipeline(const PreparedFunction &step);
   llvm::Expected<std::vector<Tensor>> runPipeline(PreparedFunction &step,
                                                   llvm::ArrayRef<Tensor> args);

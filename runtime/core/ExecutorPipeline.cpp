@@ -12,6 +12,7 @@
 #include "runtime/core/Executor.h"
 #include "runtime/core/PipelineSchedule.h"
 #include "runtime/support/Error.h"
+#include "runtime/support/ParallelPlan.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -55,11 +56,22 @@ void Executor::release(Tensor tensor) {
 }
 
 llvm::Error Executor::keepResults(PreparedFunction &prepared,
-                                  std::vector<Tensor> &results) {
+                                  std::vector<Tensor> &results,
+                                  std::vector<Tensor> *owned) {
   for (const program::Result &r : prepared.function->results()) {
     if (!r.state().empty())
       continue;
     const TensorRef &view = prepared.views[r.value()];
+    if (owned) {
+      auto input = llvm::find_if(*owned, [&](const Tensor &t) {
+        return !t.empty() && t.data() == view.data && t.bytes() == view.bytes();
+      });
+      if (input != owned->end()) {
+        results.push_back(std::move(*input));
+        *input = Tensor();
+        continue;
+      }
+    }
     llvm::Expected<Tensor> kept = acquire(view.dtype, view.shape);
     if (!kept)
       return kept.takeError();
@@ -84,8 +96,11 @@ llvm::Error Executor::checkPipeline(const PreparedFunction &step) {
                                        f.name(), p.stage(), p.stages(),
                                        p.chunks_size(), p.virtual_stages())
                              .str());
-  if (llvm::Error e = checkPipelineShape(pipelineShapeOf(p, p.micro_batches())))
+  PipelineShape shape = pipelineShapeOf(p, p.micro_batches());
+  if (llvm::Error e = checkPipelineShape(shape))
     return e;
+  const bool split = splitsBackward(
+      parseSchedule(shape.schedule).value_or(Schedule::OneFOneB));
   auto known = [&](const std::string &name) {
     auto it = functions_.find(name);
     return it != functions_.end() && !it->second.function->has_pipeline();
@@ -97,7 +112,8 @@ llvm::Error Executor::checkPipeline(const PreparedFunction &step) {
     int64_t model = static_cast<int64_t>(k) * p.stages() + p.stage();
     bool first = model == 0, last = model == chunks - 1;
     if ((last != chunk.forward().empty()) ||
-        (!last && !known(chunk.forward())) || !known(chunk.backward()))
+        (!last && !known(chunk.forward())) || !known(chunk.backward()) ||
+        (split != !chunk.weight().empty()) || (split && !known(chunk.weight())))
       return pipelineError(llvm::formatv("model chunk {0} lacks its pass "
                                          "functions",
                                          model)
@@ -144,7 +160,8 @@ public:
   void abandon();
   /// Whether the schedule left messages or kept activations unread.
   bool leftovers() const {
-    return !receiving.empty() || !arrived.empty() || !kept.empty();
+    return !receiving.empty() || !arrived.empty() || !kept.empty() ||
+           !keptForWeight.empty();
   }
   /// Gives every buffer the step holds back to the pool.
   void recycle();
@@ -157,6 +174,7 @@ public:
 private:
   struct ChunkFunctions {
     PreparedFunction *forward = nullptr, *backward = nullptr;
+    PreparedFunction *weight = nullptr; ///< zero-bubble schedules only
     bool first = false, last = false;
   };
 
@@ -182,8 +200,9 @@ private:
              llvm::SmallVectorImpl<TensorRef> &callArgs,
              std::vector<Tensor> &inputs);
   /// Keeps what a backward pass returns: the loss on the last chunk, the
-  /// rest to send.
-  llvm::Error takeBackwardResults(const ChunkFunctions &c,
+  /// input's gradient to send, and (its input-gradient part) what the
+  /// weight-gradient part reads.
+  llvm::Error takeBackwardResults(const PipelineAction &a,
                                   const PreparedFunction &fn,
                                   std::vector<Tensor> &results);
 
@@ -198,6 +217,8 @@ private:
   // The step's state; every buffer goes back to the pool at the end, also
   // on an error (the step's partial results are lost either way).
   std::map<std::pair<int64_t, int64_t>, std::vector<Tensor>> kept;
+  /// What each input-gradient pass left its weight-gradient pass.
+  std::map<std::pair<int64_t, int64_t>, std::vector<Tensor>> keptForWeight;
   std::map<PipelineMessage, std::pair<Request, Tensor>> receiving;
   std::map<PipelineMessage, Tensor> arrived;
   std::vector<std::pair<Request, Tensor>> sending;
@@ -220,6 +241,8 @@ Executor::PipelineRun::PipelineRun(Executor &executor, PreparedFunction &step,
     if (!c.last)
       c.forward = &executor.functions_.find(chunk.forward())->second;
     c.backward = &executor.functions_.find(chunk.backward())->second;
+    if (!chunk.weight().empty())
+      c.weight = &executor.functions_.find(chunk.weight())->second;
     chunks.push_back(c);
   }
 }
@@ -235,9 +258,11 @@ Executor::PipelineRun::messageType(const PipelineMessage &m) const {
 }
 
 void Executor::PipelineRun::recycle() {
-  for (auto &entry : kept)
-    for (Tensor &t : entry.second)
-      executor.release(std::move(t));
+  for (auto *stash : {&kept, &keptForWeight})
+    for (auto &entry : *stash)
+      for (Tensor &t : entry.second)
+        executor.release(std::move(t));
+  keptForWeight.clear();
   for (auto &entry : arrived)
     executor.release(std::move(entry.second));
   for (Tensor &t : outgoing)
@@ -278,6 +303,8 @@ llvm::Error Executor::PipelineRun::perform(const PipelineAction &a) {
     return waitSends();
   case PipelineAction::Forward:
   case PipelineAction::Backward:
+  case PipelineAction::BackwardInput:
+  case PipelineAction::BackwardWeight:
     break;
   }
   return runPass(a);
@@ -351,6 +378,16 @@ Executor::PipelineRun::passInputs(const PipelineAction &a,
   const program::PipelineChunk &chunk = p.chunks(a.chunk);
   const int64_t model = shape.modelChunk(p.stage(), a.chunk);
   const bool forward = a.kind == PipelineAction::Forward;
+  if (a.kind == PipelineAction::BackwardWeight) {
+    auto node = keptForWeight.extract({a.chunk, a.micro});
+    if (node.empty() || !c.weight)
+      return pipelineError("a weight-gradient pass runs before its "
+                           "input-gradient pass");
+    inputs = std::move(node.mapped());
+    for (const Tensor &t : inputs)
+      callArgs.push_back(t.ref());
+    return c.weight;
+  }
   if (forward || c.last) {
     if (!c.first) {
       auto activation =
@@ -397,13 +434,13 @@ llvm::Error Executor::PipelineRun::runPass(const PipelineAction &a) {
   if (llvm::Error e = executor.execute(**fn))
     return e;
   std::vector<Tensor> results;
-  if (llvm::Error e = executor.keepResults(**fn, results))
+  if (llvm::Error e = executor.keepResults(**fn, results, &inputs))
     return e;
   executor.microBatch_ = -1;
   for (Tensor &t : inputs)
     executor.release(std::move(t));
   if (!forward)
-    return takeBackwardResults(chunks[a.chunk], **fn, results);
+    return takeBackwardResults(a, **fn, results);
   if (results.empty())
     return pipelineError("'" + (*fn)->function->name() + "' returns no output");
   outgoing.push_back(std::move(results.front()));
@@ -413,9 +450,16 @@ llvm::Error Executor::PipelineRun::runPass(const PipelineAction &a) {
 }
 
 llvm::Error
-Executor::PipelineRun::takeBackwardResults(const ChunkFunctions &c,
+Executor::PipelineRun::takeBackwardResults(const PipelineAction &a,
                                            const PreparedFunction &fn,
                                            std::vector<Tensor> &results) {
+  const ChunkFunctions &c = chunks[a.chunk];
+  if (a.kind == PipelineAction::BackwardWeight) {
+    // Only the accumulators (variables) are written.
+    for (Tensor &t : results)
+      executor.release(std::move(t));
+    return llvm::Error::success();
+  }
   auto resultIt = results.begin();
   if (c.last) {
     if (results.empty() || results.front().numElements() != 1 ||
@@ -431,8 +475,20 @@ Executor::PipelineRun::takeBackwardResults(const ChunkFunctions &c,
     executor.release(std::move(results.front()));
     ++resultIt;
   }
-  for (; resultIt != results.end(); ++resultIt)
-    outgoing.push_back(std::move(*resultIt));
+  // The input's gradient, except on the first model chunk.
+  if (!c.first) {
+    if (resultIt == results.end())
+      return pipelineError("'" + fn.function->name() +
+                           "' returns no input gradient");
+    outgoing.push_back(std::move(*resultIt++));
+  }
+  if (a.kind == PipelineAction::BackwardInput)
+    keptForWeight[{a.chunk, a.micro}].assign(
+        std::make_move_iterator(resultIt),
+        std::make_move_iterator(results.end()));
+  else
+    for (; resultIt != results.end(); ++resultIt)
+      outgoing.push_back(std::move(*resultIt));
   return llvm::Error::success();
 }
 

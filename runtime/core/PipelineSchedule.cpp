@@ -3,6 +3,7 @@
 #include "runtime/core/PipelineSchedule.h"
 #include "runtime/proto/program.pb.h"
 #include "runtime/support/Error.h"
+#include "runtime/support/ParallelPlan.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace dtc::runtime {
@@ -36,6 +38,8 @@ struct Traffic {
       int64_t stage, const PipelinePass &p,
       llvm::SmallVectorImpl<PipelineMessage> &in,
       llvm::SmallVectorImpl<std::pair<PipelineMessage, int64_t>> &out) const {
+    if (p.kind == PipelinePass::BackwardWeight)
+      return; // reads what its input-gradient pass kept, sends nothing
     int64_t c = shape.modelChunk(stage, p.chunk);
     bool first = c == 0, last = c == shape.chunks() - 1;
     if (p.kind == PipelinePass::Forward) {
@@ -56,6 +60,20 @@ struct Traffic {
           {{PipelineMessage::Gradient, c - 1, p.micro}, ownerOf(c - 1)});
   }
 };
+
+PipelineAction::Kind actionOf(PipelinePass::Kind kind) {
+  switch (kind) {
+  case PipelinePass::Forward:
+    return PipelineAction::Forward;
+  case PipelinePass::Backward:
+    return PipelineAction::Backward;
+  case PipelinePass::BackwardInput:
+    return PipelineAction::BackwardInput;
+  case PipelinePass::BackwardWeight:
+    return PipelineAction::BackwardWeight;
+  }
+  return PipelineAction::Backward;
+}
 
 } // namespace
 
@@ -81,20 +99,22 @@ MessageReader messageReader(const program::Pipeline &pipeline,
 }
 
 llvm::Error checkPipelineShape(const PipelineShape &shape) {
-  if (shape.schedule != "1f1b" && shape.schedule != "gpipe")
+  std::optional<Schedule> schedule = parseSchedule(shape.schedule);
+  // "interleaved" is 1f1b with virtual stages in a program.
+  if (!schedule || *schedule == Schedule::Interleaved)
     return shapeError(llvm::formatv("schedule '{0}' is not known (1f1b, its "
                                     "interleaved form with virtual stages, "
-                                    "and gpipe are)",
+                                    "gpipe and zb-h1 are)",
                                     shape.schedule));
   if (shape.stages < 1 || shape.virtualStages < 1 || shape.microBatches < 1)
     return shapeError(llvm::formatv("{0} stages x {1} virtual stages over {2} "
                                     "micro-batches cannot run",
                                     shape.stages, shape.virtualStages,
                                     shape.microBatches));
-  if (shape.virtualStages > 1 && shape.schedule != "1f1b")
+  if (shape.virtualStages > 1 && *schedule != Schedule::OneFOneB)
     return shapeError(llvm::formatv("virtual stages (vpp={0}) need the 1f1b "
-                                    "schedule",
-                                    shape.virtualStages));
+                                    "schedule, not {1}",
+                                    shape.virtualStages, shape.schedule));
   if (shape.virtualStages > 1 && shape.microBatches % shape.stages != 0)
     return shapeError(llvm::formatv(
         "the interleaved schedule runs micro-batches in groups of pp={0}, "
@@ -109,7 +129,9 @@ std::vector<PipelinePass> pipelinePasses(const PipelineShape &shape,
   const int64_t stages = shape.stages, vpp = shape.virtualStages,
                 micro = shape.microBatches;
   std::vector<PipelinePass> order;
-  if (shape.schedule == "gpipe") {
+  const Schedule schedule =
+      parseSchedule(shape.schedule).value_or(Schedule::OneFOneB);
+  if (schedule == Schedule::GPipe) {
     for (int64_t i = 0; i < micro; ++i)
       order.push_back({PipelinePass::Forward, 0, i});
     for (int64_t i = 0; i < micro; ++i)
@@ -125,21 +147,41 @@ std::vector<PipelinePass> pipelinePasses(const PipelineShape &shape,
   const int64_t round = stages * vpp;
   auto pass = [&](PipelinePass::Kind kind, int64_t id) {
     int64_t chunk = (id % round) / stages;
-    if (kind == PipelinePass::Backward)
+    if (kind != PipelinePass::Forward)
       chunk = vpp - 1 - chunk;
     return PipelinePass{kind, chunk, id / round * stages + id % stages};
   };
   int64_t warmup =
       vpp == 1 ? std::min(stages - stage - 1, micro)
                : std::min((stages - stage - 1) * 2 + (vpp - 1) * stages, total);
+  // ZB-H1 (Qi et al., 2024): the same forwards and input gradients; stage
+  // s runs the weight gradient of micro-batch i after the input gradient
+  // of i + s, so the input gradients race up the pipeline and the deferred
+  // weight gradients fill the bubble the upstream stages would wait in.
+  // Every stage then holds up to p micro-batches' weight-gradient inputs,
+  // the peak 1F1B's first stage has.
+  const bool zeroBubble = splitsBackward(schedule);
+  const int64_t delay = stage;
+  int64_t weights = 0; // weight-gradient passes emitted
+  auto backward = [&](int64_t id) {
+    if (!zeroBubble) {
+      order.push_back(pass(PipelinePass::Backward, id));
+      return;
+    }
+    order.push_back(pass(PipelinePass::BackwardInput, id));
+    if (id - delay >= 0)
+      order.push_back(pass(PipelinePass::BackwardWeight, weights++));
+  };
   for (int64_t id = 0; id < warmup; ++id)
     order.push_back(pass(PipelinePass::Forward, id));
   for (int64_t id = 0; id + warmup < total; ++id) {
     order.push_back(pass(PipelinePass::Forward, id + warmup));
-    order.push_back(pass(PipelinePass::Backward, id));
+    backward(id);
   }
   for (int64_t id = total - warmup; id < total; ++id)
-    order.push_back(pass(PipelinePass::Backward, id));
+    backward(id);
+  while (zeroBubble && weights < total)
+    order.push_back(pass(PipelinePass::BackwardWeight, weights++));
   return order;
 }
 
@@ -218,8 +260,18 @@ pipelineActions(const PipelineShape &shape, bool overlap) {
     llvm::SmallVector<PipelineMessage, 2> in;
     llvm::SmallVector<std::pair<PipelineMessage, int64_t>, 2> out;
     bool sends = false;
+    // Input-gradient passes run, whose weight-gradient pass may follow.
+    std::set<std::pair<int64_t, int64_t>> inputGradients;
     for (size_t index = 0; index < passes[s].size(); ++index) {
       const PipelinePass &p = passes[s][index];
+      if (p.kind == PipelinePass::BackwardInput)
+        inputGradients.insert({p.chunk, p.micro});
+      if (p.kind == PipelinePass::BackwardWeight &&
+          !inputGradients.erase({p.chunk, p.micro}))
+        return shapeError(llvm::formatv("stage {0} runs the weight gradient "
+                                        "of micro-batch {1} before its input "
+                                        "gradient",
+                                        s, p.micro));
       int64_t c = shape.modelChunk(s, p.chunk);
       if (p.kind == PipelinePass::Forward && c == shape.chunks() - 1)
         continue; // the last chunk's backward runs its forward
@@ -228,16 +280,21 @@ pipelineActions(const PipelineShape &shape, bool overlap) {
       traffic.exchanges(s, p, in, out);
       for (const PipelineMessage &m : in)
         receive(m);
-      if (overlap && index + 1 < passes[s].size()) {
+      // The next pass that reads messages (weight-gradient passes read
+      // none): its receives are posted before this pass computes.
+      size_t ahead = index + 1;
+      while (ahead < passes[s].size() &&
+             passes[s][ahead].kind == PipelinePass::BackwardWeight)
+        ++ahead;
+      if (overlap && ahead < passes[s].size()) {
         llvm::SmallVector<PipelineMessage, 2> nextIn;
         llvm::SmallVector<std::pair<PipelineMessage, int64_t>, 2> nextOut;
-        traffic.exchanges(s, passes[s][index + 1], nextIn, nextOut);
+        traffic.exchanges(s, passes[s][ahead], nextIn, nextOut);
         for (const PipelineMessage &m : nextIn)
           post(m);
       }
       PipelineAction run;
-      run.kind = p.kind == PipelinePass::Forward ? PipelineAction::Forward
-                                                 : PipelineAction::Backward;
+      run.kind = actionOf(p.kind);
       run.chunk = p.chunk;
       run.micro = p.micro;
       list.push_back(run);
@@ -250,6 +307,10 @@ pipelineActions(const PipelineShape &shape, bool overlap) {
         sends = true;
       }
     }
+    if (!inputGradients.empty())
+      return shapeError(llvm::formatv("stage {0} leaves {1} weight gradients "
+                                      "unrun",
+                                      s, inputGradients.size()));
     if (sends) {
       PipelineAction a;
       a.kind = PipelineAction::WaitSends;
@@ -261,8 +322,10 @@ pipelineActions(const PipelineShape &shape, bool overlap) {
 
 std::string passName(const PipelineShape &shape, int64_t stage,
                      const PipelinePass &pass) {
-  return llvm::formatv("{0}{1}.{2}",
-                       pass.kind == PipelinePass::Forward ? "F" : "B",
+  const char *letter = pass.kind == PipelinePass::Forward          ? "F"
+                       : pass.kind == PipelinePass::BackwardWeight ? "W"
+                                                                   : "B";
+  return llvm::formatv("{0}{1}.{2}", letter,
                        shape.modelChunk(stage, pass.chunk), pass.micro)
       .str();
 }

@@ -33,7 +33,9 @@ namespace dtc::runtime {
 /// on stage c % stages, as its local chunk c / stages (Megatron-LM's
 /// interleaved placement; one chunk per stage without virtual stages).
 struct PipelineShape {
-  std::string schedule = "1f1b"; ///< "1f1b" (interleaved with vpp > 1), "gpipe"
+  /// scheduleName() of a dtc::Schedule: "1f1b" (interleaved with vpp > 1),
+  /// "gpipe", "zb-h1".
+  std::string schedule = "1f1b";
   int64_t stages = 1;
   int64_t virtualStages = 1;
   int64_t microBatches = 1;
@@ -56,15 +58,19 @@ PipelineShape pipelineShapeOf(const program::Pipeline &pipeline,
 llvm::Error checkPipelineShape(const PipelineShape &shape);
 
 /// One pass of a stage: the forward or backward of micro-batch `micro`
-/// through its local chunk `chunk`.
+/// through its local chunk `chunk`. Zero-bubble schedules run each
+/// backward as its input-gradient pass (what the previous stage waits for)
+/// and, later, its weight-gradient pass (what only the accumulators read).
 struct PipelinePass {
-  enum Kind : uint8_t { Forward, Backward };
+  enum Kind : uint8_t { Forward, Backward, BackwardInput, BackwardWeight };
   Kind kind = Forward;
   int64_t chunk = 0, micro = 0;
 };
 
 /// The passes of `stage` in schedule order: GPipe (all forwards, then all
-/// backwards), 1F1B, or Megatron-LM's interleaved 1F1B.
+/// backwards), 1F1B, Megatron-LM's interleaved 1F1B, or ZB-H1 (1F1B's
+/// forwards and input gradients, stage s deferring each weight gradient by
+/// s micro-batches: Qi et al.'s ZB-H1 at 1F1B's peak memory).
 std::vector<PipelinePass> pipelinePasses(const PipelineShape &shape,
                                          int64_t stage);
 
@@ -107,6 +113,13 @@ struct PipelineAction {
     /// and leaves the input's gradient to send. On the last model chunk the
     /// forward pass, loss and backward pass in one.
     Backward,
+    /// Zero-bubble schedules: the backward's input-gradient part (B), as
+    /// Backward but without the parameter gradients; it keeps what its
+    /// weight-gradient part reads.
+    BackwardInput,
+    /// The weight-gradient part (W): reads what BackwardInput kept and adds
+    /// the parameter gradients to the accumulators; no messages.
+    BackwardWeight,
     /// Send what the previous pass left (`message`) to the stage `peer`
     /// away.
     Send,
@@ -131,7 +144,8 @@ llvm::Expected<std::vector<std::vector<PipelineAction>>>
 pipelineActions(const PipelineShape &shape, bool overlap);
 
 /// "F3.1": the forward of micro-batch 1 through model chunk 3 ("B" for a
-/// backward), the notation of `dtc plan show --rank` and of the docs.
+/// backward or its input-gradient part, "W" for its weight-gradient part),
+/// the notation of `dtc plan show --rank` and of the docs.
 std::string passName(const PipelineShape &shape, int64_t stage,
                      const PipelinePass &pass);
 

@@ -37,6 +37,8 @@ llvm::StringRef dtc::scheduleName(Schedule schedule) {
     return "1f1b";
   case Schedule::Interleaved:
     return "interleaved";
+  case Schedule::ZeroBubbleH1:
+    return "zb-h1";
   }
   return "?";
 }
@@ -46,7 +48,16 @@ std::optional<Schedule> dtc::parseSchedule(llvm::StringRef name) {
       .Case("gpipe", Schedule::GPipe)
       .Case("1f1b", Schedule::OneFOneB)
       .Case("interleaved", Schedule::Interleaved)
+      .Case("zb-h1", Schedule::ZeroBubbleH1)
       .Default(std::nullopt);
+}
+
+std::string dtc::scheduleNames() {
+  llvm::SmallVector<llvm::StringRef, 4> names;
+  for (Schedule s : {Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved,
+                     Schedule::ZeroBubbleH1})
+    names.push_back(scheduleName(s));
+  return llvm::join(names, ", ");
 }
 
 llvm::StringRef dtc::meshAxisName(MeshAxis axis) {

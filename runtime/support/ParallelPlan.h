@@ -25,7 +25,11 @@ namespace dtc {
 /// ops computable from kept ones; only checkpoints (the norms' inputs, the
 /// loss op's operands).
 enum class Recompute { None, Selective, Full };
-enum class Schedule { GPipe, OneFOneB, Interleaved };
+/// Pipeline schedules (docs/runtime.md, "Pipeline schedules"). ZeroBubbleH1
+/// is Qi et al.'s ZB-H1 (arXiv:2401.10241): 1F1B with each backward split
+/// into the input gradient (B) and the weight gradient (W), W deferred into
+/// the bubble at 1F1B's peak memory.
+enum class Schedule { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
 /// Mesh axes; expert parallelism subdivides the dp axis.
 enum class MeshAxis { TP, CP, DP, PP };
 
@@ -33,6 +37,13 @@ llvm::StringRef recomputeName(Recompute recompute);
 std::optional<Recompute> parseRecompute(llvm::StringRef name);
 llvm::StringRef scheduleName(Schedule schedule);
 std::optional<Schedule> parseSchedule(llvm::StringRef name);
+/// "gpipe, 1f1b, interleaved, zb-h1": every name parseSchedule accepts.
+std::string scheduleNames();
+/// Whether the schedule runs each backward as two passes, the input
+/// gradient (B) and the weight gradient (W): the zero-bubble schedules.
+inline bool splitsBackward(Schedule schedule) {
+  return schedule == Schedule::ZeroBubbleH1;
+}
 llvm::StringRef meshAxisName(MeshAxis axis);
 /// The four mesh axes, innermost first (ParallelPlan::meshOrder).
 using MeshOrder = std::array<MeshAxis, 4>;

@@ -100,4 +100,4 @@ func.func @main(%ids: tensor<4x8xi64>) -> tensor<4x8x32xf32> {
 // GRAD: func.func @backward({{.*}}dtc.grad_of_arg = 0 : i64, dtc.sharding = #dtc.sharding<{{\[\["dp"\], \[\], \[\]\]}}>
 
 // UNSPLIT: error: dtc-pipeline-assemble: the module holds no pipeline chunks (run dtc-pipeline-split first)
-// SCHEDULE: error: pipeline: schedule 'zb' is not known (1f1b, its interleaved form with virtual stages, and gpipe are)
+// SCHEDULE: error: pipeline: schedule 'zb' is not known (1f1b, its interleaved form with virtual stages, gpipe and zb-h1 are)

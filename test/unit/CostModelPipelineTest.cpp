@@ -31,6 +31,25 @@ TEST(Pipeline, BalancedStagesTakeMPlusPMinusOneSlots) {
                    bubbleFraction(Schedule::Interleaved, 8, 64, 4));
 }
 
+TEST(Pipeline, ZeroBubbleH1FillsTheBubbleWithWeightGradients) {
+  // Qi et al.: ZB-H1's bubble is (p-1)(F+B-W), a third of 1F1B's
+  // (p-1)(F+B+W) when F = B = W. p = 4, m = 8, F = B = W = 1: 8 * 3 + 3 * 1
+  // = 27 (a hand replay of the schedule gives the same), 1F1B 8 * 3 + 3 * 3.
+  std::vector<double> stages(4, 3.0), weights(4, 1.0);
+  EXPECT_DOUBLE_EQ(pipelineTime(Schedule::ZeroBubbleH1, stages, weights, 8, 1),
+                   27);
+  EXPECT_DOUBLE_EQ(pipelineTime(Schedule::OneFOneB, stages, weights, 8, 1), 33);
+  EXPECT_DOUBLE_EQ(bubbleFraction(Schedule::ZeroBubbleH1, 4, 8, 1, 1.0 / 3),
+                   3.0 / 8 / 3);
+  // Without a weight gradient there is nothing to defer: 1F1B's bubble.
+  EXPECT_DOUBLE_EQ(bubbleFraction(Schedule::ZeroBubbleH1, 4, 8, 1, 0),
+                   bubbleFraction(Schedule::OneFOneB, 4, 8, 1));
+  // Every stage holds up to p micro-batches (1F1B's first stage).
+  for (int64_t s = 0; s < 4; ++s)
+    EXPECT_DOUBLE_EQ(microBatchesInFlight(Schedule::ZeroBubbleH1, 4, 8, 1, s),
+                     4);
+}
+
 TEST(Pipeline, SlowestStageSetsThePace) {
   // m max + (sum - max) = 10 * 3 + (1 + 1 + 1).
   EXPECT_DOUBLE_EQ(pipelineTime({1, 1, 3, 1}, 10, 1), 33);

@@ -68,6 +68,25 @@ TEST(InspectTimeline, OneFOneBBalanced) {
   EXPECT_DOUBLE_EQ(t.lanes[3][1].start, 4);
 }
 
+TEST(InspectTimeline, ZeroBubbleH1Balanced) {
+  // p = 4, m = 8, F = B = W = 1: ZB-H1's bubble (p-1)(F+B-W) = 3 on top of
+  // m (F+B+W) = 24 (worked out by hand on the schedule's pass order).
+  std::vector<double> f(4, 1.0), b(4, 2.0), w(4, 1.0);
+  PipelineTimeline t =
+      replayPipeline(pipeline(4, 8, 1, Schedule::ZeroBubbleH1), f, b, w);
+  ASSERT_TRUE(t.complete);
+  EXPECT_DOUBLE_EQ(t.makespan, 27);
+  // Each stage runs 8 forwards, input gradients and weight gradients.
+  for (const auto &lane : t.lanes) {
+    int weights = 0;
+    for (const PipelineOp &op : lane) {
+      weights += op.weight ? 1 : 0;
+      EXPECT_DOUBLE_EQ(op.end - op.start, 1.0);
+    }
+    EXPECT_EQ(weights, 8);
+  }
+}
+
 TEST(InspectTimeline, GPipeAllForwardsFirst) {
   // Same makespan as 1F1B; every forward precedes every backward.
   std::vector<double> f(3, 1.0), b(3, 2.0);

@@ -162,7 +162,8 @@ BruteForce bruteForce(const PlanRequest &r, int64_t globalBatch) {
         for (int64_t ep : divisorsOf(s.experts))
           for (int64_t v : divisorsOf(s.layers))
             for (Schedule sched :
-                 {Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved})
+                 {Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved,
+                  Schedule::ZeroBubbleH1})
               for (int zero = 0; zero <= 3; ++zero)
                 for (int64_t b : divisorsOf(globalBatch))
                   for (Recompute rc :
@@ -187,9 +188,11 @@ BruteForce bruteForce(const PlanRequest &r, int64_t globalBatch) {
                         llvm::consumeError(std::move(err));
                         continue;
                       }
+                      // A one-stage "pipeline" runs no schedule: 1F1B.
                       bool canonical =
-                          sched != Schedule::GPipe && (!sp || tp > 1) &&
-                          (zero == 0 || plan.dp * cp > 1) &&
+                          sched != Schedule::GPipe &&
+                          (sched != Schedule::ZeroBubbleH1 || pp > 1) &&
+                          (!sp || tp > 1) && (zero == 0 || plan.dp * cp > 1) &&
                           (rc != Recompute::Selective || !plan.fusedAttention);
                       double fastest = INFINITY, bytes = 0;
                       bool anyOrder = false;

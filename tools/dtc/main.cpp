@@ -15,6 +15,7 @@
 #include "frontends/hf/HfConfig.h"
 #include "frontends/modelgen/ModelGen.h"
 #include "runtime/support/Error.h"
+#include "runtime/support/ParallelPlan.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -70,6 +71,8 @@ void addCompile(CLI::App &app, dtc::CompileOptions &o, Action &action) {
   cmd->add_option("--micro-batch", o.microBatch, "Pin the micro-batch size");
   cmd->add_option("--recompute", o.recompute,
                   "Pin activation recompute: none, selective or full");
+  cmd->add_option("--schedule", o.schedule,
+                  "Pin the pipeline schedule: " + dtc::scheduleNames());
   cmd->add_option("--sequence-parallel", o.sequenceParallel,
                   "Pin Megatron sequence parallelism with tp > 1: on or off")
       ->transform(CLI::IsMember({"on", "off"}));
