@@ -356,7 +356,7 @@ def DtcPipelineSplit : Pass<"dtc-pipeline-split", "::mlir::ModuleOp"> {
     Option<"schedule", "schedule", "std::string",
            /*default=*/
            "::dtc::scheduleName(::dtc::TrainingStepOptions{}.schedule).str()",
-           "1f1b or gpipe">,
+           "1f1b, gpipe or zb-h1">,
     Option<"microBatches", "micro-batches", "int64_t",
            /*default=*/"::dtc::TrainingStepOptions{}.gradAccum",
            "Micro-batches per optimizer step">,
